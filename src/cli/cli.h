@@ -1,0 +1,98 @@
+/*
+ * cli.h: what the files of the `durable` command share.
+ *
+ * main.c parses the command line and dispatches through a table of commands;
+ * session.c owns the one store a command opens (its loop, its close, the exit
+ * code and the one line on stderr); print.c writes nodes as JSON; one file per
+ * group of commands implements them (nodes.c: put, get, search).  A command
+ * validates its arguments first (bad usage costs nothing), then opens the
+ * store, submits, and runs the loop until its last callback has closed the
+ * store.
+ */
+#ifndef DURABLE_CLI_H
+#define DURABLE_CLI_H
+
+#include <durable.h>
+#include <stdio.h>
+
+/* Exit codes, the same for every command. */
+enum { CLI_OK = 0, CLI_FAILED = 1, CLI_USAGE = 2 };
+
+#define CLI_DEFAULT_STORE "sqlite:durable.db"
+#define CLI_MAX_OPTIONS 8
+
+typedef struct cli_s cli_t;
+
+/* An option of one command beyond the common ones (--store, --help).  Its
+ * value, or "" for a flag that was given, lands in cli->values[index]. */
+typedef struct cli_option_s {
+  const char *name; /* "--after" */
+  int has_value;
+} cli_option_t;
+
+typedef struct cli_command_s {
+  const char *name;
+  const char *args;     /* "PATH NODE_TYPE [JSON|-]" for the usage line */
+  const char *summary;  /* one line for `durable --help` */
+  const char *help;     /* the rest of `durable COMMAND --help` */
+  const cli_option_t *options; /* NULL or ended by {NULL, 0} */
+  /* Runs with the positional arguments; returns the exit code. */
+  int (*main)(cli_t *cli, int argc, char **argv);
+} cli_command_t;
+
+struct cli_s {
+  const cli_command_t *command;
+  const char *store_url;
+  const char *values[CLI_MAX_OPTIONS];
+  uv_loop_t loop;
+  int loop_ready;
+  durable_store_t *store; /* NULL once its close has begun */
+  int closed;             /* the store's close callback ran */
+  int exit_code;
+  void *state; /* the running command's own */
+};
+
+/* ---- session.c ---- */
+
+/* Print "durable: COMMAND: MESSAGE" on stderr; returns `code`. */
+int cli_error(const cli_t *cli, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A usage error: the reason and the command's usage line, one line on
+ * stderr; returns CLI_USAGE. */
+int cli_usage(const cli_t *cli, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Write the one-line usage of `command` ("durable get [--store URL] @PATH"). */
+void cli_print_usage(FILE *out, const cli_command_t *command);
+
+/* Open cli->store_url on a fresh loop.  Returns 0, or reports the failure
+ * (naming the store) and returns CLI_FAILED (CLI_USAGE for a URL of no
+ * known kind) with nothing left open. */
+int cli_open(cli_t *cli);
+/* End the command with `code`: close the store (callbacks may call it). */
+void cli_finish(cli_t *cli, int code);
+/* A submit refused: report `err` (or `rc`) and finish.  EINVAL is bad
+ * input, so it ends with CLI_USAGE; anything else with CLI_FAILED. */
+void cli_refused(cli_t *cli, int rc, const durable_error_t *err);
+/* A callback's failure: report the result's message and finish with
+ * CLI_FAILED. */
+void cli_failed(cli_t *cli, const durable_result_t *result);
+/* Run the loop until the store is closed and the loop is empty, close the
+ * loop, flush stdout; returns the exit code. */
+int cli_run(cli_t *cli);
+
+/* ---- print.c ---- */
+
+/* The node as one JSON object and a newline: path, namespace, id,
+ * node_type, main_node, version, created_at, updated_at (ISO-8601 UTC with
+ * milliseconds), then content spliced in as stored.  With `one_line`, line
+ * breaks in the content (only ever whitespace between JSON tokens) become
+ * spaces, so that JSON lines stay one line per node. */
+void cli_print_node(FILE *out, const durable_node_t *node, int one_line);
+
+/* ---- the commands ---- */
+
+extern const cli_command_t cli_put_command;
+extern const cli_command_t cli_get_command;
+extern const cli_command_t cli_search_command;
+
+#endif /* DURABLE_CLI_H */

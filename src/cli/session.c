@@ -1,0 +1,179 @@
+/*
+ * session.c: the life of one command's store, and how a command ends.
+ *
+ * A command owns a fresh uv loop and one store on it:
+ *
+ *   cli_open ──> submit ──> callback ──> (submit again ...) ──> cli_finish
+ *                                                                  │
+ *   cli_run: uv_run until the store's close callback has run and   v
+ *            the loop is empty, then uv_loop_close      durable_store_close
+ *
+ * The store keeps handles on the loop while it is open, so uv_run returns
+ * only once the last callback has called cli_finish and the close is over;
+ * uv_loop_close then proves that nothing was left behind.  Errors print
+ * exactly one line, "durable: COMMAND: message", whatever the library's
+ * message held (PostgreSQL's are often several lines).
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void print_line(const cli_t *cli, const char *message,
+                       const char *suffix) {
+  char line[1024];
+  size_t n = 0;
+  /* One line: line breaks and tabs become spaces, runs of them collapse. */
+  for (const char *s = message; *s && n + 1 < sizeof line; s++) {
+    char c = (*s == '\n' || *s == '\r' || *s == '\t') ? ' ' : *s;
+    if (c == ' ' && (n == 0 || line[n - 1] == ' ')) continue;
+    line[n++] = c;
+  }
+  while (n > 0 && line[n - 1] == ' ') n--;
+  line[n] = '\0';
+  if (cli && cli->command)
+    fprintf(stderr, "durable: %s: %s%s\n", cli->command->name, line, suffix);
+  else
+    fprintf(stderr, "durable: %s%s\n", line, suffix);
+}
+
+int cli_error(const cli_t *cli, int code, const char *fmt, ...) {
+  char message[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  print_line(cli, message, "");
+  return code;
+}
+
+void cli_print_usage(FILE *out, const cli_command_t *command) {
+  fprintf(out, "durable %s [--store URL] %s", command->name, command->args);
+}
+
+int cli_usage(const cli_t *cli, const char *fmt, ...) {
+  char message[1024], usage[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  snprintf(usage, sizeof usage, " (usage: durable %s [--store URL] %s)",
+           cli->command->name, cli->command->args);
+  print_line(cli, message, usage);
+  return CLI_USAGE;
+}
+
+/* The URL with a password masked, for the rare message that must name the
+ * store when the library did not: "postgresql://u:***@h/db",
+ * "host=h password=*** dbname=x". */
+static void masked(const char *url, char *out, size_t size) {
+  snprintf(out, size, "%s", url);
+  char *scheme = strstr(out, "://");
+  if (scheme) {
+    char *at = strchr(scheme + 3, '@');
+    char *colon = at ? memchr(scheme + 3, ':', (size_t)(at - scheme - 3)) : NULL;
+    if (colon && at - colon > 1) {
+      size_t tail = strlen(at) + 1;
+      if ((size_t)(colon + 4 - out) + tail <= size) {
+        memmove(colon + 4, at, tail);
+        memcpy(colon + 1, "***", 3);
+      }
+    }
+  }
+  char *pw = strstr(out, "password=");
+  if (pw) {
+    char *value = pw + 9, *end = value + strcspn(value, " ");
+    size_t tail = strlen(end) + 1;
+    if ((size_t)(value + 3 - out) + tail <= size) {
+      memmove(value + 3, end, tail);
+      memcpy(value, "***", 3);
+    }
+  }
+}
+
+int cli_open(cli_t *cli) {
+  durable_error_t err;
+  int rc = uv_loop_init(&cli->loop);
+  if (rc != 0)
+    return cli_error(cli, CLI_FAILED, "cannot start the event loop: %s",
+                     uv_strerror(rc));
+  cli->loop_ready = 1;
+  memset(&err, 0, sizeof err);
+  rc = durable_store_open(&cli->loop, cli->store_url, &cli->store, &err);
+  if (rc < 0 || cli->store == NULL) {
+    char name[512];
+    /* A URL of no known kind is bad usage; a store that fails is a failure. */
+    int code = rc == DURABLE_EINVAL ? CLI_USAGE : CLI_FAILED;
+    cli->store = NULL;
+    masked(cli->store_url, name, sizeof name);
+    if (err.message[0] != '\0')
+      cli_error(cli, code, "%s", err.message);
+    else
+      cli_error(cli, code, "cannot open store '%s': %s", name,
+                durable_strerror(rc));
+    /* A refused open leaves nothing on the loop; run it dry to be sure. */
+    uv_run(&cli->loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(&cli->loop) == 0) cli->loop_ready = 0;
+    return code;
+  }
+  return 0;
+}
+
+static void store_closed(void *data) {
+  cli_t *cli = data;
+  cli->closed = 1;
+}
+
+void cli_finish(cli_t *cli, int code) {
+  durable_store_t *store = cli->store;
+  if (code > cli->exit_code) cli->exit_code = code;
+  if (store == NULL) return; /* already closing */
+  cli->store = NULL;
+  durable_store_close(store, store_closed, cli);
+}
+
+void cli_refused(cli_t *cli, int rc, const durable_error_t *err) {
+  const char *message = err && err->message[0] ? err->message
+                                                : durable_strerror(rc);
+  int code = rc == DURABLE_EINVAL ? CLI_USAGE : CLI_FAILED;
+  cli_error(cli, code, "%s", message);
+  cli_finish(cli, code);
+}
+
+void cli_failed(cli_t *cli, const durable_result_t *result) {
+  const char *message = result->message && result->message[0]
+                            ? result->message
+                            : durable_strerror(result->status);
+  cli_error(cli, CLI_FAILED, "%s", message);
+  cli_finish(cli, CLI_FAILED);
+}
+
+int cli_run(cli_t *cli) {
+  uv_run(&cli->loop, UV_RUN_DEFAULT);
+  if (cli->store != NULL) {
+    /* The loop emptied while the store was open and no answer came. */
+    cli_error(cli, CLI_FAILED, "internal error: the store went idle without "
+                               "answering");
+    cli_finish(cli, CLI_FAILED);
+    uv_run(&cli->loop, UV_RUN_DEFAULT);
+  }
+  if (!cli->closed) {
+    cli_error(cli, CLI_FAILED, "internal error: the store did not finish "
+                               "closing");
+    cli->exit_code = CLI_FAILED;
+  } else if (uv_loop_close(&cli->loop) != 0) {
+    cli_error(cli, CLI_FAILED, "internal error: the store left handles open "
+                               "on the loop");
+    cli->exit_code = CLI_FAILED;
+  } else {
+    cli->loop_ready = 0;
+  }
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    cli_error(cli, CLI_FAILED, "cannot write to standard output: %s",
+              strerror(errno));
+    cli->exit_code = CLI_FAILED;
+  }
+  return cli->exit_code;
+}

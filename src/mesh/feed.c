@@ -1,0 +1,287 @@
+/*
+ * feed.c: the change feed and synced queries.
+ *
+ * A watch follows the children of one namespace.  It is registered before
+ * its first read, so nothing committed after the registration can slip by:
+ *
+ *     watch()  -> registered -> read pages ... -> SYNCED -> live changes
+ *                    |  in-process commits while reading are buffered,
+ *                    |  then replayed after the last page
+ *
+ * The watch remembers each child's version (a JSON object id -> version:
+ * jansson's hash table).  A change whose version it has already seen is a
+ * duplicate and is dropped, which is what makes every source of changes
+ * safe to repeat: this process's commits arrive exactly (write.c records
+ * them), other processes' commits arrive as "namespace NS changed" from the
+ * backend's watch source (SQLite polling, PostgreSQL NOTIFY), and such a
+ * signal -- or "anything may have changed" after a reconnect -- makes the
+ * watch re-read its namespace and diff it against what it knows.  Versions
+ * are store-wide and grow with every write, also across a delete and a
+ * re-create, so a stale removal can never hide a newer node.
+ */
+#include "job.h"
+#include "store.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAGE 500
+
+typedef enum { W_READING_INITIAL, W_LIVE, W_READING_RESYNC } wstate_t;
+
+struct durable_watch_s {
+  durable_store_t *store;
+  durable_watch_t *next;
+  char *ns;
+  int flags;
+  durable_change_cb cb;
+  void *data;
+  json_t *known;   /* id -> version */
+  json_t *seen;    /* during a re-sync: ids the re-read found */
+  wstate_t state;
+  int resync_pending; /* a signal arrived while reading */
+  int job_in_flight;
+  int closed;
+  durable__event_t *buffer;
+  size_t nbuf;
+};
+
+typedef struct {
+  durable_watch_t *head;
+} feed_t;
+
+static feed_t *feed_of(durable_store_t *store) {
+  void **slot = durable__store_feed_slot(store);
+  if (*slot == NULL) *slot = calloc(1, sizeof(feed_t));
+  return *slot;
+}
+
+static void unlink_watch(durable_watch_t *w) {
+  feed_t *feed = feed_of(w->store);
+  for (durable_watch_t **p = feed ? &feed->head : NULL; p && *p; p = &(*p)->next)
+    if (*p == w) {
+      *p = w->next;
+      break;
+    }
+}
+
+static void free_buffer(durable_watch_t *w) {
+  for (size_t i = 0; i < w->nbuf; i++) durable_node_free(w->buffer[i].node);
+  free(w->buffer);
+  w->buffer = NULL;
+  w->nbuf = 0;
+}
+
+static void free_watch(durable_watch_t *w) {
+  free_buffer(w);
+  json_decref(w->known);
+  json_decref(w->seen);
+  free(w->ns);
+  free(w);
+}
+
+/* Emit one change through the version filter.  Returns 0 when the watch was
+ * closed by its callback. */
+static int apply(durable_watch_t *w, durable_change_kind_t kind,
+                 const durable_node_t *node, int emit) {
+  json_t *known = json_object_get(w->known, node->id);
+  int64_t have = known ? json_integer_value(known) : 0;
+  if (kind == DURABLE_CHANGE_REMOVED) {
+    if (known == NULL || have > node->version) return 1; /* stale */
+    json_object_del(w->known, node->id);
+  } else {
+    if (known && have >= node->version) return 1; /* seen */
+    json_object_set_new(w->known, node->id, json_integer(node->version));
+    kind = known ? DURABLE_CHANGE_UPDATED : DURABLE_CHANGE_ADDED;
+  }
+  if (emit) w->cb(w, kind, node, w->data);
+  return !w->closed;
+}
+
+static void read_page(durable_watch_t *w, const char *after);
+
+static void replay_buffer(durable_watch_t *w) {
+  /* apply() may close the watch; stop then */
+  size_t n = w->nbuf;
+  durable__event_t *buf = w->buffer;
+  w->buffer = NULL;
+  w->nbuf = 0;
+  size_t i = 0;
+  for (; i < n; i++)
+    if (!apply(w, buf[i].kind, buf[i].node, 1)) break;
+  for (size_t k = 0; k < n; k++) durable_node_free(buf[k].node);
+  free(buf);
+}
+
+static void start_resync(durable_watch_t *w) {
+  w->resync_pending = 0;
+  w->state = W_READING_RESYNC;
+  json_decref(w->seen);
+  w->seen = json_object();
+  read_page(w, "");
+}
+
+/* The last page of a read is in: finish the initial sync or the re-sync. */
+static void read_done(durable_watch_t *w) {
+  if (w->state == W_READING_INITIAL) {
+    w->state = W_LIVE;
+    w->cb(w, DURABLE_CHANGE_SYNCED, NULL, w->data);
+    if (w->closed) return;
+  } else {
+    /* children known before but not found now were removed elsewhere */
+    const char *id;
+    json_t *v;
+    void *tmp;
+    w->state = W_LIVE;
+    json_object_foreach_safe(w->known, tmp, id, v) {
+      if (json_object_get(w->seen, id)) continue;
+      char path[DURABLE_PATH_MAX + 1];
+      snprintf(path, sizeof path, "%s%s%s", w->ns, *w->ns ? "/" : "", id);
+      durable_node_t gone = {.ns = w->ns, .id = (char *)id, .path = path,
+                             .node_type = "", .main_node = "",
+                             .version = json_integer_value(v)};
+      if (!apply(w, DURABLE_CHANGE_REMOVED, &gone, 1)) return;
+    }
+    json_decref(w->seen);
+    w->seen = NULL;
+  }
+  replay_buffer(w);
+  if (!w->closed && w->resync_pending) start_resync(w);
+}
+
+static void on_page(durable__job_t *job) {
+  durable_watch_t *w = job->data;
+  w->job_in_flight = 0;
+  if (w->closed) {
+    free_watch(w);
+    durable__job_free(job);
+    return;
+  }
+  if (job->status < 0) {
+    /* The store is unreachable: stay as we are and re-read on the next
+     * signal (a backend signals "anything changed" after it reconnects). */
+    w->resync_pending = 1;
+    if (w->state == W_READING_RESYNC) w->state = W_LIVE;
+    durable__job_free(job);
+    return;
+  }
+  int emit = w->state == W_READING_RESYNC || (w->flags & DURABLE_WATCH_INITIAL);
+  for (size_t i = 0; i < job->nodes.count; i++) {
+    durable_node_t *node = job->nodes.items[i];
+    if (w->seen) json_object_set_new(w->seen, node->id, json_true());
+    if (!apply(w, DURABLE_CHANGE_ADDED, node, emit)) {
+      durable__job_free(job);
+      return;
+    }
+  }
+  if (job->more && job->nodes.count > 0)
+    read_page(w, job->nodes.items[job->nodes.count - 1]->id);
+  else
+    read_done(w);
+  durable__job_free(job);
+}
+
+static void read_page(durable_watch_t *w, const char *after) {
+  durable__job_t *job = durable__job_new(w->store, JOB_QUERY);
+  if (job == NULL || (job->ns = strdup(w->ns)) == NULL ||
+      (job->after = strdup(after)) == NULL) {
+    durable__job_free(job);
+    w->resync_pending = 1; /* out of memory: try again on the next signal */
+    return;
+  }
+  job->limit = PAGE;
+  job->done = on_page;
+  job->data = w;
+  w->job_in_flight = 1;
+  durable__job_submit(job);
+}
+
+/* ---- entry points -------------------------------------------------------- */
+
+int durable_store_watch(durable_store_t *store, const char *ns, int flags,
+                        durable_change_cb cb, void *data,
+                        durable_watch_t **out, durable_error_t *err) {
+  *out = NULL;
+  if (cb == NULL) return durable__error(err, DURABLE_EINVAL, "watch has no callback");
+  if (ns == NULL) return durable__error(err, DURABLE_EINVAL, "namespace is missing");
+  int rc = *ns ? durable_path_check(ns, err) : 0;
+  if (rc < 0) return rc;
+  if (durable__store_closing(store))
+    return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing",
+                          durable_store_name(store));
+  feed_t *feed = feed_of(store);
+  durable_watch_t *w = calloc(1, sizeof(*w));
+  if (feed == NULL || w == NULL || (w->ns = strdup(ns)) == NULL ||
+      (w->known = json_object()) == NULL) {
+    if (w) free_watch(w);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  w->store = store;
+  w->flags = flags;
+  w->cb = cb;
+  w->data = data;
+  w->state = W_READING_INITIAL;
+  w->next = feed->head;
+  feed->head = w;
+  read_page(w, "");
+  *out = w;
+  return 0;
+}
+
+void durable_watch_close(durable_watch_t *w) {
+  if (w == NULL || w->closed) return;
+  w->closed = 1;
+  unlink_watch(w);
+  if (!w->job_in_flight) free_watch(w);
+}
+
+void durable__feed_close_all(durable_store_t *store) {
+  feed_t *feed = feed_of(store);
+  while (feed && feed->head) durable_watch_close(feed->head);
+}
+
+void durable__feed_free(durable_store_t *store) {
+  void **slot = durable__store_feed_slot(store);
+  free(*slot);
+  *slot = NULL;
+}
+
+void durable__feed_dispatch(durable_store_t *store, durable__job_t *job) {
+  feed_t *feed = feed_of(store);
+  if (feed == NULL) return;
+  for (size_t i = 0; i < job->nevents; i++) {
+    durable__event_t *ev = &job->events[i];
+    for (durable_watch_t *w = feed->head, *next; w; w = next) {
+      next = w->next; /* the callback may close w */
+      if (strcmp(w->ns, ev->node->ns) != 0) continue;
+      if (w->state != W_LIVE) {
+        durable__event_t *b = realloc(w->buffer, (w->nbuf + 1) * sizeof(*b));
+        durable_node_t *copy = b ? durable_node_dup(ev->node) : NULL;
+        if (b) w->buffer = b;
+        if (copy == NULL) { /* cannot buffer: re-read instead */
+          w->resync_pending = 1;
+          continue;
+        }
+        w->buffer[w->nbuf].kind = ev->kind;
+        w->buffer[w->nbuf++].node = copy;
+      } else {
+        apply(w, ev->kind, ev->node, 1);
+      }
+    }
+  }
+}
+
+void durable__store_changed_elsewhere(durable_store_t *store, const char *ns) {
+  feed_t *feed = feed_of(store);
+  if (feed == NULL) return;
+  for (durable_watch_t *w = feed->head; w; w = w->next) {
+    if (ns && strcmp(ns, w->ns) != 0) continue;
+    if (w->job_in_flight)
+      w->resync_pending = 1; /* re-read once the current read ends */
+    else if (w->state == W_READING_INITIAL)
+      read_page(w, ""); /* an initial read that failed: start it over */
+    else
+      start_resync(w);
+  }
+}

@@ -1,0 +1,111 @@
+/*
+ * job.h: one unit of store work, carried from the loop thread to a worker
+ * thread and back.
+ *
+ * A public call validates its arguments on the loop thread, copies them into
+ * a job and queues it (store.c).  A worker runs it against its own database
+ * connection: reads one at a time, writes many at a time in one transaction
+ * (group commit, write.c).  The finished job goes back to the loop through a
+ * uv_async_t, where its change events reach the watches (feed.c) and then
+ * its callback runs.  Every field a worker touches is owned by the job, so
+ * the threads share nothing but the queues.
+ */
+#ifndef DURABLE_MESH_JOB_H
+#define DURABLE_MESH_JOB_H
+
+#include "backend.h"
+
+typedef enum {
+  JOB_GET = 1,
+  JOB_QUERY,    /* children of ns after `after`, at most `limit` */
+  JOB_EXISTS,
+  JOB_ITEMS,    /* read_items: 12-digit ids after `num` */
+  JOB_LAST,     /* last_item */
+  JOB_WRITE,
+  JOB_GRANT,    /* num = 1 add, 0 revoke */
+} durable__job_kind_t;
+
+/* One write of a JOB_WRITE, owned by the job. */
+typedef struct {
+  durable_write_kind_t kind;
+  char *path, *ns, *id;
+  char *node_type, *content;
+  int64_t expected_version;
+  durable_mutate_fn mutate;
+  void *mutate_arg;
+} durable__write_op_t;
+
+/* A change a write made, for the feed: the node as written (content NULL
+ * for a removal, version = the removed row's version). */
+typedef struct {
+  durable_change_kind_t kind;
+  durable_node_t *node;
+} durable__event_t;
+
+typedef struct durable__job_s durable__job_t;
+struct durable__job_s {
+  durable__job_t *next;
+  durable_store_t *store;
+  durable__job_kind_t kind;
+
+  /* inputs */
+  char *principal; /* NULL: the platform */
+  char *path, *ns, *id, *after;
+  size_t limit;
+  int64_t num;
+  durable__write_op_t *writes;
+  size_t nwrites;
+
+  /* outputs */
+  int status;
+  durable_error_t err;
+  durable_node_t *node;
+  durable__nodes_t nodes;
+  int more;
+  int64_t value;
+  durable__event_t *events;
+  size_t nevents;
+  durable__strv_t namespaces; /* distinct namespaces written (write.c) */
+
+  /* completion: `done` (internal users such as the feed) or `cb` */
+  void (*done)(durable__job_t *job);
+  durable_done_cb cb;
+  void *data;
+};
+
+durable__job_t *durable__job_new(durable_store_t *store,
+                                 durable__job_kind_t kind);
+void durable__job_free(durable__job_t *job);
+/* Queue a job to the right worker.  Loop thread. */
+void durable__job_submit(durable__job_t *job);
+
+/* write.c */
+int durable__writes_prepare(durable__job_t *job, const durable_write_t *w,
+                            size_t count, durable_error_t *err);
+/* Run every write of `job` in the open transaction.  Returns the status of
+ * the job; *wrote says whether any row was changed before a failure (then the
+ * transaction must be rolled back to undo it). */
+int durable__writes_apply(const durable__backend_t *be, durable__conn_t *conn,
+                          durable__job_t *job, int *wrote);
+/* Forget what a run of the writes produced (events, node, status), keeping
+ * the writes themselves for a retry; writes_free frees them. */
+void durable__writes_reset(durable__job_t *job);
+void durable__writes_free(durable__job_t *job);
+
+/* access.c: run a read job's access check and filtering on the worker. */
+int durable__access_load(const durable__backend_t *be, durable__conn_t *conn,
+                         const char *principal, durable__strv_t *grants,
+                         durable_error_t *err);
+int durable__access_covers(const durable__strv_t *grants, const char *owner);
+int durable__access_reaches(const durable__strv_t *grants, const char *ns);
+
+/* feed.c: deliver a finished write's events to the watches. */
+void durable__feed_dispatch(durable_store_t *store, durable__job_t *job);
+void durable__feed_close_all(durable_store_t *store);
+void durable__feed_free(durable_store_t *store);
+
+/* run a read job on a connection (store.c; used by the feed's own jobs too) */
+void durable__read_run(const durable__backend_t *be, durable__conn_t *conn,
+                       durable__job_t *job);
+
+#endif

@@ -1,0 +1,183 @@
+/*
+ * path.c: the path rules, in one place.
+ *
+ * A path is `namespace/id`, segments separated by '/'.  The rules are listed
+ * with durable_path_check() in durable.h; this file is the only code that
+ * decides them, and every entry point that takes a path calls it, so a bad
+ * path is refused before anything is queued.  The owner and the placement
+ * rules live here too: the owner of a satellite is the path before its first
+ * '_' segment; a path is stored in the table of the longest mapped segment
+ * it contains (schema.c holds the list).
+ */
+#include "schema.h"
+#include "store.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Length of the UTF-8 sequence starting at s (well-formed, no overlongs, no
+ * surrogates), or 0 when it is not valid. */
+static size_t utf8_len(const unsigned char *s) {
+  unsigned char c = s[0];
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return (s[1] & 0xC0) == 0x80 ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if ((s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
+    if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
+    if (c == 0xED && s[1] > 0x9F) return 0; /* surrogate */
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if ((s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 ||
+        (s[3] & 0xC0) != 0x80)
+      return 0;
+    if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
+    if (c == 0xF4 && s[1] > 0x8F) return 0; /* above U+10FFFF */
+    return 4;
+  }
+  return 0;
+}
+
+/* Quote the path for a message: control characters shown as \xNN, long
+ * paths cut, so the message itself stays one readable line. */
+static const char *shown(const char *path, char *buf, size_t size) {
+  size_t o = 0;
+  for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+    if (o + 8 >= size) {
+      memcpy(buf + o, "...", 4);
+      return buf;
+    }
+    if (*p < 0x20 || *p == 0x7F) {
+      static const char hex[] = "0123456789abcdef";
+      buf[o++] = '\\';
+      buf[o++] = 'x';
+      buf[o++] = hex[*p >> 4];
+      buf[o++] = hex[*p & 15];
+    } else {
+      buf[o++] = (char)*p;
+    }
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
+#define REFUSE(...)                                                       \
+  durable__error(err, DURABLE_EINVAL, "path '%s' is invalid: " __VA_ARGS__)
+
+int durable_path_check(const char *path, durable_error_t *err) {
+  char q[200];
+  if (path == NULL) return durable__error(err, DURABLE_EINVAL, "path is missing");
+  size_t len = strlen(path);
+  if (len == 0) return durable__error(err, DURABLE_EINVAL, "path is empty");
+  if (len > DURABLE_PATH_MAX)
+    return REFUSE("longer than %d bytes (%zu)", shown(path, q, sizeof q),
+                  DURABLE_PATH_MAX, len);
+  const unsigned char *p = (const unsigned char *)path;
+  const unsigned char *seg = p;
+  int first = 1;
+  for (;;) {
+    if (*p == '/' || *p == '\0') {
+      size_t n = (size_t)(p - seg);
+      if (n == 0)
+        return REFUSE("empty segment (no leading, trailing or doubled '/')",
+                      shown(path, q, sizeof q));
+      if ((n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+        return REFUSE("segment '%.*s' is not allowed", shown(path, q, sizeof q),
+                      (int)n, (const char *)seg);
+      if (n > DURABLE_SEGMENT_MAX)
+        return REFUSE("a segment is longer than %d bytes",
+                      shown(path, q, sizeof q), DURABLE_SEGMENT_MAX);
+      if (first) {
+        if (seg[0] == '_')
+          return REFUSE("the first segment (the partition) must not begin "
+                        "with '_'", shown(path, q, sizeof q));
+        if (n > DURABLE_PARTITION_MAX)
+          return REFUSE("the first segment (the partition) is longer than "
+                        "%d bytes", shown(path, q, sizeof q),
+                        DURABLE_PARTITION_MAX);
+        if (n >= 3 && strncasecmp((const char *)seg, "pg_", 3) == 0)
+          return REFUSE("the first segment (the partition) must not begin "
+                        "with 'pg_'", shown(path, q, sizeof q));
+        first = 0;
+      }
+      if (*p == '\0') break;
+      seg = ++p;
+      continue;
+    }
+    if (*p < 0x20 || *p == 0x7F)
+      return REFUSE("control character at byte %zu", shown(path, q, sizeof q),
+                    (size_t)(p - (const unsigned char *)path));
+    if (*p == '\\')
+      return REFUSE("'\\' is not allowed", shown(path, q, sizeof q));
+    size_t n = utf8_len(p);
+    if (n == 0)
+      return REFUSE("not valid UTF-8 at byte %zu", shown(path, q, sizeof q),
+                    (size_t)(p - (const unsigned char *)path));
+    p += n;
+  }
+  return 0;
+}
+
+int durable_path_owner(const char *path, char *out, size_t size) {
+  if (out == NULL || durable_path_check(path, NULL) < 0) return DURABLE_EINVAL;
+  size_t n = strlen(path);
+  for (const char *s = path; (s = strstr(s, "/_")) != NULL; s++) {
+    n = (size_t)(s - path);
+    break;
+  }
+  if (n + 1 > size) return DURABLE_EINVAL;
+  memcpy(out, path, n);
+  out[n] = '\0';
+  return (int)n;
+}
+
+/* Whether `seg` occurs as a whole segment of `path`. */
+static int has_segment(const char *path, const char *seg) {
+  size_t n = strlen(seg);
+  for (const char *s = path; (s = strstr(s, seg)) != NULL; s++) {
+    int starts = s == path || s[-1] == '/';
+    int ends = s[n] == '\0' || s[n] == '/';
+    if (starts && ends) return 1;
+  }
+  return 0;
+}
+
+const char *durable_path_table(const char *path) {
+  const char *table = DURABLE__PRIMARY_TABLE;
+  size_t best = 0;
+  if (path == NULL) return table;
+  for (size_t i = 0; i < durable__mapping_count; i++) {
+    size_t n = strlen(durable__mappings[i].segment);
+    if (n > best && has_segment(path, durable__mappings[i].segment)) {
+      best = n;
+      table = durable__mappings[i].table;
+    }
+  }
+  return table;
+}
+
+int durable__path_split(const char *path, char **ns, char **id) {
+  const char *slash = strrchr(path, '/');
+  *ns = slash ? strndup(path, (size_t)(slash - path)) : strdup("");
+  *id = strdup(slash ? slash + 1 : path);
+  if (*ns == NULL || *id == NULL) {
+    free(*ns);
+    free(*id);
+    *ns = *id = NULL;
+    return DURABLE_ENOMEM;
+  }
+  return 0;
+}
+
+durable__place_t durable__path_place(const char *path, char *partition_buf,
+                                     size_t size) {
+  durable__place_t place;
+  size_t n = strcspn(path, "/");
+  if (n >= size) n = size - 1; /* checked paths never exceed the partition max */
+  memcpy(partition_buf, path, n);
+  partition_buf[n] = '\0';
+  place.partition = partition_buf;
+  place.table = durable_path_table(path);
+  return place;
+}

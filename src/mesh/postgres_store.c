@@ -1,0 +1,1348 @@
+/*
+ * postgres_store.c: the PostgreSQL backend (libpq), durable__postgres_backend.
+ *
+ * It keeps only SQL and I/O; everything the two stores share lives above
+ * backend.h.  Three things shape it:
+ *
+ *  - Blocking connections, one per worker thread.  The engine calls every
+ *    function except watch_* on its own threads (and connect once more on
+ *    the loop thread at open), so plain blocking libpq is the simplest
+ *    correct choice there.  Connecting is bounded by our own 5 s
+ *    deadline (PQconnectStartParams + poll()), because libpq's
+ *    connect_timeout applies per address tried, not to the whole attempt.
+ *
+ *  - One schema per partition, created lazily by
+ *    public.ensure_partition_schema() (schema.c).  Writes ensure their
+ *    partition first; reads never create one: a partition that is not there
+ *    reads as "not found" / empty, decided by a catalog check and not by
+ *    provoking an error, since an error would spoil an open write
+ *    transaction.  Each connection remembers which partitions exist and keeps
+ *    one prepared statement per (operation, table, partition), so the steady
+ *    state is one round trip per statement with no parsing or planning.
+ *
+ *  - Round trips are the cost that matters (a commit's fsync is the other).
+ *    begin() sends nothing: its BEGIN rides in one pipeline with the
+ *    transaction's first statement; changed() sends nothing either: its
+ *    NOTIFYs ride in one pipeline with the COMMIT.  A one-row transaction is
+ *    thus as many round trips as it has statements.
+ *
+ * The change feed of other processes is a dedicated LISTEN connection owned
+ * by the loop thread:
+ *
+ *   connect + LISTEN (threadpool, blocking) --> uv_poll on PQsocket (loop)
+ *        ^                                          | connection lost
+ *        +------ uv_timer backoff 100 ms .. 5 s <---+
+ *
+ * After every (re)connect it reports "anything may have changed" (NULL) to
+ * the store, so a notification lost while the connection was down is never
+ * a gap: every watch re-reads from its cursor.
+ */
+#include "schema.h"
+#include "store.h"
+
+#include <libpq-fe.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CHANNEL "durable_changes"
+#define CONNECT_TIMEOUT_MS 5000
+/* NOTIFY payloads must stay under 8000 bytes. */
+#define PAYLOAD_MAX 7999
+/* Advisory lock keys.  The bootstrap uses the one-bigint key space and
+ * partition creation the (int, int) one; PostgreSQL keeps the two apart. */
+#define BOOTSTRAP_LOCK "7238817738656605473" /* the bytes "durable!" */
+#define PARTITION_LOCK 1685418593            /* "dura" */
+/* Past this many prepared statements a connection starts over, so a process
+ * that touches many partitions does not grow its server sessions without
+ * end. */
+#define STMT_CACHE_MAX 1024
+#define WATCH_BACKOFF_MIN_MS 100
+#define WATCH_BACKOFF_MAX_MS 5000
+
+#define NODE_COLS                                                              \
+  "namespace, id, path, node_type, content, main_node, version, created_at, "  \
+  "updated_at"
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static char *format(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+static char *format(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) return NULL;
+  char *s = malloc((size_t)n + 1);
+  if (s == NULL) return NULL;
+  va_start(ap, fmt);
+  vsnprintf(s, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+/* libpq's messages span lines ("...failed: X\n\tIs the server running...");
+ * ours are one line. */
+static void one_line(char *dst, size_t size, const char *src) {
+  size_t n = 0;
+  int space = 0;
+  for (; *src && n + 1 < size; src++) {
+    if (*src == '\n' || *src == '\r' || *src == '\t' || *src == ' ') {
+      space = n > 0;
+      continue;
+    }
+    if (space && n + 2 < size) dst[n++] = ' ';
+    space = 0;
+    dst[n++] = *src;
+  }
+  dst[n] = '\0';
+}
+
+/* The URL or conninfo with any password replaced by "***", for messages. */
+static char *mask_password(const char *url) {
+  size_t len = strlen(url);
+  /* each "***" stands for a "password" key or a ':' of at least as many
+   * bytes, so twice the length is always enough */
+  char *out = malloc(len * 2 + 8);
+  if (out == NULL) return NULL;
+  size_t o = 0, i = 0;
+  const char *p = NULL;
+  if (strncmp(url, "postgresql://", 13) == 0) p = url + 13;
+  if (strncmp(url, "postgres://", 11) == 0) p = url + 11;
+  if (p != NULL) {
+    /* URI: user:password@host... and ?password=... */
+    size_t auth = (size_t)(p - url);
+    size_t end = auth + strcspn(p, "/?");
+    size_t at = end, colon = end;
+    for (size_t k = auth; k < end; k++)
+      if (url[k] == '@') at = k;
+    for (size_t k = auth; k < at; k++)
+      if (url[k] == ':') {
+        colon = k;
+        break;
+      }
+    int in_query = 0;
+    while (i < len) {
+      if (i == colon + 1 && colon < at && at < end) {
+        memcpy(out + o, "***", 3);
+        o += 3;
+        i = at;
+        continue;
+      }
+      if (url[i] == '?') in_query = 1;
+      if (in_query && (url[i] == '?' || url[i] == '&') &&
+          strncmp(url + i + 1, "password=", 9) == 0) {
+        memcpy(out + o, url + i, 10);
+        o += 10;
+        memcpy(out + o, "***", 3);
+        o += 3;
+        i += 10;
+        while (i < len && url[i] != '&' && url[i] != '#') i++;
+        continue;
+      }
+      out[o++] = url[i++];
+    }
+    out[o] = '\0';
+    return out;
+  }
+  /* conninfo: key = value pairs, values bare or 'quoted' with \ escapes */
+  while (i < len) {
+    while (i < len && (url[i] == ' ' || url[i] == '\t' || url[i] == '\n'))
+      out[o++] = url[i++];
+    size_t key = i;
+    while (i < len && url[i] != '=' && url[i] != ' ' && url[i] != '\t')
+      out[o++] = url[i++];
+    int is_password = i - key == 8 && strncmp(url + key, "password", 8) == 0;
+    while (i < len && (url[i] == ' ' || url[i] == '\t')) out[o++] = url[i++];
+    if (i < len && url[i] == '=') out[o++] = url[i++];
+    while (i < len && (url[i] == ' ' || url[i] == '\t')) out[o++] = url[i++];
+    size_t value = i;
+    if (i < len && url[i] == '\'') {
+      for (i++; i < len && url[i] != '\''; i++)
+        if (url[i] == '\\' && i + 1 < len) i++;
+      if (i < len) i++;
+    } else {
+      for (; i < len && url[i] != ' ' && url[i] != '\t'; i++)
+        if (url[i] == '\\' && i + 1 < len) i++;
+    }
+    if (is_password && i > value) {
+      memcpy(out + o, "***", 3);
+      o += 3;
+    } else {
+      memcpy(out + o, url + value, i - value);
+      o += i - value;
+    }
+  }
+  out[o] = '\0';
+  return out;
+}
+
+/* "ns/id", or "id" at the top. */
+static void path_of(char *buf, size_t size, const char *ns, const char *id) {
+  if (ns == NULL || *ns == '\0')
+    snprintf(buf, size, "%s", id);
+  else
+    snprintf(buf, size, "%s/%s", ns, id);
+}
+
+static void quiet_notices(void *arg, const char *message) {
+  /* "schema ... already exists, skipping" and the like are not news. */
+  (void)arg;
+  (void)message;
+}
+
+/* A connection is gone: libpq says so, or the server said it is going away
+ * (class 08 connection exceptions, 57P01..57P03 shutdown / cannot connect).
+ */
+static int is_lost(PGconn *pg, const char *sqlstate) {
+  if (pg == NULL || PQstatus(pg) != CONNECTION_OK) return 1;
+  if (sqlstate == NULL) return 0;
+  return strncmp(sqlstate, "08", 2) == 0 || strcmp(sqlstate, "57P01") == 0 ||
+         strcmp(sqlstate, "57P02") == 0 || strcmp(sqlstate, "57P03") == 0;
+}
+
+/* Connect, blocking, within CONNECT_TIMEOUT_MS in all.  `url` may be a URI
+ * or a conninfo: expand_dbname hands either to libpq as it is.  Keywords
+ * before "dbname" are defaults that the URL may override.  On failure
+ * returns NULL with the reason in `why`. */
+static PGconn *open_pg(const char *url, int for_watch, char *why, size_t size) {
+  const char *keys[8], *vals[8];
+  int n = 0;
+  keys[n] = "application_name", vals[n++] = "durable";
+  if (for_watch) {
+    /* An idle LISTEN connection hears of a dead peer only through TCP
+     * keepalives (ignored on unix sockets). */
+    keys[n] = "keepalives_idle", vals[n++] = "10";
+    keys[n] = "keepalives_interval", vals[n++] = "5";
+    keys[n] = "keepalives_count", vals[n++] = "3";
+  }
+  keys[n] = "dbname", vals[n++] = url;
+  keys[n] = NULL, vals[n] = NULL;
+
+  PGconn *pg = PQconnectStartParams(keys, vals, 1);
+  if (pg == NULL) {
+    snprintf(why, size, "out of memory");
+    return NULL;
+  }
+  int64_t deadline = mono_ms() + CONNECT_TIMEOUT_MS;
+  /* The documented start: behave as if PQconnectPoll said WRITING. */
+  PostgresPollingStatusType st = PQstatus(pg) == CONNECTION_BAD
+                                     ? PGRES_POLLING_FAILED
+                                     : PGRES_POLLING_WRITING;
+  while (st != PGRES_POLLING_OK) {
+    if (st == PGRES_POLLING_FAILED) {
+      one_line(why, size, PQerrorMessage(pg));
+      if (*why == '\0') snprintf(why, size, "connection failed");
+      PQfinish(pg);
+      return NULL;
+    }
+    if (st == PGRES_POLLING_READING || st == PGRES_POLLING_WRITING) {
+      int64_t left = deadline - mono_ms();
+      struct pollfd p = {PQsocket(pg),
+                         st == PGRES_POLLING_READING ? POLLIN : POLLOUT, 0};
+      int r = left > 0 ? poll(&p, 1, (int)left) : 0;
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        if (r == 0)
+          snprintf(why, size, "timed out after %d s",
+                   CONNECT_TIMEOUT_MS / 1000);
+        else
+          snprintf(why, size, "poll: %s", strerror(errno));
+        PQfinish(pg);
+        return NULL;
+      }
+    }
+    st = PQconnectPoll(pg);
+  }
+  PQsetNoticeProcessor(pg, quiet_notices, NULL);
+  return pg;
+}
+
+/* ---- a string map (open addressing), for statements and partitions ------ */
+
+typedef struct {
+  char *key;
+  unsigned value;
+} slot_t;
+
+typedef struct {
+  slot_t *slots;
+  size_t cap, count; /* cap is 0 or a power of two */
+} smap_t;
+
+static size_t hash(const char *s) {
+  uint64_t h = 1469598103934665603u; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
+  return (size_t)h;
+}
+
+static slot_t *smap_find(const smap_t *m, const char *key) {
+  if (m->cap == 0) return NULL;
+  for (size_t i = hash(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+    if (m->slots[i].key == NULL) return NULL;
+    if (strcmp(m->slots[i].key, key) == 0) return &m->slots[i];
+  }
+}
+
+static int smap_set(smap_t *m, const char *key, unsigned value) {
+  slot_t *s = smap_find(m, key);
+  if (s != NULL) {
+    s->value = value;
+    return 0;
+  }
+  if ((m->count + 1) * 4 > m->cap * 3) { /* keep the load under 3/4 */
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    slot_t *slots = calloc(cap, sizeof(*slots));
+    if (slots == NULL) return DURABLE_ENOMEM;
+    for (size_t i = 0; i < m->cap; i++) {
+      if (m->slots[i].key == NULL) continue;
+      size_t j = hash(m->slots[i].key) & (cap - 1);
+      while (slots[j].key != NULL) j = (j + 1) & (cap - 1);
+      slots[j] = m->slots[i];
+    }
+    free(m->slots);
+    m->slots = slots;
+    m->cap = cap;
+  }
+  char *k = strdup(key);
+  if (k == NULL) return DURABLE_ENOMEM;
+  size_t j = hash(key) & (m->cap - 1);
+  while (m->slots[j].key != NULL) j = (j + 1) & (m->cap - 1);
+  m->slots[j].key = k;
+  m->slots[j].value = value;
+  m->count++;
+  return 0;
+}
+
+static void smap_clear(smap_t *m) {
+  for (size_t i = 0; i < m->cap; i++) free(m->slots[i].key);
+  free(m->slots);
+  m->slots = NULL;
+  m->cap = m->count = 0;
+}
+
+/* ---- the connection ----------------------------------------------------- */
+
+struct durable__conn_s {
+  PGconn *pg;
+  char *name;        /* the URL with its password masked, for messages */
+  int in_tx;         /* between begin and commit / rollback */
+  int begin_pending; /* BEGIN not sent yet: it goes with the next statement */
+  smap_t stmts;      /* "op table partition" -> n of prepared "durable_n" */
+  unsigned next_stmt;
+  smap_t partitions;       /* partition -> 1 when all its tables exist */
+  durable__strv_t created; /* partitions created by the open transaction */
+  durable__strv_t notes;   /* NOTIFY payloads to send with the COMMIT */
+  char sqlstate[6];        /* of the last error */
+};
+
+/* Fill `err` from a failed result (or from the connection when `res` is
+ * NULL).  `code` 0 picks DURABLE_EUNAVAIL for a lost connection, else
+ * DURABLE_EIO. */
+static int pg_error(durable__conn_t *c, const PGresult *res, int code,
+                    durable_error_t *err, const char *op, const char *subject) {
+  const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+  const char *msg =
+      res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+  char line[400];
+  snprintf(c->sqlstate, sizeof(c->sqlstate), "%s", state ? state : "");
+  if (msg == NULL || *msg == '\0') msg = res ? PQresultErrorMessage(res) : "";
+  if (*msg == '\0') msg = PQerrorMessage(c->pg);
+  if (*msg == '\0') msg = "unknown error";
+  one_line(line, sizeof(line), msg);
+  if (code == 0) code = is_lost(c->pg, state) ? DURABLE_EUNAVAIL : DURABLE_EIO;
+  const char *sep = subject && *subject ? " " : "";
+  if (code == DURABLE_EUNAVAIL)
+    return durable__error(err, code, "store '%s' unavailable (%s%s%s): %s",
+                          c->name, op, sep, subject ? subject : "", line);
+  return durable__error(err, code, "%s%s%s: %s", op, sep,
+                        subject ? subject : "", line);
+}
+
+/* The last error said the schema or table is not there (dropped behind our
+ * back, or a partition created by a transaction that rolled back). */
+static int missing_relation(const durable__conn_t *c) {
+  return strcmp(c->sqlstate, "3F000") == 0 || strcmp(c->sqlstate, "42P01") == 0;
+}
+
+static void forget_partition(durable__conn_t *c, const char *partition) {
+  slot_t *s = smap_find(&c->partitions, partition);
+  if (s != NULL) s->value = 0;
+}
+
+static int result_ok(const PGresult *res) {
+  ExecStatusType st = PQresultStatus(res);
+  return res != NULL && (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK);
+}
+
+/* One statement of a pipeline: plain SQL without parameters, or a prepared
+ * statement with its parameters. */
+typedef struct {
+  const char *sql;
+  const char *name;
+  int n;
+  const char *const *vals;
+} step_t;
+
+/* Send `count` statements in one round trip and return the last one's
+ * result in *last.  The first failure decides the error.  Anything
+ * unexpected in the protocol gives DURABLE_EUNAVAIL: the engine then drops
+ * this connection instead of trusting its state. */
+static int pipeline(durable__conn_t *c, const step_t *steps, int count,
+                    PGresult **last, durable_error_t *err, const char *op,
+                    const char *subject) {
+  PGconn *pg = c->pg;
+  PGresult *bad = NULL, *res = NULL;
+  int sent = 0, broken = 0, rc = 0;
+  *last = NULL;
+  if (!PQenterPipelineMode(pg))
+    return pg_error(c, NULL, DURABLE_EUNAVAIL, err, op, subject);
+  for (; sent < count; sent++) {
+    const step_t *s = &steps[sent];
+    int ok =
+        s->sql ? PQsendQueryParams(pg, s->sql, 0, NULL, NULL, NULL, NULL, 0)
+               : PQsendQueryPrepared(pg, s->name, s->n, s->vals, NULL, NULL, 0);
+    if (!ok) {
+      broken = 1;
+      break;
+    }
+  }
+  if (!broken && !PQpipelineSync(pg)) broken = 1;
+  for (int i = 0; !broken && i < sent; i++) {
+    PGresult *r = PQgetResult(pg);
+    if (r == NULL) {
+      broken = 1;
+      break;
+    }
+    ExecStatusType st = PQresultStatus(r);
+    if (st == PGRES_FATAL_ERROR && bad == NULL)
+      bad = r;
+    else if (i == count - 1 && result_ok(r))
+      res = r;
+    else
+      PQclear(r);
+    /* each statement's results end with a NULL */
+    PGresult *x = PQgetResult(pg);
+    if (x != NULL) {
+      PQclear(x);
+      broken = 1;
+    }
+  }
+  if (!broken) {
+    PGresult *r = PQgetResult(pg);
+    if (r == NULL || PQresultStatus(r) != PGRES_PIPELINE_SYNC) broken = 1;
+    PQclear(r);
+  }
+  if (!broken && !PQexitPipelineMode(pg)) broken = 1;
+
+  if (bad != NULL)
+    rc = pg_error(c, bad, broken ? DURABLE_EUNAVAIL : 0, err, op, subject);
+  else if (broken || res == NULL)
+    rc = pg_error(c, NULL, DURABLE_EUNAVAIL, err, op, subject);
+  PQclear(bad);
+  if (rc != 0) {
+    PQclear(res);
+    return rc;
+  }
+  *last = res;
+  return 0;
+}
+
+/* Run a prepared statement.  A pending BEGIN goes first in the same round
+ * trip.  Returns the result, or NULL with *rc and `err` set. */
+static PGresult *run(durable__conn_t *c, const char *name, int n,
+                     const char *const *vals, int *rc, durable_error_t *err,
+                     const char *op, const char *subject) {
+  PGresult *res;
+  c->sqlstate[0] = '\0';
+  if (c->begin_pending) {
+    step_t steps[2] = {{"BEGIN", NULL, 0, NULL}, {NULL, name, n, vals}};
+    c->begin_pending = 0;
+    *rc = pipeline(c, steps, 2, &res, err, op, subject);
+    return *rc == 0 ? res : NULL;
+  }
+  res = PQexecPrepared(c->pg, name, n, vals, NULL, NULL, 0);
+  if (result_ok(res)) return res;
+  *rc = pg_error(c, res, 0, err, op, subject);
+  PQclear(res);
+  return NULL;
+}
+
+/* ---- prepared statements ------------------------------------------------ */
+
+enum {
+  OP_GET = 'g',
+  OP_GET_FOR_UPDATE = 'u',
+  OP_LIST = 'l',
+  OP_MAX_ID = 'm',
+  OP_INSERT = 'i',
+  OP_UPDATE = 'w',
+  OP_REMOVE = 'd',
+  OP_CHECK = 'c',  /* do all tables of partition $1 exist? */
+  OP_LOCK = 'k',   /* serialise creating partition $1 across processes */
+  OP_ENSURE = 'e', /* create partition $1 */
+  OP_NOTIFY = 'n',
+  OP_GRANTS = 'G',
+  OP_GRANT_ADD = 'A',
+  OP_GRANT_DEL = 'R'
+};
+
+/* The SQL of an operation; `rel` is the quoted "partition".table. */
+static char *op_sql(durable__conn_t *c, int op, const char *rel) {
+  switch (op) {
+  case OP_GET:
+    return format("SELECT " NODE_COLS " FROM %s WHERE namespace = $1 AND "
+                  "id = $2",
+                  rel);
+  case OP_GET_FOR_UPDATE:
+    return format("SELECT " NODE_COLS " FROM %s WHERE namespace = $1 AND "
+                  "id = $2 FOR UPDATE",
+                  rel);
+  case OP_LIST:
+    return format("SELECT " NODE_COLS " FROM %s WHERE namespace = $1 AND "
+                  "id > $2 ORDER BY id LIMIT $3",
+                  rel);
+  case OP_MAX_ID:
+    /* The bounds keep it a backward range scan of the primary key; the
+     * length and the pattern only filter the few rows inside the range. */
+    return format("SELECT id FROM %s WHERE namespace = $1 AND id >= $2 AND "
+                  "id <= $3 AND length(id) = $4 AND id ~ '^[0-9]+$' "
+                  "ORDER BY id DESC LIMIT 1",
+                  rel);
+  case OP_INSERT:
+    /* DO NOTHING: an existing row gives zero rows, not an error, so the
+     * transaction stays usable. */
+    return format("INSERT INTO %s (" NODE_COLS ") VALUES ($1, $2, $3, $4, "
+                  "$5, $6, nextval('public.durable_version'), $7, $8) "
+                  "ON CONFLICT DO NOTHING RETURNING version",
+                  rel);
+  case OP_UPDATE:
+    return format("UPDATE %s SET path = $3, node_type = $4, content = $5, "
+                  "main_node = $6, version = nextval('public.durable_version'),"
+                  " created_at = $7, updated_at = $8 WHERE namespace = $1 AND "
+                  "id = $2 RETURNING version",
+                  rel);
+  case OP_REMOVE:
+    return format("DELETE FROM %s WHERE namespace = $1 AND id = $2", rel);
+  case OP_CHECK: {
+    /* the table names are ours, quoted anyway as literals */
+    size_t n = 0, len = 0;
+    char *names[16];
+    for (const char *const *t = durable__tables(); *t && n < 16; t++) {
+      names[n] = PQescapeLiteral(c->pg, *t, strlen(*t));
+      if (names[n] == NULL) break;
+      len += strlen(names[n++]) + 2;
+    }
+    char *list = malloc(len + 1);
+    char *sql = NULL;
+    if (list != NULL) {
+      list[0] = '\0';
+      for (size_t i = 0; i < n; i++) {
+        if (i) strcat(list, ", ");
+        strcat(list, names[i]);
+      }
+      sql = format("SELECT count(*) = %zu FROM pg_catalog.pg_class c JOIN "
+                   "pg_catalog.pg_namespace s ON s.oid = c.relnamespace "
+                   "WHERE s.nspname = $1 AND c.relkind IN ('r', 'p') AND "
+                   "c.relname IN (%s)",
+                   n, list);
+    }
+    for (size_t i = 0; i < n; i++) PQfreemem(names[i]);
+    free(list);
+    return sql;
+  }
+  case OP_LOCK:
+    return format("SELECT pg_advisory_xact_lock(%d, hashtext($1))",
+                  PARTITION_LOCK);
+  case OP_ENSURE:
+    return format("SELECT public.ensure_partition_schema($1)");
+  case OP_NOTIFY:
+    return format("SELECT pg_notify('" CHANNEL "', $1)");
+  case OP_GRANTS:
+    return format("SELECT prefix FROM public.durable_grants WHERE "
+                  "principal = $1 ORDER BY prefix");
+  case OP_GRANT_ADD:
+    return format("INSERT INTO public.durable_grants (principal, prefix) "
+                  "VALUES ($1, $2) ON CONFLICT DO NOTHING");
+  case OP_GRANT_DEL:
+    return format("DELETE FROM public.durable_grants WHERE principal = $1 "
+                  "AND prefix = $2");
+  }
+  return NULL;
+}
+
+/* The name of the prepared statement for `op` on `place` (place may be
+ * NULL for statements outside partitions), preparing it on first use. */
+static int statement(durable__conn_t *c, int op, const durable__place_t *place,
+                     char name[32], durable_error_t *err) {
+  char *key = place ? format("%c %s %s", op, place->table, place->partition)
+                    : format("%c", op);
+  if (key == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  slot_t *s = smap_find(&c->stmts, key);
+  if (s != NULL) {
+    snprintf(name, 32, "durable_%u", s->value);
+    free(key);
+    return 0;
+  }
+
+  int rc = 0;
+  if (c->stmts.count >= STMT_CACHE_MAX) {
+    PGresult *res = PQexec(c->pg, "DEALLOCATE ALL");
+    if (!result_ok(res)) rc = pg_error(c, res, 0, err, "deallocate", "");
+    PQclear(res);
+    if (rc != 0) {
+      free(key);
+      return rc;
+    }
+    smap_clear(&c->stmts);
+  }
+
+  char *rel = NULL, *sql = NULL;
+  if (place != NULL) {
+    char *schema =
+        PQescapeIdentifier(c->pg, place->partition, strlen(place->partition));
+    char *table = PQescapeIdentifier(c->pg, place->table, strlen(place->table));
+    if (schema && table) rel = format("%s.%s", schema, table);
+    PQfreemem(schema);
+    PQfreemem(table);
+  }
+  if (place == NULL || rel != NULL) sql = op_sql(c, op, rel);
+  free(rel);
+  if (sql == NULL) {
+    free(key);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+
+  unsigned n = ++c->next_stmt;
+  snprintf(name, 32, "durable_%u", n);
+  c->sqlstate[0] = '\0';
+  PGresult *res = PQprepare(c->pg, name, sql, 0, NULL);
+  if (!result_ok(res))
+    rc = pg_error(c, res, 0, err, "prepare", place ? place->partition : "");
+  else
+    rc = smap_set(&c->stmts, key, n);
+  PQclear(res);
+  free(sql);
+  free(key);
+  return rc;
+}
+
+/* ---- partitions --------------------------------------------------------- */
+
+/* *exists = 1 when every table of the partition exists (committed, or
+ * created by our open transaction).  Reads use this to answer "absent"
+ * without provoking an error. */
+static int partition_exists(durable__conn_t *c, const char *partition,
+                            int *exists, durable_error_t *err) {
+  slot_t *s = smap_find(&c->partitions, partition);
+  if (s != NULL && s->value) {
+    *exists = 1;
+    return 0;
+  }
+  char name[32];
+  int rc = statement(c, OP_CHECK, NULL, name, err);
+  if (rc != 0) return rc;
+  const char *vals[1] = {partition};
+  PGresult *res = run(c, name, 1, vals, &rc, err, "check partition", partition);
+  if (res == NULL) return rc;
+  *exists = PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
+  PQclear(res);
+  if (*exists) return smap_set(&c->partitions, partition, 1);
+  return 0;
+}
+
+/* Make sure the partition's schema and tables exist before a write touches
+ * them.  The creation is part of the caller's transaction, guarded by a
+ * transaction-scoped advisory lock so that two processes creating the same
+ * partition wait for each other instead of failing on the catalog's unique
+ * keys; after the lock the catalog is read afresh, so the second one finds
+ * everything there. */
+static int ensure_partition(durable__conn_t *c, const char *partition,
+                            durable_error_t *err) {
+  int exists = 0;
+  int rc = partition_exists(c, partition, &exists, err);
+  if (rc != 0 || exists) return rc;
+
+  int own = !c->in_tx; /* not expected, but then it gets its own transaction */
+  if (own) c->in_tx = c->begin_pending = 1;
+  char lock[32], ensure[32];
+  const char *vals[1] = {partition};
+  PGresult *res = NULL;
+  rc = statement(c, OP_LOCK, NULL, lock, err);
+  if (rc == 0) rc = statement(c, OP_ENSURE, NULL, ensure, err);
+  if (rc == 0)
+    res = run(c, lock, 1, vals, &rc, err, "lock partition", partition);
+  PQclear(res);
+  res = NULL;
+  if (rc == 0)
+    res = run(c, ensure, 1, vals, &rc, err, "create partition", partition);
+  PQclear(res);
+  if (rc == 0) rc = smap_set(&c->partitions, partition, 1);
+  if (rc == 0 && !own) rc = durable__strv_push(&c->created, partition);
+  if (own) {
+    c->in_tx = c->begin_pending = 0;
+    res = PQexec(c->pg, rc == 0 ? "COMMIT" : "ROLLBACK");
+    if (rc == 0 && (!result_ok(res) || strcmp(PQcmdStatus(res), "COMMIT")))
+      rc = pg_error(c, res, 0, err, "create partition", partition);
+    PQclear(res);
+    if (rc != 0) forget_partition(c, partition);
+  }
+  return rc;
+}
+
+/* The transaction ended: partitions it created exist only if it
+ * committed. */
+static void end_tx(durable__conn_t *c, int committed) {
+  if (!committed)
+    for (size_t i = 0; i < c->created.count; i++)
+      forget_partition(c, c->created.items[i]);
+  durable__strv_free(&c->created);
+  durable__strv_free(&c->notes);
+  c->in_tx = c->begin_pending = 0;
+}
+
+/* ---- connect ------------------------------------------------------------ */
+
+/* Run the bootstrap script unless its objects are already there as the
+ * script would make them.  Checking first keeps every worker's connect from
+ * rewriting the catalog (and lets a role that may not create in public
+ * connect to a database set up by another). */
+static int bootstrap(durable__conn_t *c, durable_error_t *err) {
+  char *script = durable__schema_script(DURABLE__POSTGRES);
+  if (script == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+
+  /* The function body as pg_proc.prosrc holds it: between the $fn$ quotes. */
+  int rc = 0, current = 0;
+  char *open = strstr(script, "$fn$");
+  char *close = open ? strstr(open + 4, "$fn$") : NULL;
+  if (close != NULL) {
+    static const char current_sql[] =
+        "SELECT to_regclass('public.durable_version') IS NOT NULL AND "
+        "to_regclass('public.durable_grants') IS NOT NULL AND EXISTS "
+        "(SELECT 1 FROM pg_catalog.pg_proc WHERE oid = "
+        "to_regprocedure('public.ensure_partition_schema(text)') AND "
+        "prosrc = $1)";
+    char *body = strndup(open + 4, (size_t)(close - open - 4));
+    const char *vals[1] = {body};
+    PGresult *res = NULL;
+    if (body != NULL)
+      res = PQexecParams(c->pg, current_sql, 1, NULL, vals, NULL, NULL, 0);
+    if (body != NULL && !result_ok(res))
+      rc = pg_error(c, res, 0, err, "bootstrap", "");
+    else if (res != NULL && PQntuples(res) == 1)
+      current = PQgetvalue(res, 0, 0)[0] == 't';
+    PQclear(res);
+    free(body);
+  }
+
+  /* One process at a time: concurrent CREATE OR REPLACE FUNCTION fails
+   * with "tuple concurrently updated". */
+  const char *steps[] = {"BEGIN",
+                         "SELECT pg_advisory_xact_lock(" BOOTSTRAP_LOCK ")",
+                         script, "COMMIT"};
+  for (size_t i = 0; rc == 0 && !current && i < 4; i++) {
+    PGresult *res = PQexec(c->pg, steps[i]);
+    if (!result_ok(res)) rc = pg_error(c, res, 0, err, "bootstrap", "");
+    PQclear(res);
+  }
+  if (rc != 0 && PQtransactionStatus(c->pg) != PQTRANS_IDLE)
+    PQclear(PQexec(c->pg, "ROLLBACK"));
+  free(script);
+  return rc;
+}
+
+static void pg_disconnect(durable__conn_t *c) {
+  if (c == NULL) return;
+  if (c->pg != NULL) PQfinish(c->pg); /* the server rolls back an open tx */
+  smap_clear(&c->stmts);
+  smap_clear(&c->partitions);
+  durable__strv_free(&c->created);
+  durable__strv_free(&c->notes);
+  free(c->name);
+  free(c);
+}
+
+static int pg_connect(const char *url, durable__conn_t **out,
+                      durable_error_t *err) {
+  *out = NULL;
+  durable__conn_t *c = calloc(1, sizeof(*c));
+  if (c == NULL || (c->name = mask_password(url)) == NULL) {
+    free(c);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  char why[400];
+  c->pg = open_pg(url, 0, why, sizeof(why));
+  if (c->pg == NULL) {
+    durable__error(err, DURABLE_EUNAVAIL, "cannot connect to store '%s': %s",
+                   c->name, why);
+    pg_disconnect(c);
+    return DURABLE_EUNAVAIL;
+  }
+  int rc = bootstrap(c, err);
+  if (rc != 0) {
+    /* name the store (EUNAVAIL messages already do): durable_store_open()
+     * reports this line as it is */
+    if (rc != DURABLE_EUNAVAIL) {
+      char line[sizeof(err->message)];
+      snprintf(line, sizeof(line), "%s", err->message);
+      durable__error(err, rc, "store '%s': %s", c->name, line);
+    }
+    pg_disconnect(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+static int pg_single_connection(const char *url) {
+  (void)url;
+  return 0;
+}
+
+/* ---- transactions ------------------------------------------------------- */
+
+static int pg_begin(durable__conn_t *c, durable_error_t *err) {
+  if (c->in_tx)
+    return durable__error(err, DURABLE_EINVAL, "begin: in a transaction");
+  /* Sent with the first statement.  PostgreSQL needs no up-front write lock:
+   * get(for_update) locks the row, and READ COMMITTED reads the latest
+   * commit after the lock is granted. */
+  c->in_tx = c->begin_pending = 1;
+  return 0;
+}
+
+static int pg_commit(durable__conn_t *c, durable_error_t *err) {
+  if (!c->in_tx) return 0;
+  if (c->begin_pending && c->notes.count == 0) { /* nothing was sent */
+    end_tx(c, 1);
+    return 0;
+  }
+
+  int rc = 0;
+  PGresult *res = NULL;
+  if (c->notes.count == 0) {
+    res = PQexec(c->pg, "COMMIT");
+    if (!result_ok(res)) rc = pg_error(c, res, 0, err, "commit", "");
+  } else {
+    char notify[32];
+    size_t count = c->notes.count + 2;
+    step_t *steps = calloc(count, sizeof(*steps));
+    rc = steps ? statement(c, OP_NOTIFY, NULL, notify, err)
+               : durable__error(err, DURABLE_ENOMEM, "out of memory");
+    if (rc == 0) {
+      size_t n = 0;
+      if (c->begin_pending) steps[n++].sql = "BEGIN";
+      for (size_t i = 0; i < c->notes.count; i++) {
+        steps[n].name = notify;
+        steps[n].n = 1;
+        steps[n++].vals = (const char *const *)&c->notes.items[i];
+      }
+      steps[n++].sql = "COMMIT";
+      c->begin_pending = 0;
+      rc = pipeline(c, steps, (int)n, &res, err, "commit", "");
+    }
+    free(steps);
+  }
+  /* COMMIT of a failed transaction "succeeds" with the tag ROLLBACK. */
+  if (rc == 0 && strcmp(PQcmdStatus(res), "COMMIT") != 0)
+    rc = durable__error(err, DURABLE_EIO,
+                        "commit: the transaction was rolled back");
+  PQclear(res);
+  if (rc != 0 && PQstatus(c->pg) == CONNECTION_OK &&
+      PQtransactionStatus(c->pg) != PQTRANS_IDLE)
+    PQclear(PQexec(c->pg, "ROLLBACK"));
+  end_tx(c, rc == 0);
+  return rc;
+}
+
+static void pg_rollback(durable__conn_t *c) {
+  if (c->in_tx && !c->begin_pending && PQstatus(c->pg) == CONNECTION_OK)
+    PQclear(PQexec(c->pg, "ROLLBACK"));
+  end_tx(c, 0);
+}
+
+/* ---- reads -------------------------------------------------------------- */
+
+static durable_node_t *node_of_row(const PGresult *res, int row) {
+  durable_node_t *n = calloc(1, sizeof(*n));
+  if (n == NULL) return NULL;
+  char **fields[6] = {&n->ns,        &n->id,      &n->path,
+                      &n->node_type, &n->content, &n->main_node};
+  int failed = 0;
+  for (int i = 0; i < 6; i++) {
+    *fields[i] = strdup(PQgetvalue(res, row, i));
+    if (*fields[i] == NULL) failed = 1;
+  }
+  n->version = strtoll(PQgetvalue(res, row, 6), NULL, 10);
+  n->created_at = strtoll(PQgetvalue(res, row, 7), NULL, 10);
+  n->updated_at = strtoll(PQgetvalue(res, row, 8), NULL, 10);
+  if (failed) {
+    durable_node_free(n);
+    return NULL;
+  }
+  return n;
+}
+
+/* Prepare a read on `place`: *absent = 1 when its partition does not exist,
+ * which every read answers as "nothing there". */
+static int prepare_read(durable__conn_t *c, int op, durable__place_t place,
+                        char name[32], int *absent, durable_error_t *err) {
+  int exists = 0;
+  int rc = partition_exists(c, place.partition, &exists, err);
+  *absent = rc == 0 && !exists;
+  if (rc != 0 || *absent) return rc;
+  rc = statement(c, op, &place, name, err);
+  if (rc != 0 && !c->in_tx && missing_relation(c)) {
+    forget_partition(c, place.partition); /* dropped since we looked */
+    *absent = 1;
+    return 0;
+  }
+  return rc;
+}
+
+/* A read failed: outside a transaction a relation dropped since we looked
+ * means "absent"; inside one the error stands (the transaction is spoiled). */
+static int read_failed(durable__conn_t *c, durable__place_t place, int rc,
+                       int *absent) {
+  if (missing_relation(c)) forget_partition(c, place.partition);
+  if (!c->in_tx && missing_relation(c)) {
+    *absent = 1;
+    return 0;
+  }
+  return rc;
+}
+
+static int pg_get(durable__conn_t *c, durable__place_t place, const char *ns,
+                  const char *id, int for_update, durable_node_t **out,
+                  durable_error_t *err) {
+  char name[32], path[DURABLE_PATH_MAX + 2];
+  int absent = 0, rc;
+  *out = NULL;
+  path_of(path, sizeof(path), ns, id);
+  rc = prepare_read(c, for_update ? OP_GET_FOR_UPDATE : OP_GET, place, name,
+                    &absent, err);
+  PGresult *res = NULL;
+  if (rc == 0 && !absent) {
+    const char *vals[2] = {ns, id};
+    res = run(c, name, 2, vals, &rc, err, "get", path);
+    if (res == NULL) rc = read_failed(c, place, rc, &absent);
+  }
+  if (rc != 0) return rc;
+  if (absent || PQntuples(res) == 0) {
+    PQclear(res);
+    return durable__error(err, DURABLE_ENOTFOUND, "'%s' not found", path);
+  }
+  *out = node_of_row(res, 0);
+  PQclear(res);
+  if (*out == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  return 0;
+}
+
+static int pg_list(durable__conn_t *c, durable__place_t place, const char *ns,
+                   const char *after, size_t limit, durable__nodes_t *out,
+                   durable_error_t *err) {
+  char name[32], lim[24];
+  int absent = 0;
+  int rc = prepare_read(c, OP_LIST, place, name, &absent, err);
+  if (rc != 0 || absent) return rc;
+  snprintf(lim, sizeof(lim), "%zu", limit);
+  const char *vals[3] = {ns, after ? after : "", lim};
+  PGresult *res = run(c, name, 3, vals, &rc, err, "list", ns);
+  if (res == NULL) return read_failed(c, place, rc, &absent);
+  for (int i = 0, n = PQntuples(res); rc == 0 && i < n; i++) {
+    durable_node_t *node = node_of_row(res, i);
+    if (node == NULL || durable__nodes_push(out, node) != 0) {
+      durable_node_free(node);
+      rc = durable__error(err, DURABLE_ENOMEM, "out of memory");
+    }
+  }
+  PQclear(res);
+  return rc;
+}
+
+static int pg_max_id(durable__conn_t *c, durable__place_t place, const char *ns,
+                     int width, char **out, durable_error_t *err) {
+  char name[32], lo[65], hi[65], w[12];
+  int absent = 0, rc;
+  *out = NULL;
+  if (width <= 0 || width > 64)
+    return durable__error(err, DURABLE_EINVAL, "max_id: width %d", width);
+  memset(lo, '0', (size_t)width);
+  memset(hi, '9', (size_t)width);
+  lo[width] = hi[width] = '\0';
+  snprintf(w, sizeof(w), "%d", width);
+  rc = prepare_read(c, OP_MAX_ID, place, name, &absent, err);
+  PGresult *res = NULL;
+  if (rc == 0 && !absent) {
+    const char *vals[4] = {ns, lo, hi, w};
+    res = run(c, name, 4, vals, &rc, err, "max id", ns);
+    if (res == NULL) rc = read_failed(c, place, rc, &absent);
+  }
+  if (rc != 0) return rc;
+  *out = strdup(!absent && PQntuples(res) ? PQgetvalue(res, 0, 0) : "");
+  PQclear(res);
+  if (*out == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  return 0;
+}
+
+/* ---- writes ------------------------------------------------------------- */
+
+/* Prepare a write on `place`: its partition first. */
+static int prepare_write(durable__conn_t *c, int op, durable__place_t place,
+                         char name[32], durable_error_t *err) {
+  int rc = ensure_partition(c, place.partition, err);
+  if (rc == 0) rc = statement(c, op, &place, name, err);
+  return rc;
+}
+
+/* A write failed on a relation that vanished: create it again next time. */
+static int write_failed(durable__conn_t *c, durable__place_t place, int rc) {
+  if (missing_relation(c)) forget_partition(c, place.partition);
+  return rc;
+}
+
+/* Insert or update `node`, taking node->version from RETURNING. */
+static int write_node(durable__conn_t *c, int op, durable__place_t place,
+                      durable_node_t *node, durable_error_t *err) {
+  char name[32], created[24], updated[24];
+  int rc = prepare_write(c, op, place, name, err);
+  if (rc != 0) return write_failed(c, place, rc);
+  snprintf(created, sizeof(created), "%lld", (long long)node->created_at);
+  snprintf(updated, sizeof(updated), "%lld", (long long)node->updated_at);
+  const char *vals[8] = {node->ns ? node->ns : "",
+                         node->id,
+                         node->path,
+                         node->node_type ? node->node_type : "",
+                         node->content ? node->content : "{}",
+                         node->main_node ? node->main_node : node->path,
+                         created,
+                         updated};
+  const char *what = op == OP_INSERT ? "insert" : "update";
+  PGresult *res = run(c, name, 8, vals, &rc, err, what, node->path);
+  if (res == NULL) return write_failed(c, place, rc);
+  if (PQntuples(res) == 1)
+    node->version = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+  else if (op == OP_INSERT)
+    rc = durable__error(err, DURABLE_EEXIST, "'%s' already exists", node->path);
+  else
+    rc = durable__error(err, DURABLE_ENOTFOUND, "'%s' not found", node->path);
+  PQclear(res);
+  return rc;
+}
+
+static int pg_insert(durable__conn_t *c, durable__place_t place,
+                     durable_node_t *node, durable_error_t *err) {
+  return write_node(c, OP_INSERT, place, node, err);
+}
+
+static int pg_update(durable__conn_t *c, durable__place_t place,
+                     durable_node_t *node, durable_error_t *err) {
+  return write_node(c, OP_UPDATE, place, node, err);
+}
+
+static int pg_remove(durable__conn_t *c, durable__place_t place, const char *ns,
+                     const char *id, durable_error_t *err) {
+  char name[32], path[DURABLE_PATH_MAX + 2];
+  path_of(path, sizeof(path), ns, id);
+  int rc = prepare_write(c, OP_REMOVE, place, name, err);
+  if (rc != 0) return write_failed(c, place, rc);
+  const char *vals[2] = {ns, id};
+  PGresult *res = run(c, name, 2, vals, &rc, err, "remove", path);
+  if (res == NULL) return write_failed(c, place, rc);
+  if (strcmp(PQcmdTuples(res), "0") == 0)
+    rc = durable__error(err, DURABLE_ENOTFOUND, "'%s' not found", path);
+  PQclear(res);
+  return rc;
+}
+
+/* One NOTIFY per namespace, "instance\nnamespace", kept until the COMMIT
+ * that sends them (PostgreSQL delivers them only if it commits). */
+static int pg_changed(durable__conn_t *c, const durable__strv_t *namespaces,
+                      const char *instance, int64_t *commit_id,
+                      durable_error_t *err) {
+  *commit_id = 0;
+  for (size_t i = 0; i < namespaces->count; i++) {
+    char *payload = format("%s\n%s", instance, namespaces->items[i]);
+    if (payload == NULL)
+      return durable__error(err, DURABLE_ENOMEM, "out of memory");
+    int rc = 0, dup = 0;
+    if (strlen(payload) > PAYLOAD_MAX)
+      rc = durable__error(err, DURABLE_EINVAL,
+                          "namespace too long for a notification: '%s'",
+                          namespaces->items[i]);
+    for (size_t j = 0; rc == 0 && j < c->notes.count; j++)
+      if (strcmp(c->notes.items[j], payload) == 0) dup = 1;
+    if (rc == 0 && !dup) {
+      if (c->in_tx) {
+        rc = durable__strv_push(&c->notes, payload);
+      } else { /* no transaction: send it now */
+        char name[32];
+        const char *vals[1] = {payload};
+        rc = statement(c, OP_NOTIFY, NULL, name, err);
+        PGresult *res =
+            rc ? NULL : run(c, name, 1, vals, &rc, err, "notify", "");
+        PQclear(res);
+      }
+    }
+    free(payload);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+/* ---- grants ------------------------------------------------------------- */
+
+static int pg_grants_of(durable__conn_t *c, const char *principal,
+                        durable__strv_t *out, durable_error_t *err) {
+  char name[32];
+  int rc = statement(c, OP_GRANTS, NULL, name, err);
+  if (rc != 0) return rc;
+  const char *vals[1] = {principal};
+  PGresult *res = run(c, name, 1, vals, &rc, err, "grants of", principal);
+  if (res == NULL) return rc;
+  for (int i = 0, n = PQntuples(res); rc == 0 && i < n; i++)
+    rc = durable__strv_push(out, PQgetvalue(res, i, 0));
+  PQclear(res);
+  if (rc != 0) return durable__error(err, rc, "out of memory");
+  return 0;
+}
+
+static int pg_grant(durable__conn_t *c, const char *principal,
+                    const char *prefix, int add, durable_error_t *err) {
+  char name[32];
+  int rc = statement(c, add ? OP_GRANT_ADD : OP_GRANT_DEL, NULL, name, err);
+  if (rc != 0) return rc;
+  const char *vals[2] = {principal, prefix};
+  PGresult *res =
+      run(c, name, 2, vals, &rc, err, add ? "grant" : "revoke", principal);
+  PQclear(res);
+  return rc;
+}
+
+/* ---- the change feed of other processes --------------------------------- */
+
+struct durable__watch_src_s {
+  durable_store_t *store;
+  uv_loop_t *loop;
+  char *url;
+  char *instance;
+  size_t instance_len;
+  PGconn *pg;       /* the LISTEN connection; loop thread; NULL while down */
+  uv_poll_t poll;   /* on PQsocket(pg) while `polling` */
+  uv_timer_t timer; /* reconnect backoff */
+  uv_work_t work;   /* a blocking connect on the threadpool */
+  PGconn *fresh;    /* what `work` made, read after it completes */
+  char why[256];    /* why the last connect failed: there is no log to tell
+                       yet, so it waits here for a debugger */
+  uint64_t backoff_ms;
+  int polling;
+  int pending; /* open handles + work in flight: done() when 0 after stop */
+  int stopping;
+  void (*done)(void *data);
+  void *done_data;
+};
+
+static void watch_connect(durable__watch_src_t *src);
+
+static void watch_maybe_done(durable__watch_src_t *src) {
+  if (!src->stopping || src->pending > 0) return;
+  void (*done)(void *) = src->done;
+  void *data = src->done_data;
+  free(src->url);
+  free(src->instance);
+  free(src);
+  if (done != NULL) done(data);
+}
+
+static void watch_handle_closed(uv_handle_t *handle) {
+  durable__watch_src_t *src = handle->data;
+  src->pending--;
+  watch_maybe_done(src);
+}
+
+static void watch_retry_cb(uv_timer_t *timer) { watch_connect(timer->data); }
+
+static void watch_retry(durable__watch_src_t *src) {
+  if (src->stopping) return;
+  uv_timer_start(&src->timer, watch_retry_cb, src->backoff_ms, 0);
+  src->backoff_ms *= 2;
+  if (src->backoff_ms > WATCH_BACKOFF_MAX_MS)
+    src->backoff_ms = WATCH_BACKOFF_MAX_MS;
+}
+
+static void watch_poll_closed(uv_handle_t *handle) {
+  durable__watch_src_t *src = handle->data;
+  /* the fd goes only now that libuv no longer watches it */
+  PQfinish(src->pg);
+  src->pg = NULL;
+  src->pending--;
+  watch_retry(src);
+  watch_maybe_done(src);
+}
+
+static void watch_lost(durable__watch_src_t *src) {
+  if (!src->polling) return;
+  src->polling = 0;
+  uv_close((uv_handle_t *)&src->poll, watch_poll_closed);
+}
+
+static void watch_deliver(durable__watch_src_t *src, PGnotify *n) {
+  if (strcmp(n->relname, CHANNEL) != 0) return;
+  const char *nl = strchr(n->extra, '\n');
+  if (nl == NULL) { /* not ours to parse: assume the worst */
+    durable__store_changed_elsewhere(src->store, NULL);
+    return;
+  }
+  if ((size_t)(nl - n->extra) == src->instance_len &&
+      memcmp(n->extra, src->instance, src->instance_len) == 0)
+    return; /* our own commit: the store already told its watches */
+  durable__store_changed_elsewhere(src->store, nl + 1);
+}
+
+static void watch_drain(durable__watch_src_t *src) {
+  PGnotify *n;
+  while (!src->stopping && (n = PQnotifies(src->pg)) != NULL) {
+    watch_deliver(src, n);
+    PQfreemem(n);
+  }
+}
+
+static void watch_readable(uv_poll_t *handle, int status, int events) {
+  durable__watch_src_t *src = handle->data;
+  (void)events;
+  if (status < 0 || !PQconsumeInput(src->pg)) {
+    watch_lost(src);
+    return;
+  }
+  watch_drain(src);
+  if (PQstatus(src->pg) != CONNECTION_OK) watch_lost(src);
+}
+
+/* Threadpool: connect and LISTEN, blocking (bounded by the 5 s deadline).
+ * Touches only `url` (constant) and `fresh` / `why` (read after). */
+static void watch_connect_work(uv_work_t *work) {
+  durable__watch_src_t *src = work->data;
+  src->fresh = open_pg(src->url, 1, src->why, sizeof(src->why));
+  if (src->fresh == NULL) return;
+  PGresult *res = PQexec(src->fresh, "LISTEN " CHANNEL);
+  if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+    one_line(src->why, sizeof(src->why), PQerrorMessage(src->fresh));
+    PQfinish(src->fresh);
+    src->fresh = NULL;
+  }
+  PQclear(res);
+}
+
+static void watch_connect_done(uv_work_t *work, int status) {
+  durable__watch_src_t *src = work->data;
+  PGconn *pg = src->fresh;
+  src->fresh = NULL;
+  src->pending--;
+  if (src->stopping || pg == NULL || status != 0) {
+    if (pg != NULL) PQfinish(pg);
+    watch_retry(src);
+    watch_maybe_done(src);
+    return;
+  }
+  if (PQsetnonblocking(pg, 1) != 0 ||
+      uv_poll_init(src->loop, &src->poll, PQsocket(pg)) != 0) {
+    PQfinish(pg);
+    watch_retry(src);
+    return;
+  }
+  src->pg = pg;
+  src->poll.data = src;
+  src->polling = 1;
+  src->pending++;
+  src->backoff_ms = WATCH_BACKOFF_MIN_MS;
+  uv_poll_start(&src->poll, UV_READABLE, watch_readable);
+  watch_drain(src); /* anything that came with the LISTEN's reply */
+  /* Commits made while we were not listening were not heard: re-sync. */
+  if (!src->stopping) durable__store_changed_elsewhere(src->store, NULL);
+}
+
+static void watch_connect(durable__watch_src_t *src) {
+  if (src->stopping) return;
+  src->work.data = src;
+  if (uv_queue_work(src->loop, &src->work, watch_connect_work,
+                    watch_connect_done) != 0) {
+    watch_retry(src);
+    return;
+  }
+  src->pending++;
+}
+
+static int pg_watch_start(durable_store_t *store, const char *url,
+                          const char *instance, durable__watch_src_t **out,
+                          durable_error_t *err) {
+  *out = NULL;
+  durable__watch_src_t *src = calloc(1, sizeof(*src));
+  if (src == NULL || (src->url = strdup(url)) == NULL ||
+      (src->instance = strdup(instance)) == NULL) {
+    if (src != NULL) free(src->url);
+    free(src);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  src->store = store;
+  src->loop = durable__store_loop(store);
+  src->instance_len = strlen(instance);
+  src->backoff_ms = WATCH_BACKOFF_MIN_MS;
+  uv_timer_init(src->loop, &src->timer);
+  src->timer.data = src;
+  src->pending = 1;
+  watch_connect(src);
+  *out = src;
+  return 0;
+}
+
+static void pg_watch_stop(durable__watch_src_t *src, void (*done)(void *data),
+                          void *data) {
+  src->stopping = 1;
+  src->done = done;
+  src->done_data = data;
+  /* a connect not started yet is dropped; a running one is waited for */
+  uv_cancel((uv_req_t *)&src->work);
+  uv_close((uv_handle_t *)&src->timer, watch_handle_closed);
+  if (src->polling) {
+    src->polling = 0;
+    uv_close((uv_handle_t *)&src->poll, watch_poll_closed);
+  }
+}
+
+const durable__backend_t durable__postgres_backend = {
+    .name = "postgresql",
+    .connect = pg_connect,
+    .disconnect = pg_disconnect,
+    .single_connection = pg_single_connection,
+    .begin = pg_begin,
+    .commit = pg_commit,
+    .rollback = pg_rollback,
+    .get = pg_get,
+    .list = pg_list,
+    .max_id = pg_max_id,
+    .insert = pg_insert,
+    .update = pg_update,
+    .remove = pg_remove,
+    .changed = pg_changed,
+    .grants_of = pg_grants_of,
+    .grant = pg_grant,
+    .watch_start = pg_watch_start,
+    .watch_stop = pg_watch_stop,
+};

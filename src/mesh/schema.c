@@ -1,0 +1,146 @@
+/*
+ * schema.c: the satellite mapping list, and every piece of DDL generated
+ * from it.
+ *
+ * A node lives in the table of the longest mapped segment that occurs as a
+ * whole segment of its path, else in mesh_nodes (path.c applies the rule).
+ * "_DurableStreamItem" is 18 characters on purpose: the items of a stream
+ * owned by a thread message (14) or a document part (13) must still land in
+ * durable_stream_items.
+ *
+ * Every node table has the same columns.  Ids and namespaces compare as bytes
+ * on both databases (SQLite's BINARY, PostgreSQL's COLLATE "C") so that pages
+ * and the 12-digit item ids sort the same everywhere, and the primary key
+ * (namespace, id) makes "children of NS after ID" an index range scan.  On
+ * SQLite the tables are WITHOUT ROWID: clustered on that key, a catch-up read
+ * of a stream is a sequential walk of the b-tree.
+ */
+#include "schema.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const durable__mapping_t durable__mappings[] = {
+    {"_DurableStreamItem", "durable_stream_items"},
+    {"_DocumentPart", "document_parts"},
+    {"_ThreadMessage", "threads"},
+};
+const size_t durable__mapping_count =
+    sizeof(durable__mappings) / sizeof(durable__mappings[0]);
+
+const char *const *durable__tables(void) {
+  /* Built once; the mapping list is constant.  Distinct tables in order. */
+  static const char *tables[sizeof(durable__mappings) /
+                                sizeof(durable__mappings[0]) + 2];
+  if (tables[0] == NULL) {
+    size_t n = 0;
+    tables[n++] = DURABLE__PRIMARY_TABLE;
+    for (size_t i = 0; i < durable__mapping_count; i++) {
+      int seen = 0;
+      for (size_t j = 0; j < n; j++)
+        if (strcmp(tables[j], durable__mappings[i].table) == 0) seen = 1;
+      if (!seen) tables[n++] = durable__mappings[i].table;
+    }
+    tables[n] = NULL;
+  }
+  return tables;
+}
+
+/* A tiny string builder; on allocation failure it keeps NULL. */
+typedef struct {
+  char *s;
+  size_t len, cap;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *fmt, ...) {
+  if (b->cap && b->s == NULL) return; /* failed earlier */
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (b->len + (size_t)n + 1 > b->cap) {
+    size_t cap = (b->cap ? b->cap * 2 : 1024) + (size_t)n;
+    char *s = realloc(b->s, cap);
+    if (s == NULL) {
+      free(b->s);
+      b->s = NULL;
+      b->cap = 1;
+      return;
+    }
+    b->s = s;
+    b->cap = cap;
+  }
+  va_start(ap, fmt);
+  vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+
+/* The columns of every node table; `text` is the dialect's byte-ordered
+ * text type, `i64` its 64-bit integer. */
+static void node_table_columns(sbuf *b, const char *text, const char *i64) {
+  sb_add(b,
+         "namespace %s NOT NULL, id %s NOT NULL, path %s NOT NULL, "
+         "node_type %s NOT NULL, content %s NOT NULL, "
+         "main_node %s NOT NULL, version %s NOT NULL, "
+         "created_at %s NOT NULL, updated_at %s NOT NULL, "
+         "PRIMARY KEY (namespace, id)",
+         text, text, text, text, text, text, i64, i64, i64);
+}
+
+static char *sqlite_script(void) {
+  sbuf b = {0};
+  for (const char *const *t = durable__tables(); *t; t++) {
+    sb_add(&b, "CREATE TABLE IF NOT EXISTS %s (", *t);
+    node_table_columns(&b, "TEXT", "INTEGER");
+    sb_add(&b, ") WITHOUT ROWID;\n");
+  }
+  sb_add(&b,
+         /* read grants: principal may read owners at or under prefix */
+         "CREATE TABLE IF NOT EXISTS durable_grants (principal TEXT NOT NULL, "
+         "prefix TEXT NOT NULL, PRIMARY KEY (principal, prefix)) WITHOUT ROWID;\n"
+         /* counters: 'version' (per write) and 'commit' (per transaction) */
+         "CREATE TABLE IF NOT EXISTS durable_meta (key TEXT PRIMARY KEY, "
+         "value INTEGER NOT NULL) WITHOUT ROWID;\n"
+         "INSERT OR IGNORE INTO durable_meta VALUES ('version', 0), "
+         "('commit', 0);\n"
+         /* the last commit that changed each namespace, for other processes */
+         "CREATE TABLE IF NOT EXISTS durable_changes (namespace TEXT PRIMARY "
+         "KEY, commit_id INTEGER NOT NULL) WITHOUT ROWID;\n"
+         "CREATE INDEX IF NOT EXISTS durable_changes_by_commit ON "
+         "durable_changes (commit_id);\n");
+  return b.s;
+}
+
+static char *postgres_script(void) {
+  sbuf b = {0};
+  sb_add(&b,
+         "CREATE SEQUENCE IF NOT EXISTS public.durable_version;\n"
+         "CREATE TABLE IF NOT EXISTS public.durable_grants (principal text "
+         "COLLATE \"C\" NOT NULL, prefix text COLLATE \"C\" NOT NULL, "
+         "PRIMARY KEY (principal, prefix));\n"
+         "CREATE OR REPLACE FUNCTION public.ensure_partition_schema(name text)"
+         " RETURNS void LANGUAGE plpgsql AS $fn$\nBEGIN\n"
+         "  EXECUTE format('CREATE SCHEMA IF NOT EXISTS %%I', name);\n");
+  for (const char *const *t = durable__tables(); *t; t++) {
+    sbuf cols = {0};
+    node_table_columns(&cols, "text COLLATE \"C\"", "bigint");
+    if (cols.s == NULL) {
+      free(b.s);
+      return NULL;
+    }
+    sb_add(&b,
+           "  EXECUTE format('CREATE TABLE IF NOT EXISTS %%I.%s (%s)', "
+           "name);\n",
+           *t, cols.s);
+    free(cols.s);
+  }
+  sb_add(&b, "END\n$fn$;\n");
+  return b.s;
+}
+
+char *durable__schema_script(durable__dialect_t dialect) {
+  return dialect == DURABLE__SQLITE ? sqlite_script() : postgres_script();
+}

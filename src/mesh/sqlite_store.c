@@ -1,0 +1,978 @@
+/*
+ * sqlite_store.c: the SQLite backend (durable__sqlite_backend).
+ *
+ * Everything a store does that is not SQL lives above backend.h; this file
+ * keeps SQLite's SQL and I/O only.  A connection is one sqlite3 handle opened
+ * SQLITE_OPEN_NOMUTEX: the engine gives each worker thread its own, and the
+ * watch source below keeps one more, so no handle is ever used by two threads
+ * at once and SQLite's per-connection mutex would only cost time.  Every
+ * statement is prepared once per connection and kept, keyed by (table,
+ * operation); the node tables come from durable__tables(), the only names
+ * ever put into SQL text, so nothing taken from a path reaches it.
+ *
+ * Three facts of SQLite shape the rest:
+ *
+ *  - One writer at a time per file, across processes.  A write transaction is
+ *    BEGIN IMMEDIATE: it takes the write lock first, so the read-for-update
+ *    inside it sees the latest commit of every process and can never be
+ *    refused at upgrade time (SQLITE_BUSY_SNAPSHOT).  The lock is waited for
+ *    up to BUSY_TIMEOUT_MS so that two processes writing one file both
+ *    succeed; longer is reported as "locked".
+ *  - No row locks: the write lock already serialises, so `for_update` is
+ *    nothing more than a read here.
+ *  - No notifications between processes.  Instead every transaction bumps a
+ *    commit counter and records, per namespace it changed, that counter in
+ *    durable_changes.  A watch polls PRAGMA data_version (which moves only
+ *    when another connection committed) on a short timer, and only then
+ *    reads which namespaces moved since the counter it last saw.
+ *
+ * Versions come from one store-wide counter (durable_meta 'version') bumped
+ * inside the writing transaction, so they grow across processes and across a
+ * delete and a re-create.  The partition of a place is not used: on SQLite a
+ * partition is just the first segment of `namespace`, already part of every
+ * key, and all partitions share the same tables.
+ */
+#include "backend.h"
+#include "schema.h"
+#include "store.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Long enough for another process's group commit to finish (they are
+ * milliseconds), short enough that a wedged writer is reported. */
+#define BUSY_TIMEOUT_MS 10000
+/* Poll period of the watch: a foreign commit is noticed within about this
+ * plus one poll, well inside the 100 ms promised by durable.h. */
+#define WATCH_PERIOD_MS 40
+#define MEMORY_NAME ":memory:"
+#define MAX_ID_WIDTH 64
+
+#define NODE_COLUMNS                                                          \
+  "namespace, id, path, node_type, content, main_node, version, "            \
+  "created_at, updated_at"
+
+/* Statements of each node table, prepared lazily per connection. */
+enum { OP_GET, OP_LIST, OP_MAX_ID, OP_INSERT, OP_UPDATE, OP_REMOVE, OP_COUNT };
+
+static const char *const op_sql[OP_COUNT] = {
+    [OP_GET] = "SELECT " NODE_COLUMNS " FROM %s "
+               "WHERE namespace = ?1 AND id = ?2",
+    [OP_LIST] = "SELECT " NODE_COLUMNS " FROM %s "
+                "WHERE namespace = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+    /* BETWEEN on the key keeps it a primary-key range scan read backwards;
+     * length and GLOB then drop the few ids in that range that are not
+     * exactly `width` digits (e.g. "12a" or "1234" for width 3). */
+    [OP_MAX_ID] = "SELECT id FROM %s WHERE namespace = ?1 "
+                  "AND id BETWEEN ?2 AND ?3 AND length(id) = ?4 "
+                  "AND id NOT GLOB '*[^0-9]*' ORDER BY id DESC LIMIT 1",
+    /* DO NOTHING touches only the key conflict: EEXIST without an error,
+     * so the transaction stays usable. */
+    [OP_INSERT] = "INSERT INTO %s (" NODE_COLUMNS ") VALUES "
+                  "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING",
+    [OP_UPDATE] = "UPDATE %s SET path = ?3, node_type = ?4, content = ?5, "
+                  "main_node = ?6, version = ?7, created_at = ?8, "
+                  "updated_at = ?9 WHERE namespace = ?1 AND id = ?2",
+    [OP_REMOVE] = "DELETE FROM %s WHERE namespace = ?1 AND id = ?2",
+};
+
+/* Statements that are not per table. */
+enum {
+  S_BEGIN,
+  S_COMMIT,
+  S_ROLLBACK,
+  S_BUMP,
+  S_CHANGE,
+  S_GRANTS_OF,
+  S_GRANT_ADD,
+  S_GRANT_DEL,
+  S_DATA_VERSION,
+  S_READ_BEGIN,
+  S_COUNTER,
+  S_CHANGED_SINCE,
+  S_COUNT
+};
+
+static const char *const misc_sql[S_COUNT] = {
+    [S_BEGIN] = "BEGIN IMMEDIATE",
+    [S_COMMIT] = "COMMIT",
+    [S_ROLLBACK] = "ROLLBACK",
+    /* RETURNING needs SQLite 3.35; Debian 12 has 3.40. */
+    [S_BUMP] = "UPDATE durable_meta SET value = value + 1 WHERE key = ?1 "
+               "RETURNING value",
+    [S_CHANGE] = "INSERT INTO durable_changes (namespace, commit_id) "
+                 "VALUES (?1, ?2) ON CONFLICT (namespace) "
+                 "DO UPDATE SET commit_id = excluded.commit_id",
+    [S_GRANTS_OF] = "SELECT prefix FROM durable_grants WHERE principal = ?1 "
+                    "ORDER BY prefix",
+    [S_GRANT_ADD] = "INSERT OR IGNORE INTO durable_grants (principal, prefix) "
+                    "VALUES (?1, ?2)",
+    [S_GRANT_DEL] = "DELETE FROM durable_grants "
+                    "WHERE principal = ?1 AND prefix = ?2",
+    [S_DATA_VERSION] = "PRAGMA data_version",
+    [S_READ_BEGIN] = "BEGIN",
+    [S_COUNTER] = "SELECT value FROM durable_meta WHERE key = ?1",
+    /* uses the index durable_changes_by_commit */
+    [S_CHANGED_SINCE] = "SELECT namespace FROM durable_changes "
+                        "WHERE commit_id > ?1",
+};
+
+struct durable__conn_s {
+  sqlite3 *db;
+  char *file;      /* for messages; MEMORY_NAME for the in-memory store */
+  size_t ntables;  /* entries of durable__tables() */
+  sqlite3_stmt **table_stmts; /* ntables * OP_COUNT, NULL until first use */
+  sqlite3_stmt *stmts[S_COUNT];
+};
+
+/* ---- URLs ------------------------------------------------------------- */
+
+typedef struct {
+  char *file; /* malloc'ed */
+  int relaxed;
+  int memory;
+} url_parts;
+
+static int parse_url(const char *url, url_parts *p, durable_error_t *err) {
+  static const char scheme[] = "sqlite:";
+  memset(p, 0, sizeof(*p));
+  if (url == NULL || strncmp(url, scheme, sizeof(scheme) - 1) != 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "store '%s' is not a sqlite: URL", url ? url : "");
+  const char *file = url + sizeof(scheme) - 1;
+  const char *query = strchr(file, '?');
+  size_t len = query ? (size_t)(query - file) : strlen(file);
+  if (len == 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "store '%s' names no file (sqlite:PATH)", url);
+  if (query != NULL) {
+    if (strcmp(query + 1, "relaxed") != 0)
+      return durable__error(err, DURABLE_EINVAL,
+                            "store '%s': unknown option '%s' (known: relaxed)",
+                            url, query + 1);
+    p->relaxed = 1;
+  }
+  p->file = malloc(len + 1);
+  if (p->file == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  memcpy(p->file, file, len);
+  p->file[len] = '\0';
+  p->memory = strcmp(p->file, MEMORY_NAME) == 0;
+  return 0;
+}
+
+static int single_connection(const char *url) {
+  url_parts p;
+  if (parse_url(url, &p, NULL) != 0) return 0;
+  free(p.file);
+  return p.memory;
+}
+
+/* ---- errors ----------------------------------------------------------- */
+
+/* SQLite messages are one line in practice; make sure of it. */
+static int one_line(durable_error_t *err, int code) {
+  if (err != NULL)
+    for (char *s = err->message; *s; s++)
+      if (*s == '\n' || *s == '\r') *s = ' ';
+  return code;
+}
+
+/* A failed statement `rc` during `what`, as a DURABLE_E* code. */
+static int sql_fail(durable__conn_t *c, int rc, const char *what,
+                    durable_error_t *err) {
+  switch (rc & 0xff) {
+  case SQLITE_BUSY:
+  case SQLITE_LOCKED:
+    return durable__error(err, DURABLE_EIO,
+                          "SQLite '%s': %s: database is locked (another "
+                          "connection held it for more than %d s)",
+                          c->file, what, BUSY_TIMEOUT_MS / 1000);
+  case SQLITE_NOMEM:
+    return durable__error(err, DURABLE_ENOMEM, "SQLite '%s': %s: out of memory",
+                          c->file, what);
+  case SQLITE_CANTOPEN:
+    /* the file or its -wal/-shm went away: reconnecting says why */
+    durable__error(err, DURABLE_EUNAVAIL, "SQLite '%s': %s: %s", c->file, what,
+                   sqlite3_errmsg(c->db));
+    return one_line(err, DURABLE_EUNAVAIL);
+  default:
+    durable__error(err, DURABLE_EIO, "SQLite '%s': %s: %s", c->file, what,
+                   sqlite3_errmsg(c->db));
+    return one_line(err, DURABLE_EIO);
+  }
+}
+
+/* ---- statements ------------------------------------------------------- */
+
+static int prepare(durable__conn_t *c, const char *sql, sqlite3_stmt **out,
+                   durable_error_t *err) {
+  int rc = sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, out,
+                              NULL);
+  if (rc != SQLITE_OK) {
+    *out = NULL;
+    return sql_fail(c, rc, "prepare", err);
+  }
+  return 0;
+}
+
+static sqlite3_stmt *misc_stmt(durable__conn_t *c, int which,
+                               durable_error_t *err) {
+  if (c->stmts[which] == NULL &&
+      prepare(c, misc_sql[which], &c->stmts[which], err) != 0)
+    return NULL;
+  return c->stmts[which];
+}
+
+/* The statement `op` of the table `place` names.  The table must be one of
+ * durable__tables(): it is pasted into SQL text. */
+static sqlite3_stmt *table_stmt(durable__conn_t *c, durable__place_t place,
+                                int op, durable_error_t *err) {
+  const char *const *tables = durable__tables();
+  size_t t;
+  for (t = 0; t < c->ntables; t++)
+    if (place.table == tables[t] ||
+        (place.table != NULL && strcmp(place.table, tables[t]) == 0))
+      break;
+  if (t == c->ntables) {
+    durable__error(err, DURABLE_EINVAL, "unknown node table '%s'",
+                   place.table ? place.table : "(null)");
+    return NULL;
+  }
+  sqlite3_stmt **slot = &c->table_stmts[t * OP_COUNT + (size_t)op];
+  if (*slot == NULL) {
+    char sql[512];
+    snprintf(sql, sizeof(sql), op_sql[op], tables[t]);
+    if (prepare(c, sql, slot, err) != 0) return NULL;
+  }
+  return *slot;
+}
+
+/* Bindings are SQLITE_STATIC: every caller resets and clears the statement
+ * before returning, so SQLite never keeps a pointer past the call. */
+static void bind_text(sqlite3_stmt *st, int i, const char *s) {
+  sqlite3_bind_text(st, i, s ? s : "", -1, SQLITE_STATIC);
+}
+
+static void done_with(sqlite3_stmt *st) {
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+}
+
+/* Step a statement that returns no row to the end. */
+static int run(durable__conn_t *c, sqlite3_stmt *st, const char *what,
+               durable_error_t *err) {
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  }
+  done_with(st);
+  return rc == SQLITE_DONE ? 0 : sql_fail(c, rc, what, err);
+}
+
+/* A copy of a text column; NULL only when out of memory (every column read
+ * here is NOT NULL). */
+static char *column_dup(sqlite3_stmt *st, int i) {
+  const unsigned char *text = sqlite3_column_text(st, i);
+  if (text == NULL) return NULL;
+  size_t n = (size_t)sqlite3_column_bytes(st, i);
+  char *s = malloc(n + 1);
+  if (s == NULL) return NULL;
+  memcpy(s, text, n);
+  s[n] = '\0';
+  return s;
+}
+
+/* The node in the current row of a statement selecting NODE_COLUMNS. */
+static durable_node_t *row_node(sqlite3_stmt *st) {
+  durable_node_t *node = calloc(1, sizeof(*node));
+  if (node == NULL) return NULL;
+  node->ns = column_dup(st, 0);
+  node->id = column_dup(st, 1);
+  node->path = column_dup(st, 2);
+  node->node_type = column_dup(st, 3);
+  node->content = column_dup(st, 4);
+  node->main_node = column_dup(st, 5);
+  node->version = sqlite3_column_int64(st, 6);
+  node->created_at = sqlite3_column_int64(st, 7);
+  node->updated_at = sqlite3_column_int64(st, 8);
+  if (!node->ns || !node->id || !node->path || !node->node_type ||
+      !node->content || !node->main_node) {
+    durable_node_free(node);
+    return NULL;
+  }
+  return node;
+}
+
+/* Add one to the counter `key` of durable_meta and return the new value. */
+static int bump(durable__conn_t *c, const char *key, int64_t *value,
+                durable_error_t *err) {
+  sqlite3_stmt *st = misc_stmt(c, S_BUMP, err);
+  if (st == NULL) return err->code;
+  bind_text(st, 1, key);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    *value = sqlite3_column_int64(st, 0);
+    /* RETURNING: the row is written by the first step; finish cleanly */
+    rc = sqlite3_step(st);
+  } else if (rc == SQLITE_DONE) {
+    done_with(st);
+    return durable__error(err, DURABLE_EIO,
+                          "SQLite '%s': counter '%s' missing in durable_meta",
+                          c->file, key);
+  }
+  done_with(st);
+  return rc == SQLITE_DONE ? 0 : sql_fail(c, rc, "bump counter", err);
+}
+
+/* A read of one counter, outside any write. */
+static int read_counter(durable__conn_t *c, const char *key, int64_t *value,
+                        durable_error_t *err) {
+  sqlite3_stmt *st = misc_stmt(c, S_COUNTER, err);
+  if (st == NULL) return err->code;
+  bind_text(st, 1, key);
+  int rc = sqlite3_step(st);
+  *value = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  done_with(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE
+             ? 0
+             : sql_fail(c, rc, "read counter", err);
+}
+
+/* ---- connections ------------------------------------------------------ */
+
+static void close_conn(durable__conn_t *c) {
+  if (c == NULL) return;
+  if (c->table_stmts != NULL)
+    for (size_t i = 0; i < c->ntables * OP_COUNT; i++)
+      sqlite3_finalize(c->table_stmts[i]);
+  for (int i = 0; i < S_COUNT; i++) sqlite3_finalize(c->stmts[i]);
+  /* close_v2: a statement left behind must not leak the handle */
+  sqlite3_close_v2(c->db);
+  free(c->table_stmts);
+  free(c->file);
+  free(c);
+}
+
+static int journal_mode_cb(void *arg, int ncols, char **values, char **names) {
+  (void)names;
+  if (ncols > 0 && values[0] != NULL)
+    snprintf((char *)arg, 16, "%s", values[0]);
+  return 0;
+}
+
+/* What in the file system keeps SQLite from opening `file` for writing: the
+ * file itself, or its directory, where the file or the -wal and -shm files
+ * WAL keeps beside it must be created.  NULL when nothing is seen.  SQLite's
+ * own errno is of its last attempt, often a misleading ENOENT. */
+static const char *fs_problem(const char *file, char *buf, size_t size) {
+  struct stat st;
+  if (stat(file, &st) == 0) {
+    if (access(file, R_OK | W_OK) != 0) return strerror(errno);
+  } else if (errno != ENOENT) {
+    return strerror(errno);
+  }
+  const char *slash = strrchr(file, '/');
+  char dir[1024];
+  if (slash == NULL)
+    snprintf(dir, sizeof(dir), ".");
+  else
+    snprintf(dir, sizeof(dir), "%.*s", (int)(slash == file ? 1 : slash - file),
+             file);
+  if (stat(dir, &st) != 0)
+    snprintf(buf, size, "directory '%s': %s", dir, strerror(errno));
+  else if (!S_ISDIR(st.st_mode))
+    snprintf(buf, size, "'%s' is not a directory", dir);
+  else if (access(dir, W_OK | X_OK) != 0)
+    snprintf(buf, size, "directory '%s' is not writable: %s", dir,
+             strerror(errno));
+  else
+    return NULL;
+  return buf;
+}
+
+/* A failure while opening: the store cannot be used at all (EUNAVAIL), named
+ * by its file, with SQLite's reason and the OS's when there is one. */
+static int open_fail(durable__conn_t *c, int rc, const char *what,
+                     durable_error_t *err) {
+  int code = (rc & 0xff) == SQLITE_NOMEM ? DURABLE_ENOMEM : DURABLE_EUNAVAIL;
+  const char *reason = c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc);
+  int sys = c->db ? sqlite3_system_errno(c->db) : 0;
+  char why[1200];
+  const char *fs = NULL;
+  if ((rc & 0xff) == SQLITE_CANTOPEN || (rc & 0xff) == SQLITE_READONLY)
+    fs = fs_problem(c->file, why, sizeof(why));
+  if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
+    durable__error(err, code,
+                   "cannot open SQLite file '%s': %s: database is locked "
+                   "(another connection held it for more than %d s)",
+                   c->file, what, BUSY_TIMEOUT_MS / 1000);
+  else if (fs != NULL)
+    durable__error(err, code, "cannot open SQLite file '%s': %s: %s (%s)",
+                   c->file, what, reason, fs);
+  else if (sys != 0)
+    durable__error(err, code, "cannot open SQLite file '%s': %s: %s (%s)",
+                   c->file, what, reason, strerror(sys));
+  else
+    durable__error(err, code, "cannot open SQLite file '%s': %s: %s", c->file,
+                   what, reason);
+  return one_line(err, code);
+}
+
+/* Open a connection.  `bootstrap` sets the journal and creates the schema:
+ * done by every engine connection (so a read-only file is refused at
+ * connect, by that write), not by the watch's, which only reads and must not
+ * queue behind a writer on the loop thread. */
+static int open_conn(const char *url, int bootstrap, durable__conn_t **out,
+                     durable_error_t *err) {
+  url_parts p;
+  int rc = parse_url(url, &p, err);
+  if (rc != 0) return rc;
+
+  durable__conn_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) {
+    free(p.file);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  c->file = p.file;
+  for (const char *const *t = durable__tables(); *t; t++) c->ntables++;
+  c->table_stmts = calloc(c->ntables * OP_COUNT, sizeof(*c->table_stmts));
+  if (c->table_stmts == NULL) {
+    close_conn(c);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+
+  rc = sqlite3_open_v2(c->file, &c->db,
+                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                           SQLITE_OPEN_NOMUTEX,
+                       NULL);
+  if (rc != SQLITE_OK) {
+    rc = open_fail(c, rc, "open", err);
+    close_conn(c);
+    return rc;
+  }
+  sqlite3_extended_result_codes(c->db, 1);
+  sqlite3_busy_timeout(c->db, BUSY_TIMEOUT_MS);
+
+  /* READWRITE falls back to read-only without a word when the file is not
+   * writable; refuse that here rather than at the first write. */
+  if (sqlite3_db_readonly(c->db, "main") == 1) {
+    durable__error(err, DURABLE_EUNAVAIL,
+                   "cannot open SQLite file '%s' for writing: the file is "
+                   "read-only",
+                   c->file);
+    close_conn(c);
+    return DURABLE_EUNAVAIL;
+  }
+
+  if (bootstrap) {
+    char mode[16] = "";
+    if (!p.memory) {
+      /* WAL is a property of the file: readers never wait for the writer,
+       * and commits are one append + (with FULL) one fsync. */
+      rc = sqlite3_exec(c->db, "PRAGMA journal_mode=WAL", journal_mode_cb,
+                        mode, NULL);
+      if (rc != SQLITE_OK) goto fail_journal;
+      if (strcmp(mode, "wal") != 0) {
+        durable__error(err, DURABLE_EUNAVAIL,
+                       "cannot open SQLite file '%s': WAL journal refused "
+                       "(journal_mode is '%s')",
+                       c->file, mode);
+        close_conn(c);
+        return DURABLE_EUNAVAIL;
+      }
+    }
+    rc = sqlite3_exec(c->db,
+                      p.relaxed ? "PRAGMA synchronous=NORMAL"
+                                : "PRAGMA synchronous=FULL",
+                      NULL, NULL, NULL);
+    if (rc != SQLITE_OK) goto fail_sync;
+
+    char *script = durable__schema_script(DURABLE__SQLITE);
+    if (script == NULL) {
+      close_conn(c);
+      return durable__error(err, DURABLE_ENOMEM, "out of memory");
+    }
+    /* One transaction, so a second process bootstrapping at the same time
+     * waits for the first instead of interleaving with it; also the write
+     * that proves the file writable. */
+    rc = sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(c->db, script, NULL, NULL, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+    free(script);
+    if (rc != SQLITE_OK) {
+      rc = open_fail(c, rc, "create schema", err);
+      if (!sqlite3_get_autocommit(c->db))
+        sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+      close_conn(c);
+      return rc;
+    }
+  }
+  *out = c;
+  return 0;
+
+fail_journal:
+  rc = open_fail(c, rc, "set WAL journal", err);
+  close_conn(c);
+  return rc;
+fail_sync:
+  rc = open_fail(c, rc, "set synchronous", err);
+  close_conn(c);
+  return rc;
+}
+
+static int connect_(const char *url, durable__conn_t **out,
+                    durable_error_t *err) {
+  return open_conn(url, 1, out, err);
+}
+
+static void disconnect(durable__conn_t *conn) { close_conn(conn); }
+
+/* ---- transactions ----------------------------------------------------- */
+
+static int begin(durable__conn_t *c, durable_error_t *err) {
+  /* A transaction left open by an earlier failure would refuse every later
+   * BEGIN; end it rather than wedge the connection. */
+  if (!sqlite3_get_autocommit(c->db))
+    sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+  sqlite3_stmt *st = misc_stmt(c, S_BEGIN, err);
+  return st ? run(c, st, "begin", err) : err->code;
+}
+
+static int commit(durable__conn_t *c, durable_error_t *err) {
+  sqlite3_stmt *st = misc_stmt(c, S_COMMIT, err);
+  return st ? run(c, st, "commit", err) : err->code;
+}
+
+static void rollback(durable__conn_t *c) {
+  /* SQLite may already have rolled back by itself (e.g. after SQLITE_FULL);
+   * a ROLLBACK then would only fail. */
+  if (sqlite3_get_autocommit(c->db)) return;
+  durable_error_t ignored;
+  sqlite3_stmt *st = misc_stmt(c, S_ROLLBACK, &ignored);
+  if (st == NULL || run(c, st, "rollback", &ignored) != 0)
+    sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* ---- reads ------------------------------------------------------------ */
+
+static int get(durable__conn_t *c, durable__place_t place, const char *ns,
+               const char *id, int for_update, durable_node_t **out,
+               durable_error_t *err) {
+  (void)for_update; /* BEGIN IMMEDIATE already holds the only write lock */
+  *out = NULL;
+  sqlite3_stmt *st = table_stmt(c, place, OP_GET, err);
+  if (st == NULL) return err->code;
+  bind_text(st, 1, ns);
+  bind_text(st, 2, id);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    durable_node_t *node = row_node(st);
+    done_with(st);
+    if (node == NULL)
+      return durable__error(err, DURABLE_ENOMEM, "out of memory");
+    *out = node;
+    return 0;
+  }
+  done_with(st);
+  if (rc == SQLITE_DONE)
+    return durable__error(err, DURABLE_ENOTFOUND, "'%s%s%s' not found",
+                          ns ? ns : "", ns && *ns ? "/" : "", id ? id : "");
+  return sql_fail(c, rc, "get", err);
+}
+
+static int list(durable__conn_t *c, durable__place_t place, const char *ns,
+                const char *after, size_t limit, durable__nodes_t *out,
+                durable_error_t *err) {
+  if (limit == 0) return 0;
+  sqlite3_stmt *st = table_stmt(c, place, OP_LIST, err);
+  if (st == NULL) return err->code;
+  bind_text(st, 1, ns);
+  bind_text(st, 2, after);
+  sqlite3_bind_int64(st, 3, limit > INT64_MAX ? INT64_MAX : (int64_t)limit);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    durable_node_t *node = row_node(st);
+    /* on failure the list did not take the node: it is still ours */
+    if (node == NULL || durable__nodes_push(out, node) != 0) {
+      if (node != NULL) durable_node_free(node);
+      done_with(st);
+      return durable__error(err, DURABLE_ENOMEM, "out of memory");
+    }
+  }
+  done_with(st);
+  return rc == SQLITE_DONE ? 0 : sql_fail(c, rc, "list", err);
+}
+
+static int max_id(durable__conn_t *c, durable__place_t place, const char *ns,
+                  int width, char **out, durable_error_t *err) {
+  *out = NULL;
+  if (width < 1 || width > MAX_ID_WIDTH)
+    return durable__error(err, DURABLE_EINVAL, "id width %d out of range",
+                          width);
+  char low[MAX_ID_WIDTH + 1], high[MAX_ID_WIDTH + 1];
+  memset(low, '0', (size_t)width);
+  memset(high, '9', (size_t)width);
+  low[width] = high[width] = '\0';
+  sqlite3_stmt *st = table_stmt(c, place, OP_MAX_ID, err);
+  if (st == NULL) return err->code;
+  bind_text(st, 1, ns);
+  bind_text(st, 2, low);
+  bind_text(st, 3, high);
+  sqlite3_bind_int(st, 4, width);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    *out = column_dup(st, 0);
+  else if (rc == SQLITE_DONE)
+    *out = strdup("");
+  done_with(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sql_fail(c, rc, "max id", err);
+  if (*out == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  return 0;
+}
+
+/* ---- writes ----------------------------------------------------------- */
+
+static void bind_node(sqlite3_stmt *st, const durable_node_t *node,
+                      int64_t version) {
+  bind_text(st, 1, node->ns);
+  bind_text(st, 2, node->id);
+  bind_text(st, 3, node->path);
+  bind_text(st, 4, node->node_type);
+  bind_text(st, 5, node->content ? node->content : "{}");
+  bind_text(st, 6, node->main_node);
+  sqlite3_bind_int64(st, 7, version);
+  sqlite3_bind_int64(st, 8, node->created_at);
+  sqlite3_bind_int64(st, 9, node->updated_at);
+}
+
+/* insert and update: take the next version, then write the row with it.  A
+ * refused insert leaves a gap in the counter, which only has to grow. */
+static int write_node(durable__conn_t *c, durable__place_t place, int op,
+                      durable_node_t *node, durable_error_t *err) {
+  sqlite3_stmt *st = table_stmt(c, place, op, err);
+  if (st == NULL) return err->code;
+  int64_t version;
+  int rc = bump(c, "version", &version, err);
+  if (rc != 0) return rc;
+  bind_node(st, node, version);
+  rc = run(c, st, op == OP_INSERT ? "insert" : "update", err);
+  if (rc != 0) return rc;
+  if (sqlite3_changes(c->db) == 0)
+    return op == OP_INSERT
+               ? durable__error(err, DURABLE_EEXIST, "'%s' already exists",
+                                node->path ? node->path : "")
+               : durable__error(err, DURABLE_ENOTFOUND, "'%s' not found",
+                                node->path ? node->path : "");
+  node->version = version;
+  return 0;
+}
+
+static int insert(durable__conn_t *c, durable__place_t place,
+                  durable_node_t *node, durable_error_t *err) {
+  return write_node(c, place, OP_INSERT, node, err);
+}
+
+static int update(durable__conn_t *c, durable__place_t place,
+                  durable_node_t *node, durable_error_t *err) {
+  return write_node(c, place, OP_UPDATE, node, err);
+}
+
+static int remove_(durable__conn_t *c, durable__place_t place, const char *ns,
+                   const char *id, durable_error_t *err) {
+  sqlite3_stmt *st = table_stmt(c, place, OP_REMOVE, err);
+  if (st == NULL) return err->code;
+  bind_text(st, 1, ns);
+  bind_text(st, 2, id);
+  int rc = run(c, st, "remove", err);
+  if (rc != 0) return rc;
+  if (sqlite3_changes(c->db) == 0)
+    return durable__error(err, DURABLE_ENOTFOUND, "'%s%s%s' not found",
+                          ns ? ns : "", ns && *ns ? "/" : "", id ? id : "");
+  return 0;
+}
+
+/* One commit id per transaction, written beside each namespace it changed:
+ * a watch in another process reads "namespaces with commit_id > last".
+ * `instance` is not needed: the store knows its own commit ids
+ * (durable__store_commits_all_own). */
+static int changed(durable__conn_t *c, const durable__strv_t *namespaces,
+                   const char *instance, int64_t *commit_id,
+                   durable_error_t *err) {
+  (void)instance;
+  *commit_id = 0;
+  if (namespaces == NULL || namespaces->count == 0) return 0;
+  int64_t id;
+  int rc = bump(c, "commit", &id, err);
+  if (rc != 0) return rc;
+  sqlite3_stmt *st = misc_stmt(c, S_CHANGE, err);
+  if (st == NULL) return err->code;
+  for (size_t i = 0; i < namespaces->count; i++) {
+    bind_text(st, 1, namespaces->items[i]);
+    sqlite3_bind_int64(st, 2, id);
+    rc = run(c, st, "record change", err);
+    if (rc != 0) return rc;
+  }
+  *commit_id = id;
+  return 0;
+}
+
+/* ---- grants ----------------------------------------------------------- */
+
+static int grants_of(durable__conn_t *c, const char *principal,
+                     durable__strv_t *out, durable_error_t *err) {
+  sqlite3_stmt *st = misc_stmt(c, S_GRANTS_OF, err);
+  if (st == NULL) return err->code;
+  bind_text(st, 1, principal);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *prefix = (const char *)sqlite3_column_text(st, 0);
+    if (prefix == NULL || durable__strv_push(out, prefix) != 0) {
+      done_with(st);
+      return durable__error(err, DURABLE_ENOMEM, "out of memory");
+    }
+  }
+  done_with(st);
+  return rc == SQLITE_DONE ? 0 : sql_fail(c, rc, "read grants", err);
+}
+
+static int grant(durable__conn_t *c, const char *principal, const char *prefix,
+                 int add, durable_error_t *err) {
+  sqlite3_stmt *st = misc_stmt(c, add ? S_GRANT_ADD : S_GRANT_DEL, err);
+  if (st == NULL) return err->code;
+  bind_text(st, 1, principal);
+  bind_text(st, 2, prefix);
+  return run(c, st, add ? "grant" : "revoke", err);
+}
+
+/* ---- watching other processes ----------------------------------------- */
+
+/*
+ * A timer on the loop wakes every WATCH_PERIOD_MS; unless a poll is still
+ * running it queues one on libuv's thread pool, on the watch's own
+ * connection:
+ *
+ *   loop: timer_cb --uv_queue_work--> pool: poll_work
+ *                                           PRAGMA data_version  (moved?)
+ *                                           BEGIN; counter; namespaces
+ *                                           > last; COMMIT  (one snapshot)
+ *   loop: after_poll <-------------------------'
+ *         commits (last, current] all ours?  no -> changed_elsewhere(ns)...
+ *         last = current
+ *
+ * data_version moves only for commits of *other* connections, which includes
+ * this process's writer; durable__store_commits_all_own() tells those apart,
+ * so a process alone on its file never re-reads anything.
+ */
+struct durable__watch_src_s {
+  durable_store_t *store;
+  durable__conn_t *conn;
+  uv_timer_t timer;
+  uv_work_t work;
+  int in_flight; /* a poll is queued or running: it owns conn */
+  int stopping;
+  int64_t last;  /* the commit counter seen; written on the loop only */
+  int64_t data_version; /* touched by the poll only (after start) */
+  /* the poll's answer, read by after_poll */
+  int poll_rc;
+  int64_t current;
+  durable__strv_t namespaces;
+  durable_error_t err;
+  void (*done)(void *data);
+  void *done_data;
+};
+
+static int read_data_version(durable__conn_t *c, int64_t *out,
+                             durable_error_t *err) {
+  sqlite3_stmt *st = misc_stmt(c, S_DATA_VERSION, err);
+  if (st == NULL) return err->code;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) *out = sqlite3_column_int64(st, 0);
+  done_with(st);
+  return rc == SQLITE_ROW ? 0 : sql_fail(c, rc, "read data_version", err);
+}
+
+/* The counter and the namespaces changed after `last`, from one snapshot so
+ * that the two agree. */
+static int read_changes(durable__conn_t *c, int64_t last, int64_t *current,
+                        durable__strv_t *namespaces, durable_error_t *err) {
+  sqlite3_stmt *b = misc_stmt(c, S_READ_BEGIN, err);
+  sqlite3_stmt *q = misc_stmt(c, S_CHANGED_SINCE, err);
+  if (b == NULL || q == NULL) return err->code;
+  int rc = run(c, b, "begin read", err);
+  if (rc != 0) return rc;
+  rc = read_counter(c, "commit", current, err);
+  if (rc == 0 && *current > last) {
+    sqlite3_bind_int64(q, 1, last);
+    int step;
+    while ((step = sqlite3_step(q)) == SQLITE_ROW) {
+      const char *ns = (const char *)sqlite3_column_text(q, 0);
+      if (ns == NULL || durable__strv_push(namespaces, ns) != 0) {
+        step = SQLITE_NOMEM;
+        break;
+      }
+    }
+    done_with(q);
+    if (step != SQLITE_DONE)
+      rc = step == SQLITE_NOMEM
+               ? durable__error(err, DURABLE_ENOMEM, "out of memory")
+               : sql_fail(c, step, "read changes", err);
+  }
+  rollback(c); /* a read: nothing to keep */
+  return rc;
+}
+
+static void reset_namespaces(durable__watch_src_t *w) {
+  durable__strv_free(&w->namespaces);
+  memset(&w->namespaces, 0, sizeof(w->namespaces));
+}
+
+/* Thread pool.  Touches only conn, data_version and the answer fields; the
+ * loop thread leaves them alone while in_flight is set. */
+static void poll_work(uv_work_t *req) {
+  durable__watch_src_t *w = req->data;
+  int64_t version;
+  w->current = w->last;
+  w->poll_rc = read_data_version(w->conn, &version, &w->err);
+  if (w->poll_rc != 0 || version == w->data_version) return;
+  w->poll_rc = read_changes(w->conn, w->last, &w->current, &w->namespaces,
+                            &w->err);
+  /* Remember the version only once its changes are read: a failed read is
+   * retried on the next tick instead of being skipped. */
+  if (w->poll_rc == 0) w->data_version = version;
+}
+
+static void watch_closed(uv_handle_t *handle) {
+  durable__watch_src_t *w = handle->data;
+  close_conn(w->conn);
+  reset_namespaces(w);
+  if (w->done != NULL) w->done(w->done_data);
+  free(w);
+}
+
+static void after_poll(uv_work_t *req, int status) {
+  durable__watch_src_t *w = req->data;
+  w->in_flight = 0;
+  if (w->stopping) {
+    reset_namespaces(w);
+    uv_close((uv_handle_t *)&w->timer, watch_closed);
+    return;
+  }
+  /* A failed poll did not move `last`: the next one covers the same range,
+   * so nothing is missed and nothing needs reporting here. */
+  if (status == 0 && w->poll_rc == 0 && w->current != w->last) {
+    if (w->current < w->last) {
+      /* the counter went back: the file was replaced under us */
+      durable__store_changed_elsewhere(w->store, NULL);
+    } else if (!durable__store_commits_all_own(w->store, w->last,
+                                               w->current)) {
+      /* Every namespace changed in the range, ours included: telling a
+       * watch about its own commit again is a harmless duplicate. */
+      for (size_t i = 0; i < w->namespaces.count && !w->stopping; i++)
+        durable__store_changed_elsewhere(w->store, w->namespaces.items[i]);
+    }
+    w->last = w->current;
+  }
+  /* If a callback above stopped the watch, watch_stop already closed the
+   * timer (in_flight was 0); `w` lives until watch_closed runs. */
+  reset_namespaces(w);
+}
+
+static void timer_cb(uv_timer_t *timer) {
+  durable__watch_src_t *w = timer->data;
+  if (w->in_flight || w->stopping) return;
+  w->in_flight = 1;
+  w->work.data = w;
+  if (uv_queue_work(timer->loop, &w->work, poll_work, after_poll) != 0)
+    w->in_flight = 0; /* try again on the next tick */
+}
+
+static int watch_start(durable_store_t *store, const char *url,
+                       const char *instance, durable__watch_src_t **out,
+                       durable_error_t *err) {
+  (void)instance;
+  *out = NULL;
+  /* A private in-memory database has no other process to hear. */
+  if (single_connection(url)) return 0;
+
+  durable__watch_src_t *w = calloc(1, sizeof(*w));
+  if (w == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  w->store = store;
+  int rc = open_conn(url, 0, &w->conn, err);
+  /* The starting point is read here, on the loop thread, rather than in the
+   * first poll: a commit made between watch_start and that poll would
+   * otherwise count as already seen.  It is two reads of a WAL file, which
+   * never wait for a writer. */
+  if (rc == 0) rc = read_data_version(w->conn, &w->data_version, err);
+  if (rc == 0) rc = read_counter(w->conn, "commit", &w->last, err);
+  if (rc != 0) {
+    close_conn(w->conn);
+    free(w);
+    return rc;
+  }
+  uv_loop_t *loop = durable__store_loop(store);
+  rc = uv_timer_init(loop, &w->timer);
+  if (rc == 0) {
+    w->timer.data = w;
+    rc = uv_timer_start(&w->timer, timer_cb, WATCH_PERIOD_MS, WATCH_PERIOD_MS);
+    if (rc != 0) {
+      /* the handle is initialised: it must be closed, not just freed */
+      w->done = NULL;
+      uv_close((uv_handle_t *)&w->timer, watch_closed);
+    }
+  } else {
+    close_conn(w->conn);
+    free(w);
+  }
+  if (rc != 0)
+    return durable__error(err, DURABLE_EIO, "cannot start the watch timer: %s",
+                          uv_strerror(rc));
+  *out = w;
+  return 0;
+}
+
+static void watch_stop(durable__watch_src_t *w, void (*done)(void *data),
+                       void *data) {
+  if (w == NULL) { /* nothing was started (an in-memory store) */
+    if (done != NULL) done(data);
+    return;
+  }
+  if (w->stopping) return;
+  w->stopping = 1;
+  w->done = done;
+  w->done_data = data;
+  uv_timer_stop(&w->timer);
+  if (w->in_flight) {
+    /* after_poll runs either way (UV_ECANCELED if it had not started) and
+     * closes the timer; the connection is not closed under a running poll */
+    uv_cancel((uv_req_t *)&w->work);
+    return;
+  }
+  uv_close((uv_handle_t *)&w->timer, watch_closed);
+}
+
+const durable__backend_t durable__sqlite_backend = {
+    .name = "sqlite",
+    .connect = connect_,
+    .disconnect = disconnect,
+    .single_connection = single_connection,
+    .begin = begin,
+    .commit = commit,
+    .rollback = rollback,
+    .get = get,
+    .list = list,
+    .max_id = max_id,
+    .insert = insert,
+    .update = update,
+    .remove = remove_,
+    .changed = changed,
+    .grants_of = grants_of,
+    .grant = grant,
+    .watch_start = watch_start,
+    .watch_stop = watch_stop,
+};

@@ -1,0 +1,934 @@
+/*
+ * store.c: the store engine: opening a store, its worker threads, and the
+ * read operations.
+ *
+ * A store owns two worker threads, each with its own blocking database
+ * connection: the writer, which commits writes in groups (write.c), and the
+ * reader.  An in-memory SQLite database has one connection only, so there
+ * the writer runs the reads too.  Work travels as jobs (job.h):
+ *
+ *     loop thread                    worker threads
+ *     durable_store_get() ---job---> reader: backend->get()
+ *     durable_store_write() -job---> writer: BEGIN; many jobs; COMMIT
+ *     callbacks  <---uv_async_t----  finished jobs
+ *
+ * A connection that fails with DURABLE_EUNAVAIL is dropped and opened again
+ * for the next job, so a restarted database or a killed backend costs the
+ * jobs in flight (reported failed, never silently lost) and nothing more.
+ */
+#include "job.h"
+#include "schema.h"
+#include "store.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Jobs one transaction may carry; a bound on the latency a group adds. */
+#define GROUP_MAX 512
+/* Rows a reader fetches per round trip while checking access. */
+#define QUERY_LIMIT_MAX 1000
+#define QUERY_LIMIT_DEFAULT 100
+
+typedef struct {
+  durable_store_t *store;
+  uv_thread_t thread;
+  durable__job_t *head, *tail; /* queue, under store->lock */
+  uv_cond_t wake;
+  durable__conn_t *conn;
+  int running; /* under store->lock */
+  int started;
+} worker_t;
+
+typedef struct watch_s watch_t;
+
+struct durable_store_s {
+  uv_loop_t *loop;
+  const durable__backend_t *be;
+  char *url;
+  char *name;
+  char instance[40];
+  int single; /* one connection: the writer also reads */
+
+  uv_mutex_t lock; /* queues, done list, own commits, stopping */
+  worker_t writer, reader;
+  int stopping;
+  durable__job_t *done_head, *done_tail;
+  uv_async_t async;
+  int workers_left;
+
+  int64_t *own_commits; /* sorted commit ids this store made */
+  size_t own_count, own_cap;
+
+  durable__watch_src_t *src;
+  void *feed; /* feed.c's state */
+
+  void (*close_cb)(void *data);
+  void *close_data;
+  int closing;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+uv_loop_t *durable__store_loop(durable_store_t *store) { return store->loop; }
+
+const char *durable_store_name(const durable_store_t *store) {
+  return store->name;
+}
+
+const durable__backend_t *durable__store_backend(durable_store_t *store) {
+  return store->be;
+}
+
+const char *durable__store_instance(durable_store_t *store) {
+  return store->instance;
+}
+
+void **durable__store_feed_slot(durable_store_t *store) { return &store->feed; }
+
+int durable__store_closing(durable_store_t *store) { return store->closing; }
+
+static const durable__backend_t *backend_for(const char *url) {
+  if (strncmp(url, "sqlite:", 7) == 0) return &durable__sqlite_backend;
+  if (strncmp(url, "postgresql:", 11) == 0 || strncmp(url, "postgres:", 9) == 0 ||
+      strchr(url, '=') != NULL)
+    return &durable__postgres_backend;
+  return NULL;
+}
+
+/* The URL with any password replaced by "***", for messages and logs. */
+static char *masked(const char *url) {
+  char *s = strdup(url);
+  if (s == NULL) return NULL;
+  /* scheme://user:password@host */
+  char *scheme = strstr(s, "://");
+  char *at = scheme ? strchr(scheme + 3, '@') : NULL;
+  char *colon = scheme ? strchr(scheme + 3, ':') : NULL;
+  if (at && colon && colon < at) {
+    memmove(colon + 4, at, strlen(at) + 1);
+    memcpy(colon, ":***", 4);
+  }
+  /* password=secret in a conninfo or a query string */
+  char *pw = strstr(s, "password=");
+  if (pw) {
+    char *end = pw + 9 + strcspn(pw + 9, " &");
+    memmove(pw + 12, end, strlen(end) + 1);
+    memcpy(pw + 9, "***", 3);
+  }
+  return s;
+}
+
+durable__job_t *durable__job_new(durable_store_t *store,
+                                 durable__job_kind_t kind) {
+  durable__job_t *job = calloc(1, sizeof(*job));
+  if (job == NULL) return NULL;
+  job->store = store;
+  job->kind = kind;
+  return job;
+}
+
+void durable__job_free(durable__job_t *job) {
+  if (job == NULL) return;
+  free(job->principal);
+  free(job->path);
+  free(job->ns);
+  free(job->id);
+  free(job->after);
+  durable__writes_reset(job);
+  durable__writes_free(job);
+  durable_node_free(job->node);
+  durable__nodes_free(&job->nodes);
+  durable__strv_free(&job->namespaces);
+  free(job);
+}
+
+/* ---- own commits (SQLite's watch source asks about them) ---------------- */
+
+static void remember_commit(durable_store_t *store, int64_t id) {
+  if (id <= 0) return;
+  uv_mutex_lock(&store->lock);
+  if (store->own_count == store->own_cap) {
+    size_t cap = store->own_cap ? store->own_cap * 2 : 64;
+    int64_t *a = realloc(store->own_commits, cap * sizeof(*a));
+    if (a == NULL) { /* forgetting one only costs a spurious re-sync */
+      uv_mutex_unlock(&store->lock);
+      return;
+    }
+    store->own_commits = a;
+    store->own_cap = cap;
+  }
+  /* commit ids come from one writer in increasing order: append */
+  store->own_commits[store->own_count++] = id;
+  uv_mutex_unlock(&store->lock);
+}
+
+int durable__store_commits_all_own(durable_store_t *store, int64_t after,
+                                   int64_t upto) {
+  int all = 1;
+  uv_mutex_lock(&store->lock);
+  int64_t want = after + 1;
+  size_t keep = 0;
+  for (size_t i = 0; i < store->own_count; i++) {
+    int64_t id = store->own_commits[i];
+    if (id <= after) continue;
+    if (id <= upto) {
+      if (id != want) all = 0;
+      want = id + 1;
+    } else {
+      store->own_commits[keep++] = id;
+    }
+  }
+  if (want != upto + 1) all = 0;
+  store->own_count = keep;
+  uv_mutex_unlock(&store->lock);
+  return all;
+}
+
+/* ---- workers ------------------------------------------------------------ */
+
+static void finish(durable_store_t *store, durable__job_t *job) {
+  job->next = NULL;
+  uv_mutex_lock(&store->lock);
+  if (store->done_tail)
+    store->done_tail->next = job;
+  else
+    store->done_head = job;
+  store->done_tail = job;
+  uv_mutex_unlock(&store->lock);
+  uv_async_send(&store->async);
+}
+
+static int ensure_conn(worker_t *w, durable_error_t *err) {
+  if (w->conn) return 0;
+  return w->store->be->connect(w->store->url, &w->conn, err);
+}
+
+static void drop_conn(worker_t *w) {
+  if (w->conn) w->store->be->disconnect(w->conn);
+  w->conn = NULL;
+}
+
+static void fail_job(durable__job_t *job, const durable_error_t *err) {
+  job->status = err->code;
+  job->err = *err;
+}
+
+static void run_read(worker_t *w, durable__job_t *job) {
+  durable_error_t err = {0};
+  if (ensure_conn(w, &err) < 0) {
+    fail_job(job, &err);
+    return;
+  }
+  durable__read_run(w->store->be, w->conn, job);
+  if (job->status == DURABLE_EUNAVAIL) {
+    /* the connection died: one fresh try, since a read has no effect */
+    drop_conn(w);
+    if (ensure_conn(w, &err) < 0) return;
+    durable__nodes_free(&job->nodes);
+    job->status = 0;
+    durable__read_run(w->store->be, w->conn, job);
+    if (job->status == DURABLE_EUNAVAIL) drop_conn(w);
+  }
+}
+
+/* Commit `jobs` (a list of `n` write jobs) in one transaction.  Returns 0
+ * when the group committed (some jobs may have failed alone, having changed
+ * nothing), or a negative code when the whole group must be retried one job
+ * at a time. */
+static int commit_group(worker_t *w, durable__job_t **jobs, size_t n,
+                        durable_error_t *err) {
+  durable_store_t *store = w->store;
+  const durable__backend_t *be = store->be;
+  int rc = ensure_conn(w, err);
+  if (rc < 0) return rc;
+  if ((rc = be->begin(w->conn, err)) < 0) return rc;
+  durable__strv_t namespaces = {0};
+  for (size_t i = 0; i < n; i++) {
+    int wrote = 0;
+    int st = durable__writes_apply(be, w->conn, jobs[i], &wrote);
+    if (st == DURABLE_EUNAVAIL || st == DURABLE_EIO || (st < 0 && wrote)) {
+      /* a broken statement, or a job that failed half-way: undo all */
+      *err = jobs[i]->err;
+      rc = st;
+      goto rollback;
+    }
+    for (size_t k = 0; k < jobs[i]->namespaces.count; k++) {
+      const char *ns = jobs[i]->namespaces.items[k];
+      int seen = 0;
+      for (size_t j = 0; j < namespaces.count && !seen; j++)
+        seen = strcmp(namespaces.items[j], ns) == 0;
+      if (!seen && durable__strv_push(&namespaces, ns) < 0) {
+        rc = durable__error(err, DURABLE_ENOMEM, "out of memory");
+        goto rollback;
+      }
+    }
+  }
+  int64_t commit_id = 0;
+  if (namespaces.count > 0 &&
+      (rc = be->changed(w->conn, &namespaces, store->instance, &commit_id,
+                        err)) < 0)
+    goto rollback;
+  if ((rc = be->commit(w->conn, err)) < 0) {
+    /* The commit's outcome is unknown: it may have landed.  Say so rather
+     * than retry a write that might then be applied twice. */
+    for (size_t i = 0; i < n; i++) {
+      if (jobs[i]->status < 0) continue;
+      durable__writes_reset(jobs[i]);
+      durable__error(&jobs[i]->err, rc,
+                     "%s: the commit did not complete (%s); the write may or "
+                     "may not have been saved",
+                     store->name, err->message);
+      jobs[i]->status = rc;
+    }
+    durable__strv_free(&namespaces);
+    if (rc == DURABLE_EUNAVAIL) drop_conn(w);
+    return 0;
+  }
+  remember_commit(store, commit_id);
+  durable__strv_free(&namespaces);
+  return 0;
+
+rollback:
+  be->rollback(w->conn);
+  durable__strv_free(&namespaces);
+  for (size_t i = 0; i < n; i++) durable__writes_reset(jobs[i]);
+  if (rc == DURABLE_EUNAVAIL) drop_conn(w);
+  return rc;
+}
+
+static void run_writes(worker_t *w, durable__job_t **jobs, size_t n) {
+  durable_error_t err = {0};
+  int rc = commit_group(w, jobs, n, &err);
+  if (rc == DURABLE_EUNAVAIL) /* nothing committed: one try on a new link */
+    rc = commit_group(w, jobs, n, &err);
+  if (rc < 0 && n > 1) {
+    /* Retry alone so that one failing job fails only itself. */
+    for (size_t i = 0; i < n; i++) {
+      durable_error_t e = {0};
+      int r = commit_group(w, &jobs[i], 1, &e);
+      if (r < 0) {
+        durable__writes_reset(jobs[i]);
+        fail_job(jobs[i], &e);
+      }
+    }
+  } else if (rc < 0) {
+    durable__writes_reset(jobs[0]);
+    fail_job(jobs[0], &err);
+  }
+}
+
+static void run_grant(worker_t *w, durable__job_t *job) {
+  durable_error_t err = {0};
+  int rc = ensure_conn(w, &err);
+  if (rc == 0)
+    rc = w->store->be->grant(w->conn, job->principal, job->path,
+                             (int)job->num, &err);
+  if (rc < 0) {
+    fail_job(job, &err);
+    if (rc == DURABLE_EUNAVAIL) drop_conn(w);
+  }
+}
+
+static void worker_main(void *arg) {
+  worker_t *w = arg;
+  durable_store_t *store = w->store;
+  durable__job_t *batch[GROUP_MAX];
+  for (;;) {
+    uv_mutex_lock(&store->lock);
+    while (w->head == NULL && !store->stopping)
+      uv_cond_wait(&w->wake, &store->lock);
+    if (w->head == NULL) { /* stopping, and nothing left */
+      uv_mutex_unlock(&store->lock);
+      break;
+    }
+    /* Take one read, or (the writer) every queued write up to GROUP_MAX. */
+    size_t n = 0;
+    durable__job_t *first = w->head;
+    if (first->kind != JOB_WRITE) {
+      w->head = first->next;
+      batch[n++] = first;
+    } else {
+      while (w->head && w->head->kind == JOB_WRITE && n < GROUP_MAX) {
+        batch[n++] = w->head;
+        w->head = w->head->next;
+      }
+    }
+    if (w->head == NULL) w->tail = NULL;
+    uv_mutex_unlock(&store->lock);
+
+    if (first->kind == JOB_WRITE)
+      run_writes(w, batch, n);
+    else if (first->kind == JOB_GRANT)
+      run_grant(w, first);
+    else
+      run_read(w, first);
+    for (size_t i = 0; i < n; i++) finish(store, batch[i]);
+  }
+  drop_conn(w);
+  /* tell the loop this worker is gone (a NULL-job marker is not needed:
+   * the loop counts workers in on_async after stopping was set) */
+  uv_mutex_lock(&store->lock);
+  w->running = 0;
+  uv_mutex_unlock(&store->lock);
+  uv_async_send(&store->async);
+}
+
+void durable__job_submit(durable__job_t *job) {
+  durable_store_t *store = job->store;
+  worker_t *w = (job->kind == JOB_WRITE || job->kind == JOB_GRANT || store->single)
+                    ? &store->writer
+                    : &store->reader;
+  job->next = NULL;
+  uv_mutex_lock(&store->lock);
+  if (w->tail)
+    w->tail->next = job;
+  else
+    w->head = job;
+  w->tail = job;
+  uv_cond_signal(&w->wake);
+  uv_mutex_unlock(&store->lock);
+}
+
+/* ---- completions on the loop -------------------------------------------- */
+
+static void deliver(durable__job_t *job) {
+  if (job->kind == JOB_WRITE && job->status == 0)
+    durable__feed_dispatch(job->store, job);
+  if (job->done) {
+    job->done(job); /* internal users free the job themselves */
+    return;
+  }
+  const durable_node_t **nodes = NULL;
+  if (job->nodes.count > 0) nodes = (const durable_node_t **)job->nodes.items;
+  durable_result_t res = {
+      .status = job->status,
+      .message = job->status < 0 ? job->err.message : NULL,
+      .node = job->node,
+      .nodes = nodes,
+      .count = job->nodes.count,
+      .more = job->more,
+      .value = job->value,
+      .data = job->data,
+  };
+  if (job->cb) job->cb(&res);
+  durable__job_free(job);
+}
+
+static void finish_close(durable_store_t *store);
+
+static void on_async(uv_async_t *handle) {
+  durable_store_t *store = handle->data;
+  for (;;) {
+    uv_mutex_lock(&store->lock);
+    durable__job_t *job = store->done_head;
+    store->done_head = store->done_tail = NULL;
+    uv_mutex_unlock(&store->lock);
+    if (job == NULL) break;
+    while (job) {
+      durable__job_t *next = job->next;
+      deliver(job);
+      job = next;
+    }
+  }
+  if (store->closing) {
+    uv_mutex_lock(&store->lock);
+    int running = store->writer.running || store->reader.running;
+    uv_mutex_unlock(&store->lock);
+    if (!running && store->workers_left > 0) {
+      store->workers_left = 0;
+      finish_close(store);
+    }
+  }
+}
+
+/* ---- open and close ----------------------------------------------------- */
+
+static int start_worker(durable_store_t *store, worker_t *w) {
+  w->store = store;
+  w->running = 1;
+  if (uv_cond_init(&w->wake) != 0) {
+    w->running = 0;
+    return DURABLE_ENOMEM;
+  }
+  if (uv_thread_create(&w->thread, worker_main, w) != 0) {
+    uv_cond_destroy(&w->wake);
+    w->running = 0;
+    return DURABLE_ENOMEM;
+  }
+  w->started = 1;
+  return 0;
+}
+
+static void make_instance(char *out, size_t size) {
+  unsigned char r[8] = {0};
+  uv_random(NULL, NULL, r, sizeof r, 0, NULL);
+  snprintf(out, size, "%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)uv_os_getpid(),
+           r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+}
+
+int durable_store_open(uv_loop_t *loop, const char *url, durable_store_t **out,
+                       durable_error_t *err) {
+  *out = NULL;
+  if (loop == NULL || url == NULL || *url == '\0')
+    return durable__error(err, DURABLE_EINVAL, "store URL is missing");
+  const durable__backend_t *be = backend_for(url);
+  if (be == NULL)
+    return durable__error(err, DURABLE_EINVAL,
+                          "store '%s' is not a known kind (use sqlite:PATH, "
+                          "sqlite::memory: or postgresql://...)", url);
+  durable_store_t *store = calloc(1, sizeof(*store));
+  if (store == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  store->loop = loop;
+  store->be = be;
+  store->url = strdup(url);
+  store->name = masked(url);
+  store->single = be->single_connection(url);
+  make_instance(store->instance, sizeof store->instance);
+  if (store->url == NULL || store->name == NULL ||
+      uv_mutex_init(&store->lock) != 0) {
+    free(store->url);
+    free(store->name);
+    free(store);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+
+  /* Connect the writer here, on the caller's thread, so an unreachable store
+   * is reported by open (bounded by the backend's connect timeout). */
+  durable_error_t e = {0};
+  int rc = be->connect(url, &store->writer.conn, &e);
+  if (rc < 0) {
+    durable__error(err, rc, "%s", e.message);
+    goto fail;
+  }
+  store->workers_left = 1;
+  rc = uv_async_init(loop, &store->async, on_async);
+  if (rc != 0) {
+    durable__error(err, DURABLE_ENOMEM, "cannot start the store: %s",
+                   uv_strerror(rc));
+    be->disconnect(store->writer.conn);
+    goto fail;
+  }
+  store->async.data = store;
+  if (start_worker(store, &store->writer) < 0 ||
+      (!store->single && start_worker(store, &store->reader) < 0)) {
+    /* cannot happen short of resource exhaustion; stop what started */
+    durable__error(err, DURABLE_ENOMEM, "cannot start the store's threads");
+    store->closing = 1;
+    durable_store_close(store, NULL, NULL);
+    return DURABLE_ENOMEM;
+  }
+  if (!store->single && be->watch_start) {
+    rc = be->watch_start(store, url, store->instance, &store->src, &e);
+    if (rc < 0) {
+      durable__error(err, rc, "%s", e.message);
+      durable_store_close(store, NULL, NULL);
+      return rc;
+    }
+  }
+  *out = store;
+  return 0;
+
+fail:
+  uv_mutex_destroy(&store->lock);
+  free(store->url);
+  free(store->name);
+  free(store);
+  return rc;
+}
+
+static void free_store(durable_store_t *store) {
+  void (*cb)(void *) = store->close_cb;
+  void *data = store->close_data;
+  durable__feed_free(store);
+  uv_mutex_destroy(&store->lock);
+  free(store->own_commits);
+  free(store->url);
+  free(store->name);
+  free(store);
+  if (cb) cb(data);
+}
+
+static void on_async_closed(uv_handle_t *handle) {
+  free_store(handle->data);
+}
+
+static void on_src_stopped(void *data) {
+  durable_store_t *store = data;
+  store->src = NULL;
+  uv_close((uv_handle_t *)&store->async, on_async_closed);
+}
+
+static void finish_close(durable_store_t *store) {
+  worker_t *workers[] = {&store->writer, &store->reader};
+  for (size_t i = 0; i < 2; i++) {
+    if (!workers[i]->started) continue;
+    uv_thread_join(&workers[i]->thread);
+    uv_cond_destroy(&workers[i]->wake);
+  }
+  if (store->src)
+    store->be->watch_stop(store->src, on_src_stopped, store);
+  else
+    on_src_stopped(store);
+}
+
+void durable_store_close(durable_store_t *store, void (*cb)(void *data),
+                         void *data) {
+  if (store == NULL) return;
+  store->close_cb = cb;
+  store->close_data = data;
+  store->closing = 1;
+  durable__feed_close_all(store);
+  uv_mutex_lock(&store->lock);
+  store->stopping = 1;
+  uv_cond_signal(&store->writer.wake);
+  if (!store->single) uv_cond_signal(&store->reader.wake);
+  uv_mutex_unlock(&store->lock);
+  /* on_async sees the workers gone (each sends one last wake-up) */
+  uv_async_send(&store->async);
+}
+
+/* ---- reads --------------------------------------------------------------- */
+
+/* Rows of namespace `ns` after `after` across every table they may be in:
+ * the table of an ordinary child, plus, for each mapped segment that would
+ * place a child named after it elsewhere, that one row.  Merged in id order;
+ * fetches limit + 1 to know whether more follow. */
+static int list_children(const durable__backend_t *be, durable__conn_t *conn,
+                         const char *ns, const char *after, size_t limit,
+                         durable__nodes_t *out, int *more,
+                         durable_error_t *err) {
+  char part[DURABLE_PARTITION_MAX + 1];
+  char probe[DURABLE_PATH_MAX + 64];
+  snprintf(probe, sizeof probe, "%s%sx", ns, *ns ? "/" : "");
+  durable__place_t place = durable__path_place(probe, part, sizeof part);
+  int rc = be->list(conn, place, ns, after, limit + 1, out, err);
+  if (rc < 0) return rc;
+  for (size_t i = 0; i < durable__mapping_count; i++) {
+    const char *seg = durable__mappings[i].segment;
+    snprintf(probe, sizeof probe, "%s%s%s", ns, *ns ? "/" : "", seg);
+    durable__place_t other = durable__path_place(probe, part, sizeof part);
+    if (strcmp(other.table, place.table) == 0 || strcmp(seg, after) <= 0)
+      continue;
+    durable_node_t *node = NULL;
+    rc = be->get(conn, other, ns, seg, 0, &node, err);
+    if (rc == DURABLE_ENOTFOUND) continue;
+    if (rc < 0) return rc;
+    /* insert in id order */
+    if ((rc = durable__nodes_push(out, node)) < 0) {
+      durable_node_free(node);
+      return rc;
+    }
+    for (size_t k = out->count - 1; k > 0 &&
+         strcmp(out->items[k - 1]->id, out->items[k]->id) > 0; k--) {
+      durable_node_t *t = out->items[k - 1];
+      out->items[k - 1] = out->items[k];
+      out->items[k] = t;
+    }
+  }
+  *more = out->count > limit;
+  while (out->count > limit) durable_node_free(out->items[--out->count]);
+  return 0;
+}
+
+static void read_get(const durable__backend_t *be, durable__conn_t *conn,
+                     durable__job_t *job, const durable__strv_t *grants) {
+  char part[DURABLE_PARTITION_MAX + 1];
+  char owner[DURABLE_PATH_MAX + 1];
+  /* Access is decided by the path, before the read, so that a denied
+   * answer never tells whether the node exists. */
+  durable_path_owner(job->path, owner, sizeof owner);
+  if (grants && !durable__access_covers(grants, owner)) {
+    job->status = durable__error(&job->err, DURABLE_EACCES,
+                                 "'%s' may not read '%s'", job->principal,
+                                 job->path);
+    return;
+  }
+  durable__place_t place = durable__path_place(job->path, part, sizeof part);
+  int rc = be->get(conn, place, job->ns, job->id, 0, &job->node, &job->err);
+  if (rc == DURABLE_ENOTFOUND)
+    durable__error(&job->err, rc, "no node at '%s'", job->path);
+  if (job->kind == JOB_EXISTS && (rc == 0 || rc == DURABLE_ENOTFOUND)) {
+    job->value = rc == 0;
+    rc = 0;
+  }
+  job->status = rc;
+}
+
+static void read_query(const durable__backend_t *be, durable__conn_t *conn,
+                       durable__job_t *job, const durable__strv_t *grants) {
+  if (job->path != NULL) {
+    /* path:P, one row or none: absence is an empty result, not an error */
+    if (job->after && strcmp(job->id, job->after) <= 0) return;
+    read_get(be, conn, job, grants);
+    if (job->status == DURABLE_ENOTFOUND) {
+      job->status = 0;
+    } else if (job->status == 0) {
+      job->status = durable__nodes_push(&job->nodes, job->node);
+      if (job->status == 0) job->node = NULL;
+    }
+    return;
+  }
+  if (grants && !durable__access_reaches(grants, job->ns)) {
+    job->status = durable__error(&job->err, DURABLE_EACCES,
+                                 "'%s' may not read under '%s'",
+                                 job->principal, job->ns);
+    return;
+  }
+  /* Filtering may drop rows: keep reading pages until `limit` rows pass or
+   * the namespace ends, so a page is short only at the end. */
+  const char *after = job->after ? job->after : "";
+  char *cursor = strdup(after);
+  int rc = cursor ? 0 : DURABLE_ENOMEM;
+  while (rc == 0) {
+    durable__nodes_t page = {0};
+    int more = 0;
+    size_t want = job->limit - job->nodes.count;
+    rc = list_children(be, conn, job->ns, cursor, want, &page, &more, &job->err);
+    if (rc < 0) {
+      durable__nodes_free(&page);
+      break;
+    }
+    if (page.count > 0) {
+      free(cursor);
+      cursor = strdup(page.items[page.count - 1]->id);
+      if (cursor == NULL) rc = DURABLE_ENOMEM;
+    }
+    for (size_t i = 0; i < page.count; i++) {
+      if (rc == 0 && (grants == NULL ||
+                      durable__access_covers(grants, page.items[i]->main_node))) {
+        rc = durable__nodes_push(&job->nodes, page.items[i]);
+        if (rc == 0) continue;
+      }
+      durable_node_free(page.items[i]);
+    }
+    free(page.items);
+    job->more = more;
+    if (!more || job->nodes.count >= job->limit) break;
+  }
+  free(cursor);
+  job->status = rc;
+}
+
+static void read_items(const durable__backend_t *be, durable__conn_t *conn,
+                       durable__job_t *job, const durable__strv_t *grants) {
+  char part[DURABLE_PARTITION_MAX + 1];
+  char probe[DURABLE_PATH_MAX + 16];
+  char after[32];
+  snprintf(probe, sizeof probe, "%s/000000000001", job->ns);
+  snprintf(after, sizeof after, "%012lld", (long long)job->num);
+  durable__place_t place = durable__path_place(probe, part, sizeof part);
+  if (grants) {
+    char owner[DURABLE_PATH_MAX + 1];
+    durable_path_owner(job->ns, owner, sizeof owner);
+    if (!durable__access_covers(grants, owner)) {
+      job->status = durable__error(&job->err, DURABLE_EACCES,
+                                   "'%s' may not read '%s'", job->principal,
+                                   job->ns);
+      return;
+    }
+  }
+  int rc = be->list(conn, place, job->ns, after, job->limit + 1, &job->nodes,
+                    &job->err);
+  if (rc == 0) {
+    /* only 12-digit ids are items; anything else sorts after '9...' or is
+     * ignored (ids are checked, not trusted) */
+    size_t keep = 0;
+    for (size_t i = 0; i < job->nodes.count; i++) {
+      const char *id = job->nodes.items[i]->id;
+      int ok = strlen(id) == 12 && strspn(id, "0123456789") == 12;
+      if (ok)
+        job->nodes.items[keep++] = job->nodes.items[i];
+      else
+        durable_node_free(job->nodes.items[i]);
+    }
+    job->nodes.count = keep;
+    job->more = job->nodes.count > job->limit;
+    while (job->nodes.count > job->limit)
+      durable_node_free(job->nodes.items[--job->nodes.count]);
+  }
+  job->status = rc;
+}
+
+static void read_last(const durable__backend_t *be, durable__conn_t *conn,
+                      durable__job_t *job) {
+  char part[DURABLE_PARTITION_MAX + 1];
+  char probe[DURABLE_PATH_MAX + 16];
+  snprintf(probe, sizeof probe, "%s/000000000001", job->ns);
+  durable__place_t place = durable__path_place(probe, part, sizeof part);
+  char *id = NULL;
+  int rc = be->max_id(conn, place, job->ns, 12, &id, &job->err);
+  if (rc == 0) job->value = id && *id ? strtoll(id, NULL, 10) : 0;
+  free(id);
+  job->status = rc;
+}
+
+void durable__read_run(const durable__backend_t *be, durable__conn_t *conn,
+                       durable__job_t *job) {
+  durable__strv_t grants = {0};
+  int restricted = job->principal != NULL;
+  if (restricted) {
+    int rc = durable__access_load(be, conn, job->principal, &grants, &job->err);
+    if (rc < 0) {
+      job->status = rc;
+      return;
+    }
+  }
+  const durable__strv_t *g = restricted ? &grants : NULL;
+  switch (job->kind) {
+  case JOB_GET:
+  case JOB_EXISTS: read_get(be, conn, job, g); break;
+  case JOB_QUERY: read_query(be, conn, job, g); break;
+  case JOB_ITEMS: read_items(be, conn, job, g); break;
+  case JOB_LAST: read_last(be, conn, job); break;
+  default: job->status = DURABLE_EINVAL; break;
+  }
+  durable__strv_free(&grants);
+}
+
+/* ---- the public read calls ---------------------------------------------- */
+
+/* The principal a job runs as: NULL for the platform. */
+static int set_principal(durable__job_t *job, const char *principal) {
+  if (principal == NULL || strcmp(principal, DURABLE_PLATFORM) == 0) return 0;
+  job->principal = strdup(principal);
+  return job->principal ? 0 : DURABLE_ENOMEM;
+}
+
+static int submit(durable__job_t *job, durable_done_cb cb, void *data) {
+  job->cb = cb;
+  job->data = data;
+  durable__job_submit(job);
+  return 0;
+}
+
+static int path_job(durable_store_t *store, durable__job_kind_t kind,
+                    const char *principal, const char *path,
+                    durable__job_t **out, durable_error_t *err) {
+  int rc = durable_path_check(path, err);
+  if (rc < 0) return rc;
+  if (store->closing)
+    return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing", store->name);
+  durable__job_t *job = durable__job_new(store, kind);
+  if (job == NULL || set_principal(job, principal) < 0 ||
+      (job->path = strdup(path)) == NULL ||
+      durable__path_split(path, &job->ns, &job->id) < 0) {
+    durable__job_free(job);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  *out = job;
+  return 0;
+}
+
+int durable_store_get(durable_store_t *store, const char *principal,
+                      const char *path, durable_done_cb cb, void *data,
+                      durable_error_t *err) {
+  durable__job_t *job;
+  int rc = path_job(store, JOB_GET, principal, path, &job, err);
+  return rc < 0 ? rc : submit(job, cb, data);
+}
+
+int durable_store_exists(durable_store_t *store, const char *principal,
+                         const char *path, durable_done_cb cb, void *data,
+                         durable_error_t *err) {
+  durable__job_t *job;
+  int rc = path_job(store, JOB_EXISTS, principal, path, &job, err);
+  return rc < 0 ? rc : submit(job, cb, data);
+}
+
+int durable_store_query(durable_store_t *store, const char *principal,
+                        const char *query, const char *after, size_t limit,
+                        durable_done_cb cb, void *data, durable_error_t *err) {
+  if (query == NULL) return durable__error(err, DURABLE_EINVAL, "query is missing");
+  if (limit == 0) limit = QUERY_LIMIT_DEFAULT;
+  if (limit > QUERY_LIMIT_MAX)
+    return durable__error(err, DURABLE_EINVAL,
+                          "query limit %zu is above %d", limit, QUERY_LIMIT_MAX);
+  durable__job_t *job;
+  int rc;
+  if (strncmp(query, "path:", 5) == 0) {
+    rc = path_job(store, JOB_QUERY, principal, query + 5, &job, err);
+    if (rc < 0) return rc;
+  } else if (strncmp(query, "namespace:", 10) == 0) {
+    const char *ns = query + 10;
+    if (*ns != '\0' && (rc = durable_path_check(ns, err)) < 0) return rc;
+    if (store->closing)
+      return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing", store->name);
+    job = durable__job_new(store, JOB_QUERY);
+    if (job == NULL || set_principal(job, principal) < 0 ||
+        (job->ns = strdup(ns)) == NULL) {
+      durable__job_free(job);
+      return durable__error(err, DURABLE_ENOMEM, "out of memory");
+    }
+  } else {
+    return durable__error(err, DURABLE_EINVAL,
+                          "query '%s' is not understood (use namespace:NS or "
+                          "path:P)", query);
+  }
+  job->limit = limit;
+  if (after && *after && (job->after = strdup(after)) == NULL) {
+    durable__job_free(job);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  return submit(job, cb, data);
+}
+
+int durable_store_read_items(durable_store_t *store, const char *principal,
+                             const char *items_ns, int64_t after, size_t limit,
+                             durable_done_cb cb, void *data,
+                             durable_error_t *err) {
+  if (limit == 0) limit = QUERY_LIMIT_DEFAULT;
+  if (limit > QUERY_LIMIT_MAX)
+    return durable__error(err, DURABLE_EINVAL, "read limit %zu is above %d",
+                          limit, QUERY_LIMIT_MAX);
+  if (after < 0)
+    return durable__error(err, DURABLE_EINVAL, "sequence %lld is negative",
+                          (long long)after);
+  durable__job_t *job;
+  int rc = path_job(store, JOB_ITEMS, principal, items_ns, &job, err);
+  if (rc < 0) return rc;
+  free(job->ns);
+  job->ns = job->path; /* the items namespace itself */
+  job->path = NULL;
+  job->num = after;
+  job->limit = limit;
+  return submit(job, cb, data);
+}
+
+int durable_store_last_item(durable_store_t *store, const char *items_ns,
+                            durable_done_cb cb, void *data,
+                            durable_error_t *err) {
+  durable__job_t *job;
+  int rc = path_job(store, JOB_LAST, NULL, items_ns, &job, err);
+  if (rc < 0) return rc;
+  free(job->ns);
+  job->ns = job->path;
+  job->path = NULL;
+  return submit(job, cb, data);
+}
+
+static int grant_job(durable_store_t *store, const char *principal,
+                     const char *prefix, int add, durable_done_cb cb,
+                     void *data, durable_error_t *err) {
+  if (principal == NULL || *principal == '\0')
+    return durable__error(err, DURABLE_EINVAL, "principal is missing");
+  durable__job_t *job;
+  int rc = path_job(store, JOB_GRANT, NULL, prefix, &job, err);
+  if (rc < 0) return rc;
+  if ((job->principal = strdup(principal)) == NULL) {
+    durable__job_free(job);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  job->num = add;
+  return submit(job, cb, data);
+}
+
+int durable_store_grant(durable_store_t *store, const char *principal,
+                        const char *prefix, durable_done_cb cb, void *data,
+                        durable_error_t *err) {
+  return grant_job(store, principal, prefix, 1, cb, data, err);
+}
+
+int durable_store_revoke(durable_store_t *store, const char *principal,
+                         const char *prefix, durable_done_cb cb, void *data,
+                         durable_error_t *err) {
+  return grant_job(store, principal, prefix, 0, cb, data, err);
+}

@@ -1,0 +1,50 @@
+/*
+ * store.h: the parts of the store that its backends and the other mesh
+ * files call.  See store.c for the engine (jobs, worker threads, group
+ * commit) and feed.c for the change feed.
+ */
+#ifndef DURABLE_MESH_STORE_H
+#define DURABLE_MESH_STORE_H
+
+#include "backend.h"
+
+/* The loop the store runs on (for a backend's watch source). */
+uv_loop_t *durable__store_loop(durable_store_t *store);
+
+/* Another process committed a change under `ns` (NULL: it may have changed
+ * anything; re-sync every watch).  Loop thread only. */
+void durable__store_changed_elsewhere(durable_store_t *store, const char *ns);
+
+/* For a watch source that sees every commit id (SQLite): 1 when every commit
+ * id in (after, upto] was made by this store itself, so nothing foreign
+ * happened in that range.  Also forgets own ids at or below `upto`.  Loop
+ * thread only. */
+int durable__store_commits_all_own(durable_store_t *store, int64_t after,
+                                   int64_t upto);
+
+/* Fill `err` (may be NULL) and return `code`. */
+int durable__error(durable_error_t *err, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Milliseconds since the Unix epoch. */
+int64_t durable__now_ms(void);
+
+/* Split a checked path into namespace and id (malloc'ed). */
+int durable__path_split(const char *path, char **ns, char **id);
+
+/* The place of a path: partition and table (pointers into static storage
+ * or into `partition_buf`). */
+durable__place_t durable__path_place(const char *path, char *partition_buf,
+                                     size_t size);
+
+
+
+/* For feed.c and write.c. */
+const durable__backend_t *durable__store_backend(durable_store_t *store);
+const char *durable__store_instance(durable_store_t *store);
+void **durable__store_feed_slot(durable_store_t *store);
+int durable__store_closing(durable_store_t *store);
+#endif /* DURABLE_MESH_STORE_H */

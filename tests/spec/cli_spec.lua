@@ -1,0 +1,332 @@
+-- cli_spec.lua: the `durable` command, driven as a user drives it.
+--
+-- Runs the built binary (env DURABLE_BIN, else $DURABLE_BUILD_DIR/durable,
+-- else ./build/durable) and pins
+-- its contract: exit 0 / 1 failure / 2 bad usage, one line on stderr, content
+-- kept byte for byte, bad input refused before anything is written.
+--
+-- Store-parametrised: DURABLE_TEST_STORE=sqlite (default; a temp file per
+-- test) or postgres (DURABLE_TEST_PG is the URL; the database is shared, so
+-- every test works under its own namespace "clispec/<run>n<test>").
+
+local json = require "dkjson"
+
+local BIN = os.getenv("DURABLE_BIN")
+  or (os.getenv("DURABLE_BUILD_DIR") or "./build") .. "/durable"
+local KIND = os.getenv("DURABLE_TEST_STORE") or "sqlite"
+local PG = os.getenv("DURABLE_TEST_PG")
+local RUN = string.format("r%d%05d", os.time(), math.random(0, 99999))
+
+local function quote(s)
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
+local function slurp(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function spit(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+local STORE, P       -- this test's store URL and namespace
+local cleanup = {}   -- files to remove after this test
+local counter = 0
+
+local function tmpname()
+  local name = os.tmpname()
+  cleanup[#cleanup + 1] = name
+  return name
+end
+
+-- run{ args..., stdin = TEXT, store = URL | false, env = { K = V } }
+-- returns exit code, stdout, stderr.
+local function run(opts)
+  local parts = {}
+  for k, v in pairs(opts.env or {}) do parts[#parts + 1] = k .. "=" .. quote(v) end
+  parts[#parts + 1] = quote(BIN)
+  if opts.store ~= false then
+    parts[#parts + 1] = "--store " .. quote(opts.store or STORE)
+  end
+  for _, a in ipairs(opts) do parts[#parts + 1] = quote(a) end
+  local out, err, inp = tmpname(), tmpname(), "/dev/null"
+  if opts.stdin then
+    inp = tmpname()
+    spit(inp, opts.stdin)
+  end
+  local cmd = table.concat(parts, " ") .. " <" .. inp .. " >" .. out .. " 2>" .. err
+  local _, how, code = os.execute(cmd)
+  if how == "signal" then code = 128 + code end
+  return code, slurp(out), slurp(err)
+end
+
+local function one_line(s)
+  return s:match("^[^\n]+\n$") ~= nil
+end
+
+local function children(ns, store)
+  local code, out, err = run{ "search", "namespace:" .. ns, store = store }
+  assert.equal(0, code, err)
+  local nodes = {}
+  for line in out:gmatch("[^\n]+") do nodes[#nodes + 1] = assert(json.decode(line), line) end
+  return nodes, out
+end
+
+local ISO = "^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d%d%dZ$"
+
+describe("durable (" .. KIND .. ")", function()
+  before_each(function()
+    counter = counter + 1
+    P = "clispec/" .. RUN .. "n" .. counter
+    if KIND == "postgres" then
+      assert(PG and PG ~= "", "DURABLE_TEST_STORE=postgres needs DURABLE_TEST_PG")
+      STORE = PG
+    else
+      local db = tmpname()
+      cleanup[#cleanup + 1] = db .. "-wal"
+      cleanup[#cleanup + 1] = db .. "-shm"
+      cleanup[#cleanup + 1] = db .. "-journal"
+      STORE = "sqlite:" .. db
+    end
+  end)
+
+  after_each(function()
+    for _, f in ipairs(cleanup) do os.remove(f) end
+    cleanup = {}
+  end)
+
+  describe("put and get", function()
+    it("round-trips content byte for byte, $type first", function()
+      local content = '{"$type":"X","b":1,"a":"é"}'
+      local code, out, err = run{ "put", P .. "/doc", "X", content }
+      assert.equal(0, code, err)
+      local version = out:match("^" .. P:gsub("%p", "%%%0") .. "/doc version (%d+)\n$")
+      assert.truthy(version, out)
+      assert.equal("", err)
+
+      code, out, err = run{ "get", "@" .. P .. "/doc" }
+      assert.equal(0, code, err)
+      assert.equal("", err)
+      assert.equal(',"content":' .. content .. "}\n", out:sub(-(#content + 13)))
+      local node = assert(json.decode(out), out)
+      assert.equal(P .. "/doc", node.path)
+      assert.equal(P, node.namespace)
+      assert.equal("doc", node.id)
+      assert.equal("X", node.node_type)
+      assert.equal(P .. "/doc", node.main_node)
+      assert.equal(tonumber(version), node.version)
+      assert.matches(ISO, node.created_at)
+      assert.matches(ISO, node.updated_at)
+    end)
+
+    it("keeps whitespace and number spellings of content read from stdin", function()
+      local content = '{ "$type" : "Y",\n  "n" : [1, 2.50, 1e3] }'
+      local code, _, err = run{ "put", P .. "/doc", "Y", "-", stdin = content }
+      assert.equal(0, code, err)
+      local out
+      code, out, err = run{ "get", P .. "/doc" } -- a bare path is accepted too
+      assert.equal(0, code, err)
+      assert.equal(',"content":' .. content .. "}\n", out:sub(-(#content + 13)))
+      local nodes = children(P) -- JSON lines: still one line per node
+      assert.equal(1, #nodes)
+      assert.same({ 1, 2.5, 1000 }, nodes[1].content.n)
+    end)
+
+    it("defaults content to {} and grows the version with each write", function()
+      local code, out, err = run{ "put", P .. "/doc", "Doc" }
+      assert.equal(0, code, err)
+      local v1 = tonumber(out:match("version (%d+)"))
+      code, out, err = run{ "put", P .. "/doc", "Doc", '{"k":2}' }
+      assert.equal(0, code, err)
+      local v2 = tonumber(out:match("version (%d+)"))
+      assert.is_true(v2 > v1)
+      code, out = run{ "get", "@" .. P .. "/doc" }
+      assert.equal(0, code)
+      assert.equal(v2, json.decode(out).version)
+      assert.matches(',"content":{"k":2}}\n$', out)
+    end)
+
+    it("get of a missing node exits 1 naming the path", function()
+      local code, out, err = run{ "get", "@" .. P .. "/nothing" }
+      assert.equal(1, code)
+      assert.equal("", out)
+      assert.equal("durable: get: no node at '" .. P .. "/nothing'\n", err)
+    end)
+  end)
+
+  describe("bad input gets a clear error and writes nothing", function()
+    local long_segment = string.rep("s", 256)
+    local cases = {
+      { "an empty segment", function() return P .. "//x" end, "empty" },
+      { "a trailing '/'", function() return P .. "/x/" end, "empty" },
+      { "a '.' segment", function() return P .. "/./x" end, "'%.'" },
+      { "a '..' segment", function() return P .. "/../x" end, "'%.%.'" },
+      { "a control character", function() return P .. "/a\tb" end, "control" },
+      { "a DEL character", function() return P .. "/a\127b" end, "control" },
+      { "a backslash", function() return P .. "/a\\b" end, "\\" },
+      { "invalid UTF-8", function() return P .. "/a\255b" end, "UTF%-8" },
+      { "a segment too long", function() return P .. "/" .. long_segment end, "long" },
+      { "a path too long", function()
+          return P .. string.rep("/" .. string.rep("p", 200), 5)
+        end, "long" },
+      { "a partition beginning with '_'", function() return "_" .. P end, "partition" },
+    }
+    for _, case in ipairs(cases) do
+      it("refuses a path with " .. case[1], function()
+        local path = case[2]()
+        for _, args in ipairs{ { "put", path, "T", "{}" }, { "get", "@" .. path } } do
+          local code, out, err = run(args)
+          assert.is_true(code == 2 or code == 1, "exit " .. tostring(code))
+          assert.equal("", out)
+          assert.is_true(one_line(err), err)
+          assert.matches("^durable: " .. args[1] .. ": ", err)
+          assert.truthy(err:find(P, 1, true), "names the path: " .. err)
+          assert.matches(case[3], err)
+        end
+        assert.same({}, (children(P)))
+      end)
+    end
+
+    it("refuses content that is not JSON", function()
+      for _, bad in ipairs{ '{"a":', "not json", "", '{"a":1} trailing' } do
+        local code, out, err = run{ "put", P .. "/doc", "T", bad }
+        assert.is_true(code == 2 or code == 1, "exit " .. tostring(code))
+        assert.equal("", out)
+        assert.matches("^durable: put: content is not JSON: .+ at line %d+ column %d+\n$", err)
+      end
+      local code, _, err = run{ "put", P .. "/doc", "T", "-", stdin = "{oops}" }
+      assert.is_true(code == 2 or code == 1)
+      assert.matches("^durable: put: content is not JSON: .+ at line 1 column %d+\n$", err)
+      assert.same({}, (children(P)))
+      assert.equal(1, (run{ "get", "@" .. P .. "/doc" }))
+    end)
+
+    it("stores a namespace carrying SQL as plain data", function()
+      local sql = "x'; DROP TABLE mesh_nodes; --"
+      local code, _, err = run{ "put", P .. "/before", "T", "{}" }
+      assert.equal(0, code, err)
+      for _, path in ipairs{ P .. "/" .. sql .. "/doc", sql .. "/" .. RUN .. "n" .. counter } do
+        local content = '{"q":"' .. sql .. '"}'
+        code, _, err = run{ "put", path, "T", content }
+        assert.equal(0, code, err)
+        local out
+        code, out, err = run{ "get", "@" .. path }
+        assert.equal(0, code, err)
+        local node = json.decode(out)
+        assert.equal(path, node.path)
+        assert.equal(sql, node.content.q)
+      end
+      local nodes = children(P .. "/" .. sql)
+      assert.equal(1, #nodes)
+      assert.equal(P .. "/" .. sql, nodes[1].namespace)
+      assert.equal(0, (run{ "get", "@" .. P .. "/before" })) -- nothing dropped
+    end)
+
+    it("fails naming the store when the SQLite file cannot be written", function()
+      local file = tmpname() -- a regular file, used as if it were a directory
+      local store = "sqlite:" .. file .. "/sub/x.db"
+      local code, out, err = run{ "put", "clispec/doc", "T", "{}", store = store }
+      assert.equal(1, code)
+      assert.equal("", out)
+      assert.is_true(one_line(err), err)
+      assert.matches("^durable: put: ", err)
+      assert.truthy(err:find(file, 1, true), "names the store: " .. err)
+    end)
+
+    it("fails within 5 s naming the store when PostgreSQL cannot be reached", function()
+      local started = os.time()
+      local code, out, err = run{ "get", "@clispec/doc", store = "postgresql://127.0.0.1:1/nowhere" }
+      assert.equal(1, code)
+      assert.equal("", out)
+      assert.is_true(one_line(err), err)
+      assert.truthy(err:find("127.0.0.1", 1, true), "names the store: " .. err)
+      assert.is_true(os.time() - started <= 6)
+    end)
+  end)
+
+  describe("search", function()
+    it("lists the children of a namespace in id order, all of them", function()
+      for _, id in ipairs{ "b", "a", "c", "a1" } do
+        assert.equal(0, (run{ "put", P .. "/" .. id, "T", '{"id":"' .. id .. '"}' }))
+      end
+      assert.equal(0, (run{ "put", P .. "/a/deep", "T", "{}" }))   -- a grandchild
+      assert.equal(0, (run{ "put", P .. "x/a", "T", "{}" }))       -- a neighbour
+      local nodes, out = children(P)
+      local ids = {}
+      for i, node in ipairs(nodes) do
+        ids[i] = node.id
+        assert.equal(P, node.namespace)
+        assert.equal(node.id, node.content.id)
+      end
+      assert.same({ "a", "a1", "b", "c" }, ids)
+      assert.matches('^{"path":"' .. P:gsub("%p", "%%%0") .. '/a","namespace":', out)
+    end)
+
+    it("path:P prints the node or nothing", function()
+      assert.equal(0, (run{ "put", P .. "/one", "T", "{}" }))
+      local code, out = run{ "search", "path:" .. P .. "/one" }
+      assert.equal(0, code)
+      assert.equal(P .. "/one", json.decode(out).path)
+      code, out = run{ "search", "path:" .. P .. "/none" }
+      assert.equal(0, code)
+      assert.equal("", out)
+    end)
+
+    it("refuses a query of another kind with exit 2", function()
+      local code, out, err = run{ "search", "owner:" .. P }
+      assert.equal(2, code)
+      assert.equal("", out)
+      assert.is_true(one_line(err), err)
+      assert.matches("usage: durable search", err, 1, true)
+    end)
+  end)
+
+  describe("the command line", function()
+    it("--help, COMMAND --help and --version exit 0", function()
+      for _, args in ipairs{ { "--help" }, { "put", "--help" }, { "get", "--help" },
+                             { "search", "--help" }, { "--version" } } do
+        args.store = false
+        local code, out, err = run(args)
+        assert.equal(0, code, err)
+        assert.equal("", err)
+        assert.truthy(#out > 0)
+      end
+      local _, out = run{ "--version", store = false }
+      assert.matches("^durable %d+%.%d+%.%d+\n$", out)
+      _, out = run{ "get", "--help", store = false }
+      assert.matches("usage: durable get", out, 1, true)
+    end)
+
+    it("exits 2 with one line on an unknown command, option or arity", function()
+      for _, args in ipairs{ { "frobnicate" }, {}, { "put", P .. "/x" },
+                             { "get" }, { "get", "@a/b", "extra" },
+                             { "get", "--bogus", "@a/b" }, { "put", "--store" } } do
+        local code, out, err = run(args)
+        assert.equal(2, code, table.concat(args, " ") .. ": " .. err)
+        assert.equal("", out)
+        assert.is_true(one_line(err), err)
+        assert.matches("^durable: ", err)
+      end
+      local _, _, err = run{ "frobnicate" }
+      assert.truthy(err:find("frobnicate", 1, true))
+      local code, out
+      code, out, err = run{ "get", "@a/b", store = "bogus:x" } -- no such kind of store
+      assert.equal(2, code, err)
+      assert.equal("", out)
+      assert.is_true(one_line(err), err)
+      assert.truthy(err:find("bogus:x", 1, true), err)
+    end)
+
+    it("takes the store from DURABLE_STORE when --store is absent", function()
+      local code, _, err = run{ "put", P .. "/env", "T", "{}", store = false,
+                                env = { DURABLE_STORE = STORE } }
+      assert.equal(0, code, err)
+      assert.equal(0, (run{ "get", "@" .. P .. "/env" }))
+    end)
+  end)
+end)

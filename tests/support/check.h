@@ -1,0 +1,206 @@
+/*
+ * check.h: typed asserts and a bounded loop runner for the C tests.
+ *
+ * In the spirit of libuv's test/task.h: each CHECK_* evaluates its operands
+ * once, and on failure prints the expression, both values, file and line on
+ * stderr, then abort()s the test (its process: the contract suite forks one
+ * per case, the unit tests are one executable each).  Values are printed, not
+ * only expressions, because a failure seen in a CI log is all one gets.
+ *
+ * Include <durable.h> first to have CHECK_OK / CHECK_EQ_CODE print the
+ * DURABLE_E* name next to the number.
+ *
+ * check_run_until() runs a loop until a flag is set or a deadline passes,
+ * using a private timer that it closes (and whose close it completes) before
+ * returning, so it leaves nothing on the loop.
+ */
+#ifndef DURABLE_TEST_CHECK_H
+#define DURABLE_TEST_CHECK_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#if defined(__GNUC__)
+#define CHECK__UNUSED __attribute__((unused))
+#else
+#define CHECK__UNUSED
+#endif
+
+/* A test may define CHECK_CONTEXT() before including this file: an
+ * expression giving a string (e.g. "called from line 42") printed with every
+ * failure, for checks made inside helpers. */
+#ifdef CHECK_CONTEXT
+#define CHECK__PRINT_CONTEXT() fprintf(stderr, "%s", CHECK_CONTEXT())
+#else
+#define CHECK__PRINT_CONTEXT() ((void)0)
+#endif
+
+#define CHECK__FAIL(...)                                                     \
+  do {                                                                       \
+    fflush(stdout);                                                          \
+    fprintf(stderr, "%s:%d: check failed: ", __FILE__, __LINE__);            \
+    fprintf(stderr, __VA_ARGS__);                                            \
+    CHECK__PRINT_CONTEXT();                                                  \
+    fprintf(stderr, "\n");                                                   \
+    fflush(stderr);                                                          \
+    abort();                                                                 \
+  } while (0)
+
+#define CHECK(expr)                                                          \
+  do {                                                                       \
+    if (!(expr)) CHECK__FAIL("%s", #expr);                                   \
+  } while (0)
+
+#define CHECK_MSG(expr, ...)                                                 \
+  do {                                                                       \
+    if (!(expr)) {                                                           \
+      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                        \
+      fprintf(stderr, __VA_ARGS__);                                          \
+      fprintf(stderr, "\n");                                                 \
+      CHECK__FAIL("%s", #expr);                                              \
+    }                                                                        \
+  } while (0)
+
+#define CHECK__CMP_INT(a, op, b)                                             \
+  do {                                                                       \
+    long long check_a_ = (long long)(a);                                     \
+    long long check_b_ = (long long)(b);                                     \
+    if (!(check_a_ op check_b_))                                             \
+      CHECK__FAIL("%s %s %s (%lld %s %lld)", #a, #op, #b, check_a_, #op,     \
+                  check_b_);                                                 \
+  } while (0)
+
+#define CHECK_EQ_INT(a, b) CHECK__CMP_INT(a, ==, b)
+#define CHECK_NE_INT(a, b) CHECK__CMP_INT(a, !=, b)
+#define CHECK_LT_INT(a, b) CHECK__CMP_INT(a, <, b)
+#define CHECK_LE_INT(a, b) CHECK__CMP_INT(a, <=, b)
+#define CHECK_GT_INT(a, b) CHECK__CMP_INT(a, >, b)
+#define CHECK_GE_INT(a, b) CHECK__CMP_INT(a, >=, b)
+
+/* NULL is printed as (null) and compares equal only to NULL. */
+#define CHECK_EQ_STR(a, b)                                                   \
+  do {                                                                       \
+    const char *check_a_ = (a);                                              \
+    const char *check_b_ = (b);                                              \
+    if (!((check_a_ == NULL && check_b_ == NULL) ||                          \
+          (check_a_ != NULL && check_b_ != NULL &&                           \
+           strcmp(check_a_, check_b_) == 0)))                                \
+      CHECK__FAIL("%s == %s (\"%s\" vs \"%s\")", #a, #b,                     \
+                  check_a_ ? check_a_ : "(null)",                            \
+                  check_b_ ? check_b_ : "(null)");                           \
+  } while (0)
+
+/* `hay` contains `needle`. */
+#define CHECK_CONTAINS(hay, needle)                                          \
+  do {                                                                       \
+    const char *check_h_ = (hay);                                            \
+    const char *check_n_ = (needle);                                         \
+    if (check_h_ == NULL || strstr(check_h_, check_n_) == NULL)              \
+      CHECK__FAIL("%s contains %s (\"%s\" lacks \"%s\")", #hay, #needle,     \
+                  check_h_ ? check_h_ : "(null)", check_n_);                 \
+  } while (0)
+
+#ifdef DURABLE_H
+#define CHECK__CODE_NAME(c) durable_err_name((int)(c))
+#else
+#define CHECK__CODE_NAME(c) ((c) == 0 ? "OK" : "error")
+#endif
+
+/* Two status codes: printed with their names ("ENOTFOUND (-2)"). */
+#define CHECK_EQ_CODE(a, b)                                                  \
+  do {                                                                       \
+    long long check_a_ = (long long)(a);                                     \
+    long long check_b_ = (long long)(b);                                     \
+    if (check_a_ != check_b_)                                                \
+      CHECK__FAIL("%s == %s (%s (%lld) vs %s (%lld))", #a, #b,               \
+                  CHECK__CODE_NAME(check_a_), check_a_,                      \
+                  CHECK__CODE_NAME(check_b_), check_b_);                     \
+  } while (0)
+
+/* `expr` returns 0; anything else is printed with its name. */
+#define CHECK_OK(expr) CHECK_EQ_CODE(expr, 0)
+
+/* ---- running a loop until something happened --------------------------- */
+
+typedef struct {
+  uv_timer_t timer;
+  int expired;
+  int closed;
+} check__deadline_t;
+
+static CHECK__UNUSED void check__deadline_cb(uv_timer_t *timer) {
+  ((check__deadline_t *)timer->data)->expired = 1;
+}
+
+static CHECK__UNUSED void check__deadline_closed_cb(uv_handle_t *handle) {
+  ((check__deadline_t *)handle->data)->closed = 1;
+}
+
+/* Run `loop` until pred(arg) is true or `timeout_ms` passed.  Returns 1
+ * when the predicate held, 0 on timeout.  Leaves no handle of its own. */
+static CHECK__UNUSED int check_run_until_fn(uv_loop_t *loop,
+                                            int (*pred)(void *arg), void *arg,
+                                            uint64_t timeout_ms) {
+  check__deadline_t d;
+  d.expired = 0;
+  d.closed = 0;
+  if (uv_timer_init(loop, &d.timer) != 0) abort();
+  d.timer.data = &d;
+  if (uv_timer_start(&d.timer, check__deadline_cb, timeout_ms, 0) != 0)
+    abort();
+  /* The timer is active, so UV_RUN_ONCE blocks until some event: either the
+   * work we wait for, or the deadline. */
+  while (!pred(arg) && !d.expired) uv_run(loop, UV_RUN_ONCE);
+  uv_close((uv_handle_t *)&d.timer, check__deadline_closed_cb);
+  /* Complete the timer's close so that `d` can leave the stack. */
+  while (!d.closed) uv_run(loop, UV_RUN_NOWAIT);
+  return pred(arg);
+}
+
+static CHECK__UNUSED int check__flag_set(void *arg) {
+  return *(const volatile int *)arg != 0;
+}
+
+/* Run `loop` until *flag != 0 or `timeout_ms` passed.  Returns 1 when the
+ * flag was set, 0 on timeout. */
+static CHECK__UNUSED int check_run_until(uv_loop_t *loop,
+                                         const volatile int *flag,
+                                         uint64_t timeout_ms) {
+  return check_run_until_fn(loop, check__flag_set, (void *)(uintptr_t)flag,
+                            timeout_ms);
+}
+
+/* Run `loop` for about `ms` milliseconds whatever happens (to let stray
+ * callbacks show themselves). */
+static CHECK__UNUSED void check_run_for(uv_loop_t *loop, uint64_t ms) {
+  static const volatile int never = 0;
+  (void)check_run_until(loop, &never, ms);
+}
+
+static CHECK__UNUSED void check__walk_cb(uv_handle_t *handle, void *arg) {
+  (void)arg;
+  fprintf(stderr, "  left on the loop: %s handle %p%s%s\n",
+          uv_handle_type_name(uv_handle_get_type(handle)), (void *)handle,
+          uv_is_active(handle) ? " (active)" : "",
+          uv_is_closing(handle) ? " (closing)" : "");
+}
+
+/* uv_loop_close(loop) must return 0: nothing left on it.  Otherwise list
+ * what is left and fail. */
+#define CHECK_LOOP_CLOSES(loop)                                              \
+  do {                                                                       \
+    uv_loop_t *check_l_ = (loop);                                            \
+    for (int check_i_ = 0; check_i_ < 3; check_i_++)                         \
+      uv_run(check_l_, UV_RUN_NOWAIT);                                       \
+    int check_rc_ = uv_loop_close(check_l_);                                 \
+    if (check_rc_ != 0) {                                                    \
+      uv_walk(check_l_, check__walk_cb, NULL);                               \
+      CHECK__FAIL("uv_loop_close(%s) == 0 (%s)", #loop,                      \
+                  uv_err_name(check_rc_));                                   \
+    }                                                                        \
+  } while (0)
+
+#endif /* DURABLE_TEST_CHECK_H */
