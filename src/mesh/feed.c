@@ -136,9 +136,11 @@ static void read_done(durable_watch_t *w) {
     w->state = W_LIVE;
     json_object_foreach_safe(w->known, tmp, id, v) {
       if (json_object_get(w->seen, id)) continue;
-      char path[DURABLE_PATH_MAX + 1];
+      /* copy the id: apply() deletes the key it points into */
+      char path[DURABLE_PATH_MAX + 1], gone_id[DURABLE_SEGMENT_MAX + 1];
+      snprintf(gone_id, sizeof gone_id, "%s", id);
       snprintf(path, sizeof path, "%s%s%s", w->ns, *w->ns ? "/" : "", id);
-      durable_node_t gone = {.ns = w->ns, .id = (char *)id, .path = path,
+      durable_node_t gone = {.ns = w->ns, .id = gone_id, .path = path,
                              .node_type = "", .main_node = "",
                              .version = json_integer_value(v)};
       if (!apply(w, DURABLE_CHANGE_REMOVED, &gone, 1)) return;

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 const durable__mapping_t durable__mappings[] = {
     {"_DurableStreamItem", "durable_stream_items"},
@@ -30,21 +31,26 @@ const durable__mapping_t durable__mappings[] = {
 const size_t durable__mapping_count =
     sizeof(durable__mappings) / sizeof(durable__mappings[0]);
 
-const char *const *durable__tables(void) {
-  /* Built once; the mapping list is constant.  Distinct tables in order. */
-  static const char *tables[sizeof(durable__mappings) /
-                                sizeof(durable__mappings[0]) + 2];
-  if (tables[0] == NULL) {
-    size_t n = 0;
-    tables[n++] = DURABLE__PRIMARY_TABLE;
-    for (size_t i = 0; i < durable__mapping_count; i++) {
-      int seen = 0;
-      for (size_t j = 0; j < n; j++)
-        if (strcmp(tables[j], durable__mappings[i].table) == 0) seen = 1;
-      if (!seen) tables[n++] = durable__mappings[i].table;
-    }
-    tables[n] = NULL;
+/* Distinct tables in order, built once from the constant mapping list
+ * (under uv_once: worker threads may be the first to ask). */
+static const char *tables[sizeof(durable__mappings) /
+                              sizeof(durable__mappings[0]) + 2];
+static uv_once_t tables_once = UV_ONCE_INIT;
+
+static void build_tables(void) {
+  size_t n = 0;
+  tables[n++] = DURABLE__PRIMARY_TABLE;
+  for (size_t i = 0; i < durable__mapping_count; i++) {
+    int seen = 0;
+    for (size_t j = 0; j < n; j++)
+      if (strcmp(tables[j], durable__mappings[i].table) == 0) seen = 1;
+    if (!seen) tables[n++] = durable__mappings[i].table;
   }
+  tables[n] = NULL;
+}
+
+const char *const *durable__tables(void) {
+  uv_once(&tables_once, build_tables);
   return tables;
 }
 
