@@ -315,6 +315,239 @@ int durable_store_watch(durable_store_t *store, const char *ns, int flags,
 /* Stop a watch; its callback does not run again after this returns. */
 void durable_watch_close(durable_watch_t *watch);
 
+
+/* ---- logging ------------------------------------------------------------ */
+
+typedef enum {
+  DURABLE_LOG_ERROR = 1,
+  DURABLE_LOG_WARN,
+  DURABLE_LOG_INFO,
+  DURABLE_LOG_DEBUG
+} durable_log_level_t;
+
+/* A log sink receives one finished line (no newline) at a time. */
+typedef void (*durable_log_cb)(durable_log_level_t level, const char *line,
+                               void *data);
+
+/* The level below which lines are dropped: from the environment variable
+ * DURABLE_LOG (error, warn, info, debug; info by default). */
+durable_log_level_t durable_log_threshold(void);
+
+/* ---- the mesh and its hubs ---------------------------------------------- */
+
+/* A mesh hosts hubs over a store on one libuv loop.  A hub is an address
+ * (a node path, or a client address that is no node) with a mailbox that it
+ * drains one message at a time, each message a turn on the loop.  A handler
+ * may finish its message later, through its durable_reply_t; other messages
+ * of the same hub run meanwhile, which is how a handler reads and writes
+ * through its own hub without deadlock.  Nothing runs a handler from inside
+ * another handler or from a raw libuv callback: every event becomes a
+ * message in a mailbox first.
+ *
+ *   Starting --init steps--> Started --recycle--> Quiescing --(pending
+ *   requests done, or the quiesce budget spent)--> ShutDown --dispose
+ *   steps--> Dead; the next message to the address activates a fresh hub.
+ */
+typedef struct durable_mesh_s durable_mesh_t;
+typedef struct durable_hub_s durable_hub_t;
+typedef struct durable_node_type_s durable_node_type_t;
+typedef struct durable_reply_s durable_reply_t;
+
+typedef enum {
+  DURABLE_HUB_STARTING = 1,
+  DURABLE_HUB_STARTED,
+  DURABLE_HUB_QUIESCING,
+  DURABLE_HUB_SHUTDOWN,
+  DURABLE_HUB_DEAD
+} durable_run_level_t;
+
+typedef struct durable_mesh_options_s {
+  const char *store;           /* store URL, see durable_store_open() */
+  uint32_t quiesce_budget_ms;  /* how long a recycle waits; 0: 2000 */
+  uint32_t request_timeout_ms; /* for requests that give none; 0: 30000 */
+  durable_log_cb log;          /* NULL: stderr, filtered by DURABLE_LOG */
+  void *log_data;
+} durable_mesh_options_t;
+
+/* Open a mesh on `loop` over the store `options->store`.  Returns 0 and sets
+ * *out, or a negative code with `err` filled (an unreachable store is
+ * reported here). */
+int durable_mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
+                      durable_mesh_t **out, durable_error_t *err);
+
+/* Recycle every hub, close the store and free the mesh; `cb` (may be NULL)
+ * runs once everything is released and the loop holds nothing of the mesh.
+ * Requests still pending are answered DURABLE_ESHUTDOWN. */
+void durable_mesh_close(durable_mesh_t *mesh, void (*cb)(void *data),
+                        void *data);
+
+durable_store_t *durable_mesh_store(durable_mesh_t *mesh);
+uv_loop_t *durable_mesh_loop(durable_mesh_t *mesh);
+
+/* Write one line to the mesh's log sink at `level` (printf-style). */
+void durable_mesh_log(durable_mesh_t *mesh, durable_log_level_t level,
+                      const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+typedef struct durable_mesh_stats_s {
+  uint64_t activations;      /* hubs built for node addresses */
+  uint64_t recycles;         /* hubs that reached Dead through a recycle */
+  uint64_t quiesce_timeouts; /* recycles whose budget ran out */
+  uint64_t messages;         /* messages handled */
+  uint64_t read_reprobes;    /* mesh reads that met ShuttingDown and asked again */
+  size_t active_hubs;
+} durable_mesh_stats_t;
+
+void durable_mesh_stats(const durable_mesh_t *mesh, durable_mesh_stats_t *out);
+
+/* ---- messages, requests, replies ---------------------------------------- */
+
+/* A message as a handler sees it (borrowed for the handler's turn). */
+typedef struct durable_msg_s {
+  const char *type;    /* e.g. "ping" or an application's name */
+  const char *payload; /* JSON text; "null" when none was given */
+  const char *sender;  /* the sending hub's address */
+  uint64_t request_id; /* 0 for a post: nobody awaits a reply */
+} durable_msg_t;
+
+/* The answer to a request.  status: 0, or
+ *   DURABLE_ENOTFOUND  no node at that address
+ *   DURABLE_ESHUTDOWN  the hub is recycling (ask again), or the sender is
+ *   DURABLE_EFAILED    the handler failed; `message` says why
+ *   DURABLE_ETIMEDOUT  no answer within the timeout
+ *   or a store error while activating (DURABLE_EUNAVAIL, DURABLE_EIO). */
+typedef struct durable_response_s {
+  int status;
+  const char *payload; /* JSON text when status is 0 */
+  const char *message; /* one line when status < 0 */
+  void *data;
+} durable_response_t;
+
+typedef void (*durable_response_cb)(const durable_response_t *response);
+
+/* Send a request from `from` to the hub at `to` (activated if need be).
+ * `payload` is JSON text (NULL: null).  `cb` runs once, as a turn of `from`.
+ * timeout_ms 0 takes the mesh's default.  Returns DURABLE_ESHUTDOWN at once
+ * when `from` is quiescing or dead: a leaving hub starts nothing new (send
+ * from durable_mesh_reads_hub() on its behalf). */
+int durable_hub_request(durable_hub_t *from, const char *to, const char *type,
+                        const char *payload, uint32_t timeout_ms,
+                        durable_response_cb cb, void *data,
+                        durable_error_t *err);
+
+/* Send a message nobody awaits.  A post to a hub that is recycling waits and
+ * reaches its next activation; a post to an address with no node is
+ * dropped (logged at debug level). */
+int durable_hub_post(durable_hub_t *from, const char *to, const char *type,
+                     const char *payload, durable_error_t *err);
+
+/* Finish the message a handler was given: exactly one of these, once, now or
+ * later (from any turn on the loop thread).  Until then the message counts
+ * as pending in its hub and a recycle waits for it.  `payload` is JSON text
+ * (NULL: null).  For a post the payload is dropped and a failure is logged.
+ * The reply is freed by the call. */
+void durable_reply_ok(durable_reply_t *reply, const char *payload);
+void durable_reply_fail(durable_reply_t *reply, int code, const char *message);
+
+/* ---- node types ----------------------------------------------------------- */
+
+typedef void (*durable_handler_cb)(durable_hub_t *hub, const durable_msg_t *msg,
+                                   durable_reply_t *reply, void *data);
+/* An initialisation step: finish `done` (durable_reply_ok, or _fail to
+ * refuse the activation: queued requests then get the failure). */
+typedef void (*durable_step_cb)(durable_hub_t *hub, durable_reply_t *done,
+                                void *data);
+/* A dispose action: runs once the hub has quiesced, before it is dead. */
+typedef void (*durable_dispose_cb)(durable_hub_t *hub, void *data);
+
+/* The configuration of NodeType `name`, made on first use.  Hubs of nodes
+ * whose type has none are plain hubs (they answer ping).  Configure before
+ * the first activation of that type. */
+durable_node_type_t *durable_mesh_node_type(durable_mesh_t *mesh,
+                                            const char *name);
+
+/* Handle messages of `type` ("ping" is built in and cannot be replaced). */
+int durable_node_type_on(durable_node_type_t *type, const char *msg_type,
+                         durable_handler_cb cb, void *data,
+                         durable_error_t *err);
+int durable_node_type_on_init(durable_node_type_t *type, durable_step_cb cb,
+                              void *data);
+int durable_node_type_on_dispose(durable_node_type_t *type,
+                                 durable_dispose_cb cb, void *data);
+
+/* ---- hubs ------------------------------------------------------------------ */
+
+/* The client hub at `address` (made if need be; an address that is no
+ * node, e.g. "client/app").  Client hubs live until recycled or the mesh
+ * closes.  The pointer is borrowed: hold it with durable_hub_ref() past the
+ * current turn. */
+int durable_mesh_client(durable_mesh_t *mesh, const char *address,
+                        durable_hub_t **out, durable_error_t *err);
+
+/* The process-level read-issuing hub: never recycled, for requests sent on
+ * behalf of a hub that is quiescing. */
+durable_hub_t *durable_mesh_reads_hub(durable_mesh_t *mesh);
+
+/* The active hub at `address`, or NULL (borrowed). */
+durable_hub_t *durable_mesh_find(durable_mesh_t *mesh, const char *address);
+
+typedef void (*durable_status_cb)(int status, const char *message, void *data);
+
+/* Activate the hub of the node at `address`: cb(0) once it is Started,
+ * cb(DURABLE_ENOTFOUND) when there is no node. */
+int durable_mesh_activate(durable_mesh_t *mesh, const char *address,
+                          durable_status_cb cb, void *data,
+                          durable_error_t *err);
+
+/* Recycle the hub at `address`: cb(0) once it is dead (at once when none is
+ * active). */
+int durable_mesh_recycle(durable_mesh_t *mesh, const char *address,
+                         durable_status_cb cb, void *data,
+                         durable_error_t *err);
+
+/* A mesh read of a node: its hub is activated (so its consumers start), then
+ * the node is read.  A hub answering ShuttingDown is never taken for an
+ * absent node: the read waits for that activation to end and probes exactly
+ * once more, then reports UNAVAILABLE if it still cannot tell. */
+typedef enum {
+  DURABLE_READ_PRESENT = 1,
+  DURABLE_READ_ABSENT,
+  DURABLE_READ_UNAVAILABLE
+} durable_read_outcome_t;
+
+typedef void (*durable_read_cb)(durable_read_outcome_t outcome,
+                                const durable_node_t *node,
+                                const char *message, void *data);
+
+int durable_mesh_read(durable_mesh_t *mesh, const char *path,
+                      durable_read_cb cb, void *data, durable_error_t *err);
+
+/* Keep a hub's memory past the current turn; durable_hub_unref lets it go.
+ * A dead hub stays readable (address, run level) while referenced. */
+void durable_hub_ref(durable_hub_t *hub);
+void durable_hub_unref(durable_hub_t *hub);
+
+const char *durable_hub_address(const durable_hub_t *hub);
+const char *durable_hub_node_type(const durable_hub_t *hub); /* "" client */
+durable_run_level_t durable_hub_run_level(const durable_hub_t *hub);
+durable_mesh_t *durable_hub_mesh(durable_hub_t *hub);
+/* A number that differs for each activation of an address. */
+uint64_t durable_hub_incarnation(const durable_hub_t *hub);
+
+/* One pointer for the application (or a binding) per hub activation;
+ * `free_cb` (may be NULL) runs when the hub is freed. */
+void durable_hub_set_data(durable_hub_t *hub, void *data,
+                          void (*free_cb)(void *data));
+void *durable_hub_data(const durable_hub_t *hub);
+
+/* Post `type`/`payload` to the hub itself after `ms` milliseconds (a timer
+ * never runs a handler directly).  Timers end with the activation. */
+int durable_hub_timer(durable_hub_t *hub, uint32_t ms, const char *type,
+                      const char *payload, durable_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif

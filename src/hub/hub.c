@@ -1,0 +1,378 @@
+/*
+ * hub.c: a hub's life: its mailbox and turns, its run levels, the quiesce
+ * of a recycle, its timers.
+ *
+ * The mesh keeps a ready list of hubs with something to run and an idle
+ * handle that is on while the list is not empty.  Each idle tick runs a
+ * bounded number of turns, one message per hub at a time, round robin:
+ * a handler never runs inside another handler (a message a handler sends to
+ * its own hub waits for the next turn), and I/O keeps flowing between ticks.
+ *
+ * A recycle moves a hub to Quiescing: new requests are refused with
+ * ShuttingDown (their senders ask again), posts wait for the next
+ * activation, answers to the hub's own requests are still let in.  When no
+ * message is in a handler and no request of its own is pending -- or the
+ * quiesce budget runs out, which is logged and counted -- the hub runs its
+ * dispose actions, leaves the address table and is dead; posts that waited
+ * are routed again, which activates a fresh hub.
+ */
+#include "hub.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Turns per idle tick: enough to batch, small enough to let I/O in. */
+#define TURNS_PER_TICK 256
+
+durable_hub_t *durable__hub_new(durable_mesh_t *mesh, const char *address,
+                                durable_run_level_t level) {
+  durable_hub_t *hub = calloc(1, sizeof(*hub));
+  if (hub == NULL) return NULL;
+  hub->mesh = mesh;
+  hub->address = strdup(address);
+  hub->node_type = strdup("");
+  hub->level = level;
+  hub->refs = 1; /* the table's */
+  hub->incarnation = ++mesh->next_incarnation;
+  if (hub->address == NULL || hub->node_type == NULL ||
+      durable__map_put(&mesh->hubs, address, hub) < 0) {
+    free(hub->address);
+    free(hub->node_type);
+    free(hub);
+    return NULL;
+  }
+  mesh->stats.active_hubs = mesh->hubs.count;
+  return hub;
+}
+
+void durable_hub_ref(durable_hub_t *hub) { hub->refs++; }
+
+void durable_hub_unref(durable_hub_t *hub) {
+  if (--hub->refs > 0) return;
+  if (hub->data_free) hub->data_free(hub->data);
+  free(hub->address);
+  free(hub->node_type);
+  free(hub);
+}
+
+const char *durable_hub_address(const durable_hub_t *hub) { return hub->address; }
+const char *durable_hub_node_type(const durable_hub_t *hub) { return hub->node_type; }
+durable_run_level_t durable_hub_run_level(const durable_hub_t *hub) { return hub->level; }
+durable_mesh_t *durable_hub_mesh(durable_hub_t *hub) { return hub->mesh; }
+uint64_t durable_hub_incarnation(const durable_hub_t *hub) { return hub->incarnation; }
+void *durable_hub_data(const durable_hub_t *hub) { return hub->data; }
+
+void durable_hub_set_data(durable_hub_t *hub, void *data,
+                          void (*free_cb)(void *data)) {
+  hub->data = data;
+  hub->data_free = free_cb;
+}
+
+/* ---- the ready list and turns ---------------------------------------------- */
+
+static int has_turn(const durable_hub_t *hub) {
+  return hub->replies != NULL ||
+         (hub->inbox != NULL && hub->level >= DURABLE_HUB_STARTED &&
+          hub->level <= DURABLE_HUB_QUIESCING);
+}
+
+static void make_ready(durable_hub_t *hub) {
+  durable_mesh_t *mesh = hub->mesh;
+  if (hub->on_ready || !has_turn(hub)) return;
+  hub->on_ready = 1;
+  durable_hub_ref(hub);
+  hub->ready_next = NULL;
+  if (mesh->ready_tail) mesh->ready_tail->ready_next = hub;
+  else mesh->ready_head = hub;
+  mesh->ready_tail = hub;
+  durable__mesh_wake(mesh);
+}
+
+static void on_idle(uv_idle_t *idle) { durable__mesh_drain(idle->data); }
+
+void durable__mesh_wake(durable_mesh_t *mesh) {
+  if (!mesh->idle_on) {
+    mesh->idle_on = 1;
+    uv_idle_start(&mesh->idle, on_idle);
+  }
+}
+
+static void push(durable__env_t **head, durable__env_t **tail,
+                 durable__env_t *env) {
+  env->next = NULL;
+  if (*tail) (*tail)->next = env;
+  else *head = env;
+  *tail = env;
+}
+
+static durable__env_t *pop(durable__env_t **head, durable__env_t **tail) {
+  durable__env_t *env = *head;
+  if (env) {
+    *head = env->next;
+    if (*head == NULL) *tail = NULL;
+  }
+  return env;
+}
+
+void durable__hub_enqueue(durable_hub_t *hub, durable__env_t *env) {
+  if (env->kind == ENV_REPLY)
+    push(&hub->replies, &hub->replies_tail, env);
+  else
+    push(&hub->inbox, &hub->inbox_tail, env);
+  make_ready(hub);
+}
+
+/* One turn of `hub`: an answer first (it unblocks work), else a message. */
+static void run_turn(durable_hub_t *hub) {
+  durable__env_t *env = pop(&hub->replies, &hub->replies_tail);
+  if (env) {
+    durable__run_reply(hub, env);
+    durable__env_free(env);
+    return;
+  }
+  if (hub->level < DURABLE_HUB_STARTED || hub->level > DURABLE_HUB_QUIESCING)
+    return;
+  env = pop(&hub->inbox, &hub->inbox_tail);
+  if (env) durable__run_message(hub, env);
+}
+
+void durable__mesh_drain(durable_mesh_t *mesh) {
+  durable__mesh_run_later(mesh);
+  for (int turns = 0; turns < TURNS_PER_TICK && mesh->ready_head; turns++) {
+    durable_hub_t *hub = mesh->ready_head;
+    mesh->ready_head = hub->ready_next;
+    if (mesh->ready_head == NULL) mesh->ready_tail = NULL;
+    hub->on_ready = 0;
+    run_turn(hub);
+    make_ready(hub); /* more to do: back of the line */
+    durable_hub_unref(hub);
+  }
+  if (mesh->ready_head == NULL && mesh->later == NULL && mesh->idle_on) {
+    mesh->idle_on = 0;
+    uv_idle_stop(&mesh->idle);
+  }
+}
+
+/* ---- activation ---------------------------------------------------------------- */
+
+static void run_waiters(durable__waiter_t **list, int status, const char *message) {
+  durable__waiter_t *w = *list;
+  *list = NULL;
+  while (w) {
+    durable__waiter_t *next = w->next;
+    w->cb(status, message, w->data);
+    free(w);
+    w = next;
+  }
+}
+
+static void add_waiter(durable__waiter_t **list, durable_status_cb cb,
+                       void *data) {
+  durable__waiter_t *w = calloc(1, sizeof(*w));
+  if (w == NULL) { /* cannot wait: say so now rather than never */
+    cb(DURABLE_ENOMEM, "out of memory", data);
+    return;
+  }
+  w->cb = cb;
+  w->data = data;
+  /* append, so waiters run in the order they asked */
+  while (*list) list = &(*list)->next;
+  *list = w;
+}
+
+void durable__hub_on_started(durable_hub_t *hub, durable_status_cb cb,
+                             void *data) {
+  add_waiter(&hub->on_started, cb, data);
+}
+
+void durable__hub_on_dead(durable_hub_t *hub, durable_status_cb cb, void *data) {
+  add_waiter(&hub->on_dead, cb, data);
+}
+
+void durable__hub_started(durable_hub_t *hub) {
+  hub->level = DURABLE_HUB_STARTED;
+  make_ready(hub);
+  durable_hub_ref(hub);
+  run_waiters(&hub->on_started, 0, NULL);
+  if (hub->recycle_requested && hub->level == DURABLE_HUB_STARTED)
+    durable__hub_start_quiesce(hub);
+  durable_hub_unref(hub);
+}
+
+/* Take the hub out of the address table (if it is still there) and mark it
+ * dead; the table's reference is dropped by the caller. */
+static void leave_table(durable_hub_t *hub) {
+  durable_mesh_t *mesh = hub->mesh;
+  if (durable__map_get(&mesh->hubs, hub->address) == hub) {
+    durable__map_del(&mesh->hubs, hub->address);
+    mesh->stats.active_hubs = mesh->hubs.count;
+    durable__mesh_hub_left(mesh);
+  }
+}
+
+void durable__hub_fail_activation(durable_hub_t *hub, int status,
+                                  const char *message) {
+  durable_mesh_t *mesh = hub->mesh;
+  hub->level = DURABLE_HUB_DEAD;
+  leave_table(hub);
+  durable__env_t *env;
+  while ((env = pop(&hub->inbox, &hub->inbox_tail)) != NULL) {
+    if (env->kind == ENV_REQUEST)
+      durable__answer(mesh, env->request_id, status, NULL, message);
+    else
+      durable_mesh_log(mesh, DURABLE_LOG_DEBUG,
+                       "[Hubs] dropped '%s' for '%s': %s", env->type,
+                       hub->address, message);
+    durable__env_free(env);
+  }
+  run_waiters(&hub->on_started, status, message);
+  run_waiters(&hub->on_dead, 0, NULL);
+  durable_hub_unref(hub);
+}
+
+/* ---- quiesce and shutdown ---------------------------------------------------- */
+
+static void on_timer_closed(uv_handle_t *handle) {
+  durable_mesh_t *mesh = handle->data;
+  free(handle);
+  durable__mesh_handle_closed(mesh);
+}
+
+static void close_quiesce_timer(durable_hub_t *hub) {
+  if (hub->quiesce_timer == NULL) return;
+  hub->quiesce_timer->data = hub->mesh;
+  uv_close((uv_handle_t *)hub->quiesce_timer, on_timer_closed);
+  hub->quiesce_timer = NULL;
+}
+
+static void cancel_timers(durable_hub_t *hub);
+
+static void finish(durable_hub_t *hub) {
+  durable_mesh_t *mesh = hub->mesh;
+  hub->level = DURABLE_HUB_SHUTDOWN;
+  close_quiesce_timer(hub);
+  durable__fail_pending(hub, DURABLE_ESHUTDOWN,
+                        "the hub left before the answer came");
+  cancel_timers(hub);
+  if (hub->type)
+    for (size_t i = 0; i < hub->type->ndisposes; i++)
+      hub->type->disposes[i].dispose(hub, hub->type->disposes[i].data);
+  /* What is still queued is treated like anything that arrived while
+   * quiescing (requests refused, posts deferred): routed while the hub is
+   * still in the table, so it cannot reach a fresh activation yet. */
+  durable__env_t *env;
+  while ((env = pop(&hub->inbox, &hub->inbox_tail)) != NULL)
+    durable__route(mesh, env);
+  leave_table(hub);
+  hub->level = DURABLE_HUB_DEAD;
+  if (hub->recycling) mesh->stats.recycles++;
+  while ((env = pop(&hub->deferred, &hub->deferred_tail)) != NULL)
+    durable__route(mesh, env);
+  while ((env = pop(&hub->replies, &hub->replies_tail)) != NULL)
+    durable__env_free(env);
+  run_waiters(&hub->on_dead, 0, NULL);
+  durable_hub_unref(hub); /* the table's reference */
+}
+
+void durable__hub_check_quiesced(durable_hub_t *hub) {
+  if (hub->level == DURABLE_HUB_QUIESCING && hub->in_flight == 0 &&
+      hub->npending == 0)
+    finish(hub);
+}
+
+static void on_quiesce_budget(uv_timer_t *timer) {
+  durable_hub_t *hub = timer->data;
+  durable_mesh_t *mesh = hub->mesh;
+  mesh->stats.quiesce_timeouts++;
+  durable_mesh_log(mesh, DURABLE_LOG_WARN,
+                   "[Hubs] Quiesce budget of %u ms ran out for '%s' with %zu "
+                   "message(s) in handlers and %zu request(s) pending; "
+                   "leaving anyway",
+                   mesh->quiesce_budget_ms, hub->address, hub->in_flight,
+                   hub->npending);
+  finish(hub);
+}
+
+void durable__hub_start_quiesce(durable_hub_t *hub) {
+  durable_mesh_t *mesh = hub->mesh;
+  if (hub->level != DURABLE_HUB_STARTED) return;
+  hub->level = DURABLE_HUB_QUIESCING;
+  hub->recycling = 1;
+  hub->quiesce_timer = malloc(sizeof(uv_timer_t));
+  if (hub->quiesce_timer) {
+    uv_timer_init(mesh->loop, hub->quiesce_timer);
+    mesh->handles++;
+    hub->quiesce_timer->data = hub;
+    uv_timer_start(hub->quiesce_timer, on_quiesce_budget,
+                   mesh->quiesce_budget_ms, 0);
+  }
+  make_ready(hub); /* queued requests get their refusal now */
+  durable__hub_check_quiesced(hub);
+}
+
+/* ---- timers ------------------------------------------------------------------------ */
+
+static void on_hub_timer_closed(uv_handle_t *handle) {
+  durable__hub_timer_t *t = handle->data;
+  durable_mesh_t *mesh = t->hub->mesh;
+  durable_hub_unref(t->hub);
+  free(t->type);
+  free(t->payload);
+  free(t);
+  durable__mesh_handle_closed(mesh);
+}
+
+static void drop_timer(durable__hub_timer_t *t) {
+  durable_hub_t *hub = t->hub;
+  if (t->prev) t->prev->next = t->next;
+  else hub->timers = t->next;
+  if (t->next) t->next->prev = t->prev;
+  uv_timer_stop(&t->timer);
+  uv_close((uv_handle_t *)&t->timer, on_hub_timer_closed);
+}
+
+static void cancel_timers(durable_hub_t *hub) {
+  while (hub->timers) drop_timer(hub->timers);
+}
+
+static void on_hub_timer(uv_timer_t *timer) {
+  durable__hub_timer_t *t = timer->data;
+  durable_hub_t *hub = t->hub;
+  /* the timer only turns into a message; the handler runs in a turn */
+  durable__env_t *env = durable__env_new(ENV_POST, t->type, t->payload,
+                                         hub->address, hub->address);
+  if (env) {
+    if (hub->level <= DURABLE_HUB_STARTED)
+      durable__hub_enqueue(hub, env);
+    else
+      durable__env_free(env); /* a leaving hub's timers end with it */
+  }
+  drop_timer(t);
+}
+
+int durable_hub_timer(durable_hub_t *hub, uint32_t ms, const char *type,
+                      const char *payload, durable_error_t *err) {
+  if (type == NULL || *type == '\0')
+    return durable__error(err, DURABLE_EINVAL, "a timer needs a message type");
+  if (hub->level >= DURABLE_HUB_QUIESCING)
+    return durable__error(err, DURABLE_ESHUTDOWN,
+                          "hub '%s' is shutting down and starts no timer",
+                          hub->address);
+  durable__hub_timer_t *t = calloc(1, sizeof(*t));
+  if (t == NULL || (t->type = strdup(type)) == NULL ||
+      (t->payload = strdup(payload ? payload : "null")) == NULL) {
+    if (t) free(t->type);
+    free(t);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  t->hub = hub;
+  durable_hub_ref(hub);
+  uv_timer_init(hub->mesh->loop, &t->timer);
+  hub->mesh->handles++;
+  t->timer.data = t;
+  t->next = hub->timers;
+  if (hub->timers) hub->timers->prev = t;
+  hub->timers = t;
+  uv_timer_start(&t->timer, on_hub_timer, ms, 0);
+  return 0;
+}

@@ -1,0 +1,197 @@
+/*
+ * hub.h: the hub layer's shared structures (mesh.c, hub.c, request.c,
+ * log.c).  Nothing here is public; durable.h is.
+ *
+ * Ownership: the mesh's `hubs` table holds one reference to each active hub;
+ * the ready list, pending requests, replies not yet sent and timers hold one
+ * each.  A hub is freed when its last reference goes, which may be after it
+ * is dead.
+ */
+#ifndef DURABLE_HUB_HUB_H
+#define DURABLE_HUB_HUB_H
+
+#include "durable.h"
+#include "map.h"
+#include "store.h" /* durable__error, the store below */
+
+#include <stdarg.h>
+
+typedef enum { ENV_POST = 1, ENV_REQUEST, ENV_REPLY } durable__env_kind_t;
+
+/* A message in a mailbox. */
+typedef struct durable__env_s durable__env_t;
+struct durable__env_s {
+  durable__env_t *next;
+  durable__env_kind_t kind;
+  char *type, *payload, *sender, *target;
+  uint64_t request_id;
+  int status;    /* ENV_REPLY */
+  char *message; /* ENV_REPLY failure */
+};
+
+/* An outgoing request waiting for its answer. */
+typedef struct durable__pending_s durable__pending_t;
+struct durable__pending_s {
+  durable__pending_t *prev, *next; /* in its hub's list */
+  uint64_t id;
+  char key[24]; /* id as text: the mesh table's key */
+  durable_hub_t *hub;
+  durable_response_cb cb;
+  void *data;
+  uv_timer_t timer;
+};
+
+typedef struct durable__waiter_s durable__waiter_t;
+struct durable__waiter_s {
+  durable__waiter_t *next;
+  durable_status_cb cb;
+  void *data;
+};
+
+typedef struct durable__hub_timer_s durable__hub_timer_t;
+struct durable__hub_timer_s {
+  durable__hub_timer_t *prev, *next;
+  uv_timer_t timer;
+  durable_hub_t *hub;
+  char *type, *payload;
+};
+
+typedef struct {
+  char *msg_type;
+  durable_handler_cb cb;
+  void *data;
+} durable__handler_t;
+
+typedef struct {
+  durable_step_cb init;
+  durable_dispose_cb dispose;
+  void *data;
+} durable__step_t;
+
+struct durable_node_type_s {
+  char *name;
+  durable__handler_t *handlers;
+  size_t nhandlers;
+  durable__step_t *inits, *disposes;
+  size_t ninits, ndisposes;
+};
+
+struct durable_hub_s {
+  durable_mesh_t *mesh;
+  char *address;
+  char *node_type; /* "" for a client hub */
+  durable_node_type_t *type; /* NULL: a plain hub */
+  uint64_t incarnation;
+  durable_run_level_t level;
+  int refs;
+  int is_client, is_reads;
+  int recycle_requested; /* asked while Starting */
+  int recycling;         /* counts in stats.recycles */
+
+  durable__env_t *inbox, *inbox_tail;     /* requests and posts */
+  durable__env_t *replies, *replies_tail; /* answers to our requests */
+  durable__env_t *deferred, *deferred_tail; /* posts that wait for the next activation */
+  durable_hub_t *ready_next;
+  int on_ready;
+
+  size_t in_flight; /* messages handed to handlers, not finished yet */
+  durable__pending_t *pending; /* our requests awaiting answers */
+  size_t npending;
+  size_t init_step;
+  uv_timer_t *quiesce_timer;
+  durable__waiter_t *on_started, *on_dead;
+  durable__hub_timer_t *timers;
+
+  void *data;
+  void (*data_free)(void *data);
+};
+
+/* A callback owed to a caller, run on the next tick rather than inside the
+ * call that made it due (libuv's rule: no callback before the call returns). */
+typedef struct durable__later_s durable__later_t;
+struct durable__later_s {
+  durable__later_t *next;
+  durable_status_cb cb;
+  int status;
+  char *message;
+  void *data;
+};
+
+struct durable_mesh_s {
+  uv_loop_t *loop;
+  durable_store_t *store;
+  uint32_t quiesce_budget_ms;
+  uint32_t request_timeout_ms;
+  durable_log_cb log;
+  void *log_data;
+
+  durable__map_t hubs;    /* address -> hub */
+  durable__map_t pending; /* request id -> pending */
+  durable__map_t types;   /* name -> node type */
+  durable_hub_t *ready_head, *ready_tail;
+  uv_idle_t idle;
+  int idle_on;
+  uint64_t next_request_id;
+  uint64_t next_incarnation;
+  durable_hub_t *reads;
+  durable_mesh_stats_t stats;
+
+  durable__later_t *later, *later_tail; /* callbacks owed, run next tick */
+  int closing;
+  int handles; /* uv handles not yet closed (idle, timers) */
+  int store_closed;
+  void (*close_cb)(void *data);
+  void *close_data;
+};
+
+/* hub.c */
+durable_hub_t *durable__hub_new(durable_mesh_t *mesh, const char *address,
+                                durable_run_level_t level);
+void durable__hub_enqueue(durable_hub_t *hub, durable__env_t *env);
+void durable__hub_start_quiesce(durable_hub_t *hub);
+void durable__hub_check_quiesced(durable_hub_t *hub);
+void durable__hub_started(durable_hub_t *hub);
+void durable__hub_fail_activation(durable_hub_t *hub, int status,
+                                  const char *message);
+void durable__hub_on_dead(durable_hub_t *hub, durable_status_cb cb, void *data);
+void durable__hub_on_started(durable_hub_t *hub, durable_status_cb cb,
+                             void *data);
+void durable__mesh_drain(durable_mesh_t *mesh);
+void durable__mesh_handle_closed(durable_mesh_t *mesh);
+
+/* request.c */
+durable__env_t *durable__env_new(durable__env_kind_t kind, const char *type,
+                                 const char *payload, const char *sender,
+                                 const char *target);
+void durable__env_free(durable__env_t *env);
+/* Route a request or post to its target (activating it); takes env. */
+void durable__route(durable_mesh_t *mesh, durable__env_t *env);
+/* Answer request `id` (from the hub at `sender`): queued as a turn of the
+ * requester.  Unknown ids (answered already, timed out) are dropped. */
+void durable__answer(durable_mesh_t *mesh, uint64_t id, int status,
+                     const char *payload, const char *message);
+/* Run one reply envelope as a turn of its hub. */
+void durable__run_reply(durable_hub_t *hub, durable__env_t *env);
+/* Run one inbox envelope as a turn of its hub. */
+void durable__run_message(durable_hub_t *hub, durable__env_t *env);
+/* Answer every request `hub` is still waiting for with `status`. */
+void durable__fail_pending(durable_hub_t *hub, int status, const char *message);
+/* An init step's completion handle. */
+durable_reply_t *durable__step_reply(durable_hub_t *hub,
+                                     void (*done)(durable_hub_t *hub, int status,
+                                                  const char *message));
+
+/* mesh.c */
+void durable__mesh_later(durable_mesh_t *mesh, durable_status_cb cb,
+                         int status, const char *message, void *data);
+void durable__mesh_run_later(durable_mesh_t *mesh);
+void durable__mesh_wake(durable_mesh_t *mesh);
+/* A hub left the address table (for the mesh's close). */
+void durable__mesh_hub_left(durable_mesh_t *mesh);
+void durable__mesh_activate(durable_mesh_t *mesh, durable_hub_t *hub);
+void durable__logv(durable_mesh_t *mesh, durable_log_level_t level,
+                   const char *fmt, va_list ap);
+
+char *durable__strdup0(const char *s); /* NULL stays NULL */
+
+#endif

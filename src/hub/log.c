@@ -1,0 +1,68 @@
+/*
+ * log.c: one line per event, level-filtered by DURABLE_LOG.
+ *
+ * The spec's sentences ("[DurableStreams] ... TOOK OVER ...") are meant to
+ * be grepped, so a line is always one line: a message with a newline in it
+ * has it replaced.  The default sink writes to stderr with a UTC timestamp
+ * and the level; an application (or a test) may install its own sink in
+ * the mesh options and receives the bare message.
+ */
+#include "hub.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+durable_log_level_t durable_log_threshold(void) {
+  const char *v = getenv("DURABLE_LOG");
+  if (v == NULL || *v == '\0') return DURABLE_LOG_INFO;
+  if (strcasecmp(v, "error") == 0) return DURABLE_LOG_ERROR;
+  if (strcasecmp(v, "warn") == 0 || strcasecmp(v, "warning") == 0)
+    return DURABLE_LOG_WARN;
+  if (strcasecmp(v, "debug") == 0 || strcasecmp(v, "trace") == 0)
+    return DURABLE_LOG_DEBUG;
+  return DURABLE_LOG_INFO;
+}
+
+static const char *level_name(durable_log_level_t level) {
+  switch (level) {
+  case DURABLE_LOG_ERROR: return "ERROR";
+  case DURABLE_LOG_WARN: return "WARN ";
+  case DURABLE_LOG_INFO: return "INFO ";
+  default: return "DEBUG";
+  }
+}
+
+static void stderr_sink(durable_log_level_t level, const char *line) {
+  struct timespec ts;
+  struct tm tm;
+  char when[32];
+  clock_gettime(CLOCK_REALTIME, &ts);
+  gmtime_r(&ts.tv_sec, &tm);
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+  fprintf(stderr, "%s.%03ldZ %s %s\n", when, ts.tv_nsec / 1000000,
+          level_name(level), line);
+}
+
+void durable__logv(durable_mesh_t *mesh, durable_log_level_t level,
+                   const char *fmt, va_list ap) {
+  if (level > durable_log_threshold()) return;
+  char line[2048];
+  vsnprintf(line, sizeof line, fmt, ap);
+  for (char *p = line; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  if (mesh && mesh->log)
+    mesh->log(level, line, mesh->log_data);
+  else
+    stderr_sink(level, line);
+}
+
+void durable_mesh_log(durable_mesh_t *mesh, durable_log_level_t level,
+                      const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  durable__logv(mesh, level, fmt, ap);
+  va_end(ap);
+}

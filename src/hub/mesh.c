@@ -1,0 +1,494 @@
+/*
+ * mesh.c: a mesh: its store, its tables of hubs and node types, activation,
+ * the read-issuing hub, mesh reads, and closing.
+ *
+ * Activation: a message for a node address with no active hub makes a hub
+ * in Starting that holds the message, reads the node from the store, finds
+ * the node type's configuration, runs its initialisation steps in order and
+ * only then starts delivering.  No node: queued requests are answered
+ * NotFound.  A node type with no configuration gives a plain hub (it answers
+ * ping, so the address is reachable).
+ *
+ * The read-issuing hub (`mesh/reads-INSTANCE`) is a client hub that is never
+ * recycled: requests that must go out on behalf of a quiescing hub are sent
+ * from it, and mesh reads are issued by it.
+ */
+#include "hub.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_QUIESCE_MS 2000
+#define DEFAULT_REQUEST_TIMEOUT_MS 30000
+
+durable_store_t *durable_mesh_store(durable_mesh_t *mesh) { return mesh->store; }
+uv_loop_t *durable_mesh_loop(durable_mesh_t *mesh) { return mesh->loop; }
+
+void durable_mesh_stats(const durable_mesh_t *mesh, durable_mesh_stats_t *out) {
+  *out = mesh->stats;
+  out->active_hubs = mesh->hubs.count;
+}
+
+/* ---- callbacks owed ------------------------------------------------------- */
+
+void durable__mesh_later(durable_mesh_t *mesh, durable_status_cb cb,
+                         int status, const char *message, void *data) {
+  durable__later_t *l = calloc(1, sizeof(*l));
+  if (l == NULL) { /* no memory to defer it: better now than never */
+    cb(DURABLE_ENOMEM, "out of memory", data);
+    return;
+  }
+  l->cb = cb;
+  l->status = status;
+  l->message = durable__strdup0(message);
+  l->data = data;
+  if (mesh->later_tail) mesh->later_tail->next = l;
+  else mesh->later = l;
+  mesh->later_tail = l;
+  durable__mesh_wake(mesh);
+}
+
+void durable__mesh_run_later(durable_mesh_t *mesh) {
+  durable__later_t *l = mesh->later;
+  mesh->later = mesh->later_tail = NULL;
+  while (l) {
+    durable__later_t *next = l->next;
+    l->cb(l->status, l->message, l->data);
+    free(l->message);
+    free(l);
+    l = next;
+  }
+}
+
+/* ---- node types ---------------------------------------------------------------- */
+
+durable_node_type_t *durable_mesh_node_type(durable_mesh_t *mesh,
+                                            const char *name) {
+  if (name == NULL || *name == '\0') return NULL;
+  durable_node_type_t *t = durable__map_get(&mesh->types, name);
+  if (t) return t;
+  t = calloc(1, sizeof(*t));
+  if (t == NULL || (t->name = strdup(name)) == NULL ||
+      durable__map_put(&mesh->types, name, t) < 0) {
+    if (t) free(t->name);
+    free(t);
+    return NULL;
+  }
+  return t;
+}
+
+int durable_node_type_on(durable_node_type_t *type, const char *msg_type,
+                         durable_handler_cb cb, void *data,
+                         durable_error_t *err) {
+  if (type == NULL || msg_type == NULL || *msg_type == '\0' || cb == NULL)
+    return durable__error(err, DURABLE_EINVAL,
+                          "a handler needs a node type, a message type and a "
+                          "function");
+  if (strcmp(msg_type, "ping") == 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "'ping' is answered by every hub and cannot be "
+                          "handled by NodeType '%s'", type->name);
+  for (size_t i = 0; i < type->nhandlers; i++)
+    if (strcmp(type->handlers[i].msg_type, msg_type) == 0)
+      return durable__error(err, DURABLE_EEXIST,
+                            "NodeType '%s' already handles '%s'", type->name,
+                            msg_type);
+  durable__handler_t *h =
+      realloc(type->handlers, (type->nhandlers + 1) * sizeof(*h));
+  if (h == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  type->handlers = h;
+  h[type->nhandlers].msg_type = strdup(msg_type);
+  if (h[type->nhandlers].msg_type == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  h[type->nhandlers].cb = cb;
+  h[type->nhandlers].data = data;
+  type->nhandlers++;
+  return 0;
+}
+
+static int add_step(durable__step_t **steps, size_t *n, durable__step_t step) {
+  durable__step_t *s = realloc(*steps, (*n + 1) * sizeof(*s));
+  if (s == NULL) return DURABLE_ENOMEM;
+  s[*n] = step;
+  *steps = s;
+  (*n)++;
+  return 0;
+}
+
+int durable_node_type_on_init(durable_node_type_t *type, durable_step_cb cb,
+                              void *data) {
+  if (type == NULL || cb == NULL) return DURABLE_EINVAL;
+  return add_step(&type->inits, &type->ninits,
+                  (durable__step_t){.init = cb, .data = data});
+}
+
+int durable_node_type_on_dispose(durable_node_type_t *type,
+                                 durable_dispose_cb cb, void *data) {
+  if (type == NULL || cb == NULL) return DURABLE_EINVAL;
+  return add_step(&type->disposes, &type->ndisposes,
+                  (durable__step_t){.dispose = cb, .data = data});
+}
+
+static void node_type_free(durable_node_type_t *t) {
+  for (size_t i = 0; i < t->nhandlers; i++) free(t->handlers[i].msg_type);
+  free(t->handlers);
+  free(t->inits);
+  free(t->disposes);
+  free(t->name);
+  free(t);
+}
+
+/* ---- activation ------------------------------------------------------------------ */
+
+static void next_init_step(durable_hub_t *hub);
+
+static void on_init_step(durable_hub_t *hub, int status, const char *message) {
+  if (status < 0) {
+    char why[1024];
+    snprintf(why, sizeof why, "activation of '%s' failed: %s", hub->address,
+             message ? message : durable_strerror(status));
+    durable_mesh_log(hub->mesh, DURABLE_LOG_WARN, "[Hubs] %s", why);
+    durable__hub_fail_activation(hub, status, why);
+    return;
+  }
+  hub->init_step++;
+  next_init_step(hub);
+}
+
+static void next_init_step(durable_hub_t *hub) {
+  if (hub->level != DURABLE_HUB_STARTING) return;
+  if (hub->type == NULL || hub->init_step >= hub->type->ninits) {
+    hub->mesh->stats.activations++;
+    durable_mesh_log(hub->mesh, DURABLE_LOG_DEBUG, "[Hubs] activated '%s' (%s)",
+                     hub->address, *hub->node_type ? hub->node_type : "plain");
+    durable__hub_started(hub);
+    return;
+  }
+  durable__step_t *step = &hub->type->inits[hub->init_step];
+  durable_reply_t *done = durable__step_reply(hub, on_init_step);
+  if (done == NULL) {
+    durable__hub_fail_activation(hub, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  step->init(hub, done, step->data);
+}
+
+static void on_node_read(const durable_result_t *res) {
+  durable_hub_t *hub = res->data;
+  if (res->status < 0) {
+    durable__hub_fail_activation(hub, res->status, res->message);
+  } else {
+    char *type = strdup(res->node->node_type);
+    if (type == NULL) {
+      durable__hub_fail_activation(hub, DURABLE_ENOMEM, "out of memory");
+    } else {
+      free(hub->node_type);
+      hub->node_type = type;
+      hub->type = *type ? durable__map_get(&hub->mesh->types, type) : NULL;
+      next_init_step(hub);
+    }
+  }
+  durable_hub_unref(hub); /* the read's reference */
+}
+
+void durable__mesh_activate(durable_mesh_t *mesh, durable_hub_t *hub) {
+  durable_error_t err = {0};
+  durable_hub_ref(hub);
+  int rc = durable_store_get(mesh->store, NULL, hub->address, on_node_read, hub,
+                             &err);
+  if (rc < 0) {
+    durable__hub_fail_activation(hub, rc, err.message);
+    durable_hub_unref(hub);
+  }
+}
+
+/* ---- hubs ------------------------------------------------------------------------ */
+
+int durable_mesh_client(durable_mesh_t *mesh, const char *address,
+                        durable_hub_t **out, durable_error_t *err) {
+  *out = NULL;
+  if (address == NULL || *address == '\0')
+    return durable__error(err, DURABLE_EINVAL, "a client hub needs an address");
+  if (mesh->closing)
+    return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closing");
+  durable_hub_t *hub = durable__map_get(&mesh->hubs, address);
+  if (hub) {
+    if (!hub->is_client)
+      return durable__error(err, DURABLE_EEXIST,
+                            "'%s' is the address of an active node hub",
+                            address);
+    if (hub->level > DURABLE_HUB_STARTED)
+      return durable__error(err, DURABLE_ESHUTDOWN,
+                            "client hub '%s' is shutting down", address);
+    *out = hub;
+    return 0;
+  }
+  hub = durable__hub_new(mesh, address, DURABLE_HUB_STARTED);
+  if (hub == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  hub->is_client = 1;
+  *out = hub;
+  return 0;
+}
+
+durable_hub_t *durable_mesh_reads_hub(durable_mesh_t *mesh) { return mesh->reads; }
+
+durable_hub_t *durable_mesh_find(durable_mesh_t *mesh, const char *address) {
+  return address ? durable__map_get(&mesh->hubs, address) : NULL;
+}
+
+typedef struct {
+  durable_status_cb cb;
+  void *data;
+} status_req_t;
+
+static void on_activate_ping(const durable_response_t *res) {
+  status_req_t *r = res->data;
+  r->cb(res->status, res->message, r->data);
+  free(r);
+}
+
+int durable_mesh_activate(durable_mesh_t *mesh, const char *address,
+                          durable_status_cb cb, void *data,
+                          durable_error_t *err) {
+  if (cb == NULL) return durable__error(err, DURABLE_EINVAL, "callback is missing");
+  status_req_t *r = malloc(sizeof(*r));
+  if (r == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  r->cb = cb;
+  r->data = data;
+  /* a ping activates and proves the hub is Started */
+  int rc = durable_hub_request(mesh->reads, address, "ping", NULL, 0,
+                               on_activate_ping, r, err);
+  if (rc < 0) free(r);
+  return rc;
+}
+
+int durable_mesh_recycle(durable_mesh_t *mesh, const char *address,
+                         durable_status_cb cb, void *data,
+                         durable_error_t *err) {
+  if (address == NULL)
+    return durable__error(err, DURABLE_EINVAL, "address is missing");
+  durable_hub_t *hub = durable__map_get(&mesh->hubs, address);
+  if (hub == NULL) {
+    if (cb) durable__mesh_later(mesh, cb, 0, NULL, data);
+    return 0;
+  }
+  if (hub->is_reads && !mesh->closing)
+    return durable__error(err, DURABLE_EINVAL,
+                          "the read-issuing hub '%s' is never recycled",
+                          address);
+  if (cb) durable__hub_on_dead(hub, cb, data);
+  if (hub->level == DURABLE_HUB_STARTING)
+    hub->recycle_requested = 1;
+  else
+    durable__hub_start_quiesce(hub);
+  return 0;
+}
+
+/* ---- mesh reads -------------------------------------------------------------------- */
+
+typedef struct {
+  durable_mesh_t *mesh;
+  char *path;
+  durable_read_cb cb;
+  void *data;
+  int reprobed;
+} read_req_t;
+
+static void read_end(read_req_t *r, durable_read_outcome_t outcome,
+                     const durable_node_t *node, const char *message) {
+  r->cb(outcome, node, message, r->data);
+  free(r->path);
+  free(r);
+}
+
+static void on_read_node(const durable_result_t *res) {
+  read_req_t *r = res->data;
+  if (res->status == 0)
+    read_end(r, DURABLE_READ_PRESENT, res->node, NULL);
+  else if (res->status == DURABLE_ENOTFOUND)
+    read_end(r, DURABLE_READ_ABSENT, NULL, res->message);
+  else
+    read_end(r, DURABLE_READ_UNAVAILABLE, NULL, res->message);
+}
+
+static void probe(read_req_t *r);
+
+static void reprobe(int status, const char *message, void *data) {
+  (void)status;
+  (void)message;
+  probe(data);
+}
+
+static void on_probe(const durable_response_t *res) {
+  read_req_t *r = res->data;
+  durable_mesh_t *mesh = r->mesh;
+  if (res->status == 0) {
+    durable_error_t err = {0};
+    if (durable_store_get(mesh->store, NULL, r->path, on_read_node, r, &err) < 0)
+      read_end(r, DURABLE_READ_UNAVAILABLE, NULL, err.message);
+  } else if (res->status == DURABLE_ENOTFOUND) {
+    read_end(r, DURABLE_READ_ABSENT, NULL, res->message);
+  } else if (res->status == DURABLE_ESHUTDOWN && !r->reprobed && !mesh->closing) {
+    /* recycling is not absence: wait for that activation to end, then ask
+     * the fresh one, once */
+    r->reprobed = 1;
+    mesh->stats.read_reprobes++;
+    durable_hub_t *hub = durable__map_get(&mesh->hubs, r->path);
+    if (hub && hub->level >= DURABLE_HUB_QUIESCING)
+      durable__hub_on_dead(hub, reprobe, r);
+    else
+      durable__mesh_later(mesh, reprobe, 0, NULL, r);
+  } else if (res->status == DURABLE_ESHUTDOWN) {
+    char message[DURABLE_PATH_MAX + 64];
+    snprintf(message, sizeof message, "address '%s' is recycling", r->path);
+    read_end(r, DURABLE_READ_UNAVAILABLE, NULL, message);
+  } else {
+    read_end(r, DURABLE_READ_UNAVAILABLE, NULL, res->message);
+  }
+}
+
+static void probe(read_req_t *r) {
+  durable_error_t err = {0};
+  if (durable_hub_request(r->mesh->reads, r->path, "ping", NULL, 0, on_probe, r,
+                          &err) < 0)
+    read_end(r, DURABLE_READ_UNAVAILABLE, NULL, err.message);
+}
+
+int durable_mesh_read(durable_mesh_t *mesh, const char *path,
+                      durable_read_cb cb, void *data, durable_error_t *err) {
+  int rc = durable_path_check(path, err);
+  if (rc < 0) return rc;
+  if (cb == NULL) return durable__error(err, DURABLE_EINVAL, "callback is missing");
+  if (mesh->closing)
+    return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closing");
+  read_req_t *r = calloc(1, sizeof(*r));
+  if (r == NULL || (r->path = strdup(path)) == NULL) {
+    free(r);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  r->mesh = mesh;
+  r->cb = cb;
+  r->data = data;
+  probe(r);
+  return 0;
+}
+
+/* ---- open and close ------------------------------------------------------------------ */
+
+int durable_mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
+                      durable_mesh_t **out, durable_error_t *err) {
+  *out = NULL;
+  if (loop == NULL || options == NULL)
+    return durable__error(err, DURABLE_EINVAL, "a mesh needs a loop and options");
+  durable_mesh_t *mesh = calloc(1, sizeof(*mesh));
+  if (mesh == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  mesh->loop = loop;
+  mesh->quiesce_budget_ms = options->quiesce_budget_ms
+                                ? options->quiesce_budget_ms
+                                : DEFAULT_QUIESCE_MS;
+  mesh->request_timeout_ms = options->request_timeout_ms
+                                 ? options->request_timeout_ms
+                                 : DEFAULT_REQUEST_TIMEOUT_MS;
+  mesh->log = options->log;
+  mesh->log_data = options->log_data;
+  int rc = durable_store_open(loop, options->store, &mesh->store, err);
+  if (rc < 0) {
+    free(mesh);
+    return rc;
+  }
+  uv_idle_init(loop, &mesh->idle);
+  mesh->idle.data = mesh;
+  mesh->handles = 1;
+  char address[96];
+  unsigned char r[6] = {0};
+  uv_random(NULL, NULL, r, sizeof r, 0, NULL);
+  snprintf(address, sizeof address, "mesh/reads-%d-%02x%02x%02x%02x%02x%02x",
+           (int)uv_os_getpid(), r[0], r[1], r[2], r[3], r[4], r[5]);
+  mesh->reads = durable__hub_new(mesh, address, DURABLE_HUB_STARTED);
+  if (mesh->reads == NULL) {
+    durable__error(err, DURABLE_ENOMEM, "out of memory");
+    durable_mesh_close(mesh, NULL, NULL);
+    return DURABLE_ENOMEM;
+  }
+  mesh->reads->is_client = mesh->reads->is_reads = 1;
+  *out = mesh;
+  return 0;
+}
+
+static void free_mesh(durable_mesh_t *mesh) {
+  void (*cb)(void *) = mesh->close_cb;
+  void *data = mesh->close_data;
+  const char *key;
+  void *value;
+  for (size_t i = 0; durable__map_next(&mesh->types, &i, &key, &value);)
+    node_type_free(value);
+  durable__map_free(&mesh->types);
+  durable__map_free(&mesh->hubs);
+  durable__map_free(&mesh->pending);
+  free(mesh);
+  if (cb) cb(data);
+}
+
+static void maybe_free(durable_mesh_t *mesh) {
+  if (mesh->closing && mesh->store_closed && mesh->handles == 0)
+    free_mesh(mesh);
+}
+
+void durable__mesh_handle_closed(durable_mesh_t *mesh) {
+  mesh->handles--;
+  maybe_free(mesh);
+}
+
+static void on_store_closed(void *data) {
+  durable_mesh_t *mesh = data;
+  mesh->store_closed = 1;
+  maybe_free(mesh);
+}
+
+static void on_idle_closed(uv_handle_t *handle) {
+  durable__mesh_handle_closed(handle->data);
+}
+
+void durable__mesh_hub_left(durable_mesh_t *mesh) {
+  if (!mesh->closing || mesh->hubs.count > 0 || mesh->store == NULL) return;
+  /* every hub is gone: owed callbacks run, then the store closes (its
+   * queued work finishes first) and the idle handle goes */
+  durable__mesh_run_later(mesh);
+  durable_store_t *store = mesh->store;
+  mesh->store = NULL;
+  uv_idle_stop(&mesh->idle);
+  mesh->idle_on = 0;
+  uv_close((uv_handle_t *)&mesh->idle, on_idle_closed);
+  durable_store_close(store, on_store_closed, mesh);
+}
+
+void durable_mesh_close(durable_mesh_t *mesh, void (*cb)(void *data),
+                        void *data) {
+  if (mesh == NULL || mesh->closing) return;
+  mesh->closing = 1;
+  mesh->close_cb = cb;
+  mesh->close_data = data;
+  if (mesh->hubs.count == 0) {
+    durable__mesh_hub_left(mesh);
+    return;
+  }
+  /* collect first: recycling edits the table */
+  size_t n = mesh->hubs.count, k = 0;
+  durable_hub_t **all = calloc(n, sizeof(*all));
+  const char *key;
+  void *value;
+  for (size_t i = 0; all && durable__map_next(&mesh->hubs, &i, &key, &value);)
+    if (k < n) {
+      all[k++] = value;
+      durable_hub_ref(value);
+    }
+  for (size_t i = 0; i < k; i++) {
+    if (all[i]->level == DURABLE_HUB_STARTING)
+      all[i]->recycle_requested = 1;
+    else
+      durable__hub_start_quiesce(all[i]);
+    durable_hub_unref(all[i]);
+  }
+  free(all);
+}

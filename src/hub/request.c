@@ -1,0 +1,356 @@
+/*
+ * request.c: messages between hubs: routing, requests and their answers,
+ * timeouts, and the reply handle a handler finishes its message with.
+ *
+ * A request is correlated by a mesh-wide id.  The requester keeps a pending
+ * record (with its timeout timer) in the mesh's table; whoever answers first
+ * -- the handler's reply, a refusal, the timeout -- queues one ENV_REPLY in
+ * the requester's mailbox and removes the record, so a late second answer
+ * finds nothing and is dropped.  The response callback runs as a turn of
+ * the requester, like any other message.
+ *
+ *   requester --ENV_REQUEST--> target inbox --handler--> durable_reply_ok
+ *   requester <--ENV_REPLY---- durable__answer(id) <-----------'
+ */
+#include "hub.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct durable_reply_s {
+  durable_hub_t *hub; /* the hub whose message this is (a reference) */
+  uint64_t request_id;
+  char *type;
+  /* set for an init step instead of a message */
+  void (*step_done)(durable_hub_t *hub, int status, const char *message);
+};
+
+char *durable__strdup0(const char *s) { return s ? strdup(s) : NULL; }
+
+durable__env_t *durable__env_new(durable__env_kind_t kind, const char *type,
+                                 const char *payload, const char *sender,
+                                 const char *target) {
+  durable__env_t *env = calloc(1, sizeof(*env));
+  if (env == NULL) return NULL;
+  env->kind = kind;
+  env->type = durable__strdup0(type);
+  env->payload = strdup(payload ? payload : "null");
+  env->sender = durable__strdup0(sender);
+  env->target = durable__strdup0(target);
+  if ((type && !env->type) || !env->payload || (sender && !env->sender) ||
+      (target && !env->target)) {
+    durable__env_free(env);
+    return NULL;
+  }
+  return env;
+}
+
+void durable__env_free(durable__env_t *env) {
+  if (env == NULL) return;
+  free(env->type);
+  free(env->payload);
+  free(env->sender);
+  free(env->target);
+  free(env->message);
+  free(env);
+}
+
+/* ---- answers -------------------------------------------------------------- */
+
+static void on_pending_timer_closed(uv_handle_t *handle) {
+  durable__pending_t *p = handle->data;
+  durable_mesh_t *mesh = p->hub->mesh;
+  durable_hub_unref(p->hub);
+  free(p);
+  durable__mesh_handle_closed(mesh);
+}
+
+/* Take the record out of the table and its hub's list; the caller runs its
+ * callback (or not) and then releases it. */
+static void unlink_pending(durable__pending_t *p) {
+  durable_hub_t *hub = p->hub;
+  durable__map_del(&hub->mesh->pending, p->key);
+  if (p->prev) p->prev->next = p->next;
+  else hub->pending = p->next;
+  if (p->next) p->next->prev = p->prev;
+  hub->npending--;
+}
+
+static void release_pending(durable__pending_t *p) {
+  uv_timer_stop(&p->timer);
+  uv_close((uv_handle_t *)&p->timer, on_pending_timer_closed);
+}
+
+void durable__answer(durable_mesh_t *mesh, uint64_t id, int status,
+                     const char *payload, const char *message) {
+  char key[24];
+  snprintf(key, sizeof key, "%llu", (unsigned long long)id);
+  durable__pending_t *p = durable__map_get(&mesh->pending, key);
+  if (p == NULL) return; /* answered already, or timed out */
+  durable__env_t *env = durable__env_new(ENV_REPLY, NULL, payload, NULL, NULL);
+  if (env == NULL) return; /* the timeout will answer instead */
+  env->request_id = id;
+  env->status = status;
+  if (status < 0) {
+    env->message = strdup(message ? message : durable_strerror(status));
+    free(env->payload);
+    env->payload = NULL;
+  }
+  durable__hub_enqueue(p->hub, env);
+}
+
+void durable__run_reply(durable_hub_t *hub, durable__env_t *env) {
+  char key[24];
+  snprintf(key, sizeof key, "%llu", (unsigned long long)env->request_id);
+  durable__pending_t *p = durable__map_get(&hub->mesh->pending, key);
+  if (p == NULL || p->hub != hub) return; /* a second answer: dropped */
+  unlink_pending(p);
+  durable_response_t res = {
+      .status = env->status,
+      .payload = env->status == 0 ? env->payload : NULL,
+      .message = env->status < 0 ? env->message : NULL,
+      .data = p->data,
+  };
+  if (p->cb) p->cb(&res);
+  release_pending(p);
+  durable__hub_check_quiesced(hub);
+}
+
+void durable__fail_pending(durable_hub_t *hub, int status, const char *message) {
+  while (hub->pending) {
+    durable__pending_t *p = hub->pending;
+    unlink_pending(p);
+    durable_response_t res = {.status = status, .message = message,
+                              .data = p->data};
+    if (p->cb) p->cb(&res);
+    release_pending(p);
+  }
+}
+
+static void on_request_timeout(uv_timer_t *timer) {
+  durable__pending_t *p = timer->data;
+  char message[DURABLE_PATH_MAX + 64];
+  snprintf(message, sizeof message, "no answer within %llu ms",
+           (unsigned long long)uv_timer_get_repeat(timer));
+  durable__answer(p->hub->mesh, p->id, DURABLE_ETIMEDOUT, NULL, message);
+}
+
+/* ---- routing ---------------------------------------------------------------- */
+
+static void refuse(durable_mesh_t *mesh, durable__env_t *env, int status,
+                   const char *fmt, const char *address) {
+  if (env->kind == ENV_REQUEST) {
+    char message[DURABLE_PATH_MAX + 128];
+    snprintf(message, sizeof message, fmt, address);
+    durable__answer(mesh, env->request_id, status, NULL, message);
+  } else {
+    durable_mesh_log(mesh, DURABLE_LOG_DEBUG,
+                     "[Hubs] dropped '%s' for '%s': no hub can take it",
+                     env->type, address);
+  }
+  durable__env_free(env);
+}
+
+void durable__route(durable_mesh_t *mesh, durable__env_t *env) {
+  durable_hub_t *hub = durable__map_get(&mesh->hubs, env->target);
+  if (hub != NULL) {
+    if (hub->level >= DURABLE_HUB_QUIESCING) {
+      if (env->kind == ENV_REQUEST) {
+        refuse(mesh, env, DURABLE_ESHUTDOWN,
+               "hub '%s' is shutting down; ask again", hub->address);
+      } else { /* a post waits for the next activation */
+        env->next = NULL;
+        if (hub->deferred_tail) hub->deferred_tail->next = env;
+        else hub->deferred = env;
+        hub->deferred_tail = env;
+      }
+      return;
+    }
+    durable__hub_enqueue(hub, env);
+    return;
+  }
+  if (mesh->closing) {
+    refuse(mesh, env, DURABLE_ESHUTDOWN, "the mesh is closing ('%s')",
+           env->target);
+    return;
+  }
+  if (durable_path_check(env->target, NULL) < 0) {
+    refuse(mesh, env, DURABLE_ENOTFOUND, "no node at '%s'", env->target);
+    return;
+  }
+  hub = durable__hub_new(mesh, env->target, DURABLE_HUB_STARTING);
+  if (hub == NULL) {
+    refuse(mesh, env, DURABLE_ENOMEM, "out of memory activating '%s'",
+           env->target);
+    return;
+  }
+  durable__hub_enqueue(hub, env);
+  durable__mesh_activate(mesh, hub);
+}
+
+static int check_send(durable_hub_t *from, const char *to, const char *type,
+                      durable_error_t *err) {
+  if (from == NULL || to == NULL || type == NULL || *type == '\0')
+    return durable__error(err, DURABLE_EINVAL,
+                          "a message needs a sender, a target and a type");
+  if (from->level >= DURABLE_HUB_QUIESCING)
+    return durable__error(err, DURABLE_ESHUTDOWN,
+                          "hub '%s' is shutting down and sends no new "
+                          "requests (cannot send '%s' to '%s')",
+                          from->address, type, to);
+  return 0;
+}
+
+int durable_hub_request(durable_hub_t *from, const char *to, const char *type,
+                        const char *payload, uint32_t timeout_ms,
+                        durable_response_cb cb, void *data,
+                        durable_error_t *err) {
+  int rc = check_send(from, to, type, err);
+  if (rc < 0) return rc;
+  durable_mesh_t *mesh = from->mesh;
+  durable__pending_t *p = calloc(1, sizeof(*p));
+  durable__env_t *env = durable__env_new(ENV_REQUEST, type, payload,
+                                         from->address, to);
+  if (p == NULL || env == NULL) {
+    free(p);
+    durable__env_free(env);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  p->id = ++mesh->next_request_id;
+  snprintf(p->key, sizeof p->key, "%llu", (unsigned long long)p->id);
+  if (durable__map_put(&mesh->pending, p->key, p) < 0) {
+    free(p);
+    durable__env_free(env);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  p->hub = from;
+  durable_hub_ref(from);
+  p->cb = cb;
+  p->data = data;
+  p->next = from->pending;
+  if (from->pending) from->pending->prev = p;
+  from->pending = p;
+  from->npending++;
+  uv_timer_init(mesh->loop, &p->timer);
+  mesh->handles++;
+  p->timer.data = p;
+  uint32_t ms = timeout_ms ? timeout_ms : mesh->request_timeout_ms;
+  uv_timer_start(&p->timer, on_request_timeout, ms, ms);
+  env->request_id = p->id;
+  durable__route(mesh, env);
+  return 0;
+}
+
+int durable_hub_post(durable_hub_t *from, const char *to, const char *type,
+                     const char *payload, durable_error_t *err) {
+  int rc = check_send(from, to, type, err);
+  if (rc < 0) return rc;
+  durable__env_t *env = durable__env_new(ENV_POST, type, payload,
+                                         from->address, to);
+  if (env == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  durable__route(from->mesh, env);
+  return 0;
+}
+
+/* ---- handling a message ----------------------------------------------------- */
+
+static durable_reply_t *reply_new(durable_hub_t *hub, uint64_t id,
+                                  const char *type) {
+  durable_reply_t *r = calloc(1, sizeof(*r));
+  if (r == NULL) return NULL;
+  r->type = durable__strdup0(type);
+  r->hub = hub;
+  r->request_id = id;
+  durable_hub_ref(hub);
+  hub->in_flight++;
+  return r;
+}
+
+static void reply_finish(durable_reply_t *r, int status, const char *payload,
+                         const char *message) {
+  durable_hub_t *hub = r->hub;
+  if (r->step_done) {
+    r->step_done(hub, status, message);
+  } else if (r->request_id) {
+    durable__answer(hub->mesh, r->request_id, status, payload, message);
+  } else if (status < 0) {
+    durable_mesh_log(hub->mesh, DURABLE_LOG_WARN,
+                     "[Hubs] '%s' failed at hub '%s': %s", r->type, hub->address,
+                     message ? message : durable_strerror(status));
+  }
+  hub->in_flight--;
+  free(r->type);
+  free(r);
+  durable__hub_check_quiesced(hub);
+  durable_hub_unref(hub);
+}
+
+void durable_reply_ok(durable_reply_t *reply, const char *payload) {
+  if (reply) reply_finish(reply, 0, payload ? payload : "null", NULL);
+}
+
+void durable_reply_fail(durable_reply_t *reply, int code, const char *message) {
+  if (reply == NULL) return;
+  if (code >= 0) code = DURABLE_EFAILED;
+  reply_finish(reply, code, NULL, message ? message : durable_strerror(code));
+}
+
+durable_reply_t *durable__step_reply(durable_hub_t *hub,
+                                     void (*done)(durable_hub_t *hub, int status,
+                                                  const char *message)) {
+  durable_reply_t *r = reply_new(hub, 0, "init");
+  if (r) r->step_done = done;
+  return r;
+}
+
+static const durable__handler_t *handler_for(durable_hub_t *hub,
+                                             const char *type) {
+  if (hub->type == NULL) return NULL;
+  for (size_t i = 0; i < hub->type->nhandlers; i++)
+    if (strcmp(hub->type->handlers[i].msg_type, type) == 0)
+      return &hub->type->handlers[i];
+  return NULL;
+}
+
+void durable__run_message(durable_hub_t *hub, durable__env_t *env) {
+  durable_mesh_t *mesh = hub->mesh;
+  if (hub->level >= DURABLE_HUB_QUIESCING) {
+    /* queued before the recycle began: a request is refused (the sender
+     * asks again), a post waits for the next activation */
+    env->target = env->target ? env->target : strdup(hub->address);
+    durable__route(mesh, env);
+    return;
+  }
+  mesh->stats.messages++;
+  if (strcmp(env->type, "ping") == 0) {
+    if (env->kind == ENV_REQUEST)
+      durable__answer(mesh, env->request_id, 0, "\"pong\"", NULL);
+    durable__env_free(env);
+    return;
+  }
+  const durable__handler_t *h = handler_for(hub, env->type);
+  if (h == NULL) {
+    char message[DURABLE_PATH_MAX + 128];
+    snprintf(message, sizeof message, "hub '%s' has no handler for '%s'",
+             hub->address, env->type);
+    if (env->kind == ENV_REQUEST)
+      durable__answer(mesh, env->request_id, DURABLE_EFAILED, NULL, message);
+    else
+      durable_mesh_log(mesh, DURABLE_LOG_WARN, "[Hubs] %s", message);
+    durable__env_free(env);
+    return;
+  }
+  durable_reply_t *reply = reply_new(hub, env->request_id, env->type);
+  if (reply == NULL) {
+    if (env->kind == ENV_REQUEST)
+      durable__answer(mesh, env->request_id, DURABLE_ENOMEM, NULL,
+                      "out of memory");
+    durable__env_free(env);
+    return;
+  }
+  durable_msg_t msg = {.type = env->type, .payload = env->payload,
+                       .sender = env->sender, .request_id = env->request_id};
+  h->cb(hub, &msg, reply, h->data);
+  durable__env_free(env);
+}
