@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# run.sh: the whole test suite, the one command the README names.
+#
+#   bash tests/run.sh
+#
+# 1. tests/support/setup.sh: install what is missing, build into build/.
+# 2. A private PostgreSQL (tests/support/pg.sh), stopped on any exit.
+# 3. ctest: the C units and the store contract suite (they read
+#    DURABLE_TEST_PG for the PostgreSQL leg).
+# 4. busted specs under tests/spec/, once with DURABLE_TEST_STORE=sqlite and
+#    once with DURABLE_TEST_STORE=postgres (see .busted).
+#
+# One line per suite, then one summary line; the exit status is non-zero when
+# anything failed.  Each suite's full output is kept in build/test-logs/ and
+# shown when it fails.  DURABLE_SANITIZE=1 builds with ASan + UBSan (CI does).
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${DURABLE_BUILD_DIR:-$root/build}
+[[ $build == /* ]] || build=$PWD/$build
+export DURABLE_BUILD_DIR=$build
+cd "$root" || exit 1
+
+passed=0
+failed=0
+parts=()
+
+finish() {
+  local details=${parts[0]:-nothing ran} part
+  for part in "${parts[@]:1}"; do details+=", $part"; done
+  local s=s
+  ((passed == 1)) && s=
+  echo "durable tests: $passed suite$s passed, $failed failed ($details)"
+  exit $((failed > 0))
+}
+
+# record NAME OK COUNTS NOTE SECONDS LOG: count a suite and print its line;
+# when it failed, show the end of its log.
+record() {
+  local name=$1 ok=$2 counts=$3 note=$4 seconds=$5 log=$6
+  parts+=("$name $counts")
+  if ((ok)); then
+    passed=$((passed + 1))
+    echo "$name: $counts passed$note (${seconds}s)"
+  else
+    failed=$((failed + 1))
+    echo "$name: $counts passed$note, FAILED (${seconds}s; full log: ${log#"$root"/})"
+    tail -n 200 "$log" | sed 's/^/  | /'
+  fi
+}
+
+if ! bash tests/support/setup.sh; then
+  failed=1
+  parts+=("build failed")
+  finish
+fi
+logs=$build/test-logs
+mkdir -p "$logs"
+
+# Each suite runs as a background job in its own process group (set -m) and
+# the script waits for it: a trapped signal interrupts `wait` at once (a
+# foreground child would first have to finish), and the whole job, a test's
+# children included, is stopped before the private PostgreSQL is.
+set -m
+child=
+run_logged() { # run_logged LOG COMMAND...: the command's status
+  local log=$1
+  shift
+  "$@" >"$log" 2>&1 </dev/null &
+  child=$!
+  wait "$child"
+  local rc=$?
+  child=
+  return "$rc"
+}
+# shellcheck disable=SC2317 # called from the traps below
+interrupted() {
+  echo "tests/run.sh: interrupted" >&2
+  if [[ -n $child ]]; then
+    kill -TERM -- "-$child" 2>/dev/null
+    wait "$child" 2>/dev/null
+  fi
+  exit "$1"
+}
+
+# shellcheck source=tests/support/pg.sh
+source tests/support/pg.sh
+trap 'durable_pg_stop' EXIT
+trap 'interrupted 130' INT
+trap 'interrupted 143' TERM HUP
+
+pg_up=0
+if durable_pg_start; then
+  pg_up=1
+  echo "postgres: private server $DURABLE_TEST_PG_VERSION on $DURABLE_TEST_PG_DIR"
+else
+  failed=$((failed + 1))
+  parts+=("postgres did not start")
+fi
+
+# ---- ctest ----
+log=$logs/ctest.log
+start=$SECONDS
+run_logged "$log" ctest --test-dir "$build" --output-on-failure --timeout 600
+rc=$?
+counts=$(sed -n 's/.* \([0-9][0-9]*\) tests\{0,1\} failed out of \([0-9][0-9]*\).*/\1 \2/p' "$log" | tail -n 1)
+if [[ -n $counts ]]; then
+  read -r nfail total <<<"$counts"
+  # ctest counts a skipped test as not failed; say it apart.
+  nskip=$(grep -c '(Skipped)' "$log" || true)
+  note=
+  ((nskip)) && note=", $nskip skipped"
+  record ctest "$((rc == 0))" "$((total - nfail - nskip))/$((total - nskip))" "$note" \
+    "$((SECONDS - start))" "$log"
+elif ((rc == 0)) && grep -q 'No tests were found' "$log"; then
+  echo "ctest: no tests registered yet, skipped"
+  parts+=("ctest none")
+else
+  record ctest 0 "0/0" ", did not run" "$((SECONDS - start))" "$log"
+fi
+
+# ---- busted ----
+busted=(lua5.4 /usr/bin/busted)
+busted_env=()
+if grep -qx 'DURABLE_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  # lua5.4 is not instrumented, and the ASan runtime must be loaded before
+  # the sanitized durable.core.  ld.so --preload (not LD_PRELOAD) loads it
+  # into lua5.4 alone: a psql or pg_ctl that a spec starts must not inherit
+  # it (psql hangs at exit under it).
+  ldso=$(readelf -l "$(readlink -f "$(command -v lua5.4)")" |
+    sed -n 's/.*program interpreter: \(.*\)]$/\1/p')
+  busted=("$ldso" --preload "$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+    "$(command -v lua5.4)" /usr/bin/busted)
+  busted_env+=("ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}")
+  busted_env+=("LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/support/lsan.supp,print_suppressions=0}")
+fi
+
+run_busted() {
+  local store=$1 log=$logs/busted-$1.log start=$SECONDS rc line ok fail err pend
+  run_logged "$log" env "${busted_env[@]}" DURABLE_TEST_STORE="$store" \
+    "${busted[@]}" --run="$store" -o plainTerminal
+  rc=$?
+  # "40 successes / 0 failures / 0 errors / 2 pending : 1.2 seconds"
+  line=$(grep -E '^[0-9]+ success.* / [0-9]+ failure.* / [0-9]+ error.* / [0-9]+ pending' "$log" | tail -n 1)
+  if [[ -z $line ]]; then
+    record "busted $store" 0 "0/0" ", did not run" "$((SECONDS - start))" "$log"
+    return
+  fi
+  read -r ok fail err pend <<<"$(echo "$line" | grep -Eo '[0-9]+' | head -n 4 | tr '\n' ' ')"
+  local note=
+  ((pend)) && note=", $pend pending"
+  record "busted $store" "$((rc == 0 && fail + err == 0))" "$ok/$((ok + fail + err))" \
+    "$note" "$((SECONDS - start))" "$log"
+}
+
+if [[ -z $(find tests/spec -name '*_spec.lua' -print -quit 2>/dev/null) ]]; then
+  echo "busted: no specs under tests/spec yet, skipped"
+  parts+=("busted none")
+else
+  run_busted sqlite
+  if ((pg_up)); then
+    run_busted postgres
+  else
+    failed=$((failed + 1))
+    parts+=("busted postgres not run")
+  fi
+fi
+
+finish

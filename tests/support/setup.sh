@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# setup.sh: make this machine able to build and test durable, then build it.
+#
+# For Debian 12 as root (or a user with sudo).  Installs with apt-get only the
+# packages that are missing (checked with dpkg-query; `apt-get update` runs
+# only when something must be installed), then configures and builds the tree
+# with CMake into build/ (or $DURABLE_BUILD_DIR) on all cores.  Run it again
+# and it only rebuilds what changed.
+#
+#   DURABLE_SANITIZE=1   configure with -DDURABLE_SANITIZE=ON (ASan + UBSan);
+#   DURABLE_SANITIZE=0   configure with it OFF; unset: keep what build/ has.
+#   DURABLE_BUILD_DIR    where to build (default: build/ at the top).
+#
+# Quiet on success (one line); on failure the output of the step that failed
+# is shown.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${DURABLE_BUILD_DIR:-$root/build}
+
+packages=(
+  lua5.4 liblua5.4-dev lua-busted
+  libuv1-dev libjansson-dev libsqlite3-dev libpq-dev postgresql
+  cmake build-essential pkg-config
+)
+
+log=$(mktemp "${TMPDIR:-/tmp}/durable-setup.XXXXXX")
+trap 'rm -f "$log"' EXIT
+
+# Run a step with its output in $log; on failure show it and stop.
+step() {
+  local what=$1
+  shift
+  if ! "$@" >"$log" 2>&1; then
+    echo "setup: $what failed:" >&2
+    # Progress lines say nothing about the failure; the first errors do.
+    grep -Ev '^\[ *[0-9]+%\] (Building|Linking|Built target)|^Scanning|^Consolidate' \
+      "$log" | head -n 150 >&2 || true
+    exit 1
+  fi
+}
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ $status == *" installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  as_root=()
+  if [[ $(id -u) -ne 0 ]]; then
+    if ! command -v sudo >/dev/null; then
+      echo "setup: missing packages (${missing[*]}); run as root to install them" >&2
+      exit 1
+    fi
+    as_root=(sudo)
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  step "apt-get update" "${as_root[@]}" apt-get -q update
+  step "apt-get install" "${as_root[@]}" apt-get -q -y --no-install-recommends \
+    install "${missing[@]}"
+fi
+
+configure=(cmake -S "$root" -B "$build")
+case ${DURABLE_SANITIZE:-} in
+  1 | ON | on | yes) configure+=(-DDURABLE_SANITIZE=ON) ;;
+  0 | OFF | off | no) configure+=(-DDURABLE_SANITIZE=OFF) ;;
+  "") ;;
+  *) echo "setup: DURABLE_SANITIZE must be 1 or 0, not '$DURABLE_SANITIZE'" >&2; exit 2 ;;
+esac
+
+step "cmake configure" "${configure[@]}"
+step "build" cmake --build "$build" --parallel "$(nproc)"
+
+sanitize=off
+grep -qx 'DURABLE_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" && sanitize=on
+echo "build: ok (${build#"$root"/}, sanitizers $sanitize)"
