@@ -68,6 +68,8 @@ void durable_hub_set_data(durable_hub_t *hub, void *data,
   hub->data_free = free_cb;
 }
 
+static void cancel_timers(durable_hub_t *hub);
+
 /* ---- the ready list and turns ---------------------------------------------- */
 
 static int has_turn(const durable_hub_t *hub) {
@@ -91,7 +93,7 @@ static void make_ready(durable_hub_t *hub) {
 static void on_idle(uv_idle_t *idle) { durable__mesh_drain(idle->data); }
 
 void durable__mesh_wake(durable_mesh_t *mesh) {
-  if (!mesh->idle_on) {
+  if (!mesh->idle_on && !mesh->idle_closed) {
     mesh->idle_on = 1;
     uv_idle_start(&mesh->idle, on_idle);
   }
@@ -214,6 +216,10 @@ void durable__hub_fail_activation(durable_hub_t *hub, int status,
                                   const char *message) {
   durable_mesh_t *mesh = hub->mesh;
   hub->level = DURABLE_HUB_DEAD;
+  /* what its init steps started ends with it */
+  durable__fail_pending(hub, DURABLE_ESHUTDOWN,
+                        "the hub's activation failed before the answer came");
+  cancel_timers(hub);
   leave_table(hub);
   durable__env_t *env;
   while ((env = pop(&hub->inbox, &hub->inbox_tail)) != NULL) {
@@ -245,8 +251,6 @@ static void close_quiesce_timer(durable_hub_t *hub) {
   hub->quiesce_timer = NULL;
 }
 
-static void cancel_timers(durable_hub_t *hub);
-
 static void finish(durable_hub_t *hub) {
   durable_mesh_t *mesh = hub->mesh;
   hub->level = DURABLE_HUB_SHUTDOWN;
@@ -274,15 +278,34 @@ static void finish(durable_hub_t *hub) {
   durable_hub_unref(hub); /* the table's reference */
 }
 
+static void finish_turn(int status, const char *message, void *data) {
+  durable_hub_t *hub = data;
+  (void)status;
+  (void)message;
+  if (hub->level == DURABLE_HUB_QUIESCING) finish(hub);
+  durable_hub_unref(hub);
+}
+
+/* The shutdown (pending callbacks, dispose actions) runs as a turn of the
+ * dispatcher, never inside the call that made it due -- a reply sent from a
+ * handler, a raw timer callback, durable_mesh_close. */
+static void schedule_finish(durable_hub_t *hub) {
+  if (hub->finishing) return;
+  hub->finishing = 1;
+  durable_hub_ref(hub);
+  durable__mesh_later(hub->mesh, finish_turn, 0, NULL, hub);
+}
+
 void durable__hub_check_quiesced(durable_hub_t *hub) {
   if (hub->level == DURABLE_HUB_QUIESCING && hub->in_flight == 0 &&
       hub->npending == 0)
-    finish(hub);
+    schedule_finish(hub);
 }
 
 static void on_quiesce_budget(uv_timer_t *timer) {
   durable_hub_t *hub = timer->data;
   durable_mesh_t *mesh = hub->mesh;
+  if (hub->finishing) return; /* it quiesced in time after all */
   mesh->stats.quiesce_timeouts++;
   durable_mesh_log(mesh, DURABLE_LOG_WARN,
                    "[Hubs] Quiesce budget of %u ms ran out for '%s' with %zu "
@@ -290,7 +313,8 @@ static void on_quiesce_budget(uv_timer_t *timer) {
                    "leaving anyway",
                    mesh->quiesce_budget_ms, hub->address, hub->in_flight,
                    hub->npending);
-  finish(hub);
+  durable__abandon_replies(hub);
+  schedule_finish(hub);
 }
 
 void durable__hub_start_quiesce(durable_hub_t *hub) {

@@ -87,6 +87,7 @@ struct durable_hub_s {
   int is_client, is_reads;
   int recycle_requested; /* asked while Starting */
   int recycling;         /* counts in stats.recycles */
+  int finishing;         /* the shutdown is queued as a turn */
 
   durable__env_t *inbox, *inbox_tail;     /* requests and posts */
   durable__env_t *replies, *replies_tail; /* answers to our requests */
@@ -95,6 +96,7 @@ struct durable_hub_s {
   int on_ready;
 
   size_t in_flight; /* messages handed to handlers, not finished yet */
+  durable_reply_t *handling; /* their reply handles */
   durable__pending_t *pending; /* our requests awaiting answers */
   size_t npending;
   size_t init_step;
@@ -138,6 +140,7 @@ struct durable_mesh_s {
 
   durable__later_t *later, *later_tail; /* callbacks owed, run next tick */
   int closing;
+  int idle_closed;
   int handles; /* uv handles not yet closed (idle, timers) */
   int store_closed;
   void (*close_cb)(void *data);
@@ -176,6 +179,9 @@ void durable__run_reply(durable_hub_t *hub, durable__env_t *env);
 void durable__run_message(durable_hub_t *hub, durable__env_t *env);
 /* Answer every request `hub` is still waiting for with `status`. */
 void durable__fail_pending(durable_hub_t *hub, int status, const char *message);
+/* The budget ran out: answer the requests still in handlers with
+ * ShuttingDown now (a late reply is then dropped). */
+void durable__abandon_replies(durable_hub_t *hub);
 /* An init step's completion handle. */
 durable_reply_t *durable__step_reply(durable_hub_t *hub,
                                      void (*done)(durable_hub_t *hub, int status,

@@ -34,6 +34,10 @@ void durable_mesh_stats(const durable_mesh_t *mesh, durable_mesh_stats_t *out) {
 
 void durable__mesh_later(durable_mesh_t *mesh, durable_status_cb cb,
                          int status, const char *message, void *data) {
+  if (mesh->idle_closed) { /* the mesh is being freed: no later tick */
+    cb(status, message, data);
+    return;
+  }
   durable__later_t *l = calloc(1, sizeof(*l));
   if (l == NULL) { /* no memory to defer it: better now than never */
     cb(DURABLE_ENOMEM, "out of memory", data);
@@ -268,6 +272,8 @@ int durable_mesh_recycle(durable_mesh_t *mesh, const char *address,
                          durable_error_t *err) {
   if (address == NULL)
     return durable__error(err, DURABLE_EINVAL, "address is missing");
+  if (mesh->idle_closed)
+    return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closed");
   durable_hub_t *hub = durable__map_get(&mesh->hubs, address);
   if (hub == NULL) {
     if (cb) durable__mesh_later(mesh, cb, 0, NULL, data);
@@ -277,6 +283,8 @@ int durable_mesh_recycle(durable_mesh_t *mesh, const char *address,
     return durable__error(err, DURABLE_EINVAL,
                           "the read-issuing hub '%s' is never recycled",
                           address);
+  /* the hub never dies inside this call (its shutdown is a later turn), so
+   * the callback cannot run before the call returns */
   if (cb) durable__hub_on_dead(hub, cb, data);
   if (hub->level == DURABLE_HUB_STARTING)
     hub->recycle_requested = 1;
@@ -455,10 +463,21 @@ void durable__mesh_hub_left(durable_mesh_t *mesh) {
   /* every hub is gone: owed callbacks run, then the store closes (its
    * queued work finishes first) and the idle handle goes */
   durable__mesh_run_later(mesh);
+  /* a dead hub left on the ready list (an answer queued in the pass its
+   * budget ran out in) has nothing to run: drop the list's references,
+   * which the idle handle closed below would otherwise never release */
+  while (mesh->ready_head) {
+    durable_hub_t *hub = mesh->ready_head;
+    mesh->ready_head = hub->ready_next;
+    hub->on_ready = 0;
+    durable_hub_unref(hub);
+  }
+  mesh->ready_tail = NULL;
   durable_store_t *store = mesh->store;
   mesh->store = NULL;
   uv_idle_stop(&mesh->idle);
   mesh->idle_on = 0;
+  mesh->idle_closed = 1;
   uv_close((uv_handle_t *)&mesh->idle, on_idle_closed);
   durable_store_close(store, on_store_closed, mesh);
 }

@@ -19,11 +19,13 @@
 #include <string.h>
 
 struct durable_reply_s {
+  durable_reply_t *prev, *next; /* in hub->handling */
   durable_hub_t *hub; /* the hub whose message this is (a reference) */
   uint64_t request_id;
   char *type;
   /* set for an init step instead of a message */
   void (*step_done)(durable_hub_t *hub, int status, const char *message);
+  int abandoned; /* answered ShuttingDown when the budget ran out */
 };
 
 char *durable__strdup0(const char *s) { return s ? strdup(s) : NULL; }
@@ -264,7 +266,23 @@ static durable_reply_t *reply_new(durable_hub_t *hub, uint64_t id,
   r->request_id = id;
   durable_hub_ref(hub);
   hub->in_flight++;
+  r->next = hub->handling;
+  if (hub->handling) hub->handling->prev = r;
+  hub->handling = r;
   return r;
+}
+
+void durable__abandon_replies(durable_hub_t *hub) {
+  char message[DURABLE_PATH_MAX + 96];
+  snprintf(message, sizeof message,
+           "hub '%s' left before it answered (its quiesce budget ran out)",
+           hub->address);
+  for (durable_reply_t *r = hub->handling; r; r = r->next) {
+    if (r->request_id == 0) continue;
+    durable__answer(hub->mesh, r->request_id, DURABLE_ESHUTDOWN, NULL, message);
+    r->request_id = 0;
+    r->abandoned = 1;
+  }
 }
 
 static void reply_finish(durable_reply_t *r, int status, const char *payload,
@@ -274,12 +292,15 @@ static void reply_finish(durable_reply_t *r, int status, const char *payload,
     r->step_done(hub, status, message);
   } else if (r->request_id) {
     durable__answer(hub->mesh, r->request_id, status, payload, message);
-  } else if (status < 0) {
+  } else if (status < 0 && !r->abandoned) {
     durable_mesh_log(hub->mesh, DURABLE_LOG_WARN,
                      "[Hubs] '%s' failed at hub '%s': %s", r->type, hub->address,
                      message ? message : durable_strerror(status));
   }
   hub->in_flight--;
+  if (r->prev) r->prev->next = r->next;
+  else hub->handling = r->next;
+  if (r->next) r->next->prev = r->prev;
   free(r->type);
   free(r);
   durable__hub_check_quiesced(hub);
