@@ -50,6 +50,15 @@ void durable_hub_ref(durable_hub_t *hub) { hub->refs++; }
 void durable_hub_unref(durable_hub_t *hub) {
   if (--hub->refs > 0) return;
   if (hub->data_free) hub->data_free(hub->data);
+  while (hub->attached) {
+    durable__attach_t *a = hub->attached;
+    hub->attached = a->next;
+    if (a->free_cb) a->free_cb(a->data);
+    free(a);
+  }
+  for (size_t i = 0; i < hub->nhandlers; i++) free(hub->handlers[i].msg_type);
+  free(hub->handlers);
+  free(hub->disposes);
   free(hub->address);
   free(hub->node_type);
   free(hub);
@@ -261,6 +270,8 @@ static void finish(durable_hub_t *hub) {
   if (hub->type)
     for (size_t i = 0; i < hub->type->ndisposes; i++)
       hub->type->disposes[i].dispose(hub, hub->type->disposes[i].data);
+  for (size_t i = 0; i < hub->ndisposes; i++)
+    hub->disposes[i].dispose(hub, hub->disposes[i].data);
   /* What is still queued is treated like anything that arrived while
    * quiescing (requests refused, posts deferred): routed while the hub is
    * still in the table, so it cannot reach a fresh activation yet. */
@@ -399,4 +410,56 @@ int durable_hub_timer(durable_hub_t *hub, uint32_t ms, const char *type,
   hub->timers = t;
   uv_timer_start(&t->timer, on_hub_timer, ms, 0);
   return 0;
+}
+
+/* ---- per-activation additions ----------------------------------------------------- */
+
+int durable__hub_on(durable_hub_t *hub, const char *msg_type,
+                    durable_handler_cb cb, void *data, durable_error_t *err) {
+  for (size_t i = 0; i < hub->nhandlers; i++)
+    if (strcmp(hub->handlers[i].msg_type, msg_type) == 0)
+      return durable__error(err, DURABLE_EEXIST,
+                            "hub '%s' already handles '%s'", hub->address,
+                            msg_type);
+  durable__handler_t *h =
+      realloc(hub->handlers, (hub->nhandlers + 1) * sizeof(*h));
+  if (h == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  hub->handlers = h;
+  if ((h[hub->nhandlers].msg_type = strdup(msg_type)) == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  h[hub->nhandlers].cb = cb;
+  h[hub->nhandlers].data = data;
+  hub->nhandlers++;
+  return 0;
+}
+
+int durable__hub_on_dispose(durable_hub_t *hub, durable_dispose_cb cb,
+                            void *data) {
+  durable__step_t *d =
+      realloc(hub->disposes, (hub->ndisposes + 1) * sizeof(*d));
+  if (d == NULL) return DURABLE_ENOMEM;
+  d[hub->ndisposes].dispose = cb;
+  d[hub->ndisposes].init = NULL;
+  d[hub->ndisposes].data = data;
+  hub->disposes = d;
+  hub->ndisposes++;
+  return 0;
+}
+
+int durable__hub_attach(durable_hub_t *hub, const void *key, void *data,
+                        void (*free_cb)(void *data)) {
+  durable__attach_t *a = calloc(1, sizeof(*a));
+  if (a == NULL) return DURABLE_ENOMEM;
+  a->key = key;
+  a->data = data;
+  a->free_cb = free_cb;
+  a->next = hub->attached;
+  hub->attached = a;
+  return 0;
+}
+
+void *durable__hub_attached(const durable_hub_t *hub, const void *key) {
+  for (durable__attach_t *a = hub->attached; a; a = a->next)
+    if (a->key == key) return a->data;
+  return NULL;
 }

@@ -68,6 +68,16 @@ typedef struct {
   void *data;
 } durable__step_t;
 
+/* Something a layer above keeps on one activation (streams keep their
+ * consumers here), freed with the hub. */
+typedef struct durable__attach_s durable__attach_t;
+struct durable__attach_s {
+  durable__attach_t *next;
+  const void *key;
+  void *data;
+  void (*free_cb)(void *data);
+};
+
 struct durable_node_type_s {
   char *name;
   durable__handler_t *handlers;
@@ -106,6 +116,13 @@ struct durable_hub_s {
 
   void *data;
   void (*data_free)(void *data);
+
+  /* what a layer above added to this activation alone */
+  durable__handler_t *handlers;
+  size_t nhandlers;
+  durable__step_t *disposes;
+  size_t ndisposes;
+  durable__attach_t *attached;
 };
 
 /* A callback owed to a caller, run on the next tick rather than inside the
@@ -161,6 +178,17 @@ void durable__hub_on_started(durable_hub_t *hub, durable_status_cb cb,
                              void *data);
 void durable__mesh_drain(durable_mesh_t *mesh);
 void durable__mesh_handle_closed(durable_mesh_t *mesh);
+
+/* Per-activation additions, for the layers above (streams): a handler of
+ * this hub alone (looked up before the node type's), a dispose action of
+ * this hub alone (run after the node type's), and keyed attachments. */
+int durable__hub_on(durable_hub_t *hub, const char *msg_type,
+                    durable_handler_cb cb, void *data, durable_error_t *err);
+int durable__hub_on_dispose(durable_hub_t *hub, durable_dispose_cb cb,
+                            void *data);
+int durable__hub_attach(durable_hub_t *hub, const void *key, void *data,
+                        void (*free_cb)(void *data));
+void *durable__hub_attached(const durable_hub_t *hub, const void *key);
 
 /* request.c */
 durable__env_t *durable__env_new(durable__env_kind_t kind, const char *type,

@@ -327,6 +327,8 @@ durable_reply_t *durable__step_reply(durable_hub_t *hub,
 
 static const durable__handler_t *handler_for(durable_hub_t *hub,
                                              const char *type) {
+  for (size_t i = 0; i < hub->nhandlers; i++)
+    if (strcmp(hub->handlers[i].msg_type, type) == 0) return &hub->handlers[i];
   if (hub->type == NULL) return NULL;
   for (size_t i = 0; i < hub->type->nhandlers; i++)
     if (strcmp(hub->type->handlers[i].msg_type, type) == 0)
