@@ -84,6 +84,8 @@ struct durable_node_type_s {
   size_t nhandlers;
   durable__step_t *inits, *disposes;
   size_t ninits, ndisposes;
+  void **kept; /* memory a layer above gave the type to free with it */
+  size_t nkept;
 };
 
 struct durable_hub_s {
@@ -186,6 +188,8 @@ int durable__hub_on(durable_hub_t *hub, const char *msg_type,
                     durable_handler_cb cb, void *data, durable_error_t *err);
 int durable__hub_on_dispose(durable_hub_t *hub, durable_dispose_cb cb,
                             void *data);
+/* Free `a` and `b` (either may be NULL) when the node type is freed. */
+int durable__node_type_keep(durable_node_type_t *type, void *a, void *b);
 int durable__hub_attach(durable_hub_t *hub, const void *key, void *data,
                         void (*free_cb)(void *data));
 void *durable__hub_attached(const durable_hub_t *hub, const void *key);
@@ -210,10 +214,22 @@ void durable__fail_pending(durable_hub_t *hub, int status, const char *message);
 /* The budget ran out: answer the requests still in handlers with
  * ShuttingDown now (a late reply is then dropped). */
 void durable__abandon_replies(durable_hub_t *hub);
+/* A completion handle that calls `fn` when finished: for work a layer
+ * above hands to a handler (a consumer's item).  It counts as a message in
+ * a handler, so a recycle waits for it. */
+typedef void (*durable__reply_fn)(durable_hub_t *hub, int status,
+                                  const char *payload, const char *message,
+                                  void *data);
+durable_reply_t *durable__reply_callback(durable_hub_t *hub, durable__reply_fn fn,
+                                         void *data);
 /* An init step's completion handle. */
 durable_reply_t *durable__step_reply(durable_hub_t *hub,
                                      void (*done)(durable_hub_t *hub, int status,
                                                   const char *message));
+
+/* The layers above install themselves in every mesh (streams: the
+ * DurableStream NodeType); NULL-terminated, defined by them. */
+extern int (*const durable__mesh_installs[])(durable_mesh_t *mesh);
 
 /* mesh.c */
 void durable__mesh_later(durable_mesh_t *mesh, durable_status_cb cb,

@@ -134,7 +134,18 @@ int durable_node_type_on_dispose(durable_node_type_t *type,
                   (durable__step_t){.dispose = cb, .data = data});
 }
 
+int durable__node_type_keep(durable_node_type_t *type, void *a, void *b) {
+  void **k = realloc(type->kept, (type->nkept + 2) * sizeof(*k));
+  if (k == NULL) return DURABLE_ENOMEM;
+  k[type->nkept++] = a;
+  k[type->nkept++] = b;
+  type->kept = k;
+  return 0;
+}
+
 static void node_type_free(durable_node_type_t *t) {
+  for (size_t i = 0; i < t->nkept; i++) free(t->kept[i]);
+  free(t->kept);
   for (size_t i = 0; i < t->nhandlers; i++) free(t->handlers[i].msg_type);
   free(t->handlers);
   free(t->inits);
@@ -420,6 +431,13 @@ int durable_mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
     return DURABLE_ENOMEM;
   }
   mesh->reads->is_client = mesh->reads->is_reads = 1;
+  for (size_t i = 0; durable__mesh_installs[i]; i++) {
+    if ((rc = durable__mesh_installs[i](mesh)) < 0) {
+      durable__error(err, rc, "cannot set up the mesh: %s", durable_strerror(rc));
+      durable_mesh_close(mesh, NULL, NULL);
+      return rc;
+    }
+  }
   *out = mesh;
   return 0;
 }

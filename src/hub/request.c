@@ -25,6 +25,9 @@ struct durable_reply_s {
   char *type;
   /* set for an init step instead of a message */
   void (*step_done)(durable_hub_t *hub, int status, const char *message);
+  /* set for a continuation (durable__reply_callback) */
+  durable__reply_fn then;
+  void *then_data;
   int abandoned; /* answered ShuttingDown when the budget ran out */
 };
 
@@ -290,6 +293,8 @@ static void reply_finish(durable_reply_t *r, int status, const char *payload,
   durable_hub_t *hub = r->hub;
   if (r->step_done) {
     r->step_done(hub, status, message);
+  } else if (r->then) {
+    r->then(hub, status, payload, message, r->then_data);
   } else if (r->request_id) {
     durable__answer(hub->mesh, r->request_id, status, payload, message);
   } else if (status < 0 && !r->abandoned) {
@@ -322,6 +327,16 @@ durable_reply_t *durable__step_reply(durable_hub_t *hub,
                                                   const char *message)) {
   durable_reply_t *r = reply_new(hub, 0, "init");
   if (r) r->step_done = done;
+  return r;
+}
+
+durable_reply_t *durable__reply_callback(durable_hub_t *hub, durable__reply_fn fn,
+                                         void *data) {
+  durable_reply_t *r = reply_new(hub, 0, "continuation");
+  if (r) {
+    r->then = fn;
+    r->then_data = data;
+  }
   return r;
 }
 

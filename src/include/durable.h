@@ -548,6 +548,135 @@ void *durable_hub_data(const durable_hub_t *hub);
 int durable_hub_timer(durable_hub_t *hub, uint32_t ms, const char *type,
                       const char *payload, durable_error_t *err);
 
+
+/* ---- durable streams ------------------------------------------------------ */
+
+/* A durable stream is saved nodes, satellites of its owner `key`:
+ *
+ *   {key}/_DurableStream/{ns}                                  DurableStream
+ *   {key}/_DurableStream/{ns}/_DurableStreamItem/000000000001  DurableStreamItem
+ *
+ * The stream node carries LastSequence, the lease (Subscriber, LeaseEpoch,
+ * SubscribedAt), the acknowledged Checkpoint (CheckpointAt) and the orphan
+ * stamp (OrphanedAt, LastSubscriber); each item is a write-once node
+ * {Sequence, PayloadJson, AppendedAt} whose id is its 12-digit sequence.
+ * The stream node's hub runs every append, claim, ack and release of the
+ * stream through one serial chain, each a store transaction. */
+typedef struct durable_stream_id_s {
+  const char *ns;  /* the family, e.g. "DocumentLog": non-empty, no '/' */
+  const char *key; /* the owner's path */
+} durable_stream_id_t;
+
+/* 0, or DURABLE_EINVAL with the spec's message ("A durable stream needs a
+ * non-empty Namespace without '/' (was '...')", "Durable stream '...' needs
+ * the owning node's path as Key."), or the path rule the key breaks. */
+int durable_stream_check(const durable_stream_id_t *id, durable_error_t *err);
+
+/* "{key}/_DurableStream/{ns}" and its items namespace; DURABLE_EINVAL when
+ * `size` is too small. */
+int durable_stream_path(const durable_stream_id_t *id, char *out, size_t size);
+int durable_stream_items_ns(const durable_stream_id_t *id, char *out,
+                            size_t size);
+
+/* One item as a consumer or reader sees it (borrowed for the callback). */
+typedef struct durable_item_s {
+  durable_stream_id_t stream;
+  int64_t sequence;          /* from 1, contiguous per stream */
+  const char *payload;       /* JSON text exactly as produced */
+  int64_t appended_at;       /* ms since the epoch; 0 when the source has none */
+  const durable_node_t *node; /* the node the item was read from */
+} durable_item_t;
+
+typedef struct durable_stream_options_s {
+  uint32_t holder_probe_ms; /* a claim waits this long for the holder's ping: 5000 */
+  uint32_t reclaim_ms;      /* a refused consumer claims again after: 30000 */
+  uint32_t backoff_min_ms;  /* a failed consumer starts over after: 1000, */
+  uint32_t backoff_max_ms;  /*   doubling up to: 60000 */
+} durable_stream_options_t;
+
+/* Set the stream timings of a mesh (0 fields keep their defaults).  Call
+ * before the first stream is used. */
+void durable_mesh_stream_options(durable_mesh_t *mesh,
+                                 const durable_stream_options_t *options);
+
+/* Append `payload` (JSON text, kept byte for byte) to the stream, on behalf
+ * of `hub` (the request goes out from the read-issuing hub, so a quiescing
+ * hub may publish).  The stream node is made on first use, once per stream
+ * per process.  `cb` gets the sequence once the item is saved, or a failure
+ * ("Appending to durable stream NS@KEY failed: ..."). */
+typedef void (*durable_sequence_cb)(int status, int64_t sequence,
+                                    const char *message, void *data);
+int durable_publish(durable_hub_t *hub, const durable_stream_id_t *id,
+                    const char *payload, durable_sequence_cb cb, void *data,
+                    durable_error_t *err);
+
+/* Where a stream's items are read from.  The default (a NULL source) is the
+ * stream's own item nodes.  A custom source names a namespace whose children
+ * are the items, a node -> sequence function (1-based, contiguous; <= 0 for
+ * "not an item") and a node -> payload function (a malloc'ed JSON text, or
+ * a negative code with `err` filled: the reader stops at that item).  The
+ * lease and checkpoint still live on the stream node. */
+typedef struct durable_source_s {
+  const char *items_ns;
+  int64_t (*sequence_of)(const durable_node_t *node, void *data);
+  int (*payload_of)(const durable_node_t *node, char **payload, void *data,
+                    durable_error_t *err);
+  void *data;
+} durable_source_t;
+
+/* A document's `{doc}/_DocumentPart/{index:D6}` children as a source:
+ * sequence = index + 1, payload = the part's content; ids that are not
+ * exactly six digits are not items.  `items_ns` must have room for the
+ * path. */
+int durable_source_document_parts(const char *doc_path, char *items_ns,
+                                  size_t size, durable_source_t *out);
+
+/* A plain, unleased reader: every item after `after`, in order, gap-free
+ * (an item ahead of a missing one waits for it, a duplicate is dropped),
+ * the backlog then the live tail, until closed.  No acknowledgement.
+ * `cb` gets status 0 and an item, or a failure (an unreadable payload: the
+ * reader stops there). */
+typedef struct durable_reader_s durable_reader_t;
+typedef void (*durable_reader_cb)(durable_reader_t *reader, int status,
+                                  const durable_item_t *item,
+                                  const char *message, void *data);
+int durable_read(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                 int64_t after, const durable_source_t *source,
+                 durable_reader_cb cb, void *data, durable_reader_t **out,
+                 durable_error_t *err);
+/* No callback runs after this returns. */
+void durable_reader_close(durable_reader_t *reader);
+
+/* A leased consumer: the hub holding it claims the stream, handles each item
+ * after the acknowledged checkpoint in order, one at a time, as a turn of
+ * the hub, acknowledges it after `handler` finishes `done`, and releases
+ * the lease when the hub leaves (after the item in flight).  Dormant until
+ * the stream exists.  A failure stops at the item, is logged ("... was NOT
+ * acknowledged ..."), and the consumer starts over from the claim after a
+ * backoff. */
+typedef void (*durable_item_handler_cb)(durable_hub_t *hub,
+                                        const durable_item_t *item,
+                                        durable_reply_t *done, void *data);
+typedef struct durable_consumer_s {
+  const char *ns; /* the stream family */
+  /* the owner whose stream this hub consumes, written into `out`; NULL:
+   * the hub's own address */
+  int (*key_of)(durable_hub_t *hub, char *out, size_t size, void *data);
+  /* where the items are; NULL: the stream's own items */
+  int (*source_of)(durable_hub_t *hub, durable_source_t *out, void *data);
+  durable_item_handler_cb handler;
+  void *data;
+} durable_consumer_t;
+
+/* Every hub of NodeType `type` consumes (several families per type are
+ * fine; the struct is copied, `data` is borrowed for the mesh's life). */
+int durable_node_type_consume(durable_node_type_t *type,
+                              const durable_consumer_t *consumer,
+                              durable_error_t *err);
+/* This hub consumes, for as long as it is active (a client hub, say). */
+int durable_hub_consume(durable_hub_t *hub, const durable_consumer_t *consumer,
+                        durable_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,636 @@
+/*
+ * consumer.c: the leased consumer, one per stream family per hub
+ * activation.
+ *
+ *   start --stream exists?--no--> dormant --wake--+
+ *     |yes                                         |
+ *     v                                            v
+ *   claim --refused--> waiting (orphan event | wake | reclaim timer) --> claim
+ *     |granted
+ *     v
+ *   consume: pull the next item after the checkpoint
+ *     -> turn: a request the hub sends itself; its handler runs the user's
+ *        handler on the hub's loop; when that finishes, the ack goes out
+ *        from the read-issuing hub; the turn's answer says how it went
+ *     -> answered ok: the next item (never before)
+ *     -> fenced: claim again at once
+ *     -> failed: log "... was NOT acknowledged ...", claim again after a
+ *        backoff (1 s doubling to 60 s); the item is retried, never skipped
+ *   the hub leaves: no new item starts; the item in flight is a pending
+ *   request, so the quiesce waits for it; then the lease is released.
+ *
+ * The consumer never creates a stream: it looks with an existence query (a
+ * listing read) and otherwise waits for the wake that a producer's append
+ * causes.  Claim, ack and release go out from the read-issuing hub, naming
+ * this hub as subscriber, because a quiescing hub sends no new requests.
+ * Timers post messages to the hub; a generation number retires the
+ * messages and answers of an earlier round.
+ */
+#include "stream.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A turn lasts as long as its handler: no timeout of its own. */
+#define TURN_TIMEOUT_MS (24u * 3600u * 1000u)
+
+typedef enum {
+  C_STARTING = 1,
+  C_DORMANT,
+  C_CLAIMING,
+  C_WAITING,
+  C_CONSUMING,
+  C_BACKOFF,
+  C_STOPPED
+} cstate_t;
+
+typedef struct consumer_s {
+  durable_hub_t *hub; /* not a reference: the consumer lives inside the hub */
+  durable_mesh_t *mesh;
+  durable_consumer_t cfg;
+  char *ns, *key;
+  char path[DURABLE_PATH_MAX + 1];
+  char stream_ns[DURABLE_PATH_MAX + 1]; /* {key}/_DurableStream */
+  durable_source_t source;
+  int has_source;
+  char source_ns[DURABLE_PATH_MAX + 1];
+  cstate_t state;
+  uint64_t gen;
+  int64_t epoch, checkpoint;
+  int attempt;
+  durable__pull_t *pull;
+  durable_watch_t *orphan_watch;
+  /* the item of the turn in flight */
+  int64_t turn_seq;
+  durable_node_t *turn_node;
+  char *turn_payload;
+  int64_t turn_appended_at;
+  char msg_turn[DURABLE_PATH_MAX], msg_wake[DURABLE_PATH_MAX],
+      msg_retry[DURABLE_PATH_MAX], msg_reclaim[DURABLE_PATH_MAX];
+} consumer_t;
+
+static durable_stream_id_t id_of(const consumer_t *c) {
+  return (durable_stream_id_t){.ns = c->ns, .key = c->key};
+}
+
+static const char *name_of(const consumer_t *c, durable__stream_name_t *buf) {
+  durable_stream_id_t id = id_of(c);
+  *buf = durable__stream_name(&id);
+  return buf->text;
+}
+
+static const char *hub_name(const consumer_t *c) {
+  return durable_hub_address(c->hub);
+}
+
+static int leaving(const consumer_t *c) {
+  return c->state == C_STOPPED ||
+         durable_hub_run_level(c->hub) >= DURABLE_HUB_QUIESCING;
+}
+
+/* A request from the read-issuing hub whose answer comes back to `c` if the
+ * consumer is still in the round `gen`. */
+typedef struct {
+  consumer_t *c;
+  uint64_t gen;
+  int64_t seq;
+  durable_reply_t *turn; /* an ack's turn */
+} ask_t;
+
+static int ask(consumer_t *c, const char *type, json_t *payload,
+               durable_response_cb cb, ask_t *a, durable_error_t *err) {
+  char *text = payload ? json_dumps(payload, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
+  json_decref(payload);
+  if (text == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  a->c = c;
+  durable_hub_ref(c->hub);
+  int rc = durable_hub_request(durable_mesh_reads_hub(c->mesh), c->path, type,
+                               text, 0, cb, a, err);
+  free(text);
+  if (rc < 0) durable_hub_unref(c->hub);
+  return rc;
+}
+
+/* Arm a hub timer that posts `type` with the current generation. */
+static void arm(consumer_t *c, const char *type, uint32_t ms) {
+  char payload[32];
+  snprintf(payload, sizeof payload, "%llu", (unsigned long long)c->gen);
+  durable_hub_timer(c->hub, ms, type, payload, NULL); /* refused once leaving */
+}
+
+static int current_gen(consumer_t *c, const durable_msg_t *msg) {
+  return strtoull(msg->payload, NULL, 10) == c->gen;
+}
+
+static void claim(consumer_t *c);
+static void consume_next(consumer_t *c);
+
+static void stop_reading(consumer_t *c) {
+  durable__pull_close(c->pull);
+  c->pull = NULL;
+  durable_watch_close(c->orphan_watch);
+  c->orphan_watch = NULL;
+}
+
+/* ---- failures ----------------------------------------------------------------------- */
+
+static void failure(consumer_t *c, int64_t seq, const char *why) {
+  stop_reading(c);
+  if (leaving(c)) return;
+  durable_stream_options_t o = durable__stream_options(c->mesh);
+  uint64_t delay = o.backoff_min_ms;
+  for (int i = 0; i < c->attempt && i < 6 && delay < o.backoff_max_ms; i++)
+    delay *= 2;
+  if (delay > o.backoff_max_ms) delay = o.backoff_max_ms;
+  c->attempt++;
+  durable__stream_name_t n;
+  char at[48] = "";
+  if (seq > 0) snprintf(at, sizeof at, " at item %lld", (long long)seq);
+  durable_mesh_log(c->mesh, DURABLE_LOG_ERROR,
+                   "Durable stream consumer %s stopped on %s%s (%s); the item "
+                   "was NOT acknowledged and is retried from the checkpoint "
+                   "in %llu ms",
+                   hub_name(c), name_of(c, &n), at, why,
+                   (unsigned long long)delay);
+  c->state = C_BACKOFF;
+  c->gen++;
+  arm(c, c->msg_retry, (uint32_t)delay);
+}
+
+/* ---- the turn (runs as a message of the hub) -------------------------------------------- */
+
+static void on_ack(const durable_response_t *res) {
+  ask_t *a = res->data;
+  consumer_t *c = a->c;
+  durable__stream_name_t n;
+  if (res->status < 0) {
+    char m[1024];
+    snprintf(m, sizeof m, "the acknowledgement of item %lld failed: %s",
+             (long long)a->seq, res->message);
+    durable_reply_fail(a->turn, DURABLE_EFAILED, m);
+  } else {
+    json_t *j = json_loads(res->payload, 0, NULL);
+    if (json_is_true(json_object_get(j, "Accepted"))) {
+      durable_reply_ok(a->turn, NULL);
+    } else {
+      char m[2048];
+      snprintf(m, sizeof m,
+               "Durable stream %s: the acknowledgement of item %lld was "
+               "refused — %s",
+               name_of(c, &n), (long long)a->seq,
+               j ? json_string_value(json_object_get(j, "Reason")) : "no answer");
+      durable_reply_fail(a->turn, DURABLE_ECONFLICT, m); /* fenced */
+    }
+    json_decref(j);
+  }
+  durable_hub_unref(c->hub);
+  free(a);
+}
+
+static void on_handler_done(durable_hub_t *hub, int status, const char *payload,
+                            const char *message, void *data) {
+  ask_t *a = data;
+  consumer_t *c = a->c;
+  (void)hub;
+  (void)payload;
+  durable__stream_name_t n;
+  if (status < 0) {
+    char m[2048];
+    snprintf(m, sizeof m, "Durable stream %s item %lld failed: %s",
+             name_of(c, &n), (long long)a->seq,
+             message ? message : durable_strerror(status));
+    durable_reply_fail(a->turn, DURABLE_EFAILED, m);
+    free(a);
+    return;
+  }
+  /* done: acknowledge from the read-issuing hub (this hub may be
+   * quiescing), and only then answer the turn */
+  durable_error_t err = {0};
+  json_t *j = json_pack("{s:s, s:I, s:I}", "Subscriber", hub_name(c), "Epoch",
+                        (json_int_t)c->epoch, "Sequence", (json_int_t)a->seq);
+  if (ask(c, "durable.ack", j, on_ack, a, &err) < 0) {
+    durable_reply_fail(a->turn, DURABLE_EFAILED, err.message);
+    free(a);
+  }
+}
+
+static void on_turn(durable_hub_t *hub, const durable_msg_t *msg,
+                    durable_reply_t *reply, void *data) {
+  consumer_t *c = data;
+  json_t *j = json_loads(msg->payload, 0, NULL);
+  int64_t seq = json_integer_value(json_object_get(j, "Sequence"));
+  json_decref(j);
+  if (c->turn_node == NULL || seq != c->turn_seq) {
+    char m[DURABLE_PATH_MAX + 80];
+    snprintf(m, sizeof m, "durable stream turn %s#%lld arrived without its item",
+             c->ns, (long long)seq);
+    durable_reply_fail(reply, DURABLE_EFAILED, m);
+    return;
+  }
+  ask_t *a = calloc(1, sizeof(*a));
+  durable_reply_t *done = a ? durable__reply_callback(hub, on_handler_done, a) : NULL;
+  if (done == NULL) {
+    free(a);
+    durable_reply_fail(reply, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  a->c = c;
+  a->seq = seq;
+  a->turn = reply;
+  durable_item_t item = {.stream = id_of(c),
+                         .sequence = seq,
+                         .payload = c->turn_payload,
+                         .appended_at = c->turn_appended_at,
+                         .node = c->turn_node};
+  durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
+                   "Durable stream consumer %s: item %lld of %s", hub_name(c),
+                   (long long)seq, c->ns);
+  c->cfg.handler(hub, &item, done, c->cfg.data);
+}
+
+static void clear_turn(consumer_t *c) {
+  durable_node_free(c->turn_node);
+  free(c->turn_payload);
+  c->turn_node = NULL;
+  c->turn_payload = NULL;
+  c->turn_seq = 0;
+}
+
+static void on_turn_done(const durable_response_t *res) {
+  ask_t *a = res->data;
+  consumer_t *c = a->c;
+  uint64_t gen = a->gen;
+  int64_t seq = a->seq;
+  free(a);
+  clear_turn(c);
+  if (c->state != C_CONSUMING || gen != c->gen) return;
+  if (res->status == 0) {
+    c->checkpoint = seq;
+    consume_next(c);
+  } else if (res->status == DURABLE_ECONFLICT) {
+    durable__stream_name_t n;
+    durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
+                     "Durable stream consumer %s lost the lease of %s; "
+                     "claiming again",
+                     hub_name(c), name_of(c, &n));
+    stop_reading(c);
+    claim(c);
+  } else if (res->status == DURABLE_ESHUTDOWN && leaving(c)) {
+    stop_reading(c); /* the hub is leaving: the release follows */
+  } else {
+    failure(c, seq, res->message);
+  }
+}
+
+/* ---- consuming ------------------------------------------------------------------------------ */
+
+static void on_pulled(durable__pull_t *pull, int status, const durable_item_t *item,
+                      const char *message, void *data) {
+  consumer_t *c = data;
+  (void)pull;
+  if (status < 0) {
+    failure(c, c->checkpoint + 1, message);
+    return;
+  }
+  if (leaving(c)) return; /* an item boundary: nothing new starts */
+  c->turn_seq = item->sequence;
+  c->turn_node = durable_node_dup(item->node);
+  c->turn_payload = strdup(item->payload);
+  c->turn_appended_at = item->appended_at;
+  ask_t *a = calloc(1, sizeof(*a));
+  char payload[48];
+  snprintf(payload, sizeof payload, "{\"Sequence\":%lld}", (long long)item->sequence);
+  durable_error_t err = {0};
+  if (a == NULL || c->turn_node == NULL || c->turn_payload == NULL) {
+    free(a);
+    clear_turn(c);
+    failure(c, item->sequence, "out of memory");
+    return;
+  }
+  a->c = c;
+  a->gen = c->gen;
+  a->seq = item->sequence;
+  /* a request to itself: the handler runs as a turn of this hub, and the
+   * recycle's quiesce waits for it like any pending request */
+  if (durable_hub_request(c->hub, durable_hub_address(c->hub), c->msg_turn,
+                          payload, TURN_TIMEOUT_MS, on_turn_done, a, &err) < 0) {
+    free(a);
+    clear_turn(c);
+    if (!leaving(c)) failure(c, item->sequence, err.message);
+  }
+}
+
+static void consume_next(consumer_t *c) {
+  if (leaving(c) || c->pull == NULL) return;
+  durable__pull_next(c->pull, on_pulled, c);
+}
+
+/* ---- claiming ---------------------------------------------------------------------------------- */
+
+static void on_orphan_signal(durable_watch_t *w, durable_change_kind_t kind,
+                             const durable_node_t *node, void *data) {
+  consumer_t *c = data;
+  (void)w;
+  if (c->state != C_WAITING || kind == DURABLE_CHANGE_REMOVED || node == NULL ||
+      strcmp(node->id, c->ns) != 0)
+    return;
+  durable__stream_state_t s;
+  if (durable__state_decode(node->content, node->path, &s) < 0) return;
+  int free_now = s.subscriber == NULL;
+  durable__state_free(&s);
+  if (free_now) claim(c); /* the orphan event */
+}
+
+static void release_granted(consumer_t *c, int64_t epoch);
+
+static void on_claim(const durable_response_t *res) {
+  ask_t *a = res->data;
+  consumer_t *c = a->c;
+  uint64_t gen = a->gen;
+  free(a);
+  json_t *j = res->status == 0 ? json_loads(res->payload, 0, NULL) : NULL;
+  int granted = json_is_true(json_object_get(j, "Granted"));
+  int64_t epoch = json_integer_value(json_object_get(j, "Epoch"));
+  int64_t checkpoint = json_integer_value(json_object_get(j, "Checkpoint"));
+  const char *holder = json_string_value(json_object_get(j, "Holder"));
+  const char *took = json_string_value(json_object_get(j, "TookOverFrom"));
+  durable__stream_name_t n;
+  if (c->state == C_STOPPED || gen != c->gen) {
+    /* the hub left while the claim was out: give a lease it got back */
+    if (granted) release_granted(c, epoch);
+  } else if (res->status < 0) {
+    failure(c, 0, res->message);
+  } else if (granted) {
+    c->epoch = epoch;
+    c->checkpoint = checkpoint;
+    char takeover[DURABLE_PATH_MAX + 32] = "";
+    if (took) snprintf(takeover, sizeof takeover, ", taken over from %s", took);
+    durable_mesh_log(c->mesh, DURABLE_LOG_INFO,
+                     "Durable stream consumer %s holds %s (epoch %lld%s); "
+                     "resuming after acknowledged sequence %lld",
+                     hub_name(c), name_of(c, &n), (long long)epoch, takeover,
+                     (long long)checkpoint);
+    durable_error_t err = {0};
+    c->pull = durable__pull_new(c->mesh, &(durable_stream_id_t){c->ns, c->key},
+                                checkpoint, c->has_source ? &c->source : NULL, &err);
+    if (c->pull == NULL) {
+      failure(c, checkpoint + 1, err.message);
+    } else {
+      c->state = C_CONSUMING;
+      consume_next(c);
+    }
+  } else {
+    durable_mesh_log(c->mesh, DURABLE_LOG_INFO,
+                     "Durable stream consumer %s: %s is held by %s; waiting for "
+                     "it to be released",
+                     hub_name(c), name_of(c, &n), holder ? holder : "another");
+    c->state = C_WAITING;
+    durable_error_t err = {0};
+    if (durable_store_watch(durable_mesh_store(c->mesh), c->stream_ns, 0,
+                            on_orphan_signal, c, &c->orphan_watch, &err) < 0)
+      c->orphan_watch = NULL; /* the wake and the timer still come */
+    arm(c, c->msg_reclaim, durable__stream_options(c->mesh).reclaim_ms);
+  }
+  json_decref(j);
+  durable_hub_unref(c->hub);
+}
+
+static void claim(consumer_t *c) {
+  if (leaving(c)) return;
+  stop_reading(c);
+  c->state = C_CLAIMING;
+  c->gen++;
+  ask_t *a = calloc(1, sizeof(*a));
+  durable_error_t err = {0};
+  if (a == NULL) {
+    failure(c, 0, "out of memory");
+    return;
+  }
+  a->gen = c->gen;
+  json_t *j = json_pack("{s:s}", "Subscriber", hub_name(c));
+  if (ask(c, "durable.claim", j, on_claim, a, &err) < 0) {
+    free(a);
+    failure(c, 0, err.message);
+  }
+}
+
+/* ---- start, wake, timers ------------------------------------------------------------------ */
+
+static void on_exists(const durable_result_t *res) {
+  consumer_t *c = res->data;
+  durable__stream_name_t n;
+  if (c->state == C_STARTING) {
+    if (res->status < 0) {
+      failure(c, 0, res->message);
+    } else if (res->value) {
+      durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
+                       "Durable stream consumer %s: %s exists — claiming",
+                       hub_name(c), name_of(c, &n));
+      claim(c);
+    } else {
+      durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
+                       "Durable stream consumer %s: %s does not exist — dormant "
+                       "until a wake",
+                       hub_name(c), name_of(c, &n));
+      c->state = C_DORMANT;
+    }
+  }
+  durable_hub_unref(c->hub);
+}
+
+static void start(consumer_t *c) {
+  durable__stream_name_t n;
+  durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
+                   "Durable stream consumer %s starting on %s", hub_name(c),
+                   name_of(c, &n));
+  c->state = C_STARTING;
+  durable_error_t err = {0};
+  durable_hub_ref(c->hub);
+  /* a listing read, never a point read, and never a create */
+  if (durable_store_exists(durable_mesh_store(c->mesh), NULL, c->path, on_exists,
+                           c, &err) < 0) {
+    durable_hub_unref(c->hub);
+    failure(c, 0, err.message);
+  }
+}
+
+static void on_wake(durable_hub_t *hub, const durable_msg_t *msg,
+                    durable_reply_t *reply, void *data) {
+  consumer_t *c = data;
+  (void)hub;
+  (void)msg;
+  if (c->state == C_DORMANT || c->state == C_WAITING) claim(c);
+  durable_reply_ok(reply, NULL);
+}
+
+static void on_retry(durable_hub_t *hub, const durable_msg_t *msg,
+                     durable_reply_t *reply, void *data) {
+  consumer_t *c = data;
+  (void)hub;
+  if (c->state == C_BACKOFF && current_gen(c, msg)) claim(c);
+  durable_reply_ok(reply, NULL);
+}
+
+static void on_reclaim(durable_hub_t *hub, const durable_msg_t *msg,
+                       durable_reply_t *reply, void *data) {
+  consumer_t *c = data;
+  (void)hub;
+  if (c->state == C_WAITING && current_gen(c, msg)) claim(c);
+  durable_reply_ok(reply, NULL);
+}
+
+/* ---- leaving ---------------------------------------------------------------------------------- */
+
+static void on_released(const durable_response_t *res) {
+  ask_t *a = res->data;
+  consumer_t *c = a->c;
+  durable__stream_name_t n;
+  if (res->status == 0)
+    durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
+                     "Durable stream consumer %s released %s: %s", hub_name(c),
+                     name_of(c, &n), res->payload);
+  else
+    durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
+                     "Durable stream consumer %s could not release %s; the next "
+                     "claimant takes it over once this address stops answering "
+                     "(%s)",
+                     hub_name(c), name_of(c, &n), res->message);
+  durable_hub_unref(c->hub);
+  free(a);
+}
+
+static void release_granted(consumer_t *c, int64_t epoch) {
+  ask_t *a = calloc(1, sizeof(*a));
+  durable_error_t err = {0};
+  json_t *j = json_pack("{s:s, s:I}", "Subscriber", hub_name(c), "Epoch",
+                        (json_int_t)epoch);
+  if (a == NULL || ask(c, "durable.release", j, on_released, a, &err) < 0)
+    free(a);
+}
+
+static void on_dispose(durable_hub_t *hub, void *data) {
+  consumer_t *c = data;
+  (void)hub;
+  int held = c->state == C_CONSUMING;
+  c->state = C_STOPPED;
+  stop_reading(c);
+  clear_turn(c);
+  /* the item in flight is done (the quiesce waited for its turn): let go */
+  if (held && c->epoch > 0) release_granted(c, c->epoch);
+}
+
+static void consumer_free(void *data) {
+  consumer_t *c = data;
+  stop_reading(c);
+  clear_turn(c);
+  free(c->ns);
+  free(c->key);
+  free(c);
+}
+
+/* ---- declaring ---------------------------------------------------------------------------------- */
+
+static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
+                          durable_error_t *err) {
+  consumer_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  c->hub = hub;
+  c->mesh = durable_hub_mesh(hub);
+  c->cfg = *cfg;
+  char key[DURABLE_PATH_MAX + 1];
+  int rc = 0;
+  if (cfg->key_of)
+    rc = cfg->key_of(hub, key, sizeof key, cfg->data);
+  else
+    snprintf(key, sizeof key, "%s", durable_hub_address(hub));
+  c->ns = strdup(cfg->ns);
+  c->key = strdup(key);
+  if (c->ns == NULL || c->key == NULL) rc = DURABLE_ENOMEM;
+  durable_stream_id_t id = {.ns = c->ns, .key = c->key};
+  if (rc < 0) {
+    durable__error(err, rc, "the consumer of '%s' at hub '%s' has no key",
+                   cfg->ns, durable_hub_address(hub));
+  } else if ((rc = durable_stream_check(&id, err)) == 0) {
+    durable_stream_path(&id, c->path, sizeof c->path);
+    snprintf(c->stream_ns, sizeof c->stream_ns, "%.*s",
+             (int)(strrchr(c->path, '/') - c->path), c->path);
+    if (cfg->source_of) {
+      rc = cfg->source_of(hub, &c->source, cfg->data);
+      if (rc < 0)
+        durable__error(err, rc, "the consumer of '%s' at hub '%s' has no source",
+                       cfg->ns, durable_hub_address(hub));
+      c->has_source = rc == 0;
+    }
+  }
+  if (rc < 0) {
+    consumer_free(c);
+    return rc;
+  }
+  snprintf(c->msg_turn, sizeof c->msg_turn, "durable.turn:%s", c->ns);
+  snprintf(c->msg_wake, sizeof c->msg_wake, "durable.wake:%s", c->ns);
+  snprintf(c->msg_retry, sizeof c->msg_retry, "durable.retry:%s", c->ns);
+  snprintf(c->msg_reclaim, sizeof c->msg_reclaim, "durable.reclaim:%s", c->ns);
+  if ((rc = durable__hub_attach(hub, c, c, consumer_free)) < 0) {
+    consumer_free(c);
+    return durable__error(err, rc, "out of memory");
+  }
+  if ((rc = durable__hub_on(hub, c->msg_turn, on_turn, c, err)) < 0 ||
+      (rc = durable__hub_on(hub, c->msg_wake, on_wake, c, err)) < 0 ||
+      (rc = durable__hub_on(hub, c->msg_retry, on_retry, c, err)) < 0 ||
+      (rc = durable__hub_on(hub, c->msg_reclaim, on_reclaim, c, err)) < 0 ||
+      (rc = durable__hub_on_dispose(hub, on_dispose, c)) < 0) {
+    c->state = C_STOPPED;
+    return rc;
+  }
+  start(c);
+  return 0;
+}
+
+static void consumer_init(durable_hub_t *hub, durable_reply_t *done, void *data) {
+  durable_error_t err = {0};
+  if (start_consumer(hub, data, &err) < 0)
+    durable_reply_fail(done, err.code, err.message);
+  else
+    durable_reply_ok(done, NULL);
+}
+
+static int check_consumer(const durable_consumer_t *cfg, durable_error_t *err) {
+  if (cfg == NULL || cfg->handler == NULL)
+    return durable__error(err, DURABLE_EINVAL, "a consumer needs a handler");
+  durable_stream_id_t probe = {.ns = cfg->ns, .key = "x"};
+  return durable_stream_check(&probe, err);
+}
+
+int durable_node_type_consume(durable_node_type_t *type,
+                              const durable_consumer_t *consumer,
+                              durable_error_t *err) {
+  int rc = check_consumer(consumer, err);
+  if (rc < 0) return rc;
+  if (type == NULL) return durable__error(err, DURABLE_EINVAL, "no node type");
+  /* the configuration lives as long as the mesh: keep a copy with it */
+  durable_consumer_t *copy = malloc(sizeof(*copy));
+  char *ns = strdup(consumer->ns);
+  if (copy == NULL || ns == NULL) {
+    free(copy);
+    free(ns);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  *copy = *consumer;
+  copy->ns = ns;
+  rc = durable_node_type_on_init(type, consumer_init, copy);
+  if (rc == 0) rc = durable__node_type_keep(type, copy, ns);
+  return rc < 0 ? durable__error(err, rc, "out of memory") : 0;
+}
+
+int durable_hub_consume(durable_hub_t *hub, const durable_consumer_t *consumer,
+                        durable_error_t *err) {
+  int rc = check_consumer(consumer, err);
+  if (rc < 0) return rc;
+  if (durable_hub_run_level(hub) != DURABLE_HUB_STARTED)
+    return durable__error(err, DURABLE_ESHUTDOWN,
+                          "hub '%s' is not started and cannot consume",
+                          durable_hub_address(hub));
+  return start_consumer(hub, consumer, err);
+}

@@ -1,0 +1,80 @@
+/*
+ * install.c: what the streams layer adds to every mesh, and its per-mesh
+ * state.
+ *
+ * The hub layer calls the hooks of durable__mesh_installs[] when a mesh
+ * opens; it knows nothing of streams (the arrow points down: this file
+ * fills the table the hub layer declares).  Per-mesh state -- the stream
+ * timings and the directory of streams this process has ensured -- is kept
+ * on the read-issuing hub, which lives exactly as long as the mesh.
+ */
+#include "stream.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  durable_stream_options_t options;
+  durable__map_t ensured; /* stream paths made or seen by this process */
+} streams_mesh_t;
+
+static const char mesh_key; /* the attachment's key: its address */
+
+static void mesh_state_free(void *data) {
+  streams_mesh_t *m = data;
+  durable__map_free(&m->ensured);
+  free(m);
+}
+
+static streams_mesh_t *mesh_state(durable_mesh_t *mesh) {
+  return durable__hub_attached(durable_mesh_reads_hub(mesh), &mesh_key);
+}
+
+static int install(durable_mesh_t *mesh) {
+  streams_mesh_t *m = calloc(1, sizeof(*m));
+  if (m == NULL) return DURABLE_ENOMEM;
+  m->options = (durable_stream_options_t){
+      .holder_probe_ms = 5000,
+      .reclaim_ms = 30000,
+      .backoff_min_ms = 1000,
+      .backoff_max_ms = 60000,
+  };
+  if (durable__hub_attach(durable_mesh_reads_hub(mesh), &mesh_key, m,
+                          mesh_state_free) < 0) {
+    free(m);
+    return DURABLE_ENOMEM;
+  }
+  return durable__stream_hub_install(mesh);
+}
+
+int (*const durable__mesh_installs[])(durable_mesh_t *mesh) = {install, NULL};
+
+void durable_mesh_stream_options(durable_mesh_t *mesh,
+                                 const durable_stream_options_t *options) {
+  streams_mesh_t *m = mesh_state(mesh);
+  if (m == NULL || options == NULL) return;
+  if (options->holder_probe_ms) m->options.holder_probe_ms = options->holder_probe_ms;
+  if (options->reclaim_ms) m->options.reclaim_ms = options->reclaim_ms;
+  if (options->backoff_min_ms) m->options.backoff_min_ms = options->backoff_min_ms;
+  if (options->backoff_max_ms) m->options.backoff_max_ms = options->backoff_max_ms;
+}
+
+durable_stream_options_t durable__stream_options(durable_mesh_t *mesh) {
+  streams_mesh_t *m = mesh_state(mesh);
+  return m->options;
+}
+
+/* The directory: the producer's "ensured" set (one idempotent create per
+ * stream per process; losing an entry only costs one more create). */
+int durable__directory_has(durable_mesh_t *mesh, const char *stream_path) {
+  return durable__map_get(&mesh_state(mesh)->ensured, stream_path) != NULL;
+}
+
+void durable__directory_mark(durable_mesh_t *mesh, const char *stream_path) {
+  static char present;
+  durable__map_put(&mesh_state(mesh)->ensured, stream_path, &present);
+}
+
+void durable__directory_forget(durable_mesh_t *mesh, const char *stream_path) {
+  durable__map_del(&mesh_state(mesh)->ensured, stream_path);
+}

@@ -1,0 +1,152 @@
+/*
+ * publish.c: the producer.
+ *
+ * "Ensure before you route": the stream node is created before the first
+ * append of this process (an idempotent create: "already exists" is
+ * success), remembered in the mesh's directory, and only then is the append
+ * sent to the stream node's hub.  A refusal makes the producer forget,
+ * ensure and resend once.  Only producers create streams; consumers never
+ * do.  Requests go out from the read-issuing hub, so a hub that is
+ * quiescing can still publish.
+ */
+#include "stream.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  durable_mesh_t *mesh;
+  char *ns, *key, *path, *payload;
+  durable_sequence_cb cb;
+  void *data;
+  int resent;
+} publish_t;
+
+static void publish_free(publish_t *p) {
+  free(p->ns);
+  free(p->key);
+  free(p->path);
+  free(p->payload);
+  free(p);
+}
+
+static void finish(publish_t *p, int status, int64_t seq, const char *why) {
+  if (status < 0) {
+    durable_stream_id_t id = {.ns = p->ns, .key = p->key};
+    char message[DURABLE_PATH_MAX + 1024];
+    snprintf(message, sizeof message, "Appending to durable stream %s failed: %s",
+             durable__stream_name(&id).text, why ? why : durable_strerror(status));
+    p->cb(status, 0, message, p->data);
+  } else {
+    p->cb(0, seq, NULL, p->data);
+  }
+  publish_free(p);
+}
+
+static void ensure(publish_t *p);
+
+static void on_appended(const durable_response_t *res) {
+  publish_t *p = res->data;
+  if (res->status == 0) {
+    json_t *j = json_loads(res->payload, 0, NULL);
+    json_int_t seq = json_integer_value(json_object_get(j, "Sequence"));
+    json_decref(j);
+    if (seq > 0)
+      finish(p, 0, seq, NULL);
+    else
+      finish(p, DURABLE_EIO, 0, "the stream hub gave no sequence");
+    return;
+  }
+  int refused = res->status == DURABLE_ENOTFOUND || res->status == DURABLE_ESHUTDOWN;
+  if (refused && !p->resent) {
+    durable_stream_id_t id = {.ns = p->ns, .key = p->key};
+    durable_mesh_log(p->mesh, DURABLE_LOG_WARN,
+                     "[DurableStreams] %s: the stream node refused "
+                     "durable.append (%s); ensuring it exists and resending once",
+                     durable__stream_name(&id).text, res->message);
+    p->resent = 1;
+    durable__directory_forget(p->mesh, p->path);
+    ensure(p);
+    return;
+  }
+  finish(p, res->status, 0, res->message);
+}
+
+static void send_append(publish_t *p) {
+  json_t *j = json_pack("{s:s}", "PayloadJson", p->payload);
+  char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  json_decref(j);
+  durable_error_t err = {0};
+  int rc = text ? durable_hub_request(durable_mesh_reads_hub(p->mesh), p->path,
+                                      "durable.append", text, 0, on_appended, p,
+                                      &err)
+                : durable__error(&err, DURABLE_ENOMEM, "out of memory");
+  free(text);
+  if (rc < 0) finish(p, rc, 0, err.message);
+}
+
+static void on_ensured(const durable_result_t *res) {
+  publish_t *p = res->data;
+  if (res->status < 0 && res->status != DURABLE_EEXIST) {
+    finish(p, res->status, 0, res->message);
+    return;
+  }
+  durable__directory_mark(p->mesh, p->path);
+  send_append(p);
+}
+
+static void ensure(publish_t *p) {
+  if (durable__directory_has(p->mesh, p->path)) {
+    send_append(p);
+    return;
+  }
+  durable__stream_state_t s = {.ns = p->ns, .key = p->key};
+  char *content = durable__state_encode(&s);
+  durable_error_t err = {0};
+  int rc = content ? durable_store_create(durable_mesh_store(p->mesh), p->path,
+                                          DURABLE__STREAM_TYPE, content,
+                                          on_ensured, p, &err)
+                   : durable__error(&err, DURABLE_ENOMEM, "out of memory");
+  free(content);
+  if (rc < 0) finish(p, rc, 0, err.message);
+}
+
+int durable_publish(durable_hub_t *hub, const durable_stream_id_t *id,
+                    const char *payload, durable_sequence_cb cb, void *data,
+                    durable_error_t *err) {
+  int rc = durable_stream_check(id, err);
+  if (rc < 0) return rc;
+  if (cb == NULL) return durable__error(err, DURABLE_EINVAL, "callback is missing");
+  durable__stream_name_t name = durable__stream_name(id);
+  if (payload == NULL || strspn(payload, " \t\r\n") == strlen(payload))
+    return durable__error(err, DURABLE_EINVAL,
+                          "A durable stream item for %s needs a payload.",
+                          name.text);
+  json_error_t je;
+  json_t *j = json_loads(payload, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
+  if (j == NULL)
+    return durable__error(err, DURABLE_EINVAL,
+                          "A durable stream item for %s is not JSON: %s at "
+                          "line %d column %d",
+                          name.text, je.text, je.line, je.column);
+  json_decref(j);
+  durable_mesh_t *mesh = durable_hub_mesh(hub);
+  if (mesh->closing)
+    return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closing");
+  publish_t *p = calloc(1, sizeof(*p));
+  char path[DURABLE_PATH_MAX + 1];
+  durable_stream_path(id, path, sizeof path);
+  if (p == NULL || (p->ns = strdup(id->ns)) == NULL ||
+      (p->key = strdup(id->key)) == NULL || (p->path = strdup(path)) == NULL ||
+      (p->payload = strdup(payload)) == NULL) {
+    if (p) publish_free(p);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  p->mesh = mesh;
+  p->cb = cb;
+  p->data = data;
+  ensure(p);
+  return 0;
+}

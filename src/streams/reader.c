@@ -1,0 +1,344 @@
+/*
+ * reader.c: reading a stream in order: the pull reader under the consumer,
+ * and durable_read() over it.
+ *
+ * The reader keeps a cursor (`next`, the sequence it releases next) and a
+ * small sorted reorder buffer.  It reads the backlog by range in pages --
+ * for the stream's own items an index range scan from the cursor, so a
+ * catch-up costs what follows the checkpoint, never the whole stream, and
+ * memory stays one page -- and follows the live tail by reading again when
+ * a change signal says the stream moved: the stream node's LastSequence
+ * (for the stream's own items) or the items namespace (for a custom source).
+ * A signal may be lost or repeated: the cursor makes a repeat harmless (an
+ * item below it is a duplicate and is dropped) and the next read after any
+ * later signal finds what a lost one announced.  An item ahead of a missing
+ * one waits for it; an item whose payload cannot be read stops the reader
+ * there, never skipped.
+ *
+ *   store  --range read after cursor-->  buffer  --next in sequence-->  cb
+ *   watch  --"the stream moved"-------->  read again
+ */
+#include "stream.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAGE 256
+/* A custom source is re-listed from the start of its namespace on each
+ * signal; items further ahead than this wait for a later round. */
+#define AHEAD_MAX 4096
+
+typedef struct {
+  int64_t seq;
+  durable_node_t *node;
+} slot_t;
+
+struct durable__pull_s {
+  durable_mesh_t *mesh;
+  char *ns, *key, *stream_path, *items_ns;
+  durable_source_t source;
+  int custom;
+  int64_t next;     /* the sequence released next */
+  int64_t read_upto; /* own items: the highest sequence read so far */
+  char *round_after; /* custom source: the id cursor of the current round */
+  slot_t *buf;
+  size_t nbuf, cap;
+  int reading, dirty, more, started;
+  durable_watch_t *watch;
+  durable__pull_cb cb;
+  void *cb_data;
+  int closed, failed;
+};
+
+static void pull_free(durable__pull_t *p) {
+  for (size_t i = 0; i < p->nbuf; i++) durable_node_free(p->buf[i].node);
+  free(p->buf);
+  free(p->ns);
+  free(p->key);
+  free(p->stream_path);
+  free(p->items_ns);
+  free(p->round_after);
+  free(p);
+}
+
+/* Insert in sequence order; a second copy of a sequence replaces the first. */
+static int buffer_put(durable__pull_t *p, int64_t seq, const durable_node_t *node) {
+  size_t lo = 0, hi = p->nbuf;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (p->buf[mid].seq < seq) lo = mid + 1;
+    else hi = mid;
+  }
+  durable_node_t *copy = durable_node_dup(node);
+  if (copy == NULL) return DURABLE_ENOMEM;
+  if (lo < p->nbuf && p->buf[lo].seq == seq) {
+    durable_node_free(p->buf[lo].node);
+    p->buf[lo].node = copy;
+    return 0;
+  }
+  if (p->nbuf == p->cap) {
+    size_t cap = p->cap ? p->cap * 2 : 64;
+    slot_t *b = realloc(p->buf, cap * sizeof(*b));
+    if (b == NULL) {
+      durable_node_free(copy);
+      return DURABLE_ENOMEM;
+    }
+    p->buf = b;
+    p->cap = cap;
+  }
+  memmove(&p->buf[lo + 1], &p->buf[lo], (p->nbuf - lo) * sizeof(*p->buf));
+  p->buf[lo] = (slot_t){seq, copy};
+  p->nbuf++;
+  return 0;
+}
+
+static void read_more(durable__pull_t *p);
+
+static void deliver_error(durable__pull_t *p, int status, const char *message) {
+  durable__pull_cb cb = p->cb;
+  p->cb = NULL;
+  p->failed = 1;
+  if (cb) cb(p, status, NULL, message, p->cb_data);
+}
+
+/* Release the next item if it is there; else read when there is reason to. */
+static void try_deliver(durable__pull_t *p) {
+  if (p->closed || p->failed || p->cb == NULL) return;
+  /* drop what the cursor has passed (duplicates) */
+  size_t drop = 0;
+  while (drop < p->nbuf && p->buf[drop].seq < p->next)
+    durable_node_free(p->buf[drop++].node);
+  if (drop) {
+    memmove(p->buf, p->buf + drop, (p->nbuf - drop) * sizeof(*p->buf));
+    p->nbuf -= drop;
+  }
+  if (p->nbuf > 0 && p->buf[0].seq == p->next) {
+    durable_node_t *node = p->buf[0].node;
+    memmove(p->buf, p->buf + 1, (p->nbuf - 1) * sizeof(*p->buf));
+    p->nbuf--;
+    char *payload = NULL;
+    int64_t appended_at = 0;
+    durable_error_t err = {0};
+    int rc = p->custom
+                 ? p->source.payload_of(node, &payload, p->source.data, &err)
+                 : durable__item_decode(node, &payload, &appended_at, &err);
+    if (rc < 0 || payload == NULL) {
+      char message[DURABLE_PATH_MAX + 600];
+      snprintf(message, sizeof message,
+               "Durable stream item %s could not be read: %s", node->path,
+               err.message[0] ? err.message : durable_strerror(rc));
+      durable_node_free(node);
+      free(payload);
+      deliver_error(p, rc < 0 ? rc : DURABLE_EINVAL, message);
+      return;
+    }
+    durable_item_t item = {.stream = {.ns = p->ns, .key = p->key},
+                           .sequence = p->next,
+                           .payload = payload,
+                           .appended_at = appended_at,
+                           .node = node};
+    p->next++;
+    durable__pull_cb cb = p->cb;
+    p->cb = NULL;
+    cb(p, 0, &item, NULL, p->cb_data);
+    durable_node_free(node);
+    free(payload);
+    return;
+  }
+  if (!p->reading && (p->more || p->dirty || !p->started)) read_more(p);
+}
+
+static void on_page(const durable_result_t *res) {
+  durable__pull_t *p = res->data;
+  p->reading = 0;
+  if (p->closed) {
+    pull_free(p);
+    return;
+  }
+  p->started = 1;
+  if (res->status < 0) {
+    deliver_error(p, res->status, res->message);
+    return;
+  }
+  for (size_t i = 0; i < res->count; i++) {
+    const durable_node_t *node = res->nodes[i];
+    int64_t seq = p->custom ? p->source.sequence_of(node, p->source.data)
+                            : durable__item_sequence(node->id);
+    if (!p->custom && seq > p->read_upto) p->read_upto = seq;
+    if (seq < p->next || (p->custom && seq >= p->next + AHEAD_MAX)) continue;
+    if (buffer_put(p, seq, node) < 0) {
+      deliver_error(p, DURABLE_ENOMEM, "out of memory");
+      return;
+    }
+  }
+  p->more = res->more;
+  if (p->custom) {
+    free(p->round_after);
+    p->round_after = res->more && res->count
+                         ? strdup(res->nodes[res->count - 1]->id)
+                         : NULL; /* the round is over: the next starts at "" */
+  }
+  try_deliver(p);
+}
+
+static void read_more(durable__pull_t *p) {
+  durable_store_t *store = durable_mesh_store(p->mesh);
+  durable_error_t err = {0};
+  int rc;
+  p->reading = 1;
+  p->dirty = 0;
+  if (p->custom) {
+    char query[DURABLE_PATH_MAX + 16];
+    snprintf(query, sizeof query, "namespace:%s", p->items_ns);
+    rc = durable_store_query(store, NULL, query, p->round_after, 1000, on_page,
+                             p, &err);
+  } else {
+    int64_t after = p->next - 1 > p->read_upto ? p->next - 1 : p->read_upto;
+    rc = durable_store_read_items(store, NULL, p->items_ns, after, PAGE, on_page,
+                                  p, &err);
+  }
+  if (rc < 0) {
+    p->reading = 0;
+    deliver_error(p, rc, err.message);
+  }
+}
+
+/* The change feed says something moved. */
+static void on_signal(durable_watch_t *w, durable_change_kind_t kind,
+                      const durable_node_t *node, void *data) {
+  durable__pull_t *p = data;
+  (void)w;
+  if (kind == DURABLE_CHANGE_REMOVED) return;
+  if (!p->custom && node != NULL) {
+    if (strcmp(node->id, p->ns) != 0) return; /* another family's stream */
+    /* an ack or a claim also updates the stream node: only new items count */
+    json_t *j = json_loads(node->content ? node->content : "", 0, NULL);
+    json_int_t last = json_integer_value(json_object_get(j, "LastSequence"));
+    json_decref(j);
+    if (last <= p->read_upto) return;
+  }
+  if (p->reading || p->cb == NULL)
+    p->dirty = 1;
+  else
+    read_more(p);
+}
+
+durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
+                                   const durable_stream_id_t *id, int64_t after,
+                                   const durable_source_t *source,
+                                   durable_error_t *err) {
+  char path[DURABLE_PATH_MAX + 1], items[DURABLE_PATH_MAX + 32];
+  if (durable_stream_check(id, err) < 0) return NULL;
+  durable_stream_path(id, path, sizeof path);
+  durable_stream_items_ns(id, items, sizeof items);
+  if (source && (source->items_ns == NULL || source->sequence_of == NULL ||
+                 source->payload_of == NULL)) {
+    durable__error(err, DURABLE_EINVAL,
+                   "a durable stream source needs items_ns, sequence_of and "
+                   "payload_of");
+    return NULL;
+  }
+  if (source && durable_path_check(source->items_ns, err) < 0) return NULL;
+  durable__pull_t *p = calloc(1, sizeof(*p));
+  if (p == NULL) {
+    durable__error(err, DURABLE_ENOMEM, "out of memory");
+    return NULL;
+  }
+  p->mesh = mesh;
+  p->next = after + 1;
+  p->read_upto = after;
+  p->custom = source != NULL;
+  if (source) p->source = *source;
+  p->ns = strdup(id->ns);
+  p->key = strdup(id->key);
+  p->stream_path = strdup(path);
+  p->items_ns = strdup(source ? source->items_ns : items);
+  if (!p->ns || !p->key || !p->stream_path || !p->items_ns) {
+    pull_free(p);
+    durable__error(err, DURABLE_ENOMEM, "out of memory");
+    return NULL;
+  }
+  /* the watch first, so nothing committed from here on goes unnoticed */
+  char stream_ns[DURABLE_PATH_MAX + 1];
+  snprintf(stream_ns, sizeof stream_ns, "%.*s",
+           (int)(strrchr(path, '/') - path), path);
+  if (durable_store_watch(durable_mesh_store(mesh),
+                          p->custom ? p->items_ns : stream_ns, 0, on_signal, p,
+                          &p->watch, err) < 0) {
+    pull_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+void durable__pull_next(durable__pull_t *p, durable__pull_cb cb, void *data) {
+  p->cb = cb;
+  p->cb_data = data;
+  try_deliver(p);
+}
+
+void durable__pull_close(durable__pull_t *p) {
+  if (p == NULL || p->closed) return;
+  p->closed = 1;
+  p->cb = NULL;
+  durable_watch_close(p->watch);
+  p->watch = NULL;
+  if (!p->reading) pull_free(p);
+}
+
+/* ---- durable_read: the plain, unleased reader ------------------------------------ */
+
+struct durable_reader_s {
+  durable__pull_t *pull;
+  durable_reader_cb cb;
+  void *data;
+  int closed;
+  int in_cb;
+};
+
+static void on_pulled(durable__pull_t *pull, int status, const durable_item_t *item,
+                      const char *message, void *data) {
+  durable_reader_t *r = data;
+  (void)pull;
+  r->in_cb++;
+  r->cb(r, status, item, message, r->data);
+  r->in_cb--;
+  if (r->closed) {
+    if (r->in_cb == 0) free(r);
+    return;
+  }
+  if (status == 0) durable__pull_next(r->pull, on_pulled, r);
+}
+
+int durable_read(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                 int64_t after, const durable_source_t *source,
+                 durable_reader_cb cb, void *data, durable_reader_t **out,
+                 durable_error_t *err) {
+  *out = NULL;
+  if (cb == NULL) return durable__error(err, DURABLE_EINVAL, "callback is missing");
+  if (after < 0)
+    return durable__error(err, DURABLE_EINVAL, "sequence %lld is negative",
+                          (long long)after);
+  durable_reader_t *r = calloc(1, sizeof(*r));
+  if (r == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  durable_error_t e = {0};
+  r->pull = durable__pull_new(mesh, id, after, source, &e);
+  if (r->pull == NULL) {
+    free(r);
+    return durable__error(err, e.code, "%s", e.message);
+  }
+  r->cb = cb;
+  r->data = data;
+  *out = r;
+  durable__pull_next(r->pull, on_pulled, r);
+  return 0;
+}
+
+void durable_reader_close(durable_reader_t *r) {
+  if (r == NULL || r->closed) return;
+  r->closed = 1;
+  durable__pull_close(r->pull);
+  if (r->in_cb == 0) free(r);
+}

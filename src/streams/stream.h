@@ -1,0 +1,92 @@
+/*
+ * stream.h: what the files of the streams layer share: stream identities and
+ * paths, the stream node's state and the item node's content as C structs
+ * (stream.c encodes and decodes them), and the entry points of the stream
+ * hub, the reader and the consumer.
+ */
+#ifndef DURABLE_STREAMS_STREAM_H
+#define DURABLE_STREAMS_STREAM_H
+
+#include "hub.h"
+
+#define DURABLE__STREAM_SEGMENT "_DurableStream"
+#define DURABLE__ITEM_SEGMENT "_DurableStreamItem"
+#define DURABLE__STREAM_TYPE "DurableStream"
+#define DURABLE__ITEM_TYPE "DurableStreamItem"
+
+/* The stream node's content (DurableStreamState).  Times are ms since the
+ * epoch, 0 for null; strings NULL for null. */
+typedef struct {
+  char *ns, *key;
+  int64_t last_sequence;
+  char *subscriber;
+  int64_t lease_epoch;
+  int64_t subscribed_at;
+  int64_t checkpoint;
+  int64_t checkpoint_at;
+  int64_t orphaned_at;
+  char *last_subscriber;
+} durable__stream_state_t;
+
+/* "{ns}@{key}", for logs only (never parsed). */
+typedef struct {
+  char text[DURABLE_PATH_MAX + 80];
+} durable__stream_name_t;
+durable__stream_name_t durable__stream_name(const durable_stream_id_t *id);
+
+/* Parse a stream node's content; a node without content (made by hand)
+ * gives the state derived from its path. */
+int durable__state_decode(const char *content, const char *stream_path,
+                          durable__stream_state_t *out);
+/* JSON text in the spec's field order (malloc'ed), or NULL. */
+char *durable__state_encode(const durable__stream_state_t *s);
+int durable__state_copy(const durable__stream_state_t *from,
+                        durable__stream_state_t *to);
+void durable__state_free(durable__stream_state_t *s);
+int durable__str_set(char **field, const char *value); /* NULL clears */
+
+/* An item node's content {Sequence, PayloadJson, AppendedAt} (malloc'ed). */
+char *durable__item_encode(int64_t sequence, const char *payload,
+                           int64_t appended_at);
+/* The payload text and time of an item node; DURABLE_EINVAL with a message
+ * naming the item when it carries no item content. */
+int durable__item_decode(const durable_node_t *node, char **payload,
+                         int64_t *appended_at, durable_error_t *err);
+
+/* "000000000042"; sequence_of gives 0 for anything that is not 12 digits
+ * with a value above 0. */
+void durable__item_id(int64_t sequence, char out[13]);
+int64_t durable__item_sequence(const char *id);
+
+/* ISO-8601 UTC with milliseconds; 0 <-> null. */
+void durable__iso_time(int64_t ms, char out[32]);
+int64_t durable__parse_time(const char *text);
+
+/* The mesh's stream settings (defaults filled in). */
+durable_stream_options_t durable__stream_options(durable_mesh_t *mesh);
+
+/* install.c: the producer's directory of ensured streams. */
+int durable__directory_has(durable_mesh_t *mesh, const char *stream_path);
+void durable__directory_mark(durable_mesh_t *mesh, const char *stream_path);
+void durable__directory_forget(durable_mesh_t *mesh, const char *stream_path);
+
+/* stream_hub.c: the DurableStream NodeType's configuration. */
+int durable__stream_hub_install(durable_mesh_t *mesh);
+
+/* reader.c: a pull reader under the consumer and durable_read. */
+typedef struct durable__pull_s durable__pull_t;
+typedef void (*durable__pull_cb)(durable__pull_t *pull, int status,
+                                 const durable_item_t *item,
+                                 const char *message, void *data);
+durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
+                                   const durable_stream_id_t *id,
+                                   int64_t after,
+                                   const durable_source_t *source,
+                                   durable_error_t *err);
+/* Ask for the next item: `cb` runs once, when it is there (maybe much
+ * later).  One request at a time. */
+void durable__pull_next(durable__pull_t *pull, durable__pull_cb cb, void *data);
+/* No callback runs after this. */
+void durable__pull_close(durable__pull_t *pull);
+
+#endif

@@ -1,0 +1,666 @@
+/*
+ * stream_hub.c: the hub of a stream node, which orders everything that
+ * happens to its stream.
+ *
+ * Append, claim, ack and release arrive as requests and go into one serial
+ * chain per activation: one operation finishes -- store write, and for a
+ * claim the ping of the holder -- before the next starts.  That is what
+ * makes sequences contiguous and the lease exclusive within a process.
+ * Across processes each operation is a compare-and-set on the stream node
+ * (a replace at the version it read), so two stream hubs in two processes
+ * cannot both win: the loser re-reads and decides again.
+ *
+ *   request --> chain: [append append append] [claim] [ack] ...
+ *                        one transaction        ping holder if held
+ *                        items + LastSequence   then write the lease
+ *
+ * Appends waiting in the chain together go into one transaction: the
+ * items and the new LastSequence, all or nothing.  The next sequence is
+ * re-derived after a recycle or a failure from both LastSequence and the
+ * highest stored item, so an item left above LastSequence (made by hand, or
+ * by another writer) is never handed out twice.
+ *
+ * An append to a stream nobody holds, and a release that leaves
+ * unacknowledged items, wake the owner: a mesh read of the owner (which
+ * activates it, so its consumer starts) then a wake message, at most once
+ * per orphan period.
+ */
+#include "stream.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define APPEND_BATCH 256
+/* Compare-and-set retries before an operation is reported failed. */
+#define MAX_ATTEMPTS 8
+
+typedef enum { OP_APPEND = 1, OP_CLAIM, OP_ACK, OP_RELEASE } op_kind_t;
+
+typedef struct op_s op_t;
+struct op_s {
+  op_t *next;
+  op_kind_t kind;
+  durable_reply_t *reply;
+  char *payload;    /* append */
+  char *subscriber; /* claim, ack, release */
+  int64_t epoch, sequence;
+  int attempts;
+};
+
+typedef struct {
+  durable_hub_t *hub;
+  durable_mesh_t *mesh;
+  char *path;
+  char items_ns[DURABLE_PATH_MAX + 32];
+  durable__stream_state_t state;
+  int64_t version;
+  int have_state;
+  int64_t next_seq; /* 0: derive again */
+  op_t *head, *tail;
+  int busy;
+  int waking, woken;
+  char *holder; /* a claim's probe in flight: the holder pinged */
+} shub_t;
+
+static const char shub_key;
+
+/* ---- the chain ---------------------------------------------------------------- */
+
+static void pump(shub_t *sh);
+
+static void op_free(op_t *op) {
+  free(op->payload);
+  free(op->subscriber);
+  free(op);
+}
+
+static op_t *pop(shub_t *sh) {
+  op_t *op = sh->head;
+  if (op) {
+    sh->head = op->next;
+    if (sh->head == NULL) sh->tail = NULL;
+  }
+  return op;
+}
+
+static durable_stream_id_t id_of(const shub_t *sh) {
+  return (durable_stream_id_t){.ns = sh->state.ns, .key = sh->state.key};
+}
+
+static void reply_json(durable_reply_t *reply, json_t *j) {
+  char *text = j ? json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
+  if (text)
+    durable_reply_ok(reply, text);
+  else
+    durable_reply_fail(reply, DURABLE_ENOMEM, "out of memory");
+  free(text);
+  json_decref(j);
+}
+
+/* The head operation is over: answered by the caller. */
+static void next_op(shub_t *sh) {
+  op_free(pop(sh));
+  sh->busy = 0;
+  pump(sh);
+}
+
+static void fail_head(shub_t *sh, int code, const char *message) {
+  durable_reply_fail(sh->head->reply, code, message);
+  next_op(sh);
+}
+
+/* A compare-and-set lost, or the store refused: read again and decide again
+ * (bounded), else fail the head. */
+static void retry_head(shub_t *sh, int code, const char *message) {
+  sh->have_state = 0;
+  sh->next_seq = 0;
+  if (++sh->head->attempts >= MAX_ATTEMPTS) {
+    fail_head(sh, code, message);
+    return;
+  }
+  sh->busy = 0;
+  pump(sh);
+}
+
+/* ---- writes of the state ---------------------------------------------------------- */
+
+typedef void (*written_fn)(shub_t *sh, const durable_result_t *res);
+
+typedef struct {
+  shub_t *sh;
+  written_fn then;
+  durable__stream_state_t next; /* becomes the cached state on success */
+} write_ctx_t;
+
+static void on_written(const durable_result_t *res) {
+  write_ctx_t *w = res->data;
+  shub_t *sh = w->sh;
+  if (res->status == 0) {
+    durable__state_free(&sh->state);
+    sh->state = w->next;
+    /* the stream node is the batch's last write */
+    sh->version = res->node ? res->node->version : 0;
+    sh->have_state = res->node != NULL;
+  } else {
+    durable__state_free(&w->next);
+  }
+  w->then(sh, res);
+  durable_hub_unref(sh->hub);
+  free(w);
+}
+
+/* Write `next` as the stream node's content at the version read, after
+ * `extra` writes (items) in the same transaction.  Takes `next`. */
+static void write_state(shub_t *sh, durable__stream_state_t *next,
+                        durable_write_t *extra, size_t nextra, written_fn then) {
+  write_ctx_t *w = calloc(1, sizeof(*w));
+  char *content = durable__state_encode(next);
+  durable_write_t *writes = calloc(nextra + 1, sizeof(*writes));
+  durable_error_t err = {0};
+  int rc = DURABLE_ENOMEM;
+  if (w && content && writes) {
+    for (size_t i = 0; i < nextra; i++) writes[i] = extra[i];
+    writes[nextra] = (durable_write_t){.kind = DURABLE_WRITE_REPLACE,
+                                       .path = sh->path,
+                                       .node_type = DURABLE__STREAM_TYPE,
+                                       .content = content,
+                                       .expected_version = sh->version};
+    w->sh = sh;
+    w->then = then;
+    w->next = *next;
+    durable_hub_ref(sh->hub);
+    rc = durable_store_write(durable_mesh_store(sh->mesh), writes, nextra + 1,
+                             on_written, w, &err);
+    if (rc < 0) durable_hub_unref(sh->hub);
+  }
+  free(content);
+  free(writes);
+  if (rc < 0) {
+    durable__state_free(next);
+    free(w);
+    durable_result_t res = {.status = rc,
+                            .message = err.message[0] ? err.message : "out of memory"};
+    then(sh, &res);
+  }
+}
+
+static int64_t now_ms(void) { return durable__now_ms(); }
+
+/* ---- wake the owner -------------------------------------------------------------------- */
+
+static void on_owner_read(durable_read_outcome_t outcome, const durable_node_t *node,
+                          const char *message, void *data) {
+  shub_t *sh = data;
+  (void)node;
+  durable_stream_id_t id = id_of(sh);
+  durable__stream_name_t name = durable__stream_name(&id);
+  sh->waking = 0;
+  if (outcome == DURABLE_READ_PRESENT) {
+    sh->woken = 1;
+    json_t *j = json_pack("{s:s, s:s}", "Namespace", sh->state.ns, "Key",
+                          sh->state.key);
+    char *text = j ? json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
+    char type[DURABLE_PATH_MAX];
+    snprintf(type, sizeof type, "durable.wake:%s", sh->state.ns);
+    durable_error_t err = {0};
+    if (text == NULL ||
+        durable_hub_post(durable_mesh_reads_hub(sh->mesh), sh->state.key, type,
+                         text, &err) < 0)
+      durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
+                       "[DurableStreams] %s: items are waiting but waking the "
+                       "owner %s failed", name.text, sh->state.key);
+    free(text);
+    json_decref(j);
+  } else {
+    durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
+                     "[DurableStreams] %s: items are waiting but the owner %s "
+                     "could not be woken (%s%s%s)",
+                     name.text, sh->state.key,
+                     outcome == DURABLE_READ_ABSENT ? "Absent" : "Unavailable",
+                     message ? ": " : "", message ? message : "");
+  }
+  durable_hub_unref(sh->hub);
+}
+
+static void wake_owner(shub_t *sh) {
+  if (sh->waking || sh->woken) return; /* once per orphan period */
+  sh->waking = 1;
+  durable_hub_ref(sh->hub);
+  durable_error_t err = {0};
+  if (durable_mesh_read(sh->mesh, sh->state.key, on_owner_read, sh, &err) < 0) {
+    sh->waking = 0;
+    durable_stream_id_t id = id_of(sh);
+    durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
+                     "[DurableStreams] %s: items are waiting but waking the "
+                     "owner %s failed (%s)",
+                     durable__stream_name(&id).text, sh->state.key, err.message);
+    durable_hub_unref(sh->hub);
+  }
+}
+
+/* ---- append ------------------------------------------------------------------------------ */
+
+static void appended(shub_t *sh, const durable_result_t *res) {
+  size_t n = 0;
+  for (op_t *op = sh->head; op && op->kind == OP_APPEND && n < APPEND_BATCH;
+       op = op->next)
+    n++;
+  if (res->status == DURABLE_ECONFLICT || res->status == DURABLE_EEXIST) {
+    /* another writer moved the stream: derive the sequence again */
+    retry_head(sh, res->status, res->message);
+    return;
+  }
+  if (res->status < 0) {
+    durable_stream_id_t id = id_of(sh);
+    durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
+                     "Durable stream %s: append failed: %s",
+                     durable__stream_name(&id).text, res->message);
+    sh->have_state = 0;
+    sh->next_seq = 0;
+    for (size_t i = 0; i < n; i++) {
+      op_t *op = pop(sh);
+      durable_reply_fail(op->reply, res->status, res->message);
+      op_free(op);
+    }
+    sh->busy = 0;
+    pump(sh);
+    return;
+  }
+  int64_t first = sh->state.last_sequence - (int64_t)n + 1;
+  for (size_t i = 0; i < n; i++) {
+    op_t *op = pop(sh);
+    reply_json(op->reply, json_pack("{s:I}", "Sequence", (json_int_t)(first + (int64_t)i)));
+    op_free(op);
+  }
+  sh->next_seq = sh->state.last_sequence + 1;
+  if (sh->state.subscriber == NULL) wake_owner(sh);
+  sh->busy = 0;
+  pump(sh);
+}
+
+static void run_append(shub_t *sh) {
+  size_t n = 0;
+  for (op_t *op = sh->head; op && op->kind == OP_APPEND && n < APPEND_BATCH;
+       op = op->next)
+    n++;
+  durable__stream_state_t next;
+  if (durable__state_copy(&sh->state, &next) < 0) {
+    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  durable_write_t *items = calloc(n, sizeof(*items));
+  char (*paths)[DURABLE_PATH_MAX + 48] = calloc(n, sizeof(*paths));
+  char **contents = calloc(n, sizeof(char *));
+  int ok = items && paths && contents;
+  int64_t now = now_ms();
+  op_t *op = sh->head;
+  for (size_t i = 0; ok && i < n; i++, op = op->next) {
+    char id[13];
+    int64_t seq = sh->next_seq + (int64_t)i;
+    durable__item_id(seq, id);
+    snprintf(paths[i], sizeof paths[i], "%s/%s", sh->items_ns, id);
+    contents[i] = durable__item_encode(seq, op->payload, now);
+    ok = contents[i] != NULL;
+    items[i] = (durable_write_t){.kind = DURABLE_WRITE_CREATE,
+                                 .path = paths[i],
+                                 .node_type = DURABLE__ITEM_TYPE,
+                                 .content = contents[i]};
+  }
+  if (ok) {
+    next.last_sequence = sh->next_seq + (int64_t)n - 1;
+    write_state(sh, &next, items, n, appended);
+  } else {
+    durable__state_free(&next);
+    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; contents && i < n; i++) free(contents[i]);
+  free(contents);
+  free(paths);
+  free(items);
+}
+
+/* ---- claim --------------------------------------------------------------------------------- */
+
+static void granted(shub_t *sh, const durable_result_t *res) {
+  if (res->status == DURABLE_ECONFLICT || res->status == DURABLE_ENOTFOUND) {
+    free(sh->holder);
+    sh->holder = NULL;
+    retry_head(sh, res->status, res->message);
+    return;
+  }
+  if (res->status < 0) {
+    free(sh->holder);
+    sh->holder = NULL;
+    fail_head(sh, res->status, res->message);
+    return;
+  }
+  durable_stream_id_t id = id_of(sh);
+  durable__stream_name_t name = durable__stream_name(&id);
+  const durable__stream_state_t *s = &sh->state;
+  if (sh->holder)
+    durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
+                     "[DurableStreams] %s: %s TOOK OVER the lease from %s, which "
+                     "did not answer within %u ms; resuming after acknowledged "
+                     "sequence %lld (epoch %lld)",
+                     name.text, s->subscriber, sh->holder,
+                     durable__stream_options(sh->mesh).holder_probe_ms,
+                     (long long)s->checkpoint, (long long)s->lease_epoch);
+  else
+    durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
+                     "[DurableStreams] %s: lease granted to %s (epoch %lld, "
+                     "checkpoint %lld, last %lld)",
+                     name.text, s->subscriber, (long long)s->lease_epoch,
+                     (long long)s->checkpoint, (long long)s->last_sequence);
+  sh->woken = 0; /* a new lease period */
+  json_t *j = json_pack("{s:b, s:I, s:I, s:n, s:o}", "Granted", 1, "Epoch",
+                        (json_int_t)s->lease_epoch, "Checkpoint",
+                        (json_int_t)s->checkpoint, "Holder", "TookOverFrom",
+                        sh->holder ? json_string(sh->holder) : json_null());
+  free(sh->holder);
+  sh->holder = NULL;
+  reply_json(sh->head->reply, j);
+  next_op(sh);
+}
+
+static void grant(shub_t *sh) {
+  durable__stream_state_t next;
+  if (durable__state_copy(&sh->state, &next) < 0 ||
+      durable__str_set(&next.subscriber, sh->head->subscriber) < 0) {
+    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  next.lease_epoch++;
+  next.subscribed_at = now_ms();
+  next.orphaned_at = 0;
+  write_state(sh, &next, NULL, 0, granted);
+}
+
+static void on_holder_ping(const durable_response_t *res) {
+  shub_t *sh = res->data;
+  if (res->status == 0) {
+    /* alive: refused, nothing written */
+    const durable__stream_state_t *s = &sh->state;
+    json_t *j = json_pack("{s:b, s:I, s:I, s:s, s:n}", "Granted", 0, "Epoch",
+                          (json_int_t)s->lease_epoch, "Checkpoint",
+                          (json_int_t)s->checkpoint, "Holder", sh->holder,
+                          "TookOverFrom");
+    free(sh->holder);
+    sh->holder = NULL;
+    reply_json(sh->head->reply, j);
+    next_op(sh);
+  } else {
+    grant(sh); /* unreachable within the budget: taken over */
+  }
+  durable_hub_unref(sh->hub);
+}
+
+static void run_claim(shub_t *sh) {
+  const char *holder = sh->state.subscriber;
+  if (holder == NULL || strcmp(holder, sh->head->subscriber) == 0) {
+    grant(sh);
+    return;
+  }
+  /* Held by someone else: are they alive?  Reaching a node address activates
+   * its hub, so a node that holds a lease always answers. */
+  sh->holder = strdup(holder);
+  durable_error_t err = {0};
+  durable_hub_ref(sh->hub);
+  if (sh->holder == NULL ||
+      durable_hub_request(durable_mesh_reads_hub(sh->mesh), holder, "ping", NULL,
+                          durable__stream_options(sh->mesh).holder_probe_ms,
+                          on_holder_ping, sh, &err) < 0) {
+    durable_hub_unref(sh->hub);
+    grant(sh);
+  }
+}
+
+/* ---- ack and release ------------------------------------------------------------------------ */
+
+static int fenced(shub_t *sh, const op_t *op) {
+  const durable__stream_state_t *s = &sh->state;
+  return s->subscriber == NULL || strcmp(s->subscriber, op->subscriber) != 0 ||
+         s->lease_epoch != op->epoch;
+}
+
+static void acked(shub_t *sh, const durable_result_t *res) {
+  if (res->status == DURABLE_ECONFLICT) {
+    retry_head(sh, res->status, res->message);
+    return;
+  }
+  if (res->status < 0) {
+    fail_head(sh, res->status, res->message);
+    return;
+  }
+  reply_json(sh->head->reply, json_pack("{s:b, s:n}", "Accepted", 1, "Reason"));
+  next_op(sh);
+}
+
+static void run_ack(shub_t *sh) {
+  op_t *op = sh->head;
+  const durable__stream_state_t *s = &sh->state;
+  if (fenced(sh, op)) {
+    char reason[2 * DURABLE_PATH_MAX + 128];
+    snprintf(reason, sizeof reason,
+             "fenced: the lease is held by %s at epoch %lld, not by %s at "
+             "epoch %lld",
+             s->subscriber ? s->subscriber : "nobody", (long long)s->lease_epoch,
+             op->subscriber, (long long)op->epoch);
+    reply_json(op->reply, json_pack("{s:b, s:s}", "Accepted", 0, "Reason", reason));
+    next_op(sh);
+    return;
+  }
+  if (op->sequence <= s->checkpoint) { /* idempotent: nothing to write */
+    reply_json(op->reply, json_pack("{s:b, s:n}", "Accepted", 1, "Reason"));
+    next_op(sh);
+    return;
+  }
+  durable__stream_state_t next;
+  if (durable__state_copy(s, &next) < 0) {
+    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  next.checkpoint = op->sequence;
+  next.checkpoint_at = now_ms();
+  write_state(sh, &next, NULL, 0, acked);
+}
+
+static void released(shub_t *sh, const durable_result_t *res) {
+  if (res->status == DURABLE_ECONFLICT) {
+    retry_head(sh, res->status, res->message);
+    return;
+  }
+  if (res->status < 0) {
+    fail_head(sh, res->status, res->message);
+    return;
+  }
+  const durable__stream_state_t *s = &sh->state;
+  durable_stream_id_t id = id_of(sh);
+  durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
+                   "[DurableStreams] %s ORPHANED: %s released the lease at "
+                   "checkpoint %lld of %lld",
+                   durable__stream_name(&id).text, s->last_subscriber,
+                   (long long)s->checkpoint, (long long)s->last_sequence);
+  reply_json(sh->head->reply, json_pack("{s:b}", "Released", 1));
+  sh->woken = 0; /* a new orphan period */
+  if (s->last_sequence > s->checkpoint) wake_owner(sh);
+  next_op(sh);
+}
+
+static void run_release(shub_t *sh) {
+  op_t *op = sh->head;
+  if (fenced(sh, op)) { /* a stale release is ignored */
+    reply_json(op->reply, json_pack("{s:b}", "Released", 0));
+    next_op(sh);
+    return;
+  }
+  durable__stream_state_t next;
+  if (durable__state_copy(&sh->state, &next) < 0 ||
+      durable__str_set(&next.last_subscriber, op->subscriber) < 0) {
+    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  durable__str_set(&next.subscriber, NULL);
+  next.orphaned_at = now_ms();
+  write_state(sh, &next, NULL, 0, released);
+}
+
+/* ---- loading the state --------------------------------------------------------------------- */
+
+static void run_head(shub_t *sh) {
+  switch (sh->head->kind) {
+  case OP_APPEND: run_append(sh); break;
+  case OP_CLAIM: run_claim(sh); break;
+  case OP_ACK: run_ack(sh); break;
+  case OP_RELEASE: run_release(sh); break;
+  }
+}
+
+static void on_last_item(const durable_result_t *res) {
+  shub_t *sh = res->data;
+  if (res->status < 0) {
+    retry_head(sh, res->status, res->message);
+  } else {
+    int64_t last = sh->state.last_sequence;
+    sh->next_seq = (res->value > last ? res->value : last) + 1;
+    run_head(sh);
+  }
+  durable_hub_unref(sh->hub);
+}
+
+static void derive_next(shub_t *sh) {
+  durable_error_t err = {0};
+  durable_hub_ref(sh->hub);
+  if (durable_store_last_item(durable_mesh_store(sh->mesh), sh->items_ns,
+                              on_last_item, sh, &err) < 0) {
+    durable_hub_unref(sh->hub);
+    retry_head(sh, err.code, err.message);
+  }
+}
+
+static void on_state_read(const durable_result_t *res) {
+  shub_t *sh = res->data;
+  if (res->status < 0) {
+    retry_head(sh, res->status, res->message);
+  } else {
+    durable__state_free(&sh->state);
+    if (durable__state_decode(res->node->content, sh->path, &sh->state) < 0) {
+      fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    } else {
+      sh->version = res->node->version;
+      sh->have_state = 1;
+      if (sh->head->kind == OP_APPEND && sh->next_seq == 0)
+        derive_next(sh);
+      else
+        run_head(sh);
+    }
+  }
+  durable_hub_unref(sh->hub);
+}
+
+static void pump(shub_t *sh) {
+  if (sh->busy || sh->head == NULL) return;
+  sh->busy = 1;
+  if (!sh->have_state) {
+    durable_error_t err = {0};
+    durable_hub_ref(sh->hub);
+    if (durable_store_get(durable_mesh_store(sh->mesh), NULL, sh->path,
+                          on_state_read, sh, &err) < 0) {
+      durable_hub_unref(sh->hub);
+      fail_head(sh, err.code, err.message);
+    }
+  } else if (sh->head->kind == OP_APPEND && sh->next_seq == 0) {
+    derive_next(sh);
+  } else {
+    run_head(sh);
+  }
+}
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
+                       durable_reply_t *reply, void *data) {
+  op_kind_t kind = (op_kind_t)(intptr_t)data;
+  shub_t *sh = durable__hub_attached(hub, &shub_key);
+  json_error_t je;
+  json_t *j = json_loads(msg->payload, 0, &je);
+  op_t *op = calloc(1, sizeof(*op));
+  const char *sub = j ? json_string_value(json_object_get(j, "Subscriber")) : NULL;
+  const char *payload = j ? json_string_value(json_object_get(j, "PayloadJson")) : NULL;
+  const char *bad = NULL;
+  if (sh == NULL) bad = "is not a durable stream hub";
+  else if (j == NULL || op == NULL) bad = "got a request that is not JSON";
+  else if (kind == OP_APPEND && payload == NULL) bad = "got an append without PayloadJson";
+  else if (kind != OP_APPEND && sub == NULL) bad = "got a request without Subscriber";
+  if (bad) {
+    char message[DURABLE_PATH_MAX + 96];
+    snprintf(message, sizeof message, "%s %s", durable_hub_address(hub), bad);
+    durable_reply_fail(reply, DURABLE_EINVAL, message);
+    json_decref(j);
+    free(op);
+    return;
+  }
+  op->kind = kind;
+  op->reply = reply;
+  op->payload = payload ? strdup(payload) : NULL;
+  op->subscriber = sub ? strdup(sub) : NULL;
+  op->epoch = json_integer_value(json_object_get(j, "Epoch"));
+  op->sequence = json_integer_value(json_object_get(j, "Sequence"));
+  json_decref(j);
+  if ((payload && !op->payload) || (sub && !op->subscriber)) {
+    op_free(op);
+    durable_reply_fail(reply, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  if (sh->tail) sh->tail->next = op;
+  else sh->head = op;
+  sh->tail = op;
+  pump(sh);
+}
+
+static void shub_free(void *data) {
+  shub_t *sh = data;
+  while (sh->head) op_free(pop(sh)); /* replies ended with the hub */
+  durable__state_free(&sh->state);
+  free(sh->holder);
+  free(sh->path);
+  free(sh);
+}
+
+static void stream_hub_init(durable_hub_t *hub, durable_reply_t *done, void *data) {
+  (void)data;
+  shub_t *sh = calloc(1, sizeof(*sh));
+  if (sh == NULL || (sh->path = strdup(durable_hub_address(hub))) == NULL) {
+    free(sh);
+    durable_reply_fail(done, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  sh->hub = hub; /* not a reference: sh lives inside the hub */
+  sh->mesh = durable_hub_mesh(hub);
+  snprintf(sh->items_ns, sizeof sh->items_ns, "%s/" DURABLE__ITEM_SEGMENT,
+           sh->path);
+  if (durable__hub_attach(hub, &shub_key, sh, shub_free) < 0) {
+    shub_free(sh);
+    durable_reply_fail(done, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  durable_reply_ok(done, NULL);
+}
+
+int durable__stream_hub_install(durable_mesh_t *mesh) {
+  durable_node_type_t *t = durable_mesh_node_type(mesh, DURABLE__STREAM_TYPE);
+  if (t == NULL) return DURABLE_ENOMEM;
+  int rc = durable_node_type_on_init(t, stream_hub_init, NULL);
+  static const struct {
+    const char *type;
+    op_kind_t kind;
+  } ops[] = {{"durable.append", OP_APPEND},
+             {"durable.claim", OP_CLAIM},
+             {"durable.ack", OP_ACK},
+             {"durable.release", OP_RELEASE}};
+  for (size_t i = 0; rc == 0 && i < sizeof ops / sizeof ops[0]; i++)
+    rc = durable_node_type_on(t, ops[i].type, on_request,
+                              (void *)(intptr_t)ops[i].kind, NULL);
+  return rc;
+}
