@@ -207,6 +207,8 @@ void durable__answer(durable_mesh_t *mesh, uint64_t id, int status,
                      const char *payload, const char *message);
 /* Run one reply envelope as a turn of its hub. */
 void durable__run_reply(durable_hub_t *hub, durable__env_t *env);
+/* Whether `hub` has a handler for messages of `type`. */
+int durable__hub_handles(durable_hub_t *hub, const char *type);
 /* Run one inbox envelope as a turn of its hub. */
 void durable__run_message(durable_hub_t *hub, durable__env_t *env);
 /* Answer every request `hub` is still waiting for with `status`. */

@@ -351,6 +351,10 @@ static const durable__handler_t *handler_for(durable_hub_t *hub,
   return NULL;
 }
 
+int durable__hub_handles(durable_hub_t *hub, const char *type) {
+  return strcmp(type, "ping") == 0 || handler_for(hub, type) != NULL;
+}
+
 void durable__run_message(durable_hub_t *hub, durable__env_t *env) {
   durable_mesh_t *mesh = hub->mesh;
   if (hub->level >= DURABLE_HUB_QUIESCING) {

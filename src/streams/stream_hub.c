@@ -197,13 +197,27 @@ static void on_owner_read(durable_read_outcome_t outcome, const durable_node_t *
   durable_stream_id_t id = id_of(sh);
   durable__stream_name_t name = durable__stream_name(&id);
   sh->waking = 0;
-  if (outcome == DURABLE_READ_PRESENT) {
+  if (sh->mesh->closing) {
+    /* the process is leaving: the next one to serve the owner wakes it */
+    durable_hub_unref(sh->hub);
+    return;
+  }
+  char type[DURABLE_PATH_MAX];
+  snprintf(type, sizeof type, "durable.wake:%s", sh->state.ns);
+  durable_hub_t *owner = durable_mesh_find(sh->mesh, sh->state.key);
+  if (outcome == DURABLE_READ_PRESENT && owner && !durable__hub_handles(owner, type)) {
+    /* the owner's NodeType consumes no such stream in this process */
+    sh->woken = 1;
+    durable_mesh_log(sh->mesh, DURABLE_LOG_DEBUG,
+                     "[DurableStreams] %s: the owner %s (%s) has no consumer of "
+                     "%s in this process",
+                     name.text, sh->state.key, durable_hub_node_type(owner),
+                     sh->state.ns);
+  } else if (outcome == DURABLE_READ_PRESENT) {
     sh->woken = 1;
     json_t *j = json_pack("{s:s, s:s}", "Namespace", sh->state.ns, "Key",
                           sh->state.key);
     char *text = j ? json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
-    char type[DURABLE_PATH_MAX];
-    snprintf(type, sizeof type, "durable.wake:%s", sh->state.ns);
     durable_error_t err = {0};
     if (text == NULL ||
         durable_hub_post(durable_mesh_reads_hub(sh->mesh), sh->state.key, type,
