@@ -2,13 +2,12 @@
  * backend.h: what a database must provide to be a durable store.
  *
  * Everything the two stores have in common lives above this interface, once:
- * path rules, placement, the write semantics (create / put / replace / delete
- * / mutate are all "read the row for update, decide, then insert, update or
- * delete"), group commit, the worker threads, access checks, the change feed
- * and synced queries (store.c, write.c, feed.c, access.c).  A backend keeps
- * only its SQL and its I/O: a blocking connection used by one worker thread at
- * a time, a handful of primitive statements, and a way to hear about commits
- * made by other processes.
+ * path rules, placement, the write semantics (write.c: what each kind of
+ * write reads, decides and writes), group commit, the worker threads, access
+ * checks, the change feed and synced queries (store.c, write.c, feed.c,
+ * access.c).  A backend keeps only its SQL and its I/O: a blocking
+ * connection used by one worker thread at a time, a handful of primitive
+ * statements, and a way to hear about commits made by other processes.
  *
  *   loop thread            worker threads              database
  *   -----------            --------------              --------
@@ -16,11 +15,22 @@
  *   callbacks        <--   (uv_async)
  *   feed.c           <--   backend->watch_* (other processes' commits)
  *
+ * Writes have deferred results.  insert / upsert / update / remove inside a
+ * transaction may only queue their statement and report its outcome later,
+ * in a durable__outcome_t the caller keeps: by the time flush() or commit()
+ * returns 0, every outcome queued before is known.  Any read in the
+ * transaction (get, list, max_id, ...) sees every write queued before it,
+ * as if each had run when it was queued.  SQLite runs each statement at
+ * once (the outcome is known when the call returns, flush does nothing);
+ * PostgreSQL sends the queue in one pipeline at the next read, flush or
+ * commit, so a group of writes that need no read costs one round trip.
+ *
  * Conventions: every function returns 0 or a negative DURABLE_E* code and
- * fills `err` (never NULL here) with a message on failure.  DURABLE_EUNAVAIL
- * means the connection is gone: the caller disconnects and reconnects.
- * `place` names where a row lives: its partition (first path segment) and
- * its table (durable_path_table()).
+ * fills `err` (never NULL here) with a message on failure.  A negative
+ * return inside a transaction means the transaction is spoiled: the caller
+ * rolls back.  DURABLE_EUNAVAIL means the connection is gone: the caller
+ * disconnects and reconnects.  `place` names where a row lives: its
+ * partition (first path segment) and its table (durable_path_table()).
  */
 #ifndef DURABLE_MESH_BACKEND_H
 #define DURABLE_MESH_BACKEND_H
@@ -53,6 +63,20 @@ typedef struct {
 int durable__strv_push(durable__strv_t *v, const char *s);
 void durable__strv_free(durable__strv_t *v);
 
+/* The outcome of one write, filled in by the backend once the statement
+ * ran.  The caller sets status to DURABLE__PENDING before the call and keeps
+ * the outcome in place until it is known (or the transaction rolled back). */
+#define DURABLE__PENDING 1
+typedef struct {
+  int status;         /* DURABLE__PENDING, then 0 or a row-level refusal:
+                         DURABLE_EEXIST (insert: the row is there),
+                         DURABLE_ENOTFOUND (update/remove: it is not) */
+  int inserted;       /* upsert: 1 when the row was new */
+  int64_t version;    /* insert/upsert/update: the version written */
+  int64_t created_at; /* insert/upsert/update: the row's created_at as
+                         stored (an upsert keeps an existing row's) */
+} durable__outcome_t;
+
 typedef struct durable__backend_s {
   const char *name; /* "sqlite" or "postgresql" */
 
@@ -66,9 +90,15 @@ typedef struct durable__backend_s {
 
   /* A write transaction.  begin takes the write lock where the database
    * needs one (SQLite: BEGIN IMMEDIATE), so that a read for update inside
-   * it sees the latest commit of every process. */
+   * it sees the latest commit of every process; it may also just be queued
+   * with what follows.  commit sends whatever is still queued and commits;
+   * on failure *unknown is 1 when the commit may nevertheless have taken
+   * effect (the connection broke after COMMIT was sent), 0 when it
+   * certainly did not (a queued statement failed, or COMMIT was refused):
+   * then the transaction is rolled back, as by rollback.  rollback drops
+   * what is queued and ends the transaction. */
   int (*begin)(durable__conn_t *conn, durable_error_t *err);
-  int (*commit)(durable__conn_t *conn, durable_error_t *err);
+  int (*commit)(durable__conn_t *conn, int *unknown, durable_error_t *err);
   void (*rollback)(durable__conn_t *conn);
 
   /* Reads.  get: DURABLE_ENOTFOUND when absent; `for_update` locks the row
@@ -86,24 +116,38 @@ typedef struct durable__backend_s {
   int (*max_id)(durable__conn_t *conn, durable__place_t place, const char *ns,
                 int width, char **out, durable_error_t *err);
 
-  /* Writes, inside begin/commit.  The store fills every field of `node`
-   * except `version`, which the backend assigns from a store-wide counter
-   * that grows with each write (and sets in node->version).  insert gives
-   * DURABLE_EEXIST when the row exists (without spoiling the transaction);
-   * update and remove act on an existing row (the caller read it for
-   * update). */
+  /* Writes, inside begin/commit, with deferred outcomes (see the top).  The
+   * store fills every field of `node` except `version`, which the backend
+   * assigns from a store-wide counter that grows with each write, also
+   * across a delete and a re-create; the backend copies what it keeps of
+   * `node`.
+   *   insert: a new row; EEXIST when the row is there (nothing changed, the
+   *           transaction stays usable).
+   *   upsert: insert, or else update everything but created_at; never
+   *           refused; `inserted` says which.
+   *   update: replace the row (all of it, created_at included) that the
+   *           caller read for update; remove: delete it.
+   * flush: run everything queued and fill in its outcomes. */
   int (*insert)(durable__conn_t *conn, durable__place_t place,
-                durable_node_t *node, durable_error_t *err);
+                const durable_node_t *node, durable__outcome_t *out,
+                durable_error_t *err);
+  int (*upsert)(durable__conn_t *conn, durable__place_t place,
+                const durable_node_t *node, durable__outcome_t *out,
+                durable_error_t *err);
   int (*update)(durable__conn_t *conn, durable__place_t place,
-                durable_node_t *node, durable_error_t *err);
+                const durable_node_t *node, durable__outcome_t *out,
+                durable_error_t *err);
   int (*remove)(durable__conn_t *conn, durable__place_t place, const char *ns,
-                const char *id, durable_error_t *err);
+                const char *id, durable__outcome_t *out, durable_error_t *err);
+  int (*flush)(durable__conn_t *conn, durable_error_t *err);
 
   /* Called once per transaction before commit with the distinct namespaces
    * it changed, so that other processes hear of them after the commit
    * (PostgreSQL: one NOTIFY each, carrying `instance` so that a process can
    * skip its own).  Sets *commit_id to an id that the watch source reports
-   * back for this commit, or 0. */
+   * back for this commit, or 0.  A namespace may be listed that in the end
+   * was not changed (a queued insert that met its row): the others then
+   * re-read it for nothing, which is harmless. */
   int (*changed)(durable__conn_t *conn, const durable__strv_t *namespaces,
                  const char *instance, int64_t *commit_id,
                  durable_error_t *err);

@@ -9,6 +9,12 @@
  * uv_async_t, where its change events reach the watches (feed.c) and then
  * its callback runs.  Every field a worker touches is owned by the job, so
  * the threads share nothing but the queues.
+ *
+ * A write job runs in two steps around the backend's deferred outcomes
+ * (backend.h): durable__writes_apply() decides each write and queues its
+ * statement; once the outcomes are known (after a flush, or after the
+ * commit), durable__writes_settle() turns them into the job's status, its
+ * node and its change events.
  */
 #ifndef DURABLE_MESH_JOB_H
 #define DURABLE_MESH_JOB_H
@@ -25,14 +31,30 @@ typedef enum {
   JOB_GRANT,    /* num = 1 add, 0 revoke */
 } durable__job_kind_t;
 
+/* The statement a write queued (write.c). */
+typedef enum {
+  ACT_NONE = 0, /* nothing: not run yet, refused, or a mutator said no */
+  ACT_INSERT,
+  ACT_UPSERT,
+  ACT_UPDATE,
+  ACT_REMOVE
+} durable__action_t;
+
 /* One write of a JOB_WRITE, owned by the job. */
 typedef struct {
+  /* the request */
   durable_write_kind_t kind;
   char *path, *ns, *id;
   char *node_type, *content;
   int64_t expected_version;
   durable_mutate_fn mutate;
   void *mutate_arg;
+  /* what a run decided (cleared by durable__writes_reset) */
+  durable__action_t action;
+  char *new_node_type, *new_content; /* a mutator's output */
+  int64_t created_at, updated_at;
+  durable_node_t *old;     /* the row read for update (a removal's event) */
+  durable__outcome_t out;  /* the queued statement's outcome */
 } durable__write_op_t;
 
 /* A change a write made, for the feed: the node as written (content NULL
@@ -65,7 +87,7 @@ struct durable__job_s {
   int64_t value;
   durable__event_t *events;
   size_t nevents;
-  durable__strv_t namespaces; /* distinct namespaces written (write.c) */
+  int settled; /* write.c: durable__writes_settle ran */
 
   /* completion: `done` (internal users such as the feed) or `cb` */
   void (*done)(durable__job_t *job);
@@ -82,13 +104,27 @@ void durable__job_submit(durable__job_t *job);
 /* write.c */
 int durable__writes_prepare(durable__job_t *job, const durable_write_t *w,
                             size_t count, durable_error_t *err);
-/* Run every write of `job` in the open transaction.  Returns the status of
- * the job; *wrote says whether any row was changed before a failure (then the
- * transaction must be rolled back to undo it). */
+/* Decide every write of `job` in the open transaction and queue its
+ * statement.  A write refused by its decision (create of a present node read
+ * back, a version conflict, a mutator's refusal, ...) sets job->status and
+ * stops the job there.  Returns 0, or a negative code when the transaction
+ * itself failed (job->err says why): then it must be rolled back. */
 int durable__writes_apply(const durable__backend_t *be, durable__conn_t *conn,
-                          durable__job_t *job, int *wrote);
-/* Forget what a run of the writes produced (events, node, status), keeping
- * the writes themselves for a retry; writes_free frees them. */
+                          durable__job_t *job);
+/* 1 when the job's outcome could require undoing rows it changed (it could
+ * fail after another of its writes succeeded), so the transaction's queue
+ * must be flushed and the job settled before the commit. */
+int durable__writes_risky(const durable__job_t *job);
+/* Add to `out` (distinct) the namespaces the job may have changed: its
+ * queued writes whose outcome is not a refusal.  Nothing for a failed job. */
+int durable__writes_namespaces(const durable__job_t *job, durable__strv_t *out);
+/* Every outcome is known: set the job's status, node and events.  Returns 1
+ * when the job failed after changing rows (the transaction must be rolled
+ * back to undo them), else 0. */
+int durable__writes_settle(durable__job_t *job);
+/* Forget what a run of the writes produced (decisions, events, node,
+ * status), keeping the writes themselves for a retry; writes_free frees
+ * them. */
 void durable__writes_reset(durable__job_t *job);
 void durable__writes_free(durable__job_t *job);
 

@@ -2,7 +2,7 @@
  * postgres_store.c: the PostgreSQL backend (libpq), durable__postgres_backend.
  *
  * It keeps only SQL and I/O; everything the two stores share lives above
- * backend.h.  Three things shape it:
+ * backend.h.  Four things shape it:
  *
  *  - Blocking connections, one per worker thread.  The engine calls every
  *    function except watch_* on its own threads (and connect once more on
@@ -18,13 +18,23 @@
  *    provoking an error, since an error would spoil an open write
  *    transaction.  Each connection remembers which partitions exist and keeps
  *    one prepared statement per (operation, table, partition), so the steady
- *    state is one round trip per statement with no parsing or planning.
+ *    state has no parsing or planning.
  *
  *  - Round trips are the cost that matters (a commit's fsync is the other).
- *    begin() sends nothing: its BEGIN rides in one pipeline with the
- *    transaction's first statement; changed() sends nothing either: its
- *    NOTIFYs ride in one pipeline with the COMMIT.  A one-row transaction is
- *    thus as many round trips as it has statements.
+ *    Inside a transaction nothing is sent until a result is needed: BEGIN,
+ *    the writes (whose outcomes are deferred, see backend.h), the NOTIFYs of
+ *    changed() and the COMMIT wait in a queue, and go in one pipeline at the
+ *    next read (whose result is needed now), flush or commit.  A group of
+ *    puts is one round trip in all; a read for update costs one, carrying
+ *    whatever was queued before it.  In the pipeline, consecutive inserts
+ *    (or upserts) into one table go as one statement over arrays, since the
+ *    server's cost per statement outweighs its cost per row.  libpq reads
+ *    results while it sends, so a long pipeline cannot deadlock on full
+ *    socket buffers.
+ *
+ *  - A commit whose answer was lost is reported as such only when nothing
+ *    the server said proves that it did not happen (drain()); otherwise the
+ *    group is retried on a new connection, as if it had failed earlier.
  *
  * The change feed of other processes is a dedicated LISTEN connection owned
  * by the loop thread:
@@ -339,16 +349,38 @@ static void smap_clear(smap_t *m) {
 
 /* ---- the connection ----------------------------------------------------- */
 
+/* A statement waiting to be sent: plain SQL without parameters, or a
+ * prepared statement with its parameters. */
+enum { STEP_PLAIN, STEP_READ, STEP_WRITE, STEP_COMMIT };
+
+typedef struct {
+  int kind;
+  int op;              /* STEP_WRITE: OP_INSERT, OP_UPSERT, OP_UPDATE, ... */
+  const char *sql;     /* plain SQL, or NULL for the prepared `name` */
+  char name[32];
+  int n;
+  const char *vals[8];
+  char *buf;           /* owns the copied values, `subject`, `partition` */
+  const char *what;    /* for messages: "insert", "get", ... */
+  const char *subject; /* for messages: the path */
+  const char *partition; /* forgotten when its relation is missing */
+  durable__outcome_t *out; /* STEP_WRITE */
+  char rows[32];       /* insert/upsert: the many-row form of `name` */
+} step_t;
+
 struct durable__conn_s {
   PGconn *pg;
   char *name;        /* the URL with its password masked, for messages */
   int in_tx;         /* between begin and commit / rollback */
-  int begin_pending; /* BEGIN not sent yet: it goes with the next statement */
+  int tx_sent;       /* the BEGIN of the open transaction has been sent */
+  int broken;        /* the protocol went astray: only disconnect now */
+  step_t *queue;     /* statements not sent yet, in order */
+  size_t queued, queue_cap;
   smap_t stmts;      /* "op table partition" -> n of prepared "durable_n" */
   unsigned next_stmt;
+  unsigned resets;   /* DEALLOCATE ALLs so far: names taken before are void */
   smap_t partitions;       /* partition -> 1 when all its tables exist */
   durable__strv_t created; /* partitions created by the open transaction */
-  durable__strv_t notes;   /* NOTIFY payloads to send with the COMMIT */
   char sqlstate[6];        /* of the last error */
 };
 
@@ -391,52 +423,251 @@ static int result_ok(const PGresult *res) {
   return res != NULL && (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK);
 }
 
-/* One statement of a pipeline: plain SQL without parameters, or a prepared
- * statement with its parameters. */
-typedef struct {
-  const char *sql;
-  const char *name;
-  int n;
-  const char *const *vals;
-} step_t;
+enum {
+  OP_GET = 'g',
+  OP_GET_FOR_UPDATE = 'u',
+  OP_LIST = 'l',
+  OP_MAX_ID = 'm',
+  OP_INSERT = 'i',
+  OP_UPSERT = 'p',
+  OP_INSERT_ROWS = 'I', /* OP_INSERT for many rows (arrays) */
+  OP_UPSERT_ROWS = 'P', /* OP_UPSERT for many rows (arrays) */
+  OP_UPDATE = 'w',
+  OP_REMOVE = 'd',
+  OP_CHECK = 'c',  /* do all tables of partition $1 exist? */
+  OP_LOCK = 'k',   /* serialise creating partition $1 across processes */
+  OP_ENSURE = 'e', /* create partition $1 */
+  OP_NOTIFY = 'n',
+  OP_GRANTS = 'G',
+  OP_GRANT_ADD = 'A',
+  OP_GRANT_DEL = 'R'
+};
 
-/* Send `count` statements in one round trip and return the last one's
- * result in *last.  The first failure decides the error.  Anything
- * unexpected in the protocol gives DURABLE_EUNAVAIL: the engine then drops
- * this connection instead of trusting its state. */
-static int pipeline(durable__conn_t *c, const step_t *steps, int count,
-                    PGresult **last, durable_error_t *err, const char *op,
-                    const char *subject) {
-  PGconn *pg = c->pg;
-  PGresult *bad = NULL, *res = NULL;
-  int sent = 0, broken = 0, rc = 0;
-  *last = NULL;
-  if (!PQenterPipelineMode(pg))
-    return pg_error(c, NULL, DURABLE_EUNAVAIL, err, op, subject);
-  for (; sent < count; sent++) {
-    const step_t *s = &steps[sent];
-    int ok =
-        s->sql ? PQsendQueryParams(pg, s->sql, 0, NULL, NULL, NULL, NULL, 0)
-               : PQsendQueryPrepared(pg, s->name, s->n, s->vals, NULL, NULL, 0);
-    if (!ok) {
-      broken = 1;
+/* Append a step; its strings must live until it is sent (a write's are
+ * copied into `buf` by the caller).  The step is zeroed but for `kind`. */
+static step_t *push_step(durable__conn_t *c, int kind, durable_error_t *err) {
+  if (c->queued == c->queue_cap) {
+    size_t cap = c->queue_cap ? c->queue_cap * 2 : 64;
+    step_t *q = realloc(c->queue, cap * sizeof(*q));
+    if (q == NULL) {
+      durable__error(err, DURABLE_ENOMEM, "out of memory");
+      return NULL;
+    }
+    c->queue = q;
+    c->queue_cap = cap;
+  }
+  step_t *s = &c->queue[c->queued++];
+  memset(s, 0, sizeof(*s));
+  s->kind = kind;
+  return s;
+}
+
+static void clear_queue(durable__conn_t *c) {
+  for (size_t i = 0; i < c->queued; i++) free(c->queue[i].buf);
+  c->queued = 0;
+}
+
+/* A write's result into its outcome. */
+static void take_outcome(const step_t *s, const PGresult *res) {
+  durable__outcome_t *o = s->out;
+  if (o == NULL) return;
+  if (s->op == OP_REMOVE) {
+    o->status = strcmp(PQcmdTuples((PGresult *)res), "0") == 0
+                    ? DURABLE_ENOTFOUND
+                    : 0;
+    return;
+  }
+  if (PQntuples(res) != 1) { /* DO NOTHING, or no row to update */
+    o->status = s->op == OP_INSERT ? DURABLE_EEXIST : DURABLE_ENOTFOUND;
+    return;
+  }
+  o->status = 0;
+  o->version = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+  o->created_at = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+  o->inserted = s->op == OP_UPSERT ? PQgetvalue(res, 0, 2)[0] == 't'
+                                   : s->op == OP_INSERT;
+}
+
+/* The outcomes of `n` writes sent as one many-row statement: each returned
+ * row names its write (in practice in order, so the search is short).  An
+ * insert with no row met its row (DO NOTHING); an upsert always has one. */
+static void take_rows(step_t *steps, size_t n, const PGresult *res) {
+  size_t at = 0;
+  for (int r = 0, rows = PQntuples(res); r < rows; r++) {
+    const char *ns = PQgetvalue(res, r, 0), *id = PQgetvalue(res, r, 1);
+    for (size_t k = 0; k < n; k++) {
+      step_t *s = &steps[(at + k) % n];
+      if (s->out->status != DURABLE__PENDING || strcmp(s->vals[0], ns) != 0 ||
+          strcmp(s->vals[1], id) != 0)
+        continue;
+      s->out->status = 0;
+      s->out->version = strtoll(PQgetvalue(res, r, 2), NULL, 10);
+      s->out->created_at = strtoll(PQgetvalue(res, r, 3), NULL, 10);
+      s->out->inserted =
+          s->op == OP_UPSERT ? PQgetvalue(res, r, 4)[0] == 't' : 1;
+      at = (at + k + 1) % n;
       break;
     }
   }
+  for (size_t k = 0; k < n; k++)
+    if (steps[k].out->status == DURABLE__PENDING)
+      steps[k].out->status =
+          steps[k].op == OP_INSERT ? DURABLE_EEXIST : DURABLE_EIO;
+}
+
+/* Rows per many-row statement: a bound on one message's size. */
+#define ROWS_MAX 1000
+
+/* A statement as sent: `count` steps from `first`, as one many-row
+ * statement when `rows`. */
+typedef struct {
+  size_t first, count;
+  int rows;
+} sent_t;
+
+/* How many steps from `first` go as one many-row statement: consecutive
+ * inserts (or upserts) into one table, up to ROWS_MAX, and for upserts no
+ * row twice (one statement may not update a row twice). */
+static size_t run_length(durable__conn_t *c, size_t first) {
+  const step_t *s = &c->queue[first];
+  size_t j = first + 1;
+  if (s->kind != STEP_WRITE || s->rows[0] == '\0') return 1;
+  smap_t keys = {0};
+  char key[2 * DURABLE_PATH_MAX + 4];
+  for (; j < c->queued && j - first < ROWS_MAX; j++) {
+    const step_t *t = &c->queue[j];
+    if (t->kind != STEP_WRITE || strcmp(t->rows, s->rows) != 0) break;
+    if (s->op != OP_UPSERT) continue;
+    if (keys.count == 0) { /* the first row's key, once there is a second */
+      snprintf(key, sizeof key, "%s\n%s", s->vals[0], s->vals[1]);
+      if (smap_set(&keys, key, 1) != 0) break;
+    }
+    snprintf(key, sizeof key, "%s\n%s", t->vals[0], t->vals[1]);
+    if (smap_find(&keys, key) != NULL || smap_set(&keys, key, 1) != 0) break;
+  }
+  smap_clear(&keys);
+  return j - first;
+}
+
+/* Column `col` of `n` steps as a PostgreSQL array literal: every element
+ * quoted, '"' and '\' escaped. */
+static char *array_of(const step_t *steps, size_t n, int col) {
+  size_t len = 3;
+  for (size_t k = 0; k < n; k++) {
+    len += 3;
+    for (const char *p = steps[k].vals[col]; *p; p++)
+      len += 1 + (*p == '"' || *p == '\\');
+  }
+  char *out = malloc(len), *o = out;
+  if (out == NULL) return NULL;
+  *o++ = '{';
+  for (size_t k = 0; k < n; k++) {
+    if (k) *o++ = ',';
+    *o++ = '"';
+    for (const char *p = steps[k].vals[col]; *p; p++) {
+      if (*p == '"' || *p == '\\') *o++ = '\\';
+      *o++ = *p;
+    }
+    *o++ = '"';
+  }
+  *o++ = '}';
+  *o = '\0';
+  return out;
+}
+
+/* Send one planned statement (no wait). */
+static int send_planned(PGconn *pg, step_t *steps, const sent_t *p) {
+  const step_t *s = &steps[p->first];
+  if (!p->rows)
+    return s->sql ? PQsendQueryParams(pg, s->sql, 0, NULL, NULL, NULL, NULL, 0)
+                  : PQsendQueryPrepared(pg, s->name, s->n, s->vals, NULL, NULL,
+                                        0);
+  char *arrays[8];
+  int ok = 1;
+  for (int col = 0; col < 8; col++)
+    if ((arrays[col] = array_of(s, p->count, col)) == NULL) ok = 0;
+  /* libpq copies the parameters into its buffer at once */
+  if (ok)
+    ok = PQsendQueryPrepared(pg, s->rows, 8, (const char *const *)arrays,
+                             NULL, NULL, 0);
+  for (int col = 0; col < 8; col++) free(arrays[col]);
+  return ok;
+}
+
+/* Send every queued step in one pipeline and take every result: outcomes
+ * into their writes, and the last step's result into *last when it is a
+ * read.  Consecutive inserts (or upserts) into one table go as one
+ * many-row statement.  The first failure decides the error, naming its
+ * statement; the statements after it are not run (the pipeline aborts) and
+ * an open transaction is spoiled.  Anything unexpected in the protocol gives
+ * DURABLE_EUNAVAIL and marks the connection broken: the engine then drops
+ * it instead of trusting its state.
+ *
+ * For a queue that ends with COMMIT: once the server answered COMMIT, the
+ * transaction is saved, and that is success even if the connection breaks
+ * right after (it is dropped at the next begin).  Otherwise *unknown (may
+ * be NULL) tells a failure whose outcome cannot be known -- COMMIT was sent
+ * and nothing the server said proves that it did not take effect -- from
+ * one that certainly committed nothing. */
+static int drain(durable__conn_t *c, PGresult **last, int *unknown,
+                 durable_error_t *err) {
+  PGconn *pg = c->pg;
+  size_t count = c->queued, nplan = 0, sent = 0, got = 0;
+  PGresult *bad = NULL;
+  int broken = 0, rc = 0, committed = 0, refused = 0;
+  if (last != NULL) *last = NULL;
+  if (unknown != NULL) *unknown = 0;
+  if (count == 0) return 0;
+  sent_t *plan = malloc(count * sizeof(*plan));
+  if (plan == NULL) {
+    clear_queue(c);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < count; nplan++) {
+    size_t n = run_length(c, i);
+    plan[nplan] = (sent_t){i, n, n > 1};
+    i += n;
+  }
+  size_t bad_at = nplan, commit_at = nplan;
+  c->sqlstate[0] = '\0';
+  if (c->in_tx) c->tx_sent = 1;
+  if (!PQenterPipelineMode(pg)) broken = 1;
+  for (; !broken && sent < nplan; sent++) {
+    if (c->queue[plan[sent].first].kind == STEP_COMMIT) commit_at = sent;
+    if (!send_planned(pg, c->queue, &plan[sent])) broken = 1;
+  }
   if (!broken && !PQpipelineSync(pg)) broken = 1;
-  for (int i = 0; !broken && i < sent; i++) {
+  for (; !broken && got < sent; got++) {
+    const sent_t *p = &plan[got];
+    step_t *s = &c->queue[p->first];
     PGresult *r = PQgetResult(pg);
     if (r == NULL) {
       broken = 1;
       break;
     }
     ExecStatusType st = PQresultStatus(r);
-    if (st == PGRES_FATAL_ERROR && bad == NULL)
-      bad = r;
-    else if (i == count - 1 && result_ok(r))
-      res = r;
-    else
-      PQclear(r);
+    if (st == PGRES_FATAL_ERROR) {
+      if (bad == NULL) {
+        bad = r;
+        bad_at = got;
+        r = NULL;
+      }
+    } else if (result_ok(r)) {
+      if (p->rows) {
+        take_rows(s, p->count, r);
+      } else if (s->kind == STEP_WRITE) {
+        take_outcome(s, r);
+      } else if (s->kind == STEP_COMMIT) {
+        /* COMMIT of a failed transaction "succeeds" with the tag ROLLBACK */
+        committed = strcmp(PQcmdStatus(r), "COMMIT") == 0;
+        refused = !committed;
+      } else if (s->kind == STEP_READ && p->first == count - 1 &&
+                 last != NULL) {
+        *last = r;
+        r = NULL;
+      }
+    } /* else PGRES_PIPELINE_ABORTED: not run, after `bad` */
+    PQclear(r);
     /* each statement's results end with a NULL */
     PGresult *x = PQgetResult(pg);
     if (x != NULL) {
@@ -449,59 +680,79 @@ static int pipeline(durable__conn_t *c, const step_t *steps, int count,
     if (r == NULL || PQresultStatus(r) != PGRES_PIPELINE_SYNC) broken = 1;
     PQclear(r);
   }
-  if (!broken && !PQexitPipelineMode(pg)) broken = 1;
+  if (PQpipelineStatus(pg) != PQ_PIPELINE_OFF && !PQexitPipelineMode(pg))
+    broken = 1;
+  if (broken) c->broken = 1;
 
-  if (bad != NULL)
-    rc = pg_error(c, bad, broken ? DURABLE_EUNAVAIL : 0, err, op, subject);
-  else if (broken || res == NULL)
-    rc = pg_error(c, NULL, DURABLE_EUNAVAIL, err, op, subject);
-  PQclear(bad);
-  if (rc != 0) {
-    PQclear(res);
-    return rc;
+  if (committed) {
+    rc = 0; /* saved: whatever the connection does now */
+  } else if (bad != NULL) {
+    const step_t *s = &c->queue[plan[bad_at].first];
+    rc = pg_error(c, bad, broken ? DURABLE_EUNAVAIL : 0, err, s->what,
+                  s->subject);
+    if (missing_relation(c) && s->partition) forget_partition(c, s->partition);
+  } else if (broken) {
+    const step_t *s = &c->queue[plan[got < nplan ? got : nplan - 1].first];
+    rc = pg_error(c, NULL, DURABLE_EUNAVAIL, err, s->what, s->subject);
+  } else if (refused) {
+    rc = durable__error(err, DURABLE_EIO,
+                        "commit: the transaction was rolled back");
   }
-  *last = res;
-  return 0;
+  if (rc != 0 && unknown != NULL && commit_at < sent && !refused) {
+    /* Proof that COMMIT did not take effect: an error the server sent (it
+     * has a SQLSTATE) for a statement before it, or a plain ERROR for the
+     * COMMIT itself.  A FATAL one there may come after the commit. */
+    const char *state = bad ? PQresultErrorField(bad, PG_DIAG_SQLSTATE) : NULL;
+    const char *severity =
+        bad ? PQresultErrorField(bad, PG_DIAG_SEVERITY_NONLOCALIZED) : NULL;
+    int proof = state != NULL &&
+                (bad_at < commit_at ||
+                 (bad_at == commit_at && severity != NULL &&
+                  strcmp(severity, "ERROR") == 0));
+    *unknown = !proof;
+  }
+  PQclear(bad);
+  free(plan);
+  if (rc != 0 && last != NULL) {
+    PQclear(*last);
+    *last = NULL;
+  }
+  clear_queue(c);
+  return rc;
 }
 
-/* Run a prepared statement.  A pending BEGIN goes first in the same round
+/* Run a prepared statement now, after whatever is queued, in the same round
  * trip.  Returns the result, or NULL with *rc and `err` set. */
 static PGresult *run(durable__conn_t *c, const char *name, int n,
                      const char *const *vals, int *rc, durable_error_t *err,
                      const char *op, const char *subject) {
   PGresult *res;
   c->sqlstate[0] = '\0';
-  if (c->begin_pending) {
-    step_t steps[2] = {{"BEGIN", NULL, 0, NULL}, {NULL, name, n, vals}};
-    c->begin_pending = 0;
-    *rc = pipeline(c, steps, 2, &res, err, op, subject);
-    return *rc == 0 ? res : NULL;
+  if (c->queued == 0) {
+    res = PQexecPrepared(c->pg, name, n, vals, NULL, NULL, 0);
+    if (result_ok(res)) return res;
+    *rc = pg_error(c, res, 0, err, op, subject);
+    PQclear(res);
+    return NULL;
   }
-  res = PQexecPrepared(c->pg, name, n, vals, NULL, NULL, 0);
-  if (result_ok(res)) return res;
-  *rc = pg_error(c, res, 0, err, op, subject);
-  PQclear(res);
-  return NULL;
+  step_t *s = push_step(c, STEP_READ, err);
+  if (s == NULL) {
+    *rc = err->code;
+    return NULL;
+  }
+  snprintf(s->name, sizeof(s->name), "%s", name);
+  s->n = n;
+  for (int i = 0; i < n && i < 8; i++) s->vals[i] = vals[i];
+  s->what = op;
+  s->subject = subject;
+  *rc = drain(c, &res, NULL, err);
+  if (*rc == 0 && res == NULL)
+    *rc = pg_error(c, NULL, DURABLE_EUNAVAIL, err, op, subject);
+  return *rc == 0 ? res : NULL;
 }
 
 /* ---- prepared statements ------------------------------------------------ */
 
-enum {
-  OP_GET = 'g',
-  OP_GET_FOR_UPDATE = 'u',
-  OP_LIST = 'l',
-  OP_MAX_ID = 'm',
-  OP_INSERT = 'i',
-  OP_UPDATE = 'w',
-  OP_REMOVE = 'd',
-  OP_CHECK = 'c',  /* do all tables of partition $1 exist? */
-  OP_LOCK = 'k',   /* serialise creating partition $1 across processes */
-  OP_ENSURE = 'e', /* create partition $1 */
-  OP_NOTIFY = 'n',
-  OP_GRANTS = 'G',
-  OP_GRANT_ADD = 'A',
-  OP_GRANT_DEL = 'R'
-};
 
 /* The SQL of an operation; `rel` is the quoted "partition".table. */
 static char *op_sql(durable__conn_t *c, int op, const char *rel) {
@@ -530,13 +781,45 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel) {
      * transaction stays usable. */
     return format("INSERT INTO %s (" NODE_COLS ") VALUES ($1, $2, $3, $4, "
                   "$5, $6, nextval('public.durable_version'), $7, $8) "
-                  "ON CONFLICT DO NOTHING RETURNING version",
+                  "ON CONFLICT DO NOTHING RETURNING version, created_at",
                   rel);
+  case OP_UPSERT:
+    /* xmax is 0 in a row this statement inserted, our transaction's id in
+     * one it updated: the usual way to tell the two apart */
+    return format("INSERT INTO %s (" NODE_COLS ") VALUES ($1, $2, $3, $4, "
+                  "$5, $6, nextval('public.durable_version'), $7, $8) "
+                  "ON CONFLICT (namespace, id) DO UPDATE SET "
+                  "path = EXCLUDED.path, node_type = EXCLUDED.node_type, "
+                  "content = EXCLUDED.content, main_node = EXCLUDED.main_node, "
+                  "version = EXCLUDED.version, updated_at = EXCLUDED.updated_at "
+                  "RETURNING version, created_at, xmax = 0",
+                  rel);
+  case OP_INSERT_ROWS:
+  case OP_UPSERT_ROWS:
+    /* One statement for many rows, each parameter an array: far less work
+     * per row for the server than a statement each.  RETURNING names the
+     * row, so that each outcome finds its write. */
+    return format("INSERT INTO %s (" NODE_COLS ") SELECT n, i, p, t, c, m, "
+                  "nextval('public.durable_version'), a, u FROM unnest("
+                  "$1::text[], $2::text[], $3::text[], $4::text[], "
+                  "$5::text[], $6::text[], $7::bigint[], $8::bigint[]) "
+                  "AS r(n, i, p, t, c, m, a, u) %s RETURNING namespace, id, "
+                  "version, created_at%s",
+                  rel,
+                  op == OP_INSERT_ROWS
+                      ? "ON CONFLICT DO NOTHING"
+                      : "ON CONFLICT (namespace, id) DO UPDATE SET "
+                        "path = EXCLUDED.path, node_type = EXCLUDED.node_type, "
+                        "content = EXCLUDED.content, "
+                        "main_node = EXCLUDED.main_node, "
+                        "version = EXCLUDED.version, "
+                        "updated_at = EXCLUDED.updated_at",
+                  op == OP_INSERT_ROWS ? "" : ", xmax = 0");
   case OP_UPDATE:
     return format("UPDATE %s SET path = $3, node_type = $4, content = $5, "
                   "main_node = $6, version = nextval('public.durable_version'),"
                   " created_at = $7, updated_at = $8 WHERE namespace = $1 AND "
-                  "id = $2 RETURNING version",
+                  "id = $2 RETURNING version, created_at",
                   rel);
   case OP_REMOVE:
     return format("DELETE FROM %s WHERE namespace = $1 AND id = $2", rel);
@@ -603,6 +886,11 @@ static int statement(durable__conn_t *c, int op, const durable__place_t *place,
 
   int rc = 0;
   if (c->stmts.count >= STMT_CACHE_MAX) {
+    /* what is queued names statements about to go */
+    if ((rc = drain(c, NULL, NULL, err)) != 0) {
+      free(key);
+      return rc;
+    }
     PGresult *res = PQexec(c->pg, "DEALLOCATE ALL");
     if (!result_ok(res)) rc = pg_error(c, res, 0, err, "deallocate", "");
     PQclear(res);
@@ -611,6 +899,7 @@ static int statement(durable__conn_t *c, int op, const durable__place_t *place,
       return rc;
     }
     smap_clear(&c->stmts);
+    c->resets++;
   }
 
   char *rel = NULL, *sql = NULL;
@@ -680,7 +969,13 @@ static int ensure_partition(durable__conn_t *c, const char *partition,
   if (rc != 0 || exists) return rc;
 
   int own = !c->in_tx; /* not expected, but then it gets its own transaction */
-  if (own) c->in_tx = c->begin_pending = 1;
+  if (own) {
+    step_t *b = push_step(c, STEP_PLAIN, err);
+    if (b == NULL) return err->code;
+    b->sql = "BEGIN";
+    b->what = "begin";
+    c->in_tx = 1;
+  }
   char lock[32], ensure[32];
   const char *vals[1] = {partition};
   PGresult *res = NULL;
@@ -696,11 +991,14 @@ static int ensure_partition(durable__conn_t *c, const char *partition,
   if (rc == 0) rc = smap_set(&c->partitions, partition, 1);
   if (rc == 0 && !own) rc = durable__strv_push(&c->created, partition);
   if (own) {
-    c->in_tx = c->begin_pending = 0;
-    res = PQexec(c->pg, rc == 0 ? "COMMIT" : "ROLLBACK");
-    if (rc == 0 && (!result_ok(res) || strcmp(PQcmdStatus(res), "COMMIT")))
-      rc = pg_error(c, res, 0, err, "create partition", partition);
-    PQclear(res);
+    clear_queue(c);
+    if (c->tx_sent) {
+      res = PQexec(c->pg, rc == 0 ? "COMMIT" : "ROLLBACK");
+      if (rc == 0 && (!result_ok(res) || strcmp(PQcmdStatus(res), "COMMIT")))
+        rc = pg_error(c, res, 0, err, "create partition", partition);
+      PQclear(res);
+    }
+    c->in_tx = c->tx_sent = 0;
     if (rc != 0) forget_partition(c, partition);
   }
   return rc;
@@ -713,8 +1011,8 @@ static void end_tx(durable__conn_t *c, int committed) {
     for (size_t i = 0; i < c->created.count; i++)
       forget_partition(c, c->created.items[i]);
   durable__strv_free(&c->created);
-  durable__strv_free(&c->notes);
-  c->in_tx = c->begin_pending = 0;
+  clear_queue(c);
+  c->in_tx = c->tx_sent = 0;
 }
 
 /* ---- connect ------------------------------------------------------------ */
@@ -774,7 +1072,8 @@ static void pg_disconnect(durable__conn_t *c) {
   smap_clear(&c->stmts);
   smap_clear(&c->partitions);
   durable__strv_free(&c->created);
-  durable__strv_free(&c->notes);
+  clear_queue(c);
+  free(c->queue);
   free(c->name);
   free(c);
 }
@@ -821,51 +1120,44 @@ static int pg_single_connection(const char *url) {
 static int pg_begin(durable__conn_t *c, durable_error_t *err) {
   if (c->in_tx)
     return durable__error(err, DURABLE_EINVAL, "begin: in a transaction");
-  /* Sent with the first statement.  PostgreSQL needs no up-front write lock:
-   * get(for_update) locks the row, and READ COMMITTED reads the latest
-   * commit after the lock is granted. */
-  c->in_tx = c->begin_pending = 1;
+  /* A backend that was ended while we were idle has said so on the socket:
+   * reading it now (never blocking) finds out before anything is sent, so
+   * the engine reconnects instead of meeting the loss mid-commit. */
+  if (!c->broken) PQconsumeInput(c->pg);
+  if (c->broken || PQstatus(c->pg) != CONNECTION_OK) /* drop it, reconnect */
+    return pg_error(c, NULL, DURABLE_EUNAVAIL, err, "begin", "");
+  /* Queued: it goes with the first statement that is sent.  PostgreSQL
+   * needs no up-front write lock: get(for_update) locks the row, and READ
+   * COMMITTED reads the latest commit after the lock is granted. */
+  clear_queue(c);
+  step_t *s = push_step(c, STEP_PLAIN, err);
+  if (s == NULL) return err->code;
+  s->sql = "BEGIN";
+  s->what = "begin";
+  c->in_tx = 1;
+  c->tx_sent = 0;
   return 0;
 }
 
-static int pg_commit(durable__conn_t *c, durable_error_t *err) {
+static int pg_flush(durable__conn_t *c, durable_error_t *err) {
+  return drain(c, NULL, NULL, err);
+}
+
+static int pg_commit(durable__conn_t *c, int *unknown, durable_error_t *err) {
+  *unknown = 0;
   if (!c->in_tx) return 0;
-  if (c->begin_pending && c->notes.count == 0) { /* nothing was sent */
+  if (!c->tx_sent && c->queued <= 1) { /* a BEGIN alone: nothing to do */
     end_tx(c, 1);
     return 0;
   }
-
-  int rc = 0;
-  PGresult *res = NULL;
-  if (c->notes.count == 0) {
-    res = PQexec(c->pg, "COMMIT");
-    if (!result_ok(res)) rc = pg_error(c, res, 0, err, "commit", "");
-  } else {
-    char notify[32];
-    size_t count = c->notes.count + 2;
-    step_t *steps = calloc(count, sizeof(*steps));
-    rc = steps ? statement(c, OP_NOTIFY, NULL, notify, err)
-               : durable__error(err, DURABLE_ENOMEM, "out of memory");
-    if (rc == 0) {
-      size_t n = 0;
-      if (c->begin_pending) steps[n++].sql = "BEGIN";
-      for (size_t i = 0; i < c->notes.count; i++) {
-        steps[n].name = notify;
-        steps[n].n = 1;
-        steps[n++].vals = (const char *const *)&c->notes.items[i];
-      }
-      steps[n++].sql = "COMMIT";
-      c->begin_pending = 0;
-      rc = pipeline(c, steps, (int)n, &res, err, "commit", "");
-    }
-    free(steps);
+  step_t *s = push_step(c, STEP_COMMIT, err);
+  int rc = s == NULL ? err->code : 0;
+  if (s != NULL) {
+    s->sql = "COMMIT";
+    s->what = "commit";
+    rc = drain(c, NULL, unknown, err);
   }
-  /* COMMIT of a failed transaction "succeeds" with the tag ROLLBACK. */
-  if (rc == 0 && strcmp(PQcmdStatus(res), "COMMIT") != 0)
-    rc = durable__error(err, DURABLE_EIO,
-                        "commit: the transaction was rolled back");
-  PQclear(res);
-  if (rc != 0 && PQstatus(c->pg) == CONNECTION_OK &&
+  if (rc != 0 && !c->broken && PQstatus(c->pg) == CONNECTION_OK &&
       PQtransactionStatus(c->pg) != PQTRANS_IDLE)
     PQclear(PQexec(c->pg, "ROLLBACK"));
   end_tx(c, rc == 0);
@@ -873,7 +1165,8 @@ static int pg_commit(durable__conn_t *c, durable_error_t *err) {
 }
 
 static void pg_rollback(durable__conn_t *c) {
-  if (c->in_tx && !c->begin_pending && PQstatus(c->pg) == CONNECTION_OK)
+  if (c->in_tx && c->tx_sent && !c->broken &&
+      PQstatus(c->pg) == CONNECTION_OK)
     PQclear(PQexec(c->pg, "ROLLBACK"));
   end_tx(c, 0);
 }
@@ -1018,93 +1311,141 @@ static int write_failed(durable__conn_t *c, durable__place_t place, int rc) {
   return rc;
 }
 
-/* Insert or update `node`, taking node->version from RETURNING. */
-static int write_node(durable__conn_t *c, int op, durable__place_t place,
-                      durable_node_t *node, durable_error_t *err) {
-  char name[32], created[24], updated[24];
-  int rc = prepare_write(c, op, place, name, err);
+/* Queue a write of `node` (NULL for a removal of ns/id) with statement
+ * `op`; its outcome arrives at the next drain.  The parameters are copied:
+ * the caller's strings may go. */
+static int queue_write(durable__conn_t *c, int op, durable__place_t place,
+                       const durable_node_t *node, const char *ns,
+                       const char *id, durable__outcome_t *out,
+                       durable_error_t *err) {
+  char name[32], rows[32] = "", created[24], updated[24];
+  char path[DURABLE_PATH_MAX + 2];
+  int many = op == OP_INSERT || op == OP_UPSERT, rc;
+  unsigned resets;
+  do { /* both names must come from the same cache generation */
+    resets = c->resets;
+    rc = prepare_write(c, op, place, name, err);
+    if (rc == 0 && many)
+      rc = statement(c, op == OP_INSERT ? OP_INSERT_ROWS : OP_UPSERT_ROWS,
+                     &place, rows, err);
+  } while (rc == 0 && resets != c->resets);
   if (rc != 0) return write_failed(c, place, rc);
-  snprintf(created, sizeof(created), "%lld", (long long)node->created_at);
-  snprintf(updated, sizeof(updated), "%lld", (long long)node->updated_at);
-  const char *vals[8] = {node->ns ? node->ns : "",
-                         node->id,
-                         node->path,
-                         node->node_type ? node->node_type : "",
-                         node->content ? node->content : "{}",
-                         node->main_node ? node->main_node : node->path,
-                         created,
-                         updated};
-  const char *what = op == OP_INSERT ? "insert" : "update";
-  PGresult *res = run(c, name, 8, vals, &rc, err, what, node->path);
-  if (res == NULL) return write_failed(c, place, rc);
-  if (PQntuples(res) == 1)
-    node->version = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-  else if (op == OP_INSERT)
-    rc = durable__error(err, DURABLE_EEXIST, "'%s' already exists", node->path);
-  else
-    rc = durable__error(err, DURABLE_ENOTFOUND, "'%s' not found", node->path);
-  PQclear(res);
-  return rc;
+  const char *vals[8];
+  int n;
+  if (node != NULL) {
+    snprintf(created, sizeof(created), "%lld", (long long)node->created_at);
+    snprintf(updated, sizeof(updated), "%lld", (long long)node->updated_at);
+    vals[0] = node->ns ? node->ns : "";
+    vals[1] = node->id;
+    vals[2] = node->path;
+    vals[3] = node->node_type ? node->node_type : "";
+    vals[4] = node->content ? node->content : "{}";
+    vals[5] = node->main_node ? node->main_node : node->path;
+    vals[6] = created;
+    vals[7] = updated;
+    n = 8;
+  } else {
+    path_of(path, sizeof(path), ns, id);
+    vals[0] = ns;
+    vals[1] = id;
+    vals[2] = path; /* not a parameter: the subject of messages */
+    n = 2;
+  }
+  /* one block: the values, then the subject (the path) and the partition */
+  size_t len[10], total = 0;
+  int k = n == 8 ? 8 : 3;
+  for (int i = 0; i < k; i++) total += (len[i] = strlen(vals[i])) + 1;
+  total += (len[k] = strlen(place.partition)) + 1;
+  step_t *s = push_step(c, STEP_WRITE, err);
+  if (s == NULL) return err->code;
+  if ((s->buf = malloc(total)) == NULL) {
+    c->queued--;
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  char *p = s->buf;
+  const char *copies[10];
+  for (int i = 0; i <= k; i++) {
+    const char *src = i < k ? vals[i] : place.partition;
+    memcpy(p, src, len[i] + 1);
+    copies[i] = p;
+    p += len[i] + 1;
+  }
+  snprintf(s->name, sizeof(s->name), "%s", name);
+  snprintf(s->rows, sizeof(s->rows), "%s", rows);
+  s->op = op;
+  s->n = n;
+  for (int i = 0; i < n; i++) s->vals[i] = copies[i];
+  s->subject = copies[2]; /* the path */
+  s->partition = copies[k];
+  s->what = op == OP_INSERT   ? "insert"
+            : op == OP_UPSERT ? "put"
+            : op == OP_UPDATE ? "update"
+                              : "remove";
+  s->out = out;
+  return 0;
 }
 
 static int pg_insert(durable__conn_t *c, durable__place_t place,
-                     durable_node_t *node, durable_error_t *err) {
-  return write_node(c, OP_INSERT, place, node, err);
+                     const durable_node_t *node, durable__outcome_t *out,
+                     durable_error_t *err) {
+  return queue_write(c, OP_INSERT, place, node, NULL, NULL, out, err);
+}
+
+static int pg_upsert(durable__conn_t *c, durable__place_t place,
+                     const durable_node_t *node, durable__outcome_t *out,
+                     durable_error_t *err) {
+  return queue_write(c, OP_UPSERT, place, node, NULL, NULL, out, err);
 }
 
 static int pg_update(durable__conn_t *c, durable__place_t place,
-                     durable_node_t *node, durable_error_t *err) {
-  return write_node(c, OP_UPDATE, place, node, err);
+                     const durable_node_t *node, durable__outcome_t *out,
+                     durable_error_t *err) {
+  return queue_write(c, OP_UPDATE, place, node, NULL, NULL, out, err);
 }
 
 static int pg_remove(durable__conn_t *c, durable__place_t place, const char *ns,
-                     const char *id, durable_error_t *err) {
-  char name[32], path[DURABLE_PATH_MAX + 2];
-  path_of(path, sizeof(path), ns, id);
-  int rc = prepare_write(c, OP_REMOVE, place, name, err);
-  if (rc != 0) return write_failed(c, place, rc);
-  const char *vals[2] = {ns, id};
-  PGresult *res = run(c, name, 2, vals, &rc, err, "remove", path);
-  if (res == NULL) return write_failed(c, place, rc);
-  if (strcmp(PQcmdTuples(res), "0") == 0)
-    rc = durable__error(err, DURABLE_ENOTFOUND, "'%s' not found", path);
-  PQclear(res);
-  return rc;
+                     const char *id, durable__outcome_t *out,
+                     durable_error_t *err) {
+  return queue_write(c, OP_REMOVE, place, NULL, ns, id, out, err);
 }
 
-/* One NOTIFY per namespace, "instance\nnamespace", kept until the COMMIT
- * that sends them (PostgreSQL delivers them only if it commits). */
+/* One NOTIFY per namespace, "instance\nnamespace", queued for the COMMIT
+ * (PostgreSQL delivers them only if it commits). */
 static int pg_changed(durable__conn_t *c, const durable__strv_t *namespaces,
                       const char *instance, int64_t *commit_id,
                       durable_error_t *err) {
   *commit_id = 0;
-  for (size_t i = 0; i < namespaces->count; i++) {
+  char name[32];
+  int rc = namespaces->count ? statement(c, OP_NOTIFY, NULL, name, err) : 0;
+  for (size_t i = 0; rc == 0 && i < namespaces->count; i++) {
     char *payload = format("%s\n%s", instance, namespaces->items[i]);
     if (payload == NULL)
       return durable__error(err, DURABLE_ENOMEM, "out of memory");
-    int rc = 0, dup = 0;
-    if (strlen(payload) > PAYLOAD_MAX)
-      rc = durable__error(err, DURABLE_EINVAL,
-                          "namespace too long for a notification: '%s'",
-                          namespaces->items[i]);
-    for (size_t j = 0; rc == 0 && j < c->notes.count; j++)
-      if (strcmp(c->notes.items[j], payload) == 0) dup = 1;
-    if (rc == 0 && !dup) {
-      if (c->in_tx) {
-        rc = durable__strv_push(&c->notes, payload);
-      } else { /* no transaction: send it now */
-        char name[32];
-        const char *vals[1] = {payload};
-        rc = statement(c, OP_NOTIFY, NULL, name, err);
-        PGresult *res =
-            rc ? NULL : run(c, name, 1, vals, &rc, err, "notify", "");
-        PQclear(res);
-      }
+    if (strlen(payload) > PAYLOAD_MAX) {
+      free(payload);
+      return durable__error(err, DURABLE_EINVAL,
+                            "namespace too long for a notification: '%s'",
+                            namespaces->items[i]);
     }
-    free(payload);
-    if (rc != 0) return rc;
+    if (!c->in_tx) { /* no transaction: send it now */
+      const char *vals[1] = {payload};
+      PQclear(run(c, name, 1, vals, &rc, err, "notify", ""));
+      free(payload);
+      continue;
+    }
+    step_t *s = push_step(c, STEP_PLAIN, err);
+    if (s == NULL) {
+      free(payload);
+      return err->code;
+    }
+    s->buf = payload;
+    snprintf(s->name, sizeof(s->name), "%s", name);
+    s->n = 1;
+    s->vals[0] = payload;
+    s->what = "notify";
+    s->subject = "";
   }
-  return 0;
+  return rc;
 }
 
 /* ---- grants ------------------------------------------------------------- */
@@ -1338,8 +1679,10 @@ const durable__backend_t durable__postgres_backend = {
     .list = pg_list,
     .max_id = pg_max_id,
     .insert = pg_insert,
+    .upsert = pg_upsert,
     .update = pg_update,
     .remove = pg_remove,
+    .flush = pg_flush,
     .changed = pg_changed,
     .grants_of = pg_grants_of,
     .grant = pg_grant,

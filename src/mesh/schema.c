@@ -107,16 +107,12 @@ static char *sqlite_script(void) {
          /* read grants: principal may read owners at or under prefix */
          "CREATE TABLE IF NOT EXISTS durable_grants (principal TEXT NOT NULL, "
          "prefix TEXT NOT NULL, PRIMARY KEY (principal, prefix)) WITHOUT ROWID;\n"
-         /* counters: 'version' (per write) and 'commit' (per transaction) */
-         "CREATE TABLE IF NOT EXISTS durable_meta (key TEXT PRIMARY KEY, "
-         "value INTEGER NOT NULL) WITHOUT ROWID;\n"
-         "INSERT OR IGNORE INTO durable_meta VALUES ('version', 0), "
-         "('commit', 0);\n"
-         /* the last commit that changed each namespace, for other processes */
-         "CREATE TABLE IF NOT EXISTS durable_changes (namespace TEXT PRIMARY "
-         "KEY, commit_id INTEGER NOT NULL) WITHOUT ROWID;\n"
-         "CREATE INDEX IF NOT EXISTS durable_changes_by_commit ON "
-         "durable_changes (commit_id);\n");
+         /* the commit log: each write transaction's id with the namespaces
+          * it changed, for other processes, and the last version it wrote,
+          * which the next one counts on from (sqlite_store.c) */
+         "CREATE TABLE IF NOT EXISTS durable_commits (commit_id INTEGER NOT "
+         "NULL, namespace TEXT NOT NULL, version INTEGER NOT NULL, "
+         "PRIMARY KEY (commit_id, namespace)) WITHOUT ROWID;\n");
   return b.s;
 }
 

@@ -26,8 +26,8 @@ const char *const *durable__tables(void);
 typedef enum { DURABLE__SQLITE, DURABLE__POSTGRES } durable__dialect_t;
 
 /* The whole bootstrap script for a dialect (malloc'ed; the caller frees it):
- * SQLite: every node table plus the store's own tables (grants, meta,
- * changes).  PostgreSQL: the version sequence, the grants table and the
+ * SQLite: every node table plus the store's own tables (grants, the commit
+ * log).  PostgreSQL: the version sequence, the grants table and the
  * function public.ensure_partition_schema(name) that creates a partition's
  * schema with every node table in it.  Idempotent. */
 char *durable__schema_script(durable__dialect_t dialect);

@@ -20,17 +20,27 @@
  *    succeed; longer is reported as "locked".
  *  - No row locks: the write lock already serialises, so `for_update` is
  *    nothing more than a read here.
- *  - No notifications between processes.  Instead every transaction bumps a
- *    commit counter and records, per namespace it changed, that counter in
- *    durable_changes.  A watch polls PRAGMA data_version (which moves only
- *    when another connection committed) on a short timer, and only then
- *    reads which namespaces moved since the counter it last saw.
+ *  - No notifications between processes.  Instead every write transaction
+ *    takes a commit id (one more than the greatest so far) and logs, per
+ *    namespace it changed, a row (commit id, namespace) in durable_commits.
+ *    A watch polls PRAGMA data_version (which moves only when another
+ *    connection committed) on a short timer, and only then reads which
+ *    namespaces were logged after the commit id it last saw.  The log keeps
+ *    the last LOG_KEEP commits; a watch that fell further behind re-syncs
+ *    everything.
  *
- * Versions come from one store-wide counter (durable_meta 'version') bumped
- * inside the writing transaction, so they grow across processes and across a
- * delete and a re-create.  The partition of a place is not used: on SQLite a
- * partition is just the first segment of `namespace`, already part of every
- * key, and all partitions share the same tables.
+ * Versions come from the same log: each row also carries the last version
+ * its transaction wrote, so a transaction reads the newest row once (a seek
+ * to the right edge of the log's key), counts on from there -- one more per
+ * write, across processes and across a delete and a re-create -- and writes
+ * one row of its own beside the nodes, instead of a counter per write.
+ * SQLite runs each write at once: an outcome is known when the call returns
+ * and flush has nothing to do.  A put is an insert that, meeting its row,
+ * becomes an update; a create is the insert alone.
+ *
+ * The partition of a place is not used: on SQLite a partition is just the
+ * first segment of `namespace`, already part of every key, and all
+ * partitions share the same tables.
  */
 #include "backend.h"
 #include "schema.h"
@@ -53,13 +63,25 @@
 #define WATCH_PERIOD_MS 40
 #define MEMORY_NAME ":memory:"
 #define MAX_ID_WIDTH 64
+/* The log keeps the last LOG_KEEP commits, pruned every LOG_PRUNE. */
+#define LOG_KEEP 16384
+#define LOG_PRUNE 256
 
 #define NODE_COLUMNS                                                          \
   "namespace, id, path, node_type, content, main_node, version, "            \
   "created_at, updated_at"
 
 /* Statements of each node table, prepared lazily per connection. */
-enum { OP_GET, OP_LIST, OP_MAX_ID, OP_INSERT, OP_UPDATE, OP_REMOVE, OP_COUNT };
+enum {
+  OP_GET,
+  OP_LIST,
+  OP_MAX_ID,
+  OP_INSERT,
+  OP_UPDATE,
+  OP_REFRESH,
+  OP_REMOVE,
+  OP_COUNT
+};
 
 static const char *const op_sql[OP_COUNT] = {
     [OP_GET] = "SELECT " NODE_COLUMNS " FROM %s "
@@ -79,6 +101,11 @@ static const char *const op_sql[OP_COUNT] = {
     [OP_UPDATE] = "UPDATE %s SET path = ?3, node_type = ?4, content = ?5, "
                   "main_node = ?6, version = ?7, created_at = ?8, "
                   "updated_at = ?9 WHERE namespace = ?1 AND id = ?2",
+    /* the update half of a put: everything but created_at, which it reads
+     * back (?8 is an unused slot, so both take the same bindings) */
+    [OP_REFRESH] = "UPDATE %s SET path = ?3, node_type = ?4, content = ?5, "
+                   "main_node = ?6, version = ?7, updated_at = ?9 "
+                   "WHERE namespace = ?1 AND id = ?2 RETURNING created_at",
     [OP_REMOVE] = "DELETE FROM %s WHERE namespace = ?1 AND id = ?2",
 };
 
@@ -87,8 +114,9 @@ enum {
   S_BEGIN,
   S_COMMIT,
   S_ROLLBACK,
-  S_BUMP,
-  S_CHANGE,
+  S_LAST_COMMIT,
+  S_LOG,
+  S_PRUNE,
   S_GRANTS_OF,
   S_GRANT_ADD,
   S_GRANT_DEL,
@@ -103,12 +131,12 @@ static const char *const misc_sql[S_COUNT] = {
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
-    /* RETURNING needs SQLite 3.35; Debian 12 has 3.40. */
-    [S_BUMP] = "UPDATE durable_meta SET value = value + 1 WHERE key = ?1 "
-               "RETURNING value",
-    [S_CHANGE] = "INSERT INTO durable_changes (namespace, commit_id) "
-                 "VALUES (?1, ?2) ON CONFLICT (namespace) "
-                 "DO UPDATE SET commit_id = excluded.commit_id",
+    /* the newest row of the log: a seek to the right edge of its key */
+    [S_LAST_COMMIT] = "SELECT commit_id, version FROM durable_commits "
+                      "ORDER BY commit_id DESC LIMIT 1",
+    [S_LOG] = "INSERT OR IGNORE INTO durable_commits (commit_id, namespace, "
+              "version) VALUES (?1, ?2, ?3)",
+    [S_PRUNE] = "DELETE FROM durable_commits WHERE commit_id <= ?1",
     [S_GRANTS_OF] = "SELECT prefix FROM durable_grants WHERE principal = ?1 "
                     "ORDER BY prefix",
     [S_GRANT_ADD] = "INSERT OR IGNORE INTO durable_grants (principal, prefix) "
@@ -117,9 +145,11 @@ static const char *const misc_sql[S_COUNT] = {
                     "WHERE principal = ?1 AND prefix = ?2",
     [S_DATA_VERSION] = "PRAGMA data_version",
     [S_READ_BEGIN] = "BEGIN",
-    [S_COUNTER] = "SELECT value FROM durable_meta WHERE key = ?1",
-    /* uses the index durable_changes_by_commit */
-    [S_CHANGED_SINCE] = "SELECT namespace FROM durable_changes "
+    /* the newest and the oldest commit in the log (0 when empty) */
+    [S_COUNTER] = "SELECT coalesce(max(commit_id), 0), "
+                  "coalesce(min(commit_id), 0) FROM durable_commits",
+    /* a range of the log's key */
+    [S_CHANGED_SINCE] = "SELECT DISTINCT namespace FROM durable_commits "
                         "WHERE commit_id > ?1",
 };
 
@@ -129,6 +159,8 @@ struct durable__conn_s {
   size_t ntables;  /* entries of durable__tables() */
   sqlite3_stmt **table_stmts; /* ntables * OP_COUNT, NULL until first use */
   sqlite3_stmt *stmts[S_COUNT];
+  int64_t commit_id; /* of the open write transaction; 0 until taken */
+  int64_t version;   /* the last version it took (or found) */
 };
 
 /* ---- URLs ------------------------------------------------------------- */
@@ -309,39 +341,50 @@ static durable_node_t *row_node(sqlite3_stmt *st) {
   return node;
 }
 
-/* Add one to the counter `key` of durable_meta and return the new value. */
-static int bump(durable__conn_t *c, const char *key, int64_t *value,
-                durable_error_t *err) {
-  sqlite3_stmt *st = misc_stmt(c, S_BUMP, err);
+/* The open transaction's commit id and the last version so far, read at
+ * their first use: one more than the newest in the log, and the version it
+ * wrote last.  The write lock (BEGIN IMMEDIATE) keeps them ours. */
+static int take_commit_id(durable__conn_t *c, durable_error_t *err) {
+  if (c->commit_id != 0) return 0;
+  sqlite3_stmt *st = misc_stmt(c, S_LAST_COMMIT, err);
   if (st == NULL) return err->code;
-  bind_text(st, 1, key);
   int rc = sqlite3_step(st);
+  c->commit_id = 1;
+  c->version = 0;
   if (rc == SQLITE_ROW) {
-    *value = sqlite3_column_int64(st, 0);
-    /* RETURNING: the row is written by the first step; finish cleanly */
-    rc = sqlite3_step(st);
-  } else if (rc == SQLITE_DONE) {
-    done_with(st);
-    return durable__error(err, DURABLE_EIO,
-                          "SQLite '%s': counter '%s' missing in durable_meta",
-                          c->file, key);
+    c->commit_id = sqlite3_column_int64(st, 0) + 1;
+    c->version = sqlite3_column_int64(st, 1);
+    rc = SQLITE_DONE;
   }
   done_with(st);
-  return rc == SQLITE_DONE ? 0 : sql_fail(c, rc, "bump counter", err);
+  if (rc != SQLITE_DONE) {
+    c->commit_id = 0;
+    return sql_fail(c, rc, "read the commit log", err);
+  }
+  return 0;
 }
 
-/* A read of one counter, outside any write. */
-static int read_counter(durable__conn_t *c, const char *key, int64_t *value,
+/* The version of the transaction's next write. */
+static int take_version(durable__conn_t *c, int64_t *version,
+                        durable_error_t *err) {
+  int rc = take_commit_id(c, err);
+  if (rc != 0) return rc;
+  *version = ++c->version;
+  return 0;
+}
+
+/* The newest commit id in the log and the oldest, outside any write. */
+static int read_counter(durable__conn_t *c, int64_t *newest, int64_t *oldest,
                         durable_error_t *err) {
   sqlite3_stmt *st = misc_stmt(c, S_COUNTER, err);
   if (st == NULL) return err->code;
-  bind_text(st, 1, key);
   int rc = sqlite3_step(st);
-  *value = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  *newest = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  *oldest = rc == SQLITE_ROW ? sqlite3_column_int64(st, 1) : 0;
   done_with(st);
   return rc == SQLITE_ROW || rc == SQLITE_DONE
              ? 0
-             : sql_fail(c, rc, "read counter", err);
+             : sql_fail(c, rc, "read commit log", err);
 }
 
 /* ---- connections ------------------------------------------------------ */
@@ -424,6 +467,32 @@ static int open_fail(durable__conn_t *c, int rc, const char *what,
   return one_line(err, code);
 }
 
+/* A file written before the commit log kept its counters in durable_meta
+ * ('version' per write, 'commit' per transaction) and the last commit of
+ * each namespace in durable_changes.  Start the log where both stood, so
+ * that versions keep growing and no watch takes new ids for old ones, and
+ * drop the old tables.  Inside the bootstrap transaction. */
+static int migrate(durable__conn_t *c) {
+  static const char sql[] =
+      "INSERT INTO durable_commits (commit_id, namespace, version) SELECT "
+      "coalesce((SELECT value FROM durable_meta WHERE key = 'commit'), 0) "
+      "+ 1, '', coalesce((SELECT value FROM durable_meta WHERE key = "
+      "'version'), 0) WHERE NOT EXISTS (SELECT 1 FROM durable_commits);"
+      "DROP TABLE durable_meta;"
+      "DROP TABLE IF EXISTS durable_changes;";
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(c->db,
+                              "SELECT 1 FROM sqlite_master WHERE type = "
+                              "'table' AND name = 'durable_meta'",
+                              -1, &st, NULL);
+  if (rc != SQLITE_OK) return rc;
+  rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc == SQLITE_DONE) return SQLITE_OK; /* nothing to migrate */
+  if (rc != SQLITE_ROW) return rc;
+  return sqlite3_exec(c->db, sql, NULL, NULL, NULL);
+}
+
 /* Open a connection.  `bootstrap` sets the journal and creates the schema:
  * done by every engine connection (so a read-only file is refused at
  * connect, by that write), not by the watch's, which only reads and must not
@@ -503,6 +572,7 @@ static int open_conn(const char *url, int bootstrap, durable__conn_t **out,
      * that proves the file writable. */
     rc = sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if (rc == SQLITE_OK) rc = sqlite3_exec(c->db, script, NULL, NULL, NULL);
+    if (rc == SQLITE_OK) rc = migrate(c);
     if (rc == SQLITE_OK) rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
     free(script);
     if (rc != SQLITE_OK) {
@@ -540,13 +610,20 @@ static int begin(durable__conn_t *c, durable_error_t *err) {
    * BEGIN; end it rather than wedge the connection. */
   if (!sqlite3_get_autocommit(c->db))
     sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+  c->commit_id = c->version = 0;
   sqlite3_stmt *st = misc_stmt(c, S_BEGIN, err);
   return st ? run(c, st, "begin", err) : err->code;
 }
 
-static int commit(durable__conn_t *c, durable_error_t *err) {
+static void rollback(durable__conn_t *c);
+
+static int commit(durable__conn_t *c, int *unknown, durable_error_t *err) {
   sqlite3_stmt *st = misc_stmt(c, S_COMMIT, err);
-  return st ? run(c, st, "commit", err) : err->code;
+  int rc = st ? run(c, st, "commit", err) : err->code;
+  /* Whether a failed COMMIT left anything on disk is not ours to know. */
+  *unknown = rc != 0 && st != NULL;
+  if (rc != 0) rollback(c);
+  return rc;
 }
 
 static void rollback(durable__conn_t *c) {
@@ -651,71 +728,118 @@ static void bind_node(sqlite3_stmt *st, const durable_node_t *node,
   sqlite3_bind_int64(st, 9, node->updated_at);
 }
 
-/* insert and update: take the next version, then write the row with it.  A
- * refused insert leaves a gap in the counter, which only has to grow. */
+/* Write `node` with statement `op` under `version`. */
 static int write_node(durable__conn_t *c, durable__place_t place, int op,
-                      durable_node_t *node, durable_error_t *err) {
+                      const durable_node_t *node, int64_t version,
+                      durable__outcome_t *out, durable_error_t *err) {
   sqlite3_stmt *st = table_stmt(c, place, op, err);
   if (st == NULL) return err->code;
-  int64_t version;
-  int rc = bump(c, "version", &version, err);
-  if (rc != 0) return rc;
   bind_node(st, node, version);
-  rc = run(c, st, op == OP_INSERT ? "insert" : "update", err);
-  if (rc != 0) return rc;
-  if (sqlite3_changes(c->db) == 0)
-    return op == OP_INSERT
-               ? durable__error(err, DURABLE_EEXIST, "'%s' already exists",
-                                node->path ? node->path : "")
-               : durable__error(err, DURABLE_ENOTFOUND, "'%s' not found",
-                                node->path ? node->path : "");
-  node->version = version;
+  int64_t created_at = node->created_at;
+  int rc;
+  if (op == OP_REFRESH) {
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+      created_at = sqlite3_column_int64(st, 0);
+      rc = sqlite3_step(st); /* RETURNING: finish the statement */
+    }
+    done_with(st);
+    if (rc != SQLITE_DONE) return sql_fail(c, rc, "update", err);
+  } else {
+    rc = run(c, st, op == OP_INSERT ? "insert" : "update", err);
+    if (rc != 0) return rc;
+  }
+  if (sqlite3_changes(c->db) == 0) {
+    out->status = op == OP_INSERT ? DURABLE_EEXIST : DURABLE_ENOTFOUND;
+    return 0;
+  }
+  out->status = 0;
+  out->version = version;
+  out->created_at = created_at;
   return 0;
 }
 
 static int insert(durable__conn_t *c, durable__place_t place,
-                  durable_node_t *node, durable_error_t *err) {
-  return write_node(c, place, OP_INSERT, node, err);
+                  const durable_node_t *node, durable__outcome_t *out,
+                  durable_error_t *err) {
+  int64_t version;
+  int rc = take_version(c, &version, err);
+  if (rc == 0) rc = write_node(c, place, OP_INSERT, node, version, out, err);
+  if (rc == 0 && out->status != 0) c->version--; /* unused: give it back */
+  return rc;
+}
+
+/* An insert, or when the row is there an update under the same version
+ * that keeps its created_at.  No race: the write lock is ours. */
+static int upsert(durable__conn_t *c, durable__place_t place,
+                  const durable_node_t *node, durable__outcome_t *out,
+                  durable_error_t *err) {
+  int64_t version;
+  int rc = take_version(c, &version, err);
+  if (rc == 0) rc = write_node(c, place, OP_INSERT, node, version, out, err);
+  out->inserted = rc == 0 && out->status == 0;
+  if (rc != 0 || out->inserted) return rc;
+  return write_node(c, place, OP_REFRESH, node, version, out, err);
 }
 
 static int update(durable__conn_t *c, durable__place_t place,
-                  durable_node_t *node, durable_error_t *err) {
-  return write_node(c, place, OP_UPDATE, node, err);
+                  const durable_node_t *node, durable__outcome_t *out,
+                  durable_error_t *err) {
+  int64_t version;
+  int rc = take_version(c, &version, err);
+  return rc ? rc : write_node(c, place, OP_UPDATE, node, version, out, err);
 }
 
 static int remove_(durable__conn_t *c, durable__place_t place, const char *ns,
-                   const char *id, durable_error_t *err) {
+                   const char *id, durable__outcome_t *out,
+                   durable_error_t *err) {
   sqlite3_stmt *st = table_stmt(c, place, OP_REMOVE, err);
   if (st == NULL) return err->code;
   bind_text(st, 1, ns);
   bind_text(st, 2, id);
   int rc = run(c, st, "remove", err);
   if (rc != 0) return rc;
-  if (sqlite3_changes(c->db) == 0)
-    return durable__error(err, DURABLE_ENOTFOUND, "'%s%s%s' not found",
-                          ns ? ns : "", ns && *ns ? "/" : "", id ? id : "");
+  out->status = sqlite3_changes(c->db) == 0 ? DURABLE_ENOTFOUND : 0;
   return 0;
 }
 
-/* One commit id per transaction, written beside each namespace it changed:
- * a watch in another process reads "namespaces with commit_id > last".
+static int flush(durable__conn_t *c, durable_error_t *err) {
+  (void)c;
+  (void)err;
+  return 0; /* every statement ran when it was called */
+}
+
+/* The transaction's commit id, logged beside each namespace it changed
+ * with its last version: a watch in another process reads "namespaces
+ * logged after my last id", the next transaction counts on from the
+ * version.
  * `instance` is not needed: the store knows its own commit ids
- * (durable__store_commits_all_own). */
+ * (durable__store_commits_all_own).  Every LOG_PRUNE commits the log loses
+ * what is older than LOG_KEEP commits. */
 static int changed(durable__conn_t *c, const durable__strv_t *namespaces,
                    const char *instance, int64_t *commit_id,
                    durable_error_t *err) {
   (void)instance;
   *commit_id = 0;
   if (namespaces == NULL || namespaces->count == 0) return 0;
-  int64_t id;
-  int rc = bump(c, "commit", &id, err);
+  /* a transaction of removals only has taken no id yet */
+  int rc = take_commit_id(c, err);
   if (rc != 0) return rc;
-  sqlite3_stmt *st = misc_stmt(c, S_CHANGE, err);
+  int64_t id = c->commit_id;
+  sqlite3_stmt *st = misc_stmt(c, S_LOG, err);
   if (st == NULL) return err->code;
   for (size_t i = 0; i < namespaces->count; i++) {
-    bind_text(st, 1, namespaces->items[i]);
-    sqlite3_bind_int64(st, 2, id);
-    rc = run(c, st, "record change", err);
+    sqlite3_bind_int64(st, 1, id);
+    bind_text(st, 2, namespaces->items[i]);
+    sqlite3_bind_int64(st, 3, c->version);
+    rc = run(c, st, "log change", err);
+    if (rc != 0) return rc;
+  }
+  if (id % LOG_PRUNE == 0 && id > LOG_KEEP) {
+    st = misc_stmt(c, S_PRUNE, err);
+    if (st == NULL) return err->code;
+    sqlite3_bind_int64(st, 1, id - LOG_KEEP);
+    rc = run(c, st, "prune the commit log", err);
     if (rc != 0) return rc;
   }
   *commit_id = id;
@@ -776,11 +900,12 @@ struct durable__watch_src_s {
   uv_work_t work;
   int in_flight; /* a poll is queued or running: it owns conn */
   int stopping;
-  int64_t last;  /* the commit counter seen; written on the loop only */
+  int64_t last;  /* the commit id seen; written on the loop only */
   int64_t data_version; /* touched by the poll only (after start) */
   /* the poll's answer, read by after_poll */
   int poll_rc;
   int64_t current;
+  int gap; /* the log was pruned past `last` */
   durable__strv_t namespaces;
   durable_error_t err;
   void (*done)(void *data);
@@ -797,17 +922,21 @@ static int read_data_version(durable__conn_t *c, int64_t *out,
   return rc == SQLITE_ROW ? 0 : sql_fail(c, rc, "read data_version", err);
 }
 
-/* The counter and the namespaces changed after `last`, from one snapshot so
- * that the two agree. */
+/* The newest commit id and the namespaces changed after `last`, from one
+ * snapshot so that the two agree.  *gap = 1 when the log no longer reaches
+ * back to `last` (pruned): some namespaces may be missing. */
 static int read_changes(durable__conn_t *c, int64_t last, int64_t *current,
-                        durable__strv_t *namespaces, durable_error_t *err) {
+                        durable__strv_t *namespaces, int *gap,
+                        durable_error_t *err) {
   sqlite3_stmt *b = misc_stmt(c, S_READ_BEGIN, err);
   sqlite3_stmt *q = misc_stmt(c, S_CHANGED_SINCE, err);
   if (b == NULL || q == NULL) return err->code;
   int rc = run(c, b, "begin read", err);
   if (rc != 0) return rc;
-  rc = read_counter(c, "commit", current, err);
-  if (rc == 0 && *current > last) {
+  int64_t oldest = 0;
+  rc = read_counter(c, current, &oldest, err);
+  *gap = rc == 0 && *current > last && oldest > last + 1;
+  if (rc == 0 && *current > last && !*gap) {
     sqlite3_bind_int64(q, 1, last);
     int step;
     while ((step = sqlite3_step(q)) == SQLITE_ROW) {
@@ -838,10 +967,11 @@ static void poll_work(uv_work_t *req) {
   durable__watch_src_t *w = req->data;
   int64_t version;
   w->current = w->last;
+  w->gap = 0;
   w->poll_rc = read_data_version(w->conn, &version, &w->err);
   if (w->poll_rc != 0 || version == w->data_version) return;
   w->poll_rc = read_changes(w->conn, w->last, &w->current, &w->namespaces,
-                            &w->err);
+                            &w->gap, &w->err);
   /* Remember the version only once its changes are read: a failed read is
    * retried on the next tick instead of being skipped. */
   if (w->poll_rc == 0) w->data_version = version;
@@ -866,8 +996,10 @@ static void after_poll(uv_work_t *req, int status) {
   /* A failed poll did not move `last`: the next one covers the same range,
    * so nothing is missed and nothing needs reporting here. */
   if (status == 0 && w->poll_rc == 0 && w->current != w->last) {
-    if (w->current < w->last) {
-      /* the counter went back: the file was replaced under us */
+    if (w->current < w->last || w->gap) {
+      /* the ids went back (the file was replaced under us), or the log lost
+       * what we had not read yet: anything may have changed */
+      durable__store_commits_all_own(w->store, w->last, w->current);
       durable__store_changed_elsewhere(w->store, NULL);
     } else if (!durable__store_commits_all_own(w->store, w->last,
                                                w->current)) {
@@ -909,7 +1041,8 @@ static int watch_start(durable_store_t *store, const char *url,
    * otherwise count as already seen.  It is two reads of a WAL file, which
    * never wait for a writer. */
   if (rc == 0) rc = read_data_version(w->conn, &w->data_version, err);
-  if (rc == 0) rc = read_counter(w->conn, "commit", &w->last, err);
+  int64_t oldest;
+  if (rc == 0) rc = read_counter(w->conn, &w->last, &oldest, err);
   if (rc != 0) {
     close_conn(w->conn);
     free(w);
@@ -968,8 +1101,10 @@ const durable__backend_t durable__sqlite_backend = {
     .list = list,
     .max_id = max_id,
     .insert = insert,
+    .upsert = upsert,
     .update = update,
     .remove = remove_,
+    .flush = flush,
     .changed = changed,
     .grants_of = grants_of,
     .grant = grant,

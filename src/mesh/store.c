@@ -14,12 +14,15 @@
  *
  * A connection that fails with DURABLE_EUNAVAIL is dropped and opened again
  * for the next job, so a restarted database or a killed backend costs the
- * jobs in flight (reported failed, never silently lost) and nothing more.
+ * jobs in flight (reported failed, never silently lost) and nothing more;
+ * a group that certainly did not commit is retried once on the new
+ * connection.
  */
 #include "job.h"
 #include "schema.h"
 #include "store.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,13 +32,23 @@
 #define QUERY_LIMIT_MAX 1000
 #define QUERY_LIMIT_DEFAULT 100
 
+/* After finishing its work a worker watches its queue this long (yielding
+ * its core to anyone who needs it) before it goes to sleep.  A producer that
+ * waits for each result issues its next request right after its callback; a
+ * worker still awake takes it at once instead of paying a wake-up, which on
+ * a virtual machine costs about as much as the rest of an in-memory write. */
+#define SPIN_NS 100000
+
 typedef struct {
   durable_store_t *store;
   uv_thread_t thread;
   durable__job_t *head, *tail; /* queue, under store->lock */
   uv_cond_t wake;
   durable__conn_t *conn;
-  int running; /* under store->lock */
+  int running;  /* under store->lock */
+  int sleeping; /* under store->lock: waiting on `wake` */
+  int queued;   /* atomic: 1 once a job is queued, 0 when the queue is
+                   taken; read without the lock while spinning */
   int started;
 } worker_t;
 
@@ -137,7 +150,6 @@ void durable__job_free(durable__job_t *job) {
   durable__writes_free(job);
   durable_node_free(job->node);
   durable__nodes_free(&job->nodes);
-  durable__strv_free(&job->namespaces);
   free(job);
 }
 
@@ -185,14 +197,17 @@ int durable__store_commits_all_own(durable_store_t *store, int64_t after,
 
 /* ---- workers ------------------------------------------------------------ */
 
-static void finish(durable_store_t *store, durable__job_t *job) {
-  job->next = NULL;
+/* Hand `n` finished jobs back to the loop. */
+static void finish(durable_store_t *store, durable__job_t **jobs, size_t n) {
+  if (n == 0) return;
+  for (size_t i = 0; i + 1 < n; i++) jobs[i]->next = jobs[i + 1];
+  jobs[n - 1]->next = NULL;
   uv_mutex_lock(&store->lock);
   if (store->done_tail)
-    store->done_tail->next = job;
+    store->done_tail->next = jobs[0];
   else
-    store->done_head = job;
-  store->done_tail = job;
+    store->done_head = jobs[0];
+  store->done_tail = jobs[n - 1];
   uv_mutex_unlock(&store->lock);
   uv_async_send(&store->async);
 }
@@ -233,41 +248,56 @@ static void run_read(worker_t *w, durable__job_t *job) {
 /* Commit `jobs` (a list of `n` write jobs) in one transaction.  Returns 0
  * when the group committed (some jobs may have failed alone, having changed
  * nothing), or a negative code when the whole group must be retried one job
- * at a time. */
+ * at a time.
+ *
+ *   BEGIN; decide and queue every job's writes (write.c)
+ *   [flush; settle the risky jobs: one that failed after a write -> undo]
+ *   changed(namespaces); COMMIT        (PostgreSQL: one round trip for all)
+ *   settle the others from the outcomes the commit brought back
+ */
 static int commit_group(worker_t *w, durable__job_t **jobs, size_t n,
                         durable_error_t *err) {
   durable_store_t *store = w->store;
   const durable__backend_t *be = store->be;
   int rc = ensure_conn(w, err);
   if (rc < 0) return rc;
-  if ((rc = be->begin(w->conn, err)) < 0) return rc;
-  durable__strv_t namespaces = {0};
+  if ((rc = be->begin(w->conn, err)) < 0) goto rollback;
+  int risky = 0;
   for (size_t i = 0; i < n; i++) {
-    int wrote = 0;
-    int st = durable__writes_apply(be, w->conn, jobs[i], &wrote);
-    if (st == DURABLE_EUNAVAIL || st == DURABLE_EIO || (st < 0 && wrote)) {
-      /* a broken statement, or a job that failed half-way: undo all */
+    rc = durable__writes_apply(be, w->conn, jobs[i]);
+    if (rc < 0) {
       *err = jobs[i]->err;
-      rc = st;
       goto rollback;
     }
-    for (size_t k = 0; k < jobs[i]->namespaces.count; k++) {
-      const char *ns = jobs[i]->namespaces.items[k];
-      int seen = 0;
-      for (size_t j = 0; j < namespaces.count && !seen; j++)
-        seen = strcmp(namespaces.items[j], ns) == 0;
-      if (!seen && durable__strv_push(&namespaces, ns) < 0) {
-        rc = durable__error(err, DURABLE_ENOMEM, "out of memory");
+    risky |= durable__writes_risky(jobs[i]);
+  }
+  if (risky) {
+    /* Outcomes first, so that a job that failed half-way is undone. */
+    if ((rc = be->flush(w->conn, err)) < 0) goto rollback;
+    for (size_t i = 0; i < n; i++) {
+      if (durable__writes_settle(jobs[i])) {
+        *err = jobs[i]->err;
+        rc = jobs[i]->status;
         goto rollback;
       }
     }
   }
+  durable__strv_t namespaces = {0};
+  for (size_t i = 0; i < n && rc == 0; i++)
+    if (durable__writes_namespaces(jobs[i], &namespaces) < 0)
+      rc = durable__error(err, DURABLE_ENOMEM, "out of memory");
   int64_t commit_id = 0;
-  if (namespaces.count > 0 &&
-      (rc = be->changed(w->conn, &namespaces, store->instance, &commit_id,
-                        err)) < 0)
-    goto rollback;
-  if ((rc = be->commit(w->conn, err)) < 0) {
+  if (rc == 0 && namespaces.count > 0)
+    rc = be->changed(w->conn, &namespaces, store->instance, &commit_id, err);
+  durable__strv_free(&namespaces);
+  if (rc < 0) goto rollback;
+  int unknown = 0;
+  if ((rc = be->commit(w->conn, &unknown, err)) < 0) {
+    if (!unknown) { /* certainly not committed: as a rollback */
+      for (size_t i = 0; i < n; i++) durable__writes_reset(jobs[i]);
+      if (rc == DURABLE_EUNAVAIL) drop_conn(w);
+      return rc;
+    }
     /* The commit's outcome is unknown: it may have landed.  Say so rather
      * than retry a write that might then be applied twice. */
     for (size_t i = 0; i < n; i++) {
@@ -279,17 +309,17 @@ static int commit_group(worker_t *w, durable__job_t **jobs, size_t n,
                      store->name, err->message);
       jobs[i]->status = rc;
     }
-    durable__strv_free(&namespaces);
     if (rc == DURABLE_EUNAVAIL) drop_conn(w);
     return 0;
   }
+  /* No job left can have failed after a write: it would have been risky. */
+  for (size_t i = 0; i < n; i++)
+    if (!jobs[i]->settled) durable__writes_settle(jobs[i]);
   remember_commit(store, commit_id);
-  durable__strv_free(&namespaces);
   return 0;
 
 rollback:
   be->rollback(w->conn);
-  durable__strv_free(&namespaces);
   for (size_t i = 0; i < n; i++) durable__writes_reset(jobs[i]);
   if (rc == DURABLE_EUNAVAIL) drop_conn(w);
   return rc;
@@ -328,14 +358,27 @@ static void run_grant(worker_t *w, durable__job_t *job) {
   }
 }
 
+/* Wait up to SPIN_NS for a job to be queued, yielding the core to anyone
+ * else who needs it meanwhile. */
+static void spin(worker_t *w) {
+  uint64_t deadline = uv_hrtime() + SPIN_NS;
+  while (!__atomic_load_n(&w->queued, __ATOMIC_ACQUIRE) &&
+         uv_hrtime() < deadline)
+    sched_yield();
+}
+
 static void worker_main(void *arg) {
   worker_t *w = arg;
   durable_store_t *store = w->store;
   durable__job_t *batch[GROUP_MAX];
   for (;;) {
+    spin(w);
     uv_mutex_lock(&store->lock);
-    while (w->head == NULL && !store->stopping)
+    while (w->head == NULL && !store->stopping) {
+      w->sleeping = 1;
       uv_cond_wait(&w->wake, &store->lock);
+      w->sleeping = 0;
+    }
     if (w->head == NULL) { /* stopping, and nothing left */
       uv_mutex_unlock(&store->lock);
       break;
@@ -353,6 +396,7 @@ static void worker_main(void *arg) {
       }
     }
     if (w->head == NULL) w->tail = NULL;
+    __atomic_store_n(&w->queued, w->head != NULL, __ATOMIC_RELEASE);
     uv_mutex_unlock(&store->lock);
 
     if (first->kind == JOB_WRITE)
@@ -361,7 +405,7 @@ static void worker_main(void *arg) {
       run_grant(w, first);
     else
       run_read(w, first);
-    for (size_t i = 0; i < n; i++) finish(store, batch[i]);
+    finish(store, batch, n);
   }
   drop_conn(w);
   /* tell the loop this worker is gone (a NULL-job marker is not needed:
@@ -384,7 +428,8 @@ void durable__job_submit(durable__job_t *job) {
   else
     w->head = job;
   w->tail = job;
-  uv_cond_signal(&w->wake);
+  __atomic_store_n(&w->queued, 1, __ATOMIC_RELEASE);
+  if (w->sleeping) uv_cond_signal(&w->wake);
   uv_mutex_unlock(&store->lock);
 }
 

@@ -1,12 +1,26 @@
 /*
  * write.c: what a write means, once for both databases.
  *
- * Every kind of write is the same three steps inside the writer's open
- * transaction: read the row for update, decide (create refuses a present
- * row, replace compares versions, a mutator computes the new content), then
- * insert, update or delete.  The backends only run those primitive
- * statements.  A job's writes are all-or-nothing: a job that fails after
- * changing a row makes store.c roll the group back and retry each job alone.
+ * Each kind of write is decided here and turned into one primitive statement
+ * of the backend, inside the writer's open transaction:
+ *
+ *   PUT      upsert                      (no read: the database decides)
+ *   CREATE   insert, refused by a present row (no read either)
+ *   REPLACE  read for update, compare versions, update
+ *   DELETE   read for update, remove
+ *   MUTATE   read for update, run the mutator, update or insert
+ *
+ * Statements have deferred outcomes (backend.h), so a job runs in two steps:
+ * durable__writes_apply() decides and queues (a read for update sees every
+ * write queued before it), and durable__writes_settle(), once the outcomes
+ * are known, turns them into the job's status, node and change events.  A
+ * group of PUTs and CREATEs thus needs no round trip of its own before the
+ * commit on PostgreSQL.
+ *
+ * A job's writes are all-or-nothing.  A job that fails after changing a row
+ * makes store.c roll the group back and retry each job alone; a job that
+ * could end that way (a queued insert that may be refused, beside other
+ * writes) is "risky": store.c settles it before the commit instead of after.
  *
  * Arguments are checked on the loop thread (durable__writes_prepare) so a
  * bad path or content is refused before anything is queued, with a message
@@ -91,6 +105,17 @@ int durable__writes_prepare(durable__job_t *job, const durable_write_t *w,
   return 0;
 }
 
+/* What a run decided for `op`, forgotten before a retry. */
+static void op_forget(durable__write_op_t *op) {
+  free(op->new_node_type);
+  free(op->new_content);
+  durable_node_free(op->old);
+  op->new_node_type = op->new_content = NULL;
+  op->old = NULL;
+  op->action = ACT_NONE;
+  memset(&op->out, 0, sizeof op->out);
+}
+
 void durable__writes_reset(durable__job_t *job) {
   for (size_t i = 0; i < job->nevents; i++) durable_node_free(job->events[i].node);
   free(job->events);
@@ -99,26 +124,217 @@ void durable__writes_reset(durable__job_t *job) {
   if (job->kind == JOB_WRITE) {
     durable_node_free(job->node);
     job->node = NULL;
+    for (size_t i = 0; i < job->nwrites; i++) op_forget(&job->writes[i]);
   }
-  durable__strv_free(&job->namespaces);
+  job->settled = 0;
   job->status = 0;
   memset(&job->err, 0, sizeof job->err);
-  /* the ops themselves stay: a retried job runs them again */
+  /* the requests themselves stay: a retried job runs them again */
 }
 
 void durable__writes_free(durable__job_t *job) {
-  for (size_t i = 0; i < job->nwrites; i++) op_free(&job->writes[i]);
+  for (size_t i = 0; i < job->nwrites; i++) {
+    op_forget(&job->writes[i]);
+    op_free(&job->writes[i]);
+  }
   free(job->writes);
   job->writes = NULL;
   job->nwrites = 0;
 }
 
+/* ---- step 1: decide and queue --------------------------------------------- */
+
+/* Queue `action` for `node`.  Returns the backend's code (a failure of the
+ * transaction). */
+static int queue(const durable__backend_t *be, durable__conn_t *conn,
+                 durable__place_t place, durable__write_op_t *op,
+                 durable__action_t action, const durable_node_t *node,
+                 durable_error_t *err) {
+  op->action = action;
+  op->out.status = DURABLE__PENDING;
+  int rc;
+  switch (action) {
+  case ACT_INSERT: rc = be->insert(conn, place, node, &op->out, err); break;
+  case ACT_UPSERT: rc = be->upsert(conn, place, node, &op->out, err); break;
+  case ACT_UPDATE: rc = be->update(conn, place, node, &op->out, err); break;
+  default:
+    rc = be->remove(conn, place, op->ns, op->id, &op->out, err);
+    break;
+  }
+  if (rc < 0) op->action = ACT_NONE;
+  return rc;
+}
+
+/* Decide one write and queue its statement.  Returns 0 (queued, or nothing
+ * to write) or a failure of the transaction; a refusal of the write itself
+ * sets *refused and fills `job->err`. */
+static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
+                     durable__job_t *job, durable__write_op_t *op,
+                     int *refused) {
+  durable_error_t *err = &job->err;
+  char part[DURABLE_PARTITION_MAX + 1];
+  char owner[DURABLE_PATH_MAX + 1];
+  durable__place_t place = durable__path_place(op->path, part, sizeof part);
+  durable_path_owner(op->path, owner, sizeof owner);
+  int64_t now = durable__now_ms();
+  durable_node_t node = {
+      .ns = op->ns,
+      .id = op->id,
+      .path = op->path,
+      .node_type = op->node_type,
+      .content = op->content,
+      .main_node = owner,
+      .created_at = now,
+      .updated_at = now,
+  };
+  op->created_at = op->updated_at = now;
+
+  /* Writes that need no read: the database decides. */
+  if (op->kind == DURABLE_WRITE_PUT)
+    return queue(be, conn, place, op, ACT_UPSERT, &node, err);
+  if (op->kind == DURABLE_WRITE_CREATE)
+    return queue(be, conn, place, op, ACT_INSERT, &node, err);
+
+  for (int attempt = 0;; attempt++) {
+    durable_node_t *cur = NULL;
+    int rc = be->get(conn, place, op->ns, op->id, 1, &cur, err);
+    if (rc < 0 && rc != DURABLE_ENOTFOUND) return rc;
+    memset(err, 0, sizeof *err);
+
+    switch (op->kind) {
+    case DURABLE_WRITE_REPLACE:
+      if (cur == NULL) {
+        *refused = 1;
+        return durable__error(err, DURABLE_ENOTFOUND, "no node at '%s'",
+                              op->path);
+      }
+      if (cur->version != op->expected_version) {
+        int64_t v = cur->version;
+        durable_node_free(cur);
+        *refused = 1;
+        return durable__error(err, DURABLE_ECONFLICT,
+                              "node '%s' is at version %lld, not %lld",
+                              op->path, (long long)v,
+                              (long long)op->expected_version);
+      }
+      break;
+    case DURABLE_WRITE_DELETE:
+      if (cur == NULL) {
+        *refused = 1;
+        return durable__error(err, DURABLE_ENOTFOUND, "no node at '%s'",
+                              op->path);
+      }
+      op->old = cur; /* the removal's event */
+      return queue(be, conn, place, op, ACT_REMOVE, NULL, err);
+    case DURABLE_WRITE_MUTATE: {
+      char *content = NULL, *node_type = NULL;
+      rc = op->mutate(cur, &content, &node_type, op->mutate_arg);
+      if (rc <= 0 || content == NULL ||
+          check_json(content, op->path, err) < 0) {
+        free(content);
+        free(node_type);
+        durable_node_free(cur);
+        if (rc == 0) return 0; /* nothing to write */
+        *refused = 1;
+        if (rc < 0)
+          return durable__error(err, rc, "update of '%s' refused: %s",
+                                op->path, durable_strerror(rc));
+        if (content == NULL)
+          return durable__error(err, DURABLE_EINVAL,
+                                "update of '%s' gave no content", op->path);
+        return err->code; /* not JSON: check_json said so */
+      }
+      if (node_type == NULL) node_type = strdup(cur ? cur->node_type : "");
+      op->new_content = content;
+      op->new_node_type = node_type;
+      if (node_type == NULL) {
+        durable_node_free(cur);
+        return durable__error(err, DURABLE_ENOMEM, "out of memory");
+      }
+      node.content = content;
+      node.node_type = node_type;
+      break;
+    }
+    default:
+      durable_node_free(cur);
+      return durable__error(err, DURABLE_EINVAL, "unknown write kind %d",
+                            (int)op->kind);
+    }
+
+    if (cur != NULL) {
+      node.created_at = op->created_at = cur->created_at;
+      durable_node_free(cur);
+      return queue(be, conn, place, op, ACT_UPDATE, &node, err);
+    }
+    /* Absent (a mutator creating the node): insert, and learn at once
+     * whether another process inserted it since the read. */
+    rc = queue(be, conn, place, op, ACT_INSERT, &node, err);
+    if (rc == 0) rc = be->flush(conn, err);
+    if (rc < 0) return rc;
+    if (op->out.status == DURABLE_EEXIST && attempt < RACE_RETRIES) {
+      op_forget(op);
+      continue; /* read again: now it is there */
+    }
+    return 0;
+  }
+}
+
+int durable__writes_apply(const durable__backend_t *be, durable__conn_t *conn,
+                          durable__job_t *job) {
+  for (size_t i = 0; i < job->nwrites; i++) {
+    int refused = 0;
+    int rc = apply_one(be, conn, job, &job->writes[i], &refused);
+    if (rc < 0) {
+      if (job->err.message[0] == '\0')
+        durable__error(&job->err, rc, "write of '%s' failed: %s",
+                       job->writes[i].path, durable_strerror(rc));
+      job->err.code = rc;
+      job->status = rc;
+      /* a refusal fails the job alone; anything else the transaction */
+      return refused ? 0 : rc;
+    }
+  }
+  return 0;
+}
+
+int durable__writes_risky(const durable__job_t *job) {
+  size_t actions = 0;
+  int may_fail = job->status < 0;
+  for (size_t i = 0; i < job->nwrites; i++) {
+    const durable__write_op_t *op = &job->writes[i];
+    if (op->action == ACT_NONE) continue;
+    actions++;
+    /* only an insert is ever refused by the database: an upsert never is,
+     * and an update or a removal acts on the row read for update */
+    if (op->out.status < 0 ||
+        (op->out.status == DURABLE__PENDING && op->action == ACT_INSERT))
+      may_fail = 1;
+  }
+  return may_fail && (actions > 1 || (actions == 1 && job->status < 0));
+}
+
+int durable__writes_namespaces(const durable__job_t *job,
+                               durable__strv_t *out) {
+  if (job->status < 0) return 0;
+  const char *last = NULL;
+  for (size_t i = 0; i < job->nwrites; i++) {
+    const durable__write_op_t *op = &job->writes[i];
+    if (op->action == ACT_NONE || op->out.status < 0) continue;
+    /* writes of one job mostly share a namespace: check the last first */
+    if (last != NULL && strcmp(last, op->ns) == 0) continue;
+    int seen = 0;
+    for (size_t j = out->count; j > 0 && !seen; j--)
+      seen = strcmp(out->items[j - 1], op->ns) == 0;
+    if (!seen && durable__strv_push(out, op->ns) < 0) return DURABLE_ENOMEM;
+    last = op->ns;
+  }
+  return 0;
+}
+
+/* ---- step 2: settle -------------------------------------------------------- */
+
 static int record(durable__job_t *job, durable_change_kind_t kind,
                   const durable_node_t *node) {
-  durable__event_t *ev =
-      realloc(job->events, (job->nevents + 1) * sizeof(*job->events));
-  if (ev == NULL) return DURABLE_ENOMEM;
-  job->events = ev;
   durable_node_t *copy = durable_node_dup(node);
   if (copy == NULL) return DURABLE_ENOMEM;
   if (kind == DURABLE_CHANGE_REMOVED) {
@@ -128,140 +344,80 @@ static int record(durable__job_t *job, durable_change_kind_t kind,
   job->events[job->nevents].kind = kind;
   job->events[job->nevents].node = copy;
   job->nevents++;
-  for (size_t i = 0; i < job->namespaces.count; i++)
-    if (strcmp(job->namespaces.items[i], node->ns) == 0) return 0;
-  return durable__strv_push(&job->namespaces, node->ns);
+  return 0;
 }
 
-/* Apply one write.  *wrote is set once a row changed. */
-static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
-                     durable__job_t *job, durable__write_op_t *op, int *wrote) {
-  durable_error_t *err = &job->err;
-  char part[DURABLE_PARTITION_MAX + 1];
-  char owner[DURABLE_PATH_MAX + 1];
-  durable__place_t place = durable__path_place(op->path, part, sizeof part);
-  durable_path_owner(op->path, owner, sizeof owner);
+int durable__writes_settle(durable__job_t *job) {
+  job->settled = 1;
+  /* The first write refused by the database, if any, comes before a
+   * refusal decided in step 1 (which stopped the job there). */
+  int changed = 0;
+  durable__write_op_t *failed = NULL;
+  for (size_t i = 0; i < job->nwrites; i++) {
+    durable__write_op_t *op = &job->writes[i];
+    if (op->action == ACT_NONE) continue;
+    if (op->out.status == 0)
+      changed = 1;
+    else if (failed == NULL)
+      failed = op;
+  }
+  if (failed != NULL) {
+    int code = failed->out.status;
+    if (code == DURABLE_EEXIST)
+      durable__error(&job->err, code, "node '%s' already exists", failed->path);
+    else if (code == DURABLE_ENOTFOUND)
+      durable__error(&job->err, code, "no node at '%s'", failed->path);
+    else if (code == DURABLE__PENDING) /* a backend broke its promise */
+      code = durable__error(&job->err, DURABLE_EIO,
+                            "write of '%s': its outcome never came",
+                            failed->path);
+    else
+      durable__error(&job->err, code, "write of '%s' failed: %s",
+                     failed->path, durable_strerror(code));
+    job->status = code;
+  }
+  if (job->status < 0) return changed;
 
-  for (int attempt = 0;; attempt++) {
-    durable_node_t *cur = NULL;
-    int rc = be->get(conn, place, op->ns, op->id, 1, &cur, err);
-    if (rc < 0 && rc != DURABLE_ENOTFOUND) return rc;
-    memset(err, 0, sizeof *err);
-
-    char *content = NULL, *node_type = NULL;
-    switch (op->kind) {
-    case DURABLE_WRITE_CREATE:
-      if (cur) {
-        durable_node_free(cur);
-        return durable__error(err, DURABLE_EEXIST,
-                              "node '%s' already exists", op->path);
-      }
-      break;
-    case DURABLE_WRITE_REPLACE:
-      if (cur == NULL)
-        return durable__error(err, DURABLE_ENOTFOUND, "no node at '%s'",
-                              op->path);
-      if (cur->version != op->expected_version) {
-        int64_t v = cur->version;
-        durable_node_free(cur);
-        return durable__error(err, DURABLE_ECONFLICT,
-                              "node '%s' is at version %lld, not %lld",
-                              op->path, (long long)v,
-                              (long long)op->expected_version);
-      }
-      break;
-    case DURABLE_WRITE_DELETE:
-      if (cur == NULL)
-        return durable__error(err, DURABLE_ENOTFOUND, "no node at '%s'",
-                              op->path);
-      rc = be->remove(conn, place, op->ns, op->id, err);
-      if (rc == 0) {
-        *wrote = 1;
-        rc = record(job, DURABLE_CHANGE_REMOVED, cur);
-        durable_node_free(job->node);
-        job->node = NULL;
-      }
-      durable_node_free(cur);
-      return rc;
-    case DURABLE_WRITE_MUTATE:
-      rc = op->mutate(cur, &content, &node_type, op->mutate_arg);
-      if (rc <= 0) {
-        free(content);
-        free(node_type);
-        durable_node_free(cur);
-        if (rc == 0) return 0; /* nothing to write */
-        return durable__error(err, rc, "update of '%s' refused: %s", op->path,
-                              durable_strerror(rc));
-      }
-      if (content == NULL ||
-          (rc = check_json(content, op->path, err)) < 0) {
-        free(content);
-        free(node_type);
-        durable_node_free(cur);
-        return content ? rc : durable__error(err, DURABLE_EINVAL,
-                                             "update of '%s' gave no content",
-                                             op->path);
-      }
-      if (node_type == NULL)
-        node_type = strdup(cur ? cur->node_type : "");
-      break;
-    default:
-      break;
+  job->events = calloc(job->nwrites, sizeof(*job->events));
+  if (job->events == NULL) goto nomem;
+  /* result->node: the last write's node (none after a removal); a mutator
+   * that wrote nothing leaves it as it was */
+  size_t last = job->nwrites;
+  for (size_t i = job->nwrites; i > 0 && last == job->nwrites; i--)
+    if (job->writes[i - 1].action != ACT_NONE) last = i - 1;
+  for (size_t i = 0; i < job->nwrites; i++) {
+    durable__write_op_t *op = &job->writes[i];
+    if (op->action == ACT_NONE) continue; /* a mutator that wrote nothing */
+    if (op->action == ACT_REMOVE) {
+      if (record(job, DURABLE_CHANGE_REMOVED, op->old) < 0) goto nomem;
+      continue;
     }
-
-    int64_t now = durable__now_ms();
+    char owner[DURABLE_PATH_MAX + 1];
+    durable_path_owner(op->path, owner, sizeof owner);
     durable_node_t node = {
         .ns = op->ns,
         .id = op->id,
         .path = op->path,
-        .node_type = node_type ? node_type : op->node_type,
-        .content = content ? content : op->content,
+        .node_type = op->new_node_type ? op->new_node_type : op->node_type,
+        .content = op->new_content ? op->new_content : op->content,
         .main_node = owner,
-        .created_at = cur ? cur->created_at : now,
-        .updated_at = now,
+        .version = op->out.version,
+        .created_at = op->out.created_at,
+        .updated_at = op->updated_at,
     };
-    if (node.node_type == NULL || node.content == NULL) {
-      free(content);
-      free(node_type);
-      durable_node_free(cur);
-      return durable__error(err, DURABLE_ENOMEM, "out of memory");
-    }
-    int existed = cur != NULL;
-    durable_node_free(cur);
-    rc = existed ? be->update(conn, place, &node, err)
-                 : be->insert(conn, place, &node, err);
-    if (rc == DURABLE_EEXIST && !existed && attempt < RACE_RETRIES) {
-      free(content);
-      free(node_type);
-      continue; /* another process inserted it meanwhile: read again */
-    }
-    if (rc == 0) {
-      *wrote = 1;
-      rc = record(job, existed ? DURABLE_CHANGE_UPDATED : DURABLE_CHANGE_ADDED,
-                  &node);
-      durable_node_free(job->node);
-      job->node = rc == 0 ? durable_node_dup(&node) : NULL;
-    }
-    free(content);
-    free(node_type);
-    return rc;
+    int added = op->action == ACT_INSERT ||
+                (op->action == ACT_UPSERT && op->out.inserted);
+    if (record(job, added ? DURABLE_CHANGE_ADDED : DURABLE_CHANGE_UPDATED,
+               &node) < 0 ||
+        (i == last && (job->node = durable_node_dup(&node)) == NULL))
+      goto nomem;
   }
-}
+  return 0;
 
-int durable__writes_apply(const durable__backend_t *be, durable__conn_t *conn,
-                          durable__job_t *job, int *wrote) {
-  *wrote = 0;
-  for (size_t i = 0; i < job->nwrites; i++) {
-    int rc = apply_one(be, conn, job, &job->writes[i], wrote);
-    if (rc < 0) {
-      if (job->err.message[0] == '\0')
-        durable__error(&job->err, rc, "write of '%s' failed: %s",
-                       job->writes[i].path, durable_strerror(rc));
-      job->err.code = rc;
-      job->status = rc;
-      return rc;
-    }
-  }
+nomem:
+  /* The rows are written (or about to be): only the report is lost. */
+  job->status = durable__error(&job->err, DURABLE_ENOMEM,
+                               "out of memory after writing");
   return 0;
 }
 
