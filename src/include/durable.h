@@ -184,8 +184,11 @@ int durable_store_get(durable_store_t *store, const char *principal,
                       durable_error_t *err);
 
 /* Query: "namespace:NS" lists the children of NS, "path:P" the node at P (0
- * or 1 row).  Rows come in id order, at most `limit` (1..1000; 0 means 100),
- * starting after the id `after` (NULL or "" for the first page).  result->more
+ * or 1 row), "type:T" every node of NodeType T in every namespace and
+ * partition (an operator's listing, e.g. "type:DurableStream"; it scans).
+ * Rows come in id order (for "type:", path order), at most `limit`
+ * (1..1000; 0 means 100), starting after the id (path) `after` (NULL or ""
+ * for the first page).  result->more
  * says whether another page follows; pass the last id as `after` to get it.
  * A principal sees the rows its grants cover; a namespace whose owner it may
  * not read at all gives DURABLE_EACCES. */

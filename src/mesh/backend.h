@@ -115,6 +115,14 @@ typedef struct durable__backend_s {
               durable_error_t *err);
   int (*max_id)(durable__conn_t *conn, durable__place_t place, const char *ns,
                 int width, char **out, durable_error_t *err);
+  /* An operator's listing: the partitions that exist (SQLite: one, "",
+   * since its tables are shared), and the nodes of one NodeType in one
+   * place with path > after, in path order, at most `limit` (a scan). */
+  int (*partitions)(durable__conn_t *conn, durable__strv_t *out,
+                    durable_error_t *err);
+  int (*list_type)(durable__conn_t *conn, durable__place_t place,
+                   const char *node_type, const char *after, size_t limit,
+                   durable__nodes_t *out, durable_error_t *err);
 
   /* Writes, inside begin/commit, with deferred outcomes (see the top).  The
    * store fills every field of `node` except `version`, which the backend

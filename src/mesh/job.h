@@ -29,6 +29,7 @@ typedef enum {
   JOB_LAST,     /* last_item */
   JOB_WRITE,
   JOB_GRANT,    /* num = 1 add, 0 revoke */
+  JOB_TYPE,     /* every node of NodeType `id`, path after `after` */
 } durable__job_kind_t;
 
 /* The statement a write queued (write.c). */

@@ -440,7 +440,8 @@ enum {
   OP_NOTIFY = 'n',
   OP_GRANTS = 'G',
   OP_GRANT_ADD = 'A',
-  OP_GRANT_DEL = 'R'
+  OP_GRANT_DEL = 'R',
+  OP_LIST_TYPE = 'y'
 };
 
 /* Append a step; its strings must live until it is sent (a write's are
@@ -768,6 +769,10 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel) {
   case OP_LIST:
     return format("SELECT " NODE_COLS " FROM %s WHERE namespace = $1 AND "
                   "id > $2 ORDER BY id LIMIT $3",
+                  rel);
+  case OP_LIST_TYPE:
+    return format("SELECT " NODE_COLS " FROM %s WHERE node_type = $1 AND "
+                  "path > $2 ORDER BY path LIMIT $3",
                   rel);
   case OP_MAX_ID:
     /* The bounds keep it a backward range scan of the primary key; the
@@ -1270,6 +1275,48 @@ static int pg_list(durable__conn_t *c, durable__place_t place, const char *ns,
   return rc;
 }
 
+static int pg_list_type(durable__conn_t *c, durable__place_t place,
+                        const char *node_type, const char *after, size_t limit,
+                        durable__nodes_t *out, durable_error_t *err) {
+  char name[32], lim[24];
+  int absent = 0;
+  int rc = prepare_read(c, OP_LIST_TYPE, place, name, &absent, err);
+  if (rc != 0 || absent) return rc;
+  snprintf(lim, sizeof(lim), "%zu", limit);
+  const char *vals[3] = {node_type, after ? after : "", lim};
+  PGresult *res = run(c, name, 3, vals, &rc, err, "list by type", node_type);
+  if (res == NULL) return read_failed(c, place, rc, &absent);
+  for (int i = 0, n = PQntuples(res); rc == 0 && i < n; i++) {
+    durable_node_t *node = node_of_row(res, i);
+    if (node == NULL || durable__nodes_push(out, node) != 0) {
+      durable_node_free(node);
+      rc = durable__error(err, DURABLE_ENOMEM, "out of memory");
+    }
+  }
+  PQclear(res);
+  return rc;
+}
+
+/* Every schema that holds the node tables is a partition. */
+static int pg_partitions(durable__conn_t *c, durable__strv_t *out,
+                         durable_error_t *err) {
+  PGresult *res = PQexec(c->pg,
+                         "SELECT n.nspname FROM pg_namespace n WHERE EXISTS "
+                         "(SELECT 1 FROM pg_class t WHERE t.relnamespace = n.oid "
+                         "AND t.relname = 'mesh_nodes' AND t.relkind = 'r') "
+                         "ORDER BY n.nspname");
+  int rc = 0;
+  if (!result_ok(res)) {
+    rc = pg_error(c, res, 0, err, "partitions", "");
+  } else {
+    for (int i = 0, n = PQntuples(res); rc == 0 && i < n; i++)
+      if (durable__strv_push(out, PQgetvalue(res, i, 0)) < 0)
+        rc = durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  PQclear(res);
+  return rc;
+}
+
 static int pg_max_id(durable__conn_t *c, durable__place_t place, const char *ns,
                      int width, char **out, durable_error_t *err) {
   char name[32], lo[65], hi[65], w[12];
@@ -1678,6 +1725,8 @@ const durable__backend_t durable__postgres_backend = {
     .get = pg_get,
     .list = pg_list,
     .max_id = pg_max_id,
+    .partitions = pg_partitions,
+    .list_type = pg_list_type,
     .insert = pg_insert,
     .upsert = pg_upsert,
     .update = pg_update,

@@ -80,6 +80,7 @@ enum {
   OP_UPDATE,
   OP_REFRESH,
   OP_REMOVE,
+  OP_LIST_TYPE,
   OP_COUNT
 };
 
@@ -107,6 +108,8 @@ static const char *const op_sql[OP_COUNT] = {
                    "main_node = ?6, version = ?7, updated_at = ?9 "
                    "WHERE namespace = ?1 AND id = ?2 RETURNING created_at",
     [OP_REMOVE] = "DELETE FROM %s WHERE namespace = ?1 AND id = ?2",
+    [OP_LIST_TYPE] = "SELECT " NODE_COLUMNS " FROM %s "
+                     "WHERE node_type = ?1 AND path > ?2 ORDER BY path LIMIT ?3",
 };
 
 /* Statements that are not per table. */
@@ -686,6 +689,37 @@ static int list(durable__conn_t *c, durable__place_t place, const char *ns,
   return rc == SQLITE_DONE ? 0 : sql_fail(c, rc, "list", err);
 }
 
+static int partitions(durable__conn_t *c, durable__strv_t *out,
+                      durable_error_t *err) {
+  (void)c;
+  /* one set of tables holds every partition */
+  if (durable__strv_push(out, "") < 0)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  return 0;
+}
+
+static int list_type(durable__conn_t *c, durable__place_t place,
+                     const char *node_type, const char *after, size_t limit,
+                     durable__nodes_t *out, durable_error_t *err) {
+  if (limit == 0) return 0;
+  sqlite3_stmt *st = table_stmt(c, place, OP_LIST_TYPE, err);
+  if (st == NULL) return err->code;
+  bind_text(st, 1, node_type);
+  bind_text(st, 2, after);
+  sqlite3_bind_int64(st, 3, limit > INT64_MAX ? INT64_MAX : (int64_t)limit);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    durable_node_t *node = row_node(st);
+    if (node == NULL || durable__nodes_push(out, node) != 0) {
+      if (node != NULL) durable_node_free(node);
+      done_with(st);
+      return durable__error(err, DURABLE_ENOMEM, "out of memory");
+    }
+  }
+  done_with(st);
+  return rc == SQLITE_DONE ? 0 : sql_fail(c, rc, "list by type", err);
+}
+
 static int max_id(durable__conn_t *c, durable__place_t place, const char *ns,
                   int width, char **out, durable_error_t *err) {
   *out = NULL;
@@ -1100,6 +1134,8 @@ const durable__backend_t durable__sqlite_backend = {
     .get = get,
     .list = list,
     .max_id = max_id,
+    .partitions = partitions,
+    .list_type = list_type,
     .insert = insert,
     .upsert = upsert,
     .update = update,

@@ -806,6 +806,44 @@ static void read_last(const durable__backend_t *be, durable__conn_t *conn,
   job->status = rc;
 }
 
+static int by_path(const void *a, const void *b) {
+  const durable_node_t *x = *(durable_node_t *const *)a;
+  const durable_node_t *y = *(durable_node_t *const *)b;
+  return strcmp(x->path, y->path);
+}
+
+/* Every node of one NodeType: each partition's tables, merged in path
+ * order (partition names do not sort like the paths under them). */
+static void read_type(const durable__backend_t *be, durable__conn_t *conn,
+                      durable__job_t *job, const durable__strv_t *grants) {
+  durable__strv_t parts = {0};
+  const char *after = job->after ? job->after : "";
+  int rc = be->partitions(conn, &parts, &job->err);
+  for (size_t i = 0; rc == 0 && i < parts.count; i++)
+    for (const char *const *t = durable__tables(); rc == 0 && *t; t++) {
+      durable__place_t place = {.partition = parts.items[i], .table = *t};
+      rc = be->list_type(conn, place, job->id, after, job->limit + 1,
+                         &job->nodes, &job->err);
+    }
+  durable__strv_free(&parts);
+  if (rc == 0 && job->nodes.count > 1)
+    qsort(job->nodes.items, job->nodes.count, sizeof(*job->nodes.items), by_path);
+  if (rc == 0 && grants) {
+    size_t keep = 0;
+    for (size_t i = 0; i < job->nodes.count; i++) {
+      if (durable__access_covers(grants, job->nodes.items[i]->main_node))
+        job->nodes.items[keep++] = job->nodes.items[i];
+      else
+        durable_node_free(job->nodes.items[i]);
+    }
+    job->nodes.count = keep;
+  }
+  job->more = job->nodes.count > job->limit;
+  while (job->nodes.count > job->limit)
+    durable_node_free(job->nodes.items[--job->nodes.count]);
+  job->status = rc;
+}
+
 void durable__read_run(const durable__backend_t *be, durable__conn_t *conn,
                        durable__job_t *job) {
   durable__strv_t grants = {0};
@@ -824,6 +862,7 @@ void durable__read_run(const durable__backend_t *be, durable__conn_t *conn,
   case JOB_QUERY: read_query(be, conn, job, g); break;
   case JOB_ITEMS: read_items(be, conn, job, g); break;
   case JOB_LAST: read_last(be, conn, job); break;
+  case JOB_TYPE: read_type(be, conn, job, g); break;
   default: job->status = DURABLE_EINVAL; break;
   }
   durable__strv_free(&grants);
@@ -903,10 +942,19 @@ int durable_store_query(durable_store_t *store, const char *principal,
       durable__job_free(job);
       return durable__error(err, DURABLE_ENOMEM, "out of memory");
     }
+  } else if (strncmp(query, "type:", 5) == 0 && query[5] != '\0') {
+    if (store->closing)
+      return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing", store->name);
+    job = durable__job_new(store, JOB_TYPE);
+    if (job == NULL || set_principal(job, principal) < 0 ||
+        (job->id = strdup(query + 5)) == NULL) {
+      durable__job_free(job);
+      return durable__error(err, DURABLE_ENOMEM, "out of memory");
+    }
   } else {
     return durable__error(err, DURABLE_EINVAL,
-                          "query '%s' is not understood (use namespace:NS or "
-                          "path:P)", query);
+                          "query '%s' is not understood (use namespace:NS, "
+                          "path:P or type:T)", query);
   }
   job->limit = limit;
   if (after && *after && (job->after = strdup(after)) == NULL) {

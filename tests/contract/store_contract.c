@@ -69,6 +69,8 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static int strcmp_ptr(const char **x, const char **y) { return strcmp(*x, *y); }
+
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
@@ -1758,6 +1760,53 @@ static void case_close_flushes(void) {
   case_end();
 }
 
+/* ---- type:T, the operator's listing across partitions ---- */
+
+static void case_type_query(void) {
+  case_begin("type_query");
+  res_t r = {0};
+  char type[96], q[128], other[96], a[256], b[256], c[256];
+  snprintf(type, sizeof type, "Listed_%s", g_run);
+  snprintf(q, sizeof q, "type:%s", type);
+  snprintf(other, sizeof other, "%sb", g_run); /* a second partition */
+  snprintf(a, sizeof a, "%s", P("owner/_DurableStream/Log"));
+  snprintf(b, sizeof b, "%s", P("plain"));
+  snprintf(c, sizeof c, "%s/x/_DurableStream/Log", other);
+  CHECK_OK(PUT(&r, a, type, "{}"));
+  CHECK_OK(PUT(&r, b, type, "{}"));
+  CHECK_OK(PUT(&r, c, type, "{}"));
+  /* another table, sorting first: the merge must order across tables */
+  char d[256];
+  snprintf(d, sizeof d, "%s", P("a/_DocumentPart/000001"));
+  CHECK_OK(PUT(&r, d, type, "{}"));
+  CHECK_OK(PUT(&r, P("not-listed"), "Other", "{}"));
+  /* every node of the type, in path order, across partitions and tables */
+  CHECK_OK(QUERY(&r, NULL, q, NULL, 100));
+  CHECK_EQ_INT(r.count, 4);
+  const char *want[4] = {a, b, c, d};
+  qsort(want, 4, sizeof(*want), (int (*)(const void *, const void *))strcmp_ptr);
+  for (size_t i = 0; i < 4; i++) CHECK_EQ_STR(r.nodes[i]->path, want[i]);
+  /* paging by path */
+  CHECK_OK(QUERY(&r, NULL, q, NULL, 3));
+  CHECK_EQ_INT(r.count, 3);
+  CHECK_EQ_INT(r.more, 1);
+  char last[256];
+  snprintf(last, sizeof last, "%s", r.nodes[2]->path);
+  CHECK_OK(QUERY(&r, NULL, q, last, 3));
+  CHECK_EQ_INT(r.count, 1);
+  CHECK_EQ_INT(r.more, 0);
+  CHECK_EQ_STR(r.nodes[0]->path, want[3]);
+  /* a principal sees what its grants cover: a satellite follows its owner */
+  char who[96];
+  snprintf(who, sizeof who, "lister_%s", g_run);
+  CHECK_OK(GRANT(&r, who, P("owner")));
+  CHECK_OK(QUERY(&r, who, q, NULL, 100));
+  CHECK_EQ_INT(r.count, 1);
+  CHECK_EQ_STR(r.nodes[0]->path, a);
+  res_reset(&r);
+  case_end();
+}
+
 /* ---- the runner --------------------------------------------------------- */
 
 static const struct {
@@ -1789,6 +1838,7 @@ static const struct {
     {"access", case_access},
     {"group_commit", case_group_commit},
     {"close_flushes", case_close_flushes},
+    {"type_query", case_type_query},
 };
 
 static void remove_tree(const char *dir) {
