@@ -38,6 +38,9 @@ typedef struct cli_command_s {
   const cli_option_t *options; /* NULL or ended by {NULL, 0} */
   /* Runs with the positional arguments; returns the exit code. */
   int (*main)(cli_t *cli, int argc, char **argv);
+  /* Everything after the first positional argument is handed over as is,
+   * options included (`durable lua SCRIPT --flag`). */
+  int pass_through;
 } cli_command_t;
 
 struct cli_s {
@@ -88,11 +91,19 @@ int cli_run(cli_t *cli);
  * breaks in the content (only ever whitespace between JSON tokens) become
  * spaces, so that JSON lines stay one line per node. */
 void cli_print_node(FILE *out, const durable_node_t *node, int one_line);
+/* A JSON string, escaped as cli_print_node escapes (invalid UTF-8 passes). */
+void cli_print_string(FILE *out, const char *s);
+/* Milliseconds since the epoch as a quoted ISO-8601 UTC time; 0 as null. */
+void cli_print_time(FILE *out, int64_t ms);
 
 /* ---- the commands ---- */
 
 extern const cli_command_t cli_put_command;
 extern const cli_command_t cli_get_command;
 extern const cli_command_t cli_search_command;
+extern const cli_command_t cli_lua_command;
+extern const cli_command_t cli_publish_command;
+extern const cli_command_t cli_read_command;
+extern const cli_command_t cli_streams_command;
 
 #endif /* DURABLE_CLI_H */

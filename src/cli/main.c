@@ -19,7 +19,11 @@ static const cli_command_t *const commands[] = {
     &cli_put_command,
     &cli_get_command,
     &cli_search_command,
-    /* later: run, publish, read, streams */
+    &cli_lua_command,
+    &cli_publish_command,
+    &cli_read_command,
+    &cli_streams_command,
+    /* later: run */
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
@@ -35,9 +39,14 @@ static void print_main_help(void) {
   printf("usage: %s\n\n", main_usage);
   printf("Keeps a mesh of saved nodes in a store and prints them as JSON.\n\n");
   printf("Commands:\n");
-  for (size_t i = 0; i < COMMAND_COUNT; i++)
-    printf("  %-7s %-26s %s\n", commands[i]->name, commands[i]->args,
-           commands[i]->summary);
+  for (size_t i = 0; i < COMMAND_COUNT; i++) {
+    if (strlen(commands[i]->args) > 26) /* the summary on a line of its own */
+      printf("  %-7s %s\n  %-7s %-26s %s\n", commands[i]->name,
+             commands[i]->args, "", "", commands[i]->summary);
+    else
+      printf("  %-7s %-26s %s\n", commands[i]->name, commands[i]->args,
+             commands[i]->summary);
+  }
   printf("\nOptions, for every command:\n"
          "  --store URL  sqlite:FILE, sqlite::memory:, postgresql://... or a\n"
          "               libpq conninfo; default: $DURABLE_STORE, else "
@@ -129,12 +138,16 @@ int main(int argc, char **argv) {
   cli.command = find_command(name);
   if (cli.command == NULL) return main_usage_error("unknown command '%s'", name);
 
-  /* --help wins over anything else on the line. */
-  for (int j = i; j < argc && strcmp(argv[j], "--") != 0; j++)
+  /* --help wins over anything else on the line (up to the first positional
+   * of a pass-through command: what follows it is the script's). */
+  for (int j = i; j < argc && strcmp(argv[j], "--") != 0; j++) {
+    if (cli.command->pass_through && (argv[j][0] != '-' || argv[j][1] == '\0'))
+      break;
     if (is_help(argv[j])) {
       print_command_help(cli.command);
       return CLI_OK;
     }
+  }
 
   /* Options after the command; positionals are compacted to the front. */
   char **args = argv + i;
@@ -143,6 +156,7 @@ int main(int argc, char **argv) {
     const char *arg = argv[i];
     if (options_done || arg[0] != '-' || arg[1] == '\0') {
       args[nargs++] = argv[i];
+      if (cli.command->pass_through) options_done = 1;
       continue;
     }
     if (strcmp(arg, "--") == 0) {

@@ -118,6 +118,7 @@ const cli_command_t cli_put_command = {
     "Prints the path and the node's new version: `Space/doc version 7`.",
     NULL,
     put_main,
+    0,
 };
 
 /* ---- get ---------------------------------------------------------------- */
@@ -172,6 +173,7 @@ const cli_command_t cli_get_command = {
     "content exactly as stored.  Fails (exit 1) when there is no node there.",
     NULL,
     get_main,
+    0,
 };
 
 /* ---- search ------------------------------------------------------------- */
@@ -255,4 +257,5 @@ const cli_command_t cli_search_command = {
     "per line, as `durable get` prints it, in id order, all pages.",
     NULL,
     search_main,
+    0,
 };

@@ -85,3 +85,10 @@ void cli_print_node(FILE *out, const durable_node_t *node, int one_line) {
   }
   fputs("}\n", out);
 }
+
+void cli_print_string(FILE *out, const char *s) { put_string(out, s); }
+
+void cli_print_time(FILE *out, int64_t ms) {
+  if (ms == 0) fputs("null", out);
+  else put_time(out, ms);
+}

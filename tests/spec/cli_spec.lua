@@ -44,9 +44,8 @@ local function tmpname()
   return name
 end
 
--- run{ args..., stdin = TEXT, store = URL | false, env = { K = V } }
--- returns exit code, stdout, stderr.
-local function run(opts)
+-- The command line of run{...} and spawn{...}, without redirections.
+local function command_line(opts)
   local parts = {}
   for k, v in pairs(opts.env or {}) do parts[#parts + 1] = k .. "=" .. quote(v) end
   parts[#parts + 1] = quote(BIN)
@@ -54,12 +53,18 @@ local function run(opts)
     parts[#parts + 1] = "--store " .. quote(opts.store or STORE)
   end
   for _, a in ipairs(opts) do parts[#parts + 1] = quote(a) end
+  return table.concat(parts, " ")
+end
+
+-- run{ args..., stdin = TEXT, store = URL | false, env = { K = V } }
+-- returns exit code, stdout, stderr.
+local function run(opts)
   local out, err, inp = tmpname(), tmpname(), "/dev/null"
   if opts.stdin then
     inp = tmpname()
     spit(inp, opts.stdin)
   end
-  local cmd = table.concat(parts, " ") .. " <" .. inp .. " >" .. out .. " 2>" .. err
+  local cmd = command_line(opts) .. " <" .. inp .. " >" .. out .. " 2>" .. err
   local _, how, code = os.execute(cmd)
   if how == "signal" then code = 128 + code end
   return code, slurp(out), slurp(err)
@@ -78,6 +83,57 @@ local function children(ns, store)
 end
 
 local ISO = "^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d%d%dZ$"
+
+local function sleep(seconds)
+  os.execute("sleep " .. seconds)
+end
+
+-- Poll `check` every 50 ms until it returns a true value, for `seconds`.
+local function wait_for(check, seconds)
+  local deadline = os.time() + (seconds or 10)
+  repeat
+    local value = check()
+    if value then return value end
+    sleep(0.05)
+  until os.time() > deadline
+  return nil
+end
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- spawn{ args..., store =, env = } starts the command in the background:
+-- returns { pid =, out = FILE, err = FILE, rc = FILE } (rc is written when
+-- it exits; signals are 128 + n as in the shell).
+local function spawn(opts)
+  local job = { out = tmpname(), err = tmpname(), rc = tmpname() }
+  local pidfile = tmpname()
+  os.remove(job.rc)
+  os.execute("(" .. command_line(opts) .. " </dev/null >" .. job.out .. " 2>" .. job.err
+             .. " & echo $! >" .. pidfile .. "; wait $!; echo $? >" .. job.rc .. ".tmp; mv "
+             .. job.rc .. ".tmp " .. job.rc .. ") >/dev/null 2>&1 &")
+  job.pid = assert(wait_for(function() return (read_file(pidfile) or ""):match("%d+") end, 5))
+  return job
+end
+
+local function exit_code(job, seconds)
+  local rc = wait_for(function() return (read_file(job.rc) or ""):match("%d+") end, seconds)
+  return rc and tonumber(rc)
+end
+
+-- Lines of stderr that are not library log lines (those carry a time stamp).
+local function error_lines(err)
+  local lines = {}
+  for line in err:gmatch("[^\n]+") do
+    if not line:match("^%d%d%d%d%-%d%d%-%d%dT") then lines[#lines + 1] = line end
+  end
+  return lines
+end
 
 describe("durable (" .. KIND .. ")", function()
   before_each(function()
@@ -286,10 +342,228 @@ describe("durable (" .. KIND .. ")", function()
     end)
   end)
 
+  describe("durable streams", function()
+    local NS = "CliLog"
+    local KEY, STREAM, ITEMS
+    local PAYLOADS = { '{"$type":"X","b":1,"a":"é"}', '{"n":2}', '{ "n" : 3.50 }' }
+
+    before_each(function()
+      KEY = P .. "/doc"
+      STREAM = KEY .. "/_DurableStream/" .. NS
+      ITEMS = STREAM .. "/_DurableStreamItem"
+    end)
+
+    -- The owner and three items; the third read from stdin with the line
+    -- break a shell adds.
+    local function publish_three()
+      assert.equal(0, (run{ "put", KEY, "Document", "{}" }))
+      for i, payload in ipairs(PAYLOADS) do
+        local code, out, err
+        if i == 3 then
+          code, out, err = run{ "publish", NS, KEY, "-", stdin = payload .. "\n" }
+        else
+          code, out, err = run{ "publish", NS, KEY, payload }
+        end
+        assert.equal(0, code, err)
+        assert.equal(i .. "\n", out)
+        assert.same({}, error_lines(err))
+      end
+    end
+
+    local function items_of(out)
+      local items = {}
+      for line in out:gmatch("[^\n]+") do items[#items + 1] = { line = line, item = assert(json.decode(line), line) } end
+      return items
+    end
+
+    it("publish prints 1, 2, 3; read prints them in order, payloads byte for byte", function()
+      publish_three()
+      local code, out, err = run{ "read", NS, KEY }
+      assert.equal(0, code, err)
+      assert.same({}, error_lines(err))
+      local items = items_of(out)
+      assert.equal(3, #items)
+      for i, got in ipairs(items) do
+        assert.equal(i, got.item.sequence)
+        assert.matches(ISO, got.item.appended_at)
+        assert.equal('{"sequence":' .. i .. ',"appended_at":"' .. got.item.appended_at
+                     .. '","payload":' .. PAYLOADS[i] .. "}", got.line)
+      end
+      assert.equal("é", items[1].item.payload.a)
+    end)
+
+    it("read --after N starts after N and exits 0 at once past the end", function()
+      publish_three()
+      local code, out, err = run{ "read", NS, KEY, "--after", "2" }
+      assert.equal(0, code, err)
+      local items = items_of(out)
+      assert.equal(1, #items)
+      assert.equal(3, items[1].item.sequence)
+      assert.equal(PAYLOADS[3] .. "}", items[1].line:sub(-(#PAYLOADS[3] + 1)))
+      for _, after in ipairs{ "3", "40" } do
+        code, out, err = run{ "read", NS, KEY, "--after=" .. after }
+        assert.equal(0, code, err)
+        assert.equal("", out)
+      end
+    end)
+
+    it("read of a stream that does not exist exits 1 naming it", function()
+      assert.equal(0, (run{ "put", KEY, "Document", "{}" }))
+      local code, out, err = run{ "read", NS, KEY }
+      assert.equal(1, code)
+      assert.equal("", out)
+      assert.equal("durable: read: no stream " .. NS .. "@" .. KEY .. "\n", err)
+      assert.same({}, (children(KEY .. "/_DurableStream"))) -- reading made nothing
+    end)
+
+    it("refuses bad stream ids and payloads with the spec's messages, writing nothing", function()
+      local cases = {
+        { "", KEY, "A durable stream needs a non-empty Namespace without '/' (was '')." },
+        { "a/b", KEY, "A durable stream needs a non-empty Namespace without '/' (was 'a/b')." },
+        { NS, "", "Durable stream '" .. NS .. "' needs the owning node's path as Key." },
+      }
+      for _, case in ipairs(cases) do
+        for _, args in ipairs{ { "publish", case[1], case[2], "{}" }, { "read", case[1], case[2] } } do
+          local code, out, err = run(args)
+          assert.equal(2, code, err)
+          assert.equal("", out)
+          assert.equal("durable: " .. args[1] .. ": " .. case[3] .. "\n", err)
+        end
+      end
+      local name = NS .. "@" .. KEY
+      for _, bad in ipairs{ { "", "needs a payload%." }, { "   ", "needs a payload%." },
+                            { "not json", "is not JSON: .+" }, { '{"a":', "is not JSON: .+" } } do
+        local code, out, err = run{ "publish", NS, KEY, bad[1] }
+        assert.equal(2, code, err)
+        assert.equal("", out)
+        assert.is_true(one_line(err), err)
+        assert.matches("^durable: publish: A durable stream item for "
+                       .. name:gsub("%p", "%%%0") .. " " .. bad[2] .. "\n$", err)
+      end
+      local code, _, err = run{ "publish", NS, KEY, "-", stdin = "" }
+      assert.equal(2, code, err)
+      assert.matches("needs a payload", err)
+      assert.same({}, (children(KEY .. "/_DurableStream")))
+      assert.same({}, (children(KEY)))
+    end)
+
+    it("streams lists the stream: last 3, checkpoint 0, lag 3, no subscriber", function()
+      publish_three()
+      local code, out, err = run{ "streams" }
+      assert.equal(0, code, err)
+      assert.matches("^STREAM%s+LAST%s+CHECKPOINT%s+LAG%s+SUBSCRIBER%s+EPOCH%s+ORPHANED_AT\n", out)
+      local row
+      for line in out:gmatch("[^\n]+") do
+        if line:sub(1, #NS + #KEY + 2) == NS .. "@" .. KEY .. " " then row = line end
+      end
+      assert.truthy(row, out)
+      assert.matches("^%S+%s+3%s+0%s+3%s+%-%s+0%s+%-$", row)
+
+      code, out, err = run{ "streams", "--json" }
+      assert.equal(0, code, err)
+      local found
+      for line in out:gmatch("[^\n]+") do
+        local s = assert(json.decode(line, 1, json.null), line)
+        if s.stream == NS .. "@" .. KEY then found = s end
+      end
+      assert.truthy(found, out)
+      assert.equal(NS, found.namespace)
+      assert.equal(KEY, found.key)
+      assert.equal(3, found.last)
+      assert.equal(0, found.checkpoint)
+      assert.equal(3, found.lag)
+      assert.equal(json.null, found.subscriber)
+      assert.equal(0, found.epoch)
+      assert.equal(json.null, found.orphaned_at)
+    end)
+
+    it("get and search show the stream node and its 12-digit item nodes", function()
+      publish_three()
+      local code, out, err = run{ "get", "@" .. STREAM }
+      assert.equal(0, code, err)
+      local node = assert(json.decode(out, 1, json.null), out)
+      assert.equal("DurableStream", node.node_type)
+      assert.equal(KEY, node.main_node)
+      assert.equal(NS, node.content.Namespace)
+      assert.equal(KEY, node.content.Key)
+      assert.equal(3, node.content.LastSequence)
+      assert.equal(0, node.content.Checkpoint)
+      assert.equal(json.null, node.content.Subscriber)
+
+      local items = children(ITEMS)
+      assert.equal(3, #items)
+      for i, item in ipairs(items) do
+        assert.equal(string.format("%012d", i), item.id)
+        assert.equal("DurableStreamItem", item.node_type)
+        assert.equal(KEY, item.main_node)
+        assert.equal(i, item.content.Sequence)
+        assert.equal(PAYLOADS[i], item.content.PayloadJson)
+      end
+    end)
+
+    it("read --follow waits for the stream, prints the live tail, exits 0 on SIGTERM", function()
+      assert.equal(0, (run{ "put", KEY, "Document", "{}" }))
+      local job = spawn{ "read", NS, KEY, "--follow" }
+      sleep(0.3) -- it is reading before the stream exists
+      assert.is_nil(read_file(job.rc)) -- still running
+      for i = 1, 2 do
+        local code, out, err = run{ "publish", NS, KEY, '{"i":' .. i .. "}" }
+        assert.equal(0, code, err)
+        assert.equal(i .. "\n", out)
+      end
+      local out = wait_for(function()
+        local s = read_file(job.out)
+        return select(2, s:gsub("\n", "")) >= 2 and s
+      end)
+      assert.truthy(out, "the follower printed: " .. read_file(job.out))
+      local items = items_of(out)
+      assert.equal(2, #items)
+      for i, got in ipairs(items) do
+        assert.equal(i, got.item.sequence)
+        local payload = '{"i":' .. i .. "}"
+        assert.equal(payload .. "}", got.line:sub(-(#payload + 1)))
+      end
+      assert.is_true(os.execute("kill -TERM " .. job.pid))
+      assert.equal(0, exit_code(job))
+      assert.same({}, error_lines(read_file(job.err)))
+    end)
+
+    it("read --follow prints the backlog after --after, then the tail", function()
+      publish_three()
+      local job = spawn{ "read", NS, KEY, "--follow", "--after", "1" }
+      assert.equal(0, (run{ "publish", NS, KEY, '{"n":4}' }))
+      local out = wait_for(function()
+        local s = read_file(job.out)
+        return select(2, s:gsub("\n", "")) >= 3 and s
+      end)
+      assert.truthy(out, read_file(job.out))
+      local seqs = {}
+      for i, got in ipairs(items_of(out)) do seqs[i] = got.item.sequence end
+      assert.same({ 2, 3, 4 }, seqs)
+      os.execute("kill -INT " .. job.pid)
+      assert.equal(0, exit_code(job))
+    end)
+
+    it("exits 2 on bad usage of publish, read and streams", function()
+      for _, args in ipairs{ { "publish", NS, KEY }, { "publish", NS, KEY, "{}", "x" },
+                             { "read", NS }, { "read", NS, KEY, "--after", "-1" },
+                             { "read", NS, KEY, "--after", "x" }, { "read", NS, KEY, "--after" },
+                             { "read", NS, KEY, "--bogus" }, { "streams", "extra" } } do
+        local code, out, err = run(args)
+        assert.equal(2, code, table.concat(args, " ") .. ": " .. err)
+        assert.equal("", out)
+        assert.is_true(one_line(err), err)
+        assert.matches("^durable: " .. args[1] .. ": ", err)
+      end
+    end)
+  end)
+
   describe("the command line", function()
     it("--help, COMMAND --help and --version exit 0", function()
       for _, args in ipairs{ { "--help" }, { "put", "--help" }, { "get", "--help" },
-                             { "search", "--help" }, { "--version" } } do
+                             { "search", "--help" }, { "publish", "--help" },
+                             { "read", "--help" }, { "streams", "--help" },
+                             { "--version" } } do
         args.store = false
         local code, out, err = run(args)
         assert.equal(0, code, err)

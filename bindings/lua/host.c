@@ -1,0 +1,94 @@
+/*
+ * host.c: the interpreter behind `durable lua SCRIPT [ARGS...]`.
+ *
+ * The `durable` command links the same module that `require "durable.core"`
+ * loads from build/lua/durable/core.so; here it is preloaded instead
+ * (package.preload), so a script run by the command needs no LUA_CPATH.
+ * The Lua half of the module (lua/durable/) is found through
+ * package.path.  Like lua.c, errors get a traceback and the script sees
+ * `arg`.  The state is closed at the end, which closes any mesh the script
+ * left open (their __gc), so the process leaves nothing behind.
+ */
+#include "durable_lua.h"
+
+#include "lcore.h"
+
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef DURABLE_LUA_DIR
+#define DURABLE_LUA_DIR "lua"
+#endif
+
+static int traceback(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  if (msg == NULL) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+      return 1;
+    msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  }
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+/* Put DIR/?.lua;DIR/?/init.lua in front of package.path. */
+static void prepend_path(lua_State *L, const char *dir) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "path");
+  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
+  lua_setfield(L, -3, "path");
+  lua_pop(L, 2);
+}
+
+static int run(lua_State *L) {
+  const char *script = lua_touserdata(L, 1);
+  int argc = (int)lua_tointeger(L, 2);
+  char **argv = lua_touserdata(L, 3);
+  const char *dir = lua_touserdata(L, 4);
+  luaL_openlibs(L);
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  lua_pushcfunction(L, luaopen_durable_core);
+  lua_setfield(L, -2, "durable.core");
+  lua_pop(L, 1);
+  prepend_path(L, dir);
+  lua_createtable(L, argc, 1);
+  lua_pushstring(L, script);
+  lua_rawseti(L, -2, 0);
+  for (int i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setglobal(L, "arg");
+  lua_pushcfunction(L, traceback);
+  if (luaL_loadfile(L, script) != LUA_OK) return lua_error(L);
+  luaL_checkstack(L, argc + 4, "too many arguments");
+  for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);
+  if (lua_pcall(L, argc, 0, -argc - 2) != LUA_OK) return lua_error(L);
+  return 0;
+}
+
+int durable_lua_run_script(const char *script, int argc, char **argv,
+                           const char *lua_dir) {
+  if (lua_dir == NULL) lua_dir = getenv("DURABLE_LUA_DIR");
+  if (lua_dir == NULL || *lua_dir == '\0') lua_dir = DURABLE_LUA_DIR;
+  lua_State *L = luaL_newstate();
+  if (L == NULL) {
+    fprintf(stderr, "durable: lua: cannot create a Lua state\n");
+    return 1;
+  }
+  lua_pushcfunction(L, run);
+  lua_pushlightuserdata(L, (void *)script);
+  lua_pushinteger(L, argc);
+  lua_pushlightuserdata(L, argv);
+  lua_pushlightuserdata(L, (void *)lua_dir);
+  int status = lua_pcall(L, 4, 0, 0);
+  if (status != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    fprintf(stderr, "durable: lua: %s\n", msg ? msg : "(error object is not a string)");
+  }
+  lua_close(L);
+  fflush(stdout);
+  return status == LUA_OK ? 0 : 1;
+}

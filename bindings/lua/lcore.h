@@ -1,0 +1,202 @@
+/*
+ * lcore.h: what the files of the `durable.core` Lua module share.
+ *
+ * bindings/lua/ is the only C in the tree that includes lua.h.  It is a thin
+ * layer over the public C API (durable.h) and nothing else: no src/ header is
+ * included here.  One file per concept, luv-style:
+ *
+ *   core.c   the module: per-state bookkeeping, counted registry references,
+ *            the one protected call into Lua (traceback + instruction budget)
+ *   json.c   Lua values <-> jansson ("$type" first, then sorted keys)
+ *   mesh.c   the mesh userdata: its own uv loop, store operations, node type
+ *            configuration, activation and recycle, running the loop
+ *   hub.c    the hub userdata (requests, posts, timers) and the reply
+ *            userdata a handler finishes its message with
+ *   host.c   the `durable lua SCRIPT` command's interpreter (durable_lua.h)
+ *
+ * The userdata *is* the C object: a mesh's struct lives in its userdata
+ * memory, which Lua frees only after __gc has run.  C callbacks that must
+ * reach Lua later hold a registry reference, taken and released only through
+ * dlua_ref()/dlua_unref() so that core.refs() can prove none leaks.
+ *
+ * Threads: all of this runs on the thread that runs Lua, which is the loop
+ * thread of every mesh (each mesh owns its loop).  Lua is entered from C only
+ * through dlua_pcall(), and only from callbacks the C runtime already turns
+ * into loop turns (handlers, init steps, response and store callbacks, log
+ * lines) -- never from a raw libuv callback.
+ */
+#ifndef DURABLE_LUA_LCORE_H
+#define DURABLE_LUA_LCORE_H
+
+#include <durable.h>
+#include <jansson.h>
+#include <lauxlib.h>
+#include <lua.h>
+
+#define DLUA_MESH_MT "durable.mesh"
+#define DLUA_HUB_MT "durable.hub"
+#define DLUA_REPLY_MT "durable.reply"
+
+/* Instructions between two looks of the count hook: the budget is checked
+ * at this granularity (and never coarser than the budget itself). */
+#define DLUA_HOOK_GRAIN 1000
+/* The default instruction budget of one entry into Lua from C. */
+#define DLUA_DEFAULT_BUDGET 100000000LL
+
+/* Per lua_State bookkeeping, one userdata anchored in the registry. */
+typedef struct dlua_state_s {
+  long refs;           /* registry references taken through dlua_ref */
+  int depth;           /* entries into Lua from C in progress (nesting) */
+  long long budget;    /* the outermost entry's budget; 0: none */
+  long long used;      /* instructions counted against it */
+  int ran_away;        /* the budget was exceeded in this entry */
+  int meshes;          /* meshes open (not yet closed) */
+  lua_State *main;     /* the main thread: where C enters Lua */
+} dlua_state_t;
+
+typedef struct dlua_fn_s dlua_fn_t;
+typedef struct dlua_reply_s dlua_reply_t;
+
+/* A Lua function held by the mesh for as long as it is open: a handler, an
+ * init step, a dispose action. */
+struct dlua_fn_s {
+  dlua_fn_t *next;
+  struct dlua_mesh_s *m;
+  int ref;
+  char *node_type;
+  char *msg_type; /* handlers; "init" / "dispose" for steps */
+};
+
+/* The mesh userdata. */
+typedef struct dlua_mesh_s {
+  durable_mesh_t *mesh; /* NULL before open and once freed */
+  uv_loop_t loop;
+  uv_timer_t step_timer;
+  int loop_ready;     /* loop and step timer initialised */
+  dlua_state_t *S;
+  int closing;        /* durable_mesh_close called */
+  int closed;         /* its callback ran: the mesh is freed */
+  int running;        /* inside uv_run */
+  int finalizing;     /* closed from __gc: no Lua is called any more */
+  long long budget;   /* instruction budget per entry; 0: none */
+  int log_ref;        /* the log function, or LUA_NOREF */
+  int in_log;         /* a log line is being delivered (no recursion) */
+  dlua_fn_t *fns;     /* functions to release when the mesh is freed */
+  dlua_reply_t *replies; /* reply userdata not finished yet */
+  struct dlua_dropped_s *dropped; /* replies collected unfinished: failed
+                                     at the next safe point */
+  char store_name[256];
+} dlua_mesh_t;
+
+/* The hub userdata: a reference on a C hub (durable_hub_ref). Its uservalue
+ * is the mesh userdata, so a mesh outlives the hubs that Lua holds. */
+typedef struct dlua_hub_s {
+  durable_hub_t *hub; /* NULL once released */
+  dlua_mesh_t *m;
+} dlua_hub_t;
+
+/* The reply userdata: how a handler (or init step) finishes its message,
+ * now or later.  Unfinished ones are listed in their mesh so that a reply
+ * never outlives the mesh it belongs to. */
+struct dlua_reply_s {
+  durable_reply_t *reply; /* NULL once finished or detached */
+  durable_hub_t *hub;     /* its hub (a reference) while unfinished */
+  dlua_mesh_t *m;
+  dlua_reply_t *prev, *next;
+};
+
+/* ---- core.c ---- */
+dlua_state_t *dlua_state(lua_State *L);
+/* luaL_ref on the registry (pops the value), counted. */
+int dlua_ref(lua_State *L, dlua_state_t *S);
+/* Release *ref (if any) and set it to LUA_NOREF. */
+void dlua_unref(lua_State *L, dlua_state_t *S, int *ref);
+/* The one way C calls Lua.  stack: fn args... -> results... (or one error
+ * message on failure).  Runs under the instruction budget `budget` when it
+ * is the outermost entry; nested entries share the outer one's budget.  On
+ * failure the message is a plain string (no traceback) and the traceback is
+ * kept for dlua_traceback().  Returns the lua_pcall status. */
+int dlua_pcall(lua_State *L, dlua_state_t *S, long long budget, int nargs,
+               int nresults);
+/* The traceback of the last failed dlua_pcall (borrowed; "" if none). */
+const char *dlua_traceback(lua_State *L);
+/* Push nil, "message", "ECODE" and return 3: the luv convention for an
+ * operational failure. */
+int dlua_fail(lua_State *L, int code, const char *message);
+/* The lua_State C may enter Lua on for `m`, or NULL when it must not (the
+ * mesh is being finalized). */
+lua_State *dlua_mesh_lua(dlua_mesh_t *m);
+
+/* A pending C request whose completion calls a Lua function once. */
+typedef struct dlua_req_s {
+  dlua_mesh_t *m;
+  int cb_ref;
+} dlua_req_t;
+
+/* Hold the function at `idx` (raises unless it is a function). */
+dlua_req_t *dlua_req_new(lua_State *L, dlua_mesh_t *m, int idx);
+/* Release the request (its reference) without calling it. */
+void dlua_req_free(dlua_req_t *r);
+/* Push the request's function and return the lua_State to call it on; or
+ * release the request and return NULL when no Lua may run. */
+lua_State *dlua_req_begin(dlua_req_t *r);
+/* stack: fn args... (nargs) -- call it, release the request, log a failure. */
+void dlua_req_call(dlua_req_t *r, lua_State *L, int nargs);
+
+/* ---- json.c ---- */
+/* The value at `idx` as a new jansson value, or NULL with `err` set to a
+ * line naming what could not be encoded.  Never raises. */
+json_t *dlua_to_json(lua_State *L, int idx, char *err, size_t errlen);
+/* The value at `idx` as compact JSON text (malloc'ed), or NULL with `err`
+ * set.  A durable.json(text) value at the top is passed through as given. */
+char *dlua_encode(lua_State *L, int idx, char *err, size_t errlen);
+/* Push the Lua value of `json` (borrowed). */
+void dlua_push_json(lua_State *L, const json_t *json);
+/* Push the Lua value of JSON `text`; returns 0, or -1 with nothing pushed
+ * and `err` set. */
+int dlua_decode(lua_State *L, const char *text, char *err, size_t errlen);
+/* Push the node as a table (path, namespace, id, node_type, main_node,
+ * version, created_at, updated_at, content decoded, raw = content text). */
+void dlua_push_node(lua_State *L, const durable_node_t *node);
+/* Push durable.null. */
+void dlua_push_null(lua_State *L);
+void dlua_open_json(lua_State *L); /* stack: module -> module */
+
+/* ---- mesh.c ---- */
+dlua_mesh_t *dlua_check_mesh(lua_State *L, int idx); /* open, usable */
+/* Push the mesh userdata of `m` (from the weak registry table); 0 if it is
+ * gone (being collected). */
+int dlua_push_mesh(lua_State *L, dlua_mesh_t *m);
+/* Log one line through the mesh's sink. */
+void dlua_mesh_log(dlua_mesh_t *m, durable_log_level_t level, const char *fmt,
+                   ...) __attribute__((format(printf, 3, 4)));
+/* Raise when Lua is inside a callback from C or the loop is running. */
+void dlua_check_may_run(lua_State *L, dlua_mesh_t *m, const char *what);
+void dlua_open_mesh(lua_State *L); /* stack: module -> module */
+
+/* ---- hub.c ---- */
+/* Push the hub userdata for `hub` (one per activation, cached weakly);
+ * returns 0 if the mesh userdata is gone. */
+int dlua_push_hub(lua_State *L, dlua_mesh_t *m, durable_hub_t *hub);
+/* Push a reply userdata that owns `reply` (a message of `hub`). */
+dlua_reply_t *dlua_push_reply(lua_State *L, dlua_mesh_t *m,
+                              durable_hub_t *hub, durable_reply_t *reply);
+void dlua_reply_finish(dlua_reply_t *r, int code, const char *payload,
+                       const char *message);
+/* Fail the replies whose userdata was collected unfinished.  Called only
+ * where no runtime code is on the stack (before and after a loop step, at
+ * close): a __gc may run inside any allocation, even in the middle of the
+ * runtime's own work, so it only queues them. */
+void dlua_replies_flush_dropped(dlua_mesh_t *m);
+/* Fail the unfinished replies whose hub is dead (while closing: the mesh
+ * must not be freed with replies Lua could still finish). */
+void dlua_replies_fail_dead(dlua_mesh_t *m);
+/* Fail every unfinished reply of `m` (when no Lua can finish them). */
+void dlua_replies_fail_all(dlua_mesh_t *m, int code, const char *message);
+/* Forget every unfinished reply of `m` (its mesh is freed). */
+void dlua_replies_detach(dlua_mesh_t *m);
+void dlua_open_hub(lua_State *L); /* stack: module -> module */
+
+int luaopen_durable_core(lua_State *L);
+
+#endif

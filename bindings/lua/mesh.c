@@ -1,0 +1,837 @@
+/*
+ * mesh.c: the mesh userdata: a durable_mesh_t on a uv loop that the
+ * userdata owns, seen from Lua.
+ *
+ * Each mesh has its own loop, so that Lua decides when it runs: nothing
+ * happens until Lua calls mesh:_step() (which completion:wait() and
+ * mesh:run_until() do), and every callback of that loop arrives inside that
+ * call, on the thread running Lua.  A step may not start while Lua is inside
+ * a call from C (a handler, a completion callback): running the loop there
+ * would run other handlers inside this one, which the hub model forbids.
+ *
+ *   Lua: c:wait() --> mesh:_step(ms) --> uv_run(ONCE) --> store/hub callbacks
+ *                                                          |
+ *                        Lua callbacks <-- dlua_pcall <----'
+ *
+ * The low-level methods here take a Lua function and call it once with
+ * (true, value...) or (false, message, "ECODE"); lua/durable/ turns them into
+ * completions.  They start with '_' because the friendly names belong to the
+ * Lua layer.  Misuse (a wrong argument) raises; a refusal of the runtime
+ * returns nil, message, code.
+ *
+ * Closing: mesh:close() (or __close, or __gc) closes the C mesh and runs the
+ * loop until it is freed, so every pending callback runs first; then the
+ * loop itself is closed.  From __gc no Lua is called any more: callbacks
+ * only release their references and unfinished replies are failed.
+ */
+#include "lcore.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char meshes_key = 0;   /* weak: lightuserdata(m) -> userdata */
+static const char mesh_methods_key = 0;
+
+/* ---- requests: a Lua function called once ------------------------------------ */
+
+dlua_req_t *dlua_req_new(lua_State *L, dlua_mesh_t *m, int idx) {
+  luaL_checktype(L, idx, LUA_TFUNCTION);
+  dlua_req_t *r = malloc(sizeof(*r));
+  if (r == NULL) {
+    luaL_error(L, "out of memory");
+    return NULL;
+  }
+  r->m = m;
+  lua_pushvalue(L, idx);
+  r->cb_ref = dlua_ref(L, m->S);
+  return r;
+}
+
+void dlua_req_free(dlua_req_t *r) {
+  dlua_unref(r->m->S->main, r->m->S, &r->cb_ref);
+  free(r);
+}
+
+lua_State *dlua_req_begin(dlua_req_t *r) {
+  lua_State *L = dlua_mesh_lua(r->m);
+  if (L == NULL || !lua_checkstack(L, 16)) {
+    dlua_req_free(r);
+    return NULL;
+  }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, r->cb_ref);
+  return L;
+}
+
+void dlua_req_call(dlua_req_t *r, lua_State *L, int nargs) {
+  dlua_mesh_t *m = r->m;
+  dlua_req_free(r); /* the function is on the stack: it cannot go */
+  if (dlua_pcall(L, m->S, m->budget, nargs, 0) != LUA_OK) {
+    dlua_mesh_log(m, DURABLE_LOG_ERROR, "[Lua] a callback failed: %s",
+                  dlua_traceback(L));
+    lua_pop(L, 1);
+  }
+}
+
+/* ---- logging ----------------------------------------------------------------- */
+
+static const char *level_name(durable_log_level_t level) {
+  switch (level) {
+  case DURABLE_LOG_ERROR: return "error";
+  case DURABLE_LOG_WARN: return "warn";
+  case DURABLE_LOG_INFO: return "info";
+  default: return "debug";
+  }
+}
+
+static void stderr_line(durable_log_level_t level, const char *line) {
+  struct timespec ts;
+  struct tm tm;
+  char when[32];
+  clock_gettime(CLOCK_REALTIME, &ts);
+  gmtime_r(&ts.tv_sec, &tm);
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+  fprintf(stderr, "%s.%03ldZ %-5s %s\n", when, ts.tv_nsec / 1000000,
+          level_name(level), line);
+}
+
+/* The sink given to the C mesh when Lua passed a log function. */
+static void log_sink(durable_log_level_t level, const char *line, void *data) {
+  dlua_mesh_t *m = data;
+  lua_State *L = dlua_mesh_lua(m);
+  /* a log line written by the log function itself goes to stderr */
+  if (L == NULL || m->log_ref == LUA_NOREF || m->in_log ||
+      !lua_checkstack(L, 4)) {
+    stderr_line(level, line);
+    return;
+  }
+  m->in_log = 1;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, m->log_ref);
+  lua_pushstring(L, level_name(level));
+  lua_pushstring(L, line);
+  if (dlua_pcall(L, m->S, m->budget, 2, 0) != LUA_OK) {
+    stderr_line(level, line);
+    fprintf(stderr, "durable: the log function failed: %s\n", lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  m->in_log = 0;
+}
+
+void dlua_mesh_log(dlua_mesh_t *m, durable_log_level_t level, const char *fmt,
+                   ...) {
+  char line[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (m->mesh) {
+    durable_mesh_log(m->mesh, level, "%s", line);
+  } else if (level <= durable_log_threshold()) {
+    for (char *p = line; *p; p++)
+      if (*p == '\n' || *p == '\r') *p = ' ';
+    if (m->log_ref != LUA_NOREF) log_sink(level, line, m);
+    else stderr_line(level, line);
+  }
+}
+
+/* ---- the userdata ---------------------------------------------------------------- */
+
+int dlua_push_mesh(lua_State *L, dlua_mesh_t *m) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &meshes_key);
+  int type = lua_rawgetp(L, -1, m);
+  lua_remove(L, -2);
+  if (type != LUA_TUSERDATA) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  return 1;
+}
+
+static dlua_mesh_t *to_mesh(lua_State *L, int idx) {
+  return luaL_checkudata(L, idx, DLUA_MESH_MT);
+}
+
+dlua_mesh_t *dlua_check_mesh(lua_State *L, int idx) {
+  dlua_mesh_t *m = to_mesh(L, idx);
+  if (m->mesh == NULL) luaL_error(L, "the mesh is closed");
+  return m;
+}
+
+void dlua_check_may_run(lua_State *L, dlua_mesh_t *m, const char *what) {
+  if (m->S->depth > 0)
+    luaL_error(L, "%s cannot run inside a handler or a callback (it would run "
+                  "the loop there); return a completion instead", what);
+  if (m->running) luaL_error(L, "%s: the loop of this mesh is already running", what);
+}
+
+/* The store, or NULL once the closing mesh has let it go. */
+static durable_store_t *mesh_store(dlua_mesh_t *m) {
+  return m->mesh ? durable_mesh_store(m->mesh) : NULL;
+}
+
+static void close_loop(dlua_mesh_t *m) {
+  if (!m->loop_ready) return;
+  m->loop_ready = 0;
+  uv_close((uv_handle_t *)&m->step_timer, NULL);
+  uv_run(&m->loop, UV_RUN_DEFAULT);
+  if (uv_loop_close(&m->loop) != 0) {
+    /* something of the runtime stayed on the loop: say so, then clean up */
+    fprintf(stderr, "durable: mesh on '%s' left handles on its loop\n",
+            m->store_name);
+    uv_walk(&m->loop, (uv_walk_cb)(void (*)(void))uv_close, NULL);
+    uv_run(&m->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&m->loop);
+  }
+}
+
+static void release_fns(lua_State *L, dlua_mesh_t *m) {
+  while (m->fns) {
+    dlua_fn_t *f = m->fns;
+    m->fns = f->next;
+    dlua_unref(L, m->S, &f->ref);
+    free(f->node_type);
+    free(f->msg_type);
+    free(f);
+  }
+}
+
+static void on_mesh_closed(void *data) {
+  dlua_mesh_t *m = data;
+  m->closed = 1;
+}
+
+/* Close everything the userdata holds; safe to call again. */
+static void mesh_close(lua_State *L, dlua_mesh_t *m, int finalizing) {
+  if (m->mesh && !m->closing) {
+    m->closing = 1;
+    if (finalizing) {
+      m->finalizing = 1; /* no Lua from here on */
+      dlua_replies_fail_all(m, DURABLE_ESHUTDOWN, "the mesh was collected");
+    } else {
+      dlua_replies_flush_dropped(m);
+    }
+    durable_mesh_close(m->mesh, on_mesh_closed, m);
+    m->running = 1;
+    while (!m->closed && uv_run(&m->loop, UV_RUN_ONCE)) {
+      dlua_replies_flush_dropped(m);
+      dlua_replies_fail_dead(m); /* before the mesh is freed under them */
+    }
+    m->running = 0;
+    if (!m->closed)
+      fprintf(stderr, "durable: mesh on '%s' went idle before it finished "
+                      "closing\n", m->store_name);
+    m->mesh = NULL;
+    m->S->meshes--;
+    dlua_replies_detach(m);
+  }
+  if (m->mesh == NULL) {
+    close_loop(m);
+    release_fns(L, m);
+    dlua_unref(L, m->S, &m->log_ref);
+  }
+}
+
+/* mesh:close(): recycle every hub (each may take up to the quiesce budget),
+ * run every pending callback, close the store and the loop.  Idempotent. */
+static int m_close(lua_State *L) {
+  dlua_mesh_t *m = to_mesh(L, 1);
+  if (m->closing) {
+    if (m->mesh == NULL) return 0; /* closed already */
+    return luaL_error(L, "mesh:close(): the mesh is already closing");
+  }
+  if (m->mesh) dlua_check_may_run(L, m, "mesh:close()");
+  mesh_close(L, m, 0);
+  return 0;
+}
+
+static int m_gc(lua_State *L) {
+  dlua_mesh_t *m = to_mesh(L, 1);
+  /* __close runs at the end of a scope: a normal close.  __gc may run at
+   * any allocation, even inside a handler of another mesh: no Lua then. */
+  if (m->mesh && !m->closing && lua_gettop(L) >= 2 && m->S->depth == 0 &&
+      !m->running)
+    mesh_close(L, m, 0);
+  else
+    mesh_close(L, m, 1);
+  return 0;
+}
+
+static int m_tostring(lua_State *L) {
+  dlua_mesh_t *m = to_mesh(L, 1);
+  lua_pushfstring(L, "durable.mesh(%s%s)", m->store_name,
+                  m->mesh ? "" : ", closed");
+  return 1;
+}
+
+/* core.open{ store=, quiesce_budget_ms=, request_timeout_ms=,
+ *            instruction_budget=, log=function(level, line) end }
+ * -> mesh, or nil, message, code when the store cannot be opened. */
+static int l_open(lua_State *L) {
+  dlua_state_t *S = dlua_state(L);
+  durable_error_t err = {0};
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_getfield(L, 1, "store");
+  const char *store = lua_tostring(L, -1);
+  if (lua_type(L, -1) != LUA_TSTRING || *store == '\0')
+    return luaL_error(L, "durable.open: 'store' must be a store URL string");
+  lua_getfield(L, 1, "quiesce_budget_ms");
+  lua_getfield(L, 1, "request_timeout_ms");
+  lua_getfield(L, 1, "instruction_budget");
+  lua_getfield(L, 1, "log");
+  /* stack: opts store quiesce timeout budget log */
+  lua_Integer quiesce = luaL_optinteger(L, 3, 0);
+  lua_Integer timeout = luaL_optinteger(L, 4, 0);
+  lua_Integer budget = luaL_optinteger(L, 5, DLUA_DEFAULT_BUDGET);
+  if (quiesce < 0 || quiesce > UINT32_MAX)
+    return luaL_error(L, "durable.open: 'quiesce_budget_ms' out of range");
+  if (timeout < 0 || timeout > UINT32_MAX)
+    return luaL_error(L, "durable.open: 'request_timeout_ms' out of range");
+  if (budget < 0)
+    return luaL_error(L, "durable.open: 'instruction_budget' must be >= 0 "
+                         "(0: no budget)");
+  if (!lua_isnil(L, 6) && !lua_isfunction(L, 6))
+    return luaL_error(L, "durable.open: 'log' must be a function(level, line)");
+
+  /* Closed and consistent before anything is acquired, so __gc is safe at
+   * every step below. */
+  dlua_mesh_t *m = lua_newuserdatauv(L, sizeof(*m), 1);
+  memset(m, 0, sizeof(*m));
+  m->S = S;
+  m->log_ref = LUA_NOREF;
+  m->budget = budget;
+  snprintf(m->store_name, sizeof m->store_name, "%s", store);
+  luaL_setmetatable(L, DLUA_MESH_MT);
+  /* stack: opts store quiesce timeout budget log mesh */
+  int rc = uv_loop_init(&m->loop);
+  if (rc != 0) return dlua_fail(L, DURABLE_EIO, uv_strerror(rc));
+  uv_timer_init(&m->loop, &m->step_timer);
+  m->loop_ready = 1;
+  if (lua_isfunction(L, 6)) {
+    lua_pushvalue(L, 6);
+    m->log_ref = dlua_ref(L, S);
+  }
+  durable_mesh_options_t options = {
+      .store = store,
+      .quiesce_budget_ms = (uint32_t)quiesce,
+      .request_timeout_ms = (uint32_t)timeout,
+      .log = m->log_ref != LUA_NOREF ? log_sink : NULL,
+      .log_data = m,
+  };
+  rc = durable_mesh_open(&m->loop, &options, &m->mesh, &err);
+  if (rc < 0) {
+    m->mesh = NULL;
+    mesh_close(L, m, 0);
+    return dlua_fail(L, rc, err.message);
+  }
+  snprintf(m->store_name, sizeof m->store_name, "%s",
+           durable_store_name(durable_mesh_store(m->mesh)));
+  S->meshes++;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &meshes_key);
+  lua_pushvalue(L, -2);
+  lua_rawsetp(L, -2, m);
+  lua_pop(L, 1);
+  /* stack: ... mesh */
+  return 1;
+}
+
+/* ---- running the loop ---------------------------------------------------------- */
+
+static void on_step_timer(uv_timer_t *timer) { (void)timer; }
+
+/* mesh:_step([timeout_ms]) -> alive: run the loop once, waiting at most
+ * timeout_ms for something to happen (no limit when nil).  Returns whether
+ * the loop still has anything that could make something happen. */
+static int m_step(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  lua_Integer ms = luaL_optinteger(L, 2, -1);
+  dlua_check_may_run(L, m, "completion:wait() / mesh:run_until()");
+  dlua_replies_flush_dropped(m); /* a safe point: no runtime code below */
+  if (ms >= 0) uv_timer_start(&m->step_timer, on_step_timer, (uint64_t)ms, 0);
+  m->running = 1;
+  uv_run(&m->loop, UV_RUN_ONCE);
+  m->running = 0;
+  uv_timer_stop(&m->step_timer);
+  dlua_replies_flush_dropped(m);
+  lua_pushboolean(L, uv_loop_alive(&m->loop));
+  return 1;
+}
+
+/* mesh:_now() -> the loop's clock in milliseconds (refreshed). */
+static int m_now(lua_State *L) {
+  dlua_mesh_t *m = to_mesh(L, 1);
+  if (!m->loop_ready) return luaL_error(L, "the mesh is closed");
+  uv_update_time(&m->loop);
+  lua_pushinteger(L, (lua_Integer)uv_now(&m->loop));
+  return 1;
+}
+
+/* ---- store operations ------------------------------------------------------------ */
+
+typedef enum { OP_GET = 1, OP_QUERY, OP_WRITE } store_op_t;
+
+typedef struct {
+  dlua_req_t *req;
+  store_op_t op;
+} store_req_t;
+
+static void on_store_done(const durable_result_t *res) {
+  store_req_t *sr = res->data;
+  dlua_req_t *r = sr->req;
+  store_op_t op = sr->op;
+  free(sr);
+  lua_State *L = dlua_req_begin(r);
+  if (L == NULL) return;
+  /* stack: fn */
+  if (res->status < 0) {
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, res->message ? res->message : durable_strerror(res->status));
+    lua_pushstring(L, durable_err_name(res->status));
+    dlua_req_call(r, L, 3);
+    return;
+  }
+  lua_pushboolean(L, 1);
+  if (op == OP_QUERY) {
+    lua_createtable(L, (int)res->count, 0);
+    for (size_t i = 0; i < res->count; i++) {
+      dlua_push_node(L, res->nodes[i]);
+      lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_pushboolean(L, res->more);
+    dlua_req_call(r, L, 3);
+    return;
+  }
+  if (res->node) dlua_push_node(L, res->node);
+  else lua_pushnil(L);
+  dlua_req_call(r, L, 2);
+}
+
+/* Submit with `submit` having filled rc/err; shared tail of the store ops. */
+static int store_submitted(lua_State *L, store_req_t *sr, int rc,
+                           const durable_error_t *err, const char *what) {
+  if (rc >= 0) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  dlua_req_free(sr->req);
+  free(sr);
+  if (rc == DURABLE_EINVAL) /* a wrong argument: misuse */
+    return luaL_error(L, "%s: %s", what,
+                      err->message[0] ? err->message : durable_strerror(rc));
+  return dlua_fail(L, rc, err->message);
+}
+
+static store_req_t *store_req(lua_State *L, dlua_mesh_t *m, int cb_idx,
+                              store_op_t op) {
+  dlua_req_t *r = dlua_req_new(L, m, cb_idx);
+  store_req_t *sr = malloc(sizeof(*sr));
+  if (sr == NULL) {
+    dlua_req_free(r);
+    luaL_error(L, "out of memory");
+  }
+  sr->req = r;
+  sr->op = op;
+  return sr;
+}
+
+/* mesh:_get(path, cb) -> true | nil, msg, code.  cb(true, node) or
+ * cb(false, message, code) ("ENOTFOUND" when there is none). */
+static int m_get(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  const char *path = luaL_checkstring(L, 2);
+  durable_store_t *store = mesh_store(m);
+  if (store == NULL) return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
+  store_req_t *sr = store_req(L, m, 3, OP_GET);
+  durable_error_t err = {0};
+  int rc = durable_store_get(store, NULL, path, on_store_done, sr, &err);
+  return store_submitted(L, sr, rc, &err, "get_node");
+}
+
+/* mesh:_query(query, after, limit, cb): cb(true, nodes, more). */
+static int m_query(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  const char *query = luaL_checkstring(L, 2);
+  const char *after = luaL_optstring(L, 3, NULL);
+  lua_Integer limit = luaL_optinteger(L, 4, 0);
+  luaL_argcheck(L, limit >= 0 && limit <= 1000, 4, "limit must be 0..1000");
+  durable_store_t *store = mesh_store(m);
+  if (store == NULL) return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
+  store_req_t *sr = store_req(L, m, 5, OP_QUERY);
+  durable_error_t err = {0};
+  int rc = durable_store_query(store, NULL, query, after, (size_t)limit,
+                               on_store_done, sr, &err);
+  return store_submitted(L, sr, rc, &err, "query");
+}
+
+/* The kind named `name`, or 0. */
+static durable_write_kind_t write_kind(const char *name) {
+  if (strcmp(name, "put") == 0) return DURABLE_WRITE_PUT;
+  if (strcmp(name, "create") == 0) return DURABLE_WRITE_CREATE;
+  if (strcmp(name, "replace") == 0) return DURABLE_WRITE_REPLACE;
+  if (strcmp(name, "delete") == 0) return DURABLE_WRITE_DELETE;
+  return 0;
+}
+
+/* mesh:_write({ {kind=, path=, node_type=, content=, expected_version=}, ...
+ * }, cb): one transaction.  content is a Lua value (or core.json(text));
+ * cb(true, last written node or nil). */
+static int m_write(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  luaL_checktype(L, 3, LUA_TFUNCTION);
+  lua_Integer n = luaL_len(L, 2);
+  luaL_argcheck(L, n >= 1 && n <= 10000, 2, "1 to 10000 writes");
+  durable_store_t *store = mesh_store(m);
+  if (store == NULL) return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
+  /* Strings stay anchored in the writes table (on the stack) until the
+   * store has copied them; contents are encoded into malloc'ed text. */
+  durable_write_t *writes = calloc((size_t)n, sizeof(*writes));
+  char **texts = calloc((size_t)n, sizeof(*texts));
+  if (writes == NULL || texts == NULL) {
+    free(writes);
+    free(texts);
+    return luaL_error(L, "out of memory");
+  }
+  char why[512] = "";
+  for (lua_Integer i = 0; i < n && why[0] == '\0'; i++) {
+    lua_geti(L, 2, i + 1);
+    int w = lua_gettop(L);
+    if (!lua_istable(L, w)) {
+      snprintf(why, sizeof why, "write %lld is not a table", (long long)i + 1);
+      break;
+    }
+    lua_getfield(L, w, "kind");
+    lua_getfield(L, w, "path");
+    lua_getfield(L, w, "node_type");
+    lua_getfield(L, w, "expected_version");
+    lua_getfield(L, w, "content");
+    /* stack: ... w kind path node_type expected content */
+    const char *kind = lua_tostring(L, w + 1);
+    if (kind == NULL || lua_type(L, w + 2) != LUA_TSTRING) {
+      snprintf(why, sizeof why, "write %lld needs a kind and a path",
+               (long long)i + 1);
+    } else {
+      writes[i].kind = write_kind(kind);
+      if (writes[i].kind == 0)
+        snprintf(why, sizeof why, "write kind must be put, create, replace or "
+                                  "delete, not '%s'", kind);
+      writes[i].path = lua_tostring(L, w + 2);
+      writes[i].node_type = lua_tostring(L, w + 3);
+      writes[i].expected_version = (int64_t)lua_tointeger(L, w + 4);
+      if (!lua_isnil(L, w + 5) && why[0] == '\0') {
+        char err[400];
+        texts[i] = dlua_encode(L, w + 5, err, sizeof err);
+        if (texts[i] == NULL)
+          snprintf(why, sizeof why, "content of '%s': %s", writes[i].path, err);
+      }
+      writes[i].content = texts[i];
+    }
+    /* keep the strings: leave them on the stack until the submit is done */
+    lua_checkstack(L, 8);
+  }
+  int rc = DURABLE_EINVAL;
+  durable_error_t err = {0};
+  store_req_t *sr = NULL;
+  if (why[0] == '\0') {
+    sr = store_req(L, m, 3, OP_WRITE);
+    rc = durable_store_write(store, writes, (size_t)n, on_store_done, sr, &err);
+  }
+  for (lua_Integer i = 0; i < n; i++) free(texts[i]);
+  free(texts);
+  free(writes);
+  if (why[0]) return luaL_error(L, "%s", why);
+  return store_submitted(L, sr, rc, &err, "write");
+}
+
+/* ---- node types ------------------------------------------------------------------ */
+
+static dlua_fn_t *fn_new(lua_State *L, dlua_mesh_t *m, int idx,
+                         const char *node_type, const char *msg_type) {
+  luaL_checktype(L, idx, LUA_TFUNCTION);
+  dlua_fn_t *f = calloc(1, sizeof(*f));
+  if (f == NULL || (f->node_type = strdup(node_type)) == NULL ||
+      (f->msg_type = strdup(msg_type)) == NULL) {
+    if (f) free(f->node_type);
+    free(f);
+    luaL_error(L, "out of memory");
+  }
+  f->m = m;
+  lua_pushvalue(L, idx);
+  f->ref = dlua_ref(L, m->S);
+  f->next = m->fns;
+  m->fns = f;
+  return f;
+}
+
+/* Drop the newest fn (its registration was refused). */
+static void fn_drop(lua_State *L, dlua_mesh_t *m) {
+  dlua_fn_t *f = m->fns;
+  m->fns = f->next;
+  dlua_unref(L, m->S, &f->ref);
+  free(f->node_type);
+  free(f->msg_type);
+  free(f);
+}
+
+static durable_node_type_t *check_type(lua_State *L, dlua_mesh_t *m, int idx) {
+  const char *name = luaL_checkstring(L, idx);
+  durable_node_type_t *t = durable_mesh_node_type(m->mesh, name);
+  if (t == NULL) luaL_error(L, "NodeType name must be a non-empty string");
+  return t;
+}
+
+/* The C side of a message for a Lua handler; see hub.c. */
+void dlua_handler_cb(durable_hub_t *hub, const durable_msg_t *msg,
+                     durable_reply_t *reply, void *data);
+void dlua_step_cb(durable_hub_t *hub, durable_reply_t *done, void *data);
+void dlua_dispose_cb(durable_hub_t *hub, void *data);
+
+/* mesh:_node_type(name): make sure NodeType `name` is configured (a type
+ * with no handler still is one). */
+static int m_node_type(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  check_type(L, m, 2);
+  return 0;
+}
+
+/* mesh:_on(node_type, msg_type, fn): fn(hub, msg, reply) for each message. */
+static int m_on(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  durable_node_type_t *t = check_type(L, m, 2);
+  const char *msg_type = luaL_checkstring(L, 3);
+  dlua_fn_t *f = fn_new(L, m, 4, lua_tostring(L, 2), msg_type);
+  durable_error_t err = {0};
+  if (durable_node_type_on(t, msg_type, dlua_handler_cb, f, &err) < 0) {
+    fn_drop(L, m);
+    return luaL_error(L, "%s", err.message);
+  }
+  return 0;
+}
+
+/* mesh:_on_init(node_type, fn): fn(hub, reply) when a hub activates. */
+static int m_on_init(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  durable_node_type_t *t = check_type(L, m, 2);
+  dlua_fn_t *f = fn_new(L, m, 3, lua_tostring(L, 2), "init");
+  if (durable_node_type_on_init(t, dlua_step_cb, f) < 0) {
+    fn_drop(L, m);
+    return luaL_error(L, "cannot add an init step to NodeType '%s'",
+                      lua_tostring(L, 2));
+  }
+  return 0;
+}
+
+/* mesh:_on_dispose(node_type, fn): fn(hub) when a hub leaves. */
+static int m_on_dispose(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  durable_node_type_t *t = check_type(L, m, 2);
+  dlua_fn_t *f = fn_new(L, m, 3, lua_tostring(L, 2), "dispose");
+  if (durable_node_type_on_dispose(t, dlua_dispose_cb, f) < 0) {
+    fn_drop(L, m);
+    return luaL_error(L, "cannot add a dispose action to NodeType '%s'",
+                      lua_tostring(L, 2));
+  }
+  return 0;
+}
+
+/* ---- hubs, activation, recycle, reads ---------------------------------------------- */
+
+/* mesh:_client(address) -> hub, or nil, message, code. */
+static int m_client(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  const char *address = luaL_checkstring(L, 2);
+  durable_hub_t *hub = NULL;
+  durable_error_t err = {0};
+  int rc = durable_mesh_client(m->mesh, address, &hub, &err);
+  if (rc < 0) return dlua_fail(L, rc, err.message);
+  if (!dlua_push_hub(L, m, hub)) return luaL_error(L, "the mesh is closed");
+  return 1;
+}
+
+/* mesh:_find(address) -> the active hub at address, or nil. */
+static int m_find(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  durable_hub_t *hub = durable_mesh_find(m->mesh, luaL_checkstring(L, 2));
+  if (hub == NULL || !dlua_push_hub(L, m, hub)) lua_pushnil(L);
+  return 1;
+}
+
+/* mesh:reads_hub() -> the process-level read-issuing hub. */
+static int m_reads_hub(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  if (!dlua_push_hub(L, m, durable_mesh_reads_hub(m->mesh))) lua_pushnil(L);
+  return 1;
+}
+
+static void on_status(int status, const char *message, void *data) {
+  dlua_req_t *r = data;
+  lua_State *L = dlua_req_begin(r);
+  if (L == NULL) return;
+  if (status < 0) {
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, message ? message : durable_strerror(status));
+    lua_pushstring(L, durable_err_name(status));
+    dlua_req_call(r, L, 3);
+  } else {
+    lua_pushboolean(L, 1);
+    lua_pushboolean(L, 1); /* the value: true */
+    dlua_req_call(r, L, 2);
+  }
+}
+
+typedef int (*status_submit_fn)(durable_mesh_t *, const char *,
+                                durable_status_cb, void *, durable_error_t *);
+
+static int status_op(lua_State *L, status_submit_fn submit, const char *what) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  const char *address = luaL_checkstring(L, 2);
+  dlua_req_t *r = dlua_req_new(L, m, 3);
+  durable_error_t err = {0};
+  int rc = submit(m->mesh, address, on_status, r, &err);
+  if (rc < 0) {
+    dlua_req_free(r);
+    if (rc == DURABLE_EINVAL) return luaL_error(L, "%s: %s", what, err.message);
+    return dlua_fail(L, rc, err.message);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* mesh:_activate(address, cb): cb(true, true) once Started, cb(false, msg, code). */
+static int m_activate(lua_State *L) {
+  return status_op(L, durable_mesh_activate, "activate");
+}
+
+/* mesh:_recycle(address, cb): cb(true, true) once the hub is dead. */
+static int m_recycle(lua_State *L) {
+  return status_op(L, durable_mesh_recycle, "recycle");
+}
+
+static void on_read(durable_read_outcome_t outcome, const durable_node_t *node,
+                    const char *message, void *data) {
+  dlua_req_t *r = data;
+  lua_State *L = dlua_req_begin(r);
+  if (L == NULL) return;
+  if (outcome == DURABLE_READ_UNAVAILABLE) {
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, message ? message : "unavailable");
+    lua_pushstring(L, durable_err_name(DURABLE_EUNAVAIL));
+    dlua_req_call(r, L, 3);
+    return;
+  }
+  lua_pushboolean(L, 1);
+  if (outcome == DURABLE_READ_PRESENT && node) dlua_push_node(L, node);
+  else lua_pushnil(L);
+  dlua_req_call(r, L, 2);
+}
+
+/* mesh:_read(path, cb): a mesh read; cb(true, node | nil) or cb(false,
+ * message, "EUNAVAIL"). */
+static int m_read(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  const char *path = luaL_checkstring(L, 2);
+  dlua_req_t *r = dlua_req_new(L, m, 3);
+  durable_error_t err = {0};
+  int rc = durable_mesh_read(m->mesh, path, on_read, r, &err);
+  if (rc < 0) {
+    dlua_req_free(r);
+    if (rc == DURABLE_EINVAL) return luaL_error(L, "read: %s", err.message);
+    return dlua_fail(L, rc, err.message);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* mesh:stats() -> { activations, recycles, quiesce_timeouts, messages,
+ * read_reprobes, active_hubs }. */
+static int m_stats(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  durable_mesh_stats_t s;
+  durable_mesh_stats(m->mesh, &s);
+  lua_createtable(L, 0, 6);
+#define FIELD(name)                           \
+  lua_pushinteger(L, (lua_Integer)s.name);    \
+  lua_setfield(L, -2, #name)
+  FIELD(activations);
+  FIELD(recycles);
+  FIELD(quiesce_timeouts);
+  FIELD(messages);
+  FIELD(read_reprobes);
+  FIELD(active_hubs);
+#undef FIELD
+  return 1;
+}
+
+/* mesh:log(level, line): one line through the mesh's sink. */
+static int m_log(lua_State *L) {
+  static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  int level = luaL_checkoption(L, 2, NULL, levels) + 1;
+  dlua_mesh_log(m, (durable_log_level_t)level, "%s", luaL_checkstring(L, 3));
+  return 0;
+}
+
+/* mesh:store_name() -> the store URL, any password masked. */
+static int m_store_name(lua_State *L) {
+  lua_pushstring(L, to_mesh(L, 1)->store_name);
+  return 1;
+}
+
+/* mesh:is_open() -> false once closed (or closing). */
+static int m_is_open(lua_State *L) {
+  dlua_mesh_t *m = to_mesh(L, 1);
+  lua_pushboolean(L, m->mesh != NULL && !m->closing);
+  return 1;
+}
+
+void dlua_open_mesh(lua_State *L) {
+  static const luaL_Reg methods[] = {
+      {"close", m_close},           {"stats", m_stats},
+      {"log", m_log},               {"store_name", m_store_name},
+      {"is_open", m_is_open},       {"reads_hub", m_reads_hub},
+      {"_step", m_step},            {"_now", m_now},
+      {"_get", m_get},              {"_query", m_query},
+      {"_write", m_write},          {"_node_type", m_node_type},
+      {"_on", m_on},                {"_on_init", m_on_init},
+      {"_on_dispose", m_on_dispose}, {"_client", m_client},
+      {"_find", m_find},            {"_activate", m_activate},
+      {"_recycle", m_recycle},      {"_read", m_read},
+      {NULL, NULL},
+  };
+  /* stack: module */
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &meshes_key) == LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "v");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &meshes_key);
+  } else {
+    lua_pop(L, 1);
+  }
+  /* One methods table per Lua state, kept across reloads of the module so
+   * that lua/durable/ can add its methods to the table the metatable uses. */
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &mesh_methods_key) == LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &mesh_methods_key);
+  }
+  luaL_setfuncs(L, methods, 0);
+  /* stack: module methods */
+  luaL_newmetatable(L, DLUA_MESH_MT);
+  lua_pushvalue(L, -2);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, m_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, m_gc);
+  lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, m_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+  lua_setfield(L, -2, "Mesh");
+  lua_pushcfunction(L, l_open);
+  lua_setfield(L, -2, "open");
+}

@@ -1,0 +1,166 @@
+---@meta
+-- _meta/core.lua: annotation stubs for durable.core, the C half of the Lua
+-- module (bindings/lua/).  Never loaded: it documents, for readers and for
+-- lua-language-server, what the C functions take and return.  The friendly
+-- API (lua/durable/init.lua) is built on these.
+--
+-- Conventions: a low-level call that takes `cb` calls it exactly once, on
+-- the mesh's loop, as cb(true, value...) or cb(false, message, code); the
+-- call itself returns true when the work was queued, nil, message, code when
+-- the runtime refused it, and raises on misuse (a wrong argument).
+error("Cannot require a meta file")
+
+---@class durable.core
+local core = {}
+
+---@type string
+core.version = ""
+---@type integer  instructions one entry into Lua may run (default budget)
+core.default_instruction_budget = 100000000
+---The JSON null.
+---@type userdata
+core.null = nil
+---Method tables of the mesh and hub userdata (lua/durable/ adds to them).
+core.Mesh = {}
+core.Hub = {}
+
+---Open a mesh over a store, on a libuv loop the mesh owns.
+---@param opts { store: string, quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: "error"|"warn"|"info"|"debug", line: string) }
+---@return durable.Mesh|nil mesh
+---@return string? message
+---@return string? code
+function core.open(opts) end
+
+---Registry references the module holds (specs assert it returns to its
+---baseline).
+---@return integer
+function core.refs() end
+
+---Whether Lua is running inside a call from C (a handler, a callback):
+---there, nothing may run the loop.
+---@return boolean
+function core.in_callback() end
+
+---Meshes open in this Lua state.
+---@return integer
+function core.meshes() end
+
+---Mark the calling chunk as the module's own glue: once an instruction
+---budget is spent, user code is stopped on every instruction but this
+---chunk's code may finish (it settles completions).
+function core.trust() end
+
+---@param code integer a negative DURABLE_E* code
+---@return string name "ENOTFOUND", ...
+function core.err_name(code) end
+
+---@param path string
+---@return true|nil ok
+---@return string? message
+---@return string? code
+function core.path_check(path) end
+
+---Compact JSON text: "$type" first, then keys in byte order; integers stay
+---integers.  Raises naming what cannot be encoded ("a.b[2]: cannot encode a
+---function").
+---@param value any
+---@return string
+function core.encode(value) end
+
+---@param text string
+---@return any value  (nil, message, "EINVAL" when it is not JSON)
+---@return string? message
+---@return string? code
+function core.decode(text) end
+
+---A value encoded as `text` itself (checked now; raises if not JSON).
+---@param text string
+---@return table
+function core.json(text) end
+
+---The text of a core.json value, or nil.
+---@return string?
+function core.is_json(value) end
+
+---Mark `t` (or a new table) to be written as a JSON array even when empty.
+---@param t? table
+---@return table
+function core.array(t) end
+
+-- ---- the mesh userdata --------------------------------------------------------
+
+---Recycle every hub, run every pending callback, close the store and the
+---loop.  Idempotent; raises inside a handler.
+function core.Mesh:close() end
+---@return { activations: integer, recycles: integer, quiesce_timeouts: integer, messages: integer, read_reprobes: integer, active_hubs: integer }
+function core.Mesh:stats() end
+---@param level "error"|"warn"|"info"|"debug"
+---@param line string
+function core.Mesh:log(level, line) end
+---@return string the store URL, a password masked
+function core.Mesh:store_name() end
+---@return boolean
+function core.Mesh:is_open() end
+---@return durable.Hub the process-level read-issuing hub
+function core.Mesh:reads_hub() end
+---Run the loop once, waiting at most timeout_ms (nil: no limit) for an
+---event.  Raises inside a handler or while the loop runs.
+---@param timeout_ms? integer
+---@return boolean alive the loop still has something that can happen
+function core.Mesh:_step(timeout_ms) end
+---@return integer the loop's clock, ms
+function core.Mesh:_now() end
+---cb(true, node) | cb(false, message, code) ("ENOTFOUND" when absent).
+function core.Mesh:_get(path, cb) end
+---cb(true, nodes, more) for one page (limit 0..1000, after = last id).
+function core.Mesh:_query(query, after, limit, cb) end
+---One transaction of { kind = "put"|"create"|"replace"|"delete", path,
+---node_type?, content? (a Lua value), expected_version? }; cb(true, node).
+function core.Mesh:_write(writes, cb) end
+function core.Mesh:_node_type(name) end
+---fn(hub, msg, reply) for each message of msg_type to hubs of node_type.
+function core.Mesh:_on(node_type, msg_type, fn) end
+---fn(hub, reply) when a hub of node_type activates.
+function core.Mesh:_on_init(node_type, fn) end
+---fn(hub) when a hub of node_type leaves.
+function core.Mesh:_on_dispose(node_type, fn) end
+---@return durable.Hub|nil
+function core.Mesh:_client(address) end
+---@return durable.Hub|nil the active hub at address
+function core.Mesh:_find(address) end
+---cb(true, true) once Started; cb(false, message, "ENOTFOUND") for no node.
+function core.Mesh:_activate(address, cb) end
+---cb(true, true) once the hub is dead (at once if none is active).
+function core.Mesh:_recycle(address, cb) end
+---A mesh read: cb(true, node | nil) or cb(false, message, "EUNAVAIL").
+function core.Mesh:_read(path, cb) end
+
+-- ---- the hub userdata ---------------------------------------------------------
+
+---cb(true, decoded reply) or cb(false, message, code), as a turn of this
+---hub; returns nil, message, "ESHUTDOWN" at once from a leaving hub.
+function core.Hub:_request(to, msg_type, payload, timeout_ms, cb) end
+---@return true|nil ok
+---@return string? message
+---@return string? code
+function core.Hub:post(to, msg_type, payload) end
+---Post msg_type/payload to this hub after ms.
+---@return true|nil ok
+---@return string? message
+---@return string? code
+function core.Hub:timer(ms, msg_type, payload) end
+---Let go of the C hub now (also __close and __gc).
+function core.Hub:release() end
+
+-- ---- the reply userdata (what C hands a handler wrapper) -----------------------
+
+---@class durable.Reply
+local Reply = {}
+---Finish the message with `value` (JSON-encoded; raises if it cannot be).
+---@return boolean finished false when it was finished already
+function Reply:ok(value) end
+---Finish the message as Failed with `message`.
+---@return boolean
+function Reply:fail(message) end
+---@return boolean still unfinished
+function Reply:pending() end

@@ -1,0 +1,402 @@
+--- durable: the Lua face of the durable runtime.
+--
+--   local durable = require "durable"
+--   local mesh = assert(durable.open{ store = "sqlite::memory:",
+--                                     plugins = { "plugins/document_log.lua" } })
+--   mesh:put_node{ path = "Space/doc", node_type = "Document", content = {} }:wait()
+--   local client = mesh:hub("client/app")
+--   print(client:request("Space/doc", "hello", { name = "x" }):wait())
+--   mesh:close()
+--
+-- Two layers, Tarantool-style: durable.core (bindings/lua/, C) is the small
+-- primitive -- the mesh and hub userdata, callbacks called once -- and this
+-- file is the friendly API over it: completions instead of callbacks,
+-- node tables, plugins.  The methods below are added to the very method
+-- tables of the C userdata (core.Mesh, core.Hub), so a mesh or a hub is one
+-- object whichever layer a method comes from.
+--
+-- Each mesh owns its libuv loop.  Nothing runs until Lua lets the loop run:
+-- completion:wait(), mesh:run_until() and mesh:close() do; a handler never
+-- does (it returns a completion).  Errors: misuse raises with a message
+-- naming what was wrong; an operational failure is nil, message, code (a
+-- failed completion, or a direct return), code being the runtime's error
+-- name ("ENOTFOUND", "ESHUTDOWN", "EFAILED", "ETIMEDOUT", ...).
+local core = require "durable.core"
+local completion = require "durable.completion"
+local plugin = require "durable.plugin"
+
+local durable = {}
+
+durable.version = core.version
+---The JSON null (a table cannot hold nil).
+durable.null = core.null
+---durable.json(text): a value written as `text` itself (raw JSON content).
+durable.json = core.json
+---durable.array(t): t, written as a JSON array even when empty.
+durable.array = core.array
+durable.encode = core.encode
+durable.decode = core.decode
+durable.core = core
+durable.plugin = plugin
+
+---A pending completion and the functions that settle it.
+---@see durable.completion.new
+durable.completion = completion.new
+durable.done = completion.done
+durable.failed = completion.failed
+durable.all = completion.all
+durable.cold = completion.cold
+durable.is_completion = completion.is
+
+---@class durable.Mesh
+local Mesh = core.Mesh
+---@class durable.Hub
+---@field address string
+---@field node_type string   "" for a client hub
+---@field run_level "Starting"|"Started"|"Quiescing"|"ShutDown"|"Dead"
+---@field incarnation integer differs for each activation of an address
+---@field mesh durable.Mesh
+local Hub = core.Hub
+
+---@class durable.Node
+---@field path string
+---@field namespace string
+---@field id string
+---@field node_type string
+---@field main_node string
+---@field version integer
+---@field created_at integer ms since the epoch
+---@field updated_at integer
+---@field content any decoded JSON
+---@field raw string the content text as stored
+
+---@class durable.Message
+---@field type string
+---@field payload any decoded JSON (nil when none, i.e. null)
+---@field sender string the sending hub's address
+---@field awaited boolean a request (someone awaits the reply), not a post
+
+local OPEN_KEYS = {
+  store = true, plugins = true, quiesce_budget_ms = true, request_timeout_ms = true,
+  instruction_budget = true, log = true,
+}
+
+local function check_ms(name, v)
+  if v ~= nil and (math.type(v) ~= "integer" or v < 0) then
+    error(("durable.open: '%s' must be an integer >= 0"):format(name), 3)
+  end
+end
+
+---Open a mesh over a store, with the NodeTypes of the plugin files.
+---A plugin that fails to load raises (file, line, reason) before anything
+---is opened; a store that cannot be opened returns nil, message, code.
+---@param opts { store?: string, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string) }
+---@return durable.Mesh|nil mesh
+---@return string? message
+---@return string? code
+function durable.open(opts)
+  if type(opts) ~= "table" then
+    error("durable.open{ store = URL, plugins = { FILE, ... }, ... }: expects a table", 2)
+  end
+  for k in pairs(opts) do
+    if not OPEN_KEYS[k] then error(("durable.open: unknown option '%s'"):format(tostring(k)), 2) end
+  end
+  local store = opts.store or os.getenv("DURABLE_STORE") or "sqlite:durable.db"
+  if type(store) ~= "string" or store == "" then
+    error("durable.open: 'store' must be a store URL string", 2)
+  end
+  check_ms("quiesce_budget_ms", opts.quiesce_budget_ms)
+  check_ms("request_timeout_ms", opts.request_timeout_ms)
+  check_ms("instruction_budget", opts.instruction_budget)
+  if opts.log ~= nil and type(opts.log) ~= "function" then
+    error("durable.open: 'log' must be a function(level, line)", 2)
+  end
+  -- every plugin first: a broken one refuses the open before anything starts
+  local records = plugin.load_all(opts.plugins or {})
+  local mesh, message, code = core.open {
+    store = store,
+    quiesce_budget_ms = opts.quiesce_budget_ms,
+    request_timeout_ms = opts.request_timeout_ms,
+    instruction_budget = opts.instruction_budget,
+    log = opts.log,
+  }
+  if not mesh then return nil, message, code end
+  local ok, err = pcall(plugin.install, mesh, records)
+  if not ok then
+    mesh:close()
+    error(err, 0)
+  end
+  return mesh
+end
+
+-- ---- nodes --------------------------------------------------------------------
+
+local function check_path(what, path, level)
+  if type(path) ~= "string" then
+    error(("%s: path must be a string, not %s"):format(what, type(path)), level + 1)
+  end
+end
+
+local function get_node(mesh, path)
+  check_path("get_node", path, 3)
+  return completion.from(mesh, function(cb)
+    return mesh:_get(path, function(ok, a, b)
+      if not ok and b == "ENOTFOUND" then return cb(true, nil) end
+      cb(ok, a, b)
+    end)
+  end)
+end
+
+local function node_write(mesh, write)
+  return completion.from(mesh, function(cb)
+    return mesh:_write({ write }, cb)
+  end)
+end
+
+local function put_node(mesh, t)
+  if type(t) ~= "table" then error("put_node{ path=, node_type=, content= }: expects a table", 3) end
+  check_path("put_node", t.path, 3)
+  if t.node_type ~= nil and type(t.node_type) ~= "string" then
+    error("put_node: node_type must be a string", 3)
+  end
+  local content = t.content
+  if content == nil then content = {} end
+  return node_write(mesh, { kind = "put", path = t.path, node_type = t.node_type, content = content })
+end
+
+local function delete_node(mesh, path)
+  check_path("delete_node", path, 3)
+  return completion.from(mesh, function(cb)
+    return mesh:_write({ { kind = "delete", path = path } }, function(ok, a, b)
+      if ok then return cb(true, true) end
+      cb(ok, a, b)
+    end)
+  end)
+end
+
+local PAGE = 1000
+
+local function query(mesh, q)
+  if type(q) ~= "string" then error("query(\"namespace:NS\" | \"path:P\"): expects a string", 3) end
+  local c, resolve, fail = completion.new(mesh)
+  local all = {}
+  local on_page
+  local function page(after)
+    return mesh:_query(q, after, PAGE, on_page)
+  end
+  on_page = function(ok, nodes, more)
+    if not ok then return fail(nodes, more) end
+    for i = 1, #nodes do all[#all + 1] = nodes[i] end
+    if not (more and #nodes > 0) then return resolve(all) end
+    local ran, queued, message, code = pcall(page, nodes[#nodes].id)
+    if not ran then return fail(queued, "EINVAL") end
+    if not queued then fail(message, code) end
+  end
+  local queued, message, code = page(nil) -- misuse raises here, where it was made
+  if not queued then fail(message, code) end
+  return c
+end
+
+local UPDATE_ATTEMPTS = 16
+
+-- Read-modify-write: fn(node) returns the node to write, or nil for no
+-- write.  The write replaces only the version that was read (or creates the
+-- node when there was none), so a concurrent writer makes it read again and
+-- fn run again on the newer node; fn must therefore depend on the node only.
+local function update_node(mesh, path, fn)
+  check_path("update_node", path, 3)
+  if type(fn) ~= "function" then error("update_node(path, fn): fn must be a function", 3) end
+  local c, resolve, fail = completion.new(mesh)
+  local attempts = 0
+  local attempt
+  local function on_read(ok, node, code)
+    local current
+    if ok then
+      current = node
+    elseif code ~= "ENOTFOUND" then
+      return fail(node, code)
+    end
+    local draft = current or { path = path, node_type = "", content = {} }
+    local ran, new = pcall(fn, draft)
+    if not ran then return fail(new, "EFAILED") end
+    if new == nil then return resolve(current) end
+    if type(new) ~= "table" then
+      return fail(("update_node: fn must return a node table or nil, not %s"):format(type(new)),
+        "EINVAL")
+    end
+    local content = new.content
+    if content == nil then content = {} end
+    local write = {
+      kind = current and "replace" or "create",
+      path = path,
+      node_type = new.node_type or (current and current.node_type) or "",
+      content = content,
+      expected_version = current and current.version or nil,
+    }
+    local submitted, queued, message, code2 = pcall(mesh._write, mesh, { write },
+      function(written, value, why)
+        if written then return resolve(value) end
+        -- someone wrote (or created, or deleted) meanwhile: read again
+        if (why == "ECONFLICT" or why == "EEXIST" or why == "ENOTFOUND")
+            and attempts < UPDATE_ATTEMPTS then
+          return attempt()
+        end
+        fail(value, why)
+      end)
+    if not submitted then return fail(queued, "EINVAL") end
+    if not queued then return fail(message, code2) end
+  end
+  attempt = function()
+    attempts = attempts + 1
+    local queued, message, code = mesh:_get(path, on_read)
+    if not queued then fail(message, code) end
+  end
+  attempt()
+  return c
+end
+
+local function mesh_read(mesh, path)
+  check_path("read", path, 3)
+  return completion.from(mesh, function(cb) return mesh:_read(path, cb) end)
+end
+
+---Write the node at t.path (create or replace).  content is a table (or any
+---JSON value), or durable.json(text) for raw text; nil means {}.
+---@param t { path: string, node_type?: string, content?: any }
+---@return durable.Completion # of the written node
+function Mesh:put_node(t) return put_node(self, t) end
+
+---The node at `path`.
+---@param path string
+---@return durable.Completion # of the node, or of nil when there is none
+function Mesh:get_node(path) return get_node(self, path) end
+
+---Every node of a query, all pages: "namespace:NS" (the children of NS, in
+---id order) or "path:P" (the node at P, if any).
+---@param q string
+---@return durable.Completion # of an array of nodes
+function Mesh:query(q) return query(self, q) end
+
+---Delete the node at `path`.
+---@param path string
+---@return durable.Completion # of true; fails "ENOTFOUND" when there is none
+function Mesh:delete_node(path) return delete_node(self, path) end
+
+---Read-modify-write the node at `path`: fn(node) returns the node to write
+---(its content and node_type), or nil to write nothing.  When there is no
+---node, fn gets a fresh one ({ path, node_type = "", content = {} }, no
+---version) and the write creates it.  A concurrent write makes it read and
+---call fn again (up to 16 times).
+---@param path string
+---@param fn fun(node: durable.Node): durable.Node|nil
+---@return durable.Completion # of the written node (or the node read, when fn wrote nothing)
+function Mesh:update_node(path, fn) return update_node(self, path, fn) end
+
+---A mesh read: activates the node's hub (so its NodeType starts), then reads
+---the node.  A hub that is recycling is never taken for an absent node: the
+---read asks the fresh activation once more.
+---@param path string
+---@return durable.Completion # of the node, or nil when absent; fails "EUNAVAIL"
+function Mesh:read(path) return mesh_read(self, path) end
+
+---The hub at `address`: the active hub if there is one, else the node's
+---hub (activated now; this runs the loop, so not inside a handler), else --
+---no node there -- a client hub.  nil, message, code when the store fails.
+---@param address string
+---@return durable.Hub|nil
+---@return string? message
+---@return string? code
+function Mesh:hub(address)
+  if type(address) ~= "string" or address == "" then
+    error("mesh:hub(address): address must be a non-empty string", 2)
+  end
+  local hub = self:_find(address)
+  if hub then return hub end
+  if core.path_check(address) then -- a path may have a node: activate it
+    if core.in_callback() then
+      error(("mesh:hub('%s') inside a handler: the hub is not active and activating "
+        .. "it would run the loop here; send it a request instead"):format(address), 2)
+    end
+    local c = completion.from(self, function(cb) return self:_activate(address, cb) end)
+    local _, message, code = c:wait()
+    if message == nil then -- activated
+      hub = self:_find(address)
+      if hub then return hub end
+    elseif code ~= "ENOTFOUND" then
+      return nil, message, code
+    end
+  end
+  return self:_client(address)
+end
+
+---Recycle the hub at `address`: it refuses new requests (ShuttingDown),
+---waits for its pending work up to the quiesce budget, runs its dispose
+---actions and leaves; the next message activates a fresh hub.
+---@param address string
+---@return durable.Completion # of true once it is dead
+function Mesh:recycle(address)
+  if type(address) ~= "string" then error("mesh:recycle(address): address must be a string", 2) end
+  return completion.from(self, function(cb) return self:_recycle(address, cb) end)
+end
+
+---Run the loop until predicate() is true (checked before each turn of the
+---loop), at most timeout_ms (nil: no limit).  Outside handlers only.
+---@param predicate fun(): boolean
+---@param timeout_ms? number
+---@return true|nil ok
+---@return string? message "timed out after N ms"
+function Mesh:run_until(predicate, timeout_ms)
+  if type(predicate) ~= "function" then
+    error("mesh:run_until(predicate, timeout_ms): predicate must be a function", 2)
+  end
+  if timeout_ms ~= nil and (type(timeout_ms) ~= "number" or timeout_ms < 0) then
+    error("mesh:run_until(predicate, timeout_ms): timeout_ms must be a number >= 0", 2)
+  end
+  if core.in_callback() then
+    error("mesh:run_until() cannot be called inside a handler or a callback", 2)
+  end
+  return completion.run(self, predicate, timeout_ms)
+end
+
+-- ---- hubs ---------------------------------------------------------------------
+
+---Send a request to the hub at `to` (activated if need be).
+---@param to string
+---@param msg_type string
+---@param payload? any JSON-able (nil: null)
+---@param timeout_ms? integer default: the mesh's request_timeout_ms
+---@return durable.Completion # of the decoded reply (nil for null); fails ENOTFOUND (no node), ESHUTDOWN (recycling: ask again, or this hub is leaving), EFAILED (the handler failed), ETIMEDOUT
+function Hub:request(to, msg_type, payload, timeout_ms)
+  return completion.from(self.mesh, function(cb)
+    return self:_request(to, msg_type, payload, timeout_ms, cb)
+  end)
+end
+
+---@param path string
+---@return durable.Completion # of the node or nil
+function Hub:get_node(path) return get_node(self.mesh, path) end
+
+---@param t { path: string, node_type?: string, content?: any }
+---@return durable.Completion # of the written node
+function Hub:put_node(t) return put_node(self.mesh, t) end
+
+---@param path string
+---@return durable.Completion # of true
+function Hub:delete_node(path) return delete_node(self.mesh, path) end
+
+---@param q string
+---@return durable.Completion # of an array of nodes
+function Hub:query(q) return query(self.mesh, q) end
+
+---Read-modify-write; see Mesh:update_node.
+---@param path string
+---@param fn fun(node: durable.Node): durable.Node|nil
+---@return durable.Completion
+function Hub:update_node(path, fn) return update_node(self.mesh, path, fn) end
+
+---A mesh read; see Mesh:read.
+---@param path string
+---@return durable.Completion # of the node, or nil when absent; fails "EUNAVAIL"
+function Hub:read(path) return mesh_read(self.mesh, path) end
+
+return durable

@@ -1,0 +1,643 @@
+/*
+ * streams.c: the durable stream commands: publish, read, streams.
+ *
+ *   publish  opens a mesh (the producer needs hubs: the stream node's hub
+ *            assigns the sequence), a client hub "cli/publish-PID", appends,
+ *            prints the sequence and closes the mesh.
+ *   read     opens a mesh and a durable_read() reader.  Without --follow it
+ *            first asks for the highest stored item and stops once it has
+ *            printed it; with --follow it prints the live tail until SIGINT
+ *            or SIGTERM (uv_signal_t), then closes and exits 0.
+ *   streams  needs only the store (like search): every DurableStream node,
+ *            all pages of "type:DurableStream", as a table or JSON lines.
+ *
+ * Arguments are checked before anything is opened (durable_stream_check
+ * gives the spec's messages), so a bad stream id costs nothing and exits 2.
+ * The payload is checked by durable_publish itself, synchronously, before
+ * anything is written: its refusal (EINVAL) exits 2 with its message.
+ *
+ * A mesh session mirrors session.c's store session: a fresh loop, the mesh
+ * on it, a command that ends by closing it (the reader and the signal
+ * handles first), and uv_loop_close proving nothing was left behind.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STREAMS_PAGE 1000
+
+/* ---- a mesh session ---------------------------------------------------------- */
+
+typedef struct mesh_session_s {
+  cli_t *cli;
+  durable_mesh_t *mesh; /* NULL once its close has begun */
+  int closed;           /* the mesh's close callback ran */
+  durable_reader_t *reader;
+  uv_signal_t signals[2];
+  int signals_open;
+  /* the command's own */
+  durable_stream_id_t id;
+  char name[DURABLE_PATH_MAX + 80]; /* "NS@KEY" */
+  char path[DURABLE_PATH_MAX + 1];
+  char items_ns[DURABLE_PATH_MAX + 32];
+  int64_t after, until;
+  int follow;
+} mesh_session_t;
+
+static int session_open(mesh_session_t *s, cli_t *cli) {
+  durable_error_t err;
+  durable_mesh_options_t options;
+  s->cli = cli;
+  int rc = uv_loop_init(&cli->loop);
+  if (rc != 0)
+    return cli_error(cli, CLI_FAILED, "cannot start the event loop: %s",
+                     uv_strerror(rc));
+  cli->loop_ready = 1;
+  memset(&err, 0, sizeof err);
+  memset(&options, 0, sizeof options);
+  options.store = cli->store_url;
+  rc = durable_mesh_open(&cli->loop, &options, &s->mesh, &err);
+  if (rc < 0 || s->mesh == NULL) {
+    /* A URL of no known kind is bad usage; a store that fails is a failure. */
+    int code = rc == DURABLE_EINVAL ? CLI_USAGE : CLI_FAILED;
+    s->mesh = NULL;
+    if (err.message[0] != '\0')
+      cli_error(cli, code, "%s", err.message);
+    else
+      cli_error(cli, code, "cannot open store: %s", durable_strerror(rc));
+    uv_run(&cli->loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(&cli->loop) == 0) cli->loop_ready = 0;
+    return code;
+  }
+  return 0;
+}
+
+static void mesh_closed(void *data) {
+  mesh_session_t *s = data;
+  s->closed = 1;
+}
+
+/* End the command with `code`: the reader, the signals, then the mesh. */
+static void session_finish(mesh_session_t *s, int code) {
+  if (code > s->cli->exit_code) s->cli->exit_code = code;
+  if (s->reader) {
+    durable_reader_close(s->reader);
+    s->reader = NULL;
+  }
+  if (s->signals_open) {
+    s->signals_open = 0;
+    uv_close((uv_handle_t *)&s->signals[0], NULL);
+    uv_close((uv_handle_t *)&s->signals[1], NULL);
+  }
+  durable_mesh_t *mesh = s->mesh;
+  if (mesh == NULL) return; /* already closing */
+  s->mesh = NULL;
+  durable_mesh_close(mesh, mesh_closed, s);
+}
+
+/* A refused submit: EINVAL is bad input (exit 2), anything else exit 1. */
+static void session_refused(mesh_session_t *s, int rc,
+                            const durable_error_t *err) {
+  int code = rc == DURABLE_EINVAL ? CLI_USAGE : CLI_FAILED;
+  cli_error(s->cli, code, "%s",
+            err && err->message[0] ? err->message : durable_strerror(rc));
+  session_finish(s, code);
+}
+
+static void session_failed(mesh_session_t *s, int status, const char *message) {
+  cli_error(s->cli, CLI_FAILED, "%s",
+            message && message[0] ? message : durable_strerror(status));
+  session_finish(s, CLI_FAILED);
+}
+
+static int session_run(mesh_session_t *s) {
+  cli_t *cli = s->cli;
+  uv_run(&cli->loop, UV_RUN_DEFAULT);
+  if (s->mesh != NULL) {
+    cli_error(cli, CLI_FAILED, "internal error: the mesh went idle without "
+                               "answering");
+    session_finish(s, CLI_FAILED);
+    uv_run(&cli->loop, UV_RUN_DEFAULT);
+  }
+  if (!s->closed) {
+    cli_error(cli, CLI_FAILED, "internal error: the mesh did not finish "
+                               "closing");
+    cli->exit_code = CLI_FAILED;
+  } else if (uv_loop_close(&cli->loop) != 0) {
+    cli_error(cli, CLI_FAILED, "internal error: the mesh left handles open "
+                               "on the loop");
+    cli->exit_code = CLI_FAILED;
+  } else {
+    cli->loop_ready = 0;
+  }
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    cli_error(cli, CLI_FAILED, "cannot write to standard output: %s",
+              strerror(errno));
+    cli->exit_code = CLI_FAILED;
+  }
+  return cli->exit_code;
+}
+
+/* NAMESPACE KEY: checked with the spec's messages, paths derived. */
+static int take_stream(cli_t *cli, mesh_session_t *s, char *ns, char *key) {
+  durable_error_t err;
+  memset(&err, 0, sizeof err);
+  s->id.ns = ns;
+  s->id.key = key;
+  if (durable_stream_check(&s->id, &err) < 0)
+    return cli_error(cli, CLI_USAGE, "%s", err.message);
+  if (durable_stream_path(&s->id, s->path, sizeof s->path) < 0 ||
+      durable_stream_items_ns(&s->id, s->items_ns, sizeof s->items_ns) < 0)
+    return cli_error(cli, CLI_USAGE, "durable stream %s@%s: the key is too "
+                     "long", ns, key);
+  snprintf(s->name, sizeof s->name, "%s@%s", ns, key);
+  return 0;
+}
+
+/* ---- publish ------------------------------------------------------------- */
+
+/* All of stdin, NUL-terminated; *len is its size.  NULL on a read error. */
+static char *read_stdin(size_t *len) {
+  size_t size = 4096, n = 0;
+  char *buf = malloc(size);
+  while (buf) {
+    n += fread(buf + n, 1, size - n - 1, stdin);
+    if (ferror(stdin)) break;
+    if (feof(stdin)) {
+      buf[n] = '\0';
+      *len = n;
+      return buf;
+    }
+    if (size - n - 1 == 0) {
+      char *bigger = realloc(buf, size * 2);
+      if (bigger == NULL) break;
+      buf = bigger;
+      size *= 2;
+    }
+  }
+  free(buf);
+  return NULL;
+}
+
+static void published(int status, int64_t sequence, const char *message,
+                      void *data) {
+  mesh_session_t *s = data;
+  if (status < 0) {
+    session_failed(s, status, message);
+    return;
+  }
+  printf("%" PRId64 "\n", sequence);
+  session_finish(s, CLI_OK);
+}
+
+static int publish_main(cli_t *cli, int argc, char **argv) {
+  mesh_session_t s;
+  durable_error_t err;
+  durable_hub_t *hub = NULL;
+  char *owned = NULL;
+  const char *payload;
+  char address[64];
+  int rc;
+
+  memset(&s, 0, sizeof s);
+  if (argc < 3) return cli_usage(cli, "expected NAMESPACE, KEY and JSON");
+  if (argc > 3) return cli_usage(cli, "too many arguments");
+  if ((rc = take_stream(cli, &s, argv[0], argv[1])) != 0) return rc;
+  if (strcmp(argv[2], "-") == 0) {
+    size_t len;
+    payload = owned = read_stdin(&len);
+    if (owned == NULL)
+      return cli_error(cli, CLI_FAILED, "cannot read the payload from "
+                                        "standard input");
+    if (strlen(owned) != len) {
+      free(owned);
+      return cli_error(cli, CLI_USAGE, "A durable stream item for %s is not "
+                       "JSON: it holds a NUL byte", s.name);
+    }
+    /* The line break a shell adds after the JSON is not part of it. */
+    while (len > 0 && strchr(" \t\r\n", owned[len - 1])) owned[--len] = '\0';
+  } else {
+    payload = argv[2];
+  }
+
+  if ((rc = session_open(&s, cli)) != 0) {
+    free(owned);
+    return rc;
+  }
+  cli->state = &s;
+  memset(&err, 0, sizeof err);
+  snprintf(address, sizeof address, "cli/publish-%d", (int)uv_os_getpid());
+  rc = durable_mesh_client(s.mesh, address, &hub, &err);
+  if (rc == 0)
+    rc = durable_publish(hub, &s.id, payload, published, &s, &err);
+  free(owned); /* copied by durable_publish */
+  if (rc < 0) session_refused(&s, rc, &err);
+  return session_run(&s);
+}
+
+const cli_command_t cli_publish_command = {
+    "publish",
+    "NAMESPACE KEY JSON|-",
+    "append to a durable stream, print the sequence",
+    "Appends JSON (`-` reads it from standard input, trailing whitespace\n"
+    "dropped) to the durable stream NAMESPACE@KEY -- KEY is the owning node's\n"
+    "path, NAMESPACE the stream family, e.g. `durable publish DocumentLog\n"
+    "Space/doc '{\"text\":\"hi\"}'`.  The stream node is created on first use.\n"
+    "Prints the item's sequence once it is saved.  The payload is kept byte\n"
+    "for byte.  A bad stream id or a payload that is empty or not JSON exits 2\n"
+    "and writes nothing.",
+    NULL,
+    publish_main,
+    0,
+};
+
+/* ---- read ---------------------------------------------------------------- */
+
+static const cli_option_t read_options[] = {
+    {"--after", 1},
+    {"--follow", 0},
+    {NULL, 0},
+};
+
+static void print_item(const durable_item_t *item) {
+  printf("{\"sequence\":%" PRId64 ",\"appended_at\":", item->sequence);
+  cli_print_time(stdout, item->appended_at);
+  fputs(",\"payload\":", stdout);
+  /* JSON holds no raw line break inside a string: each one is whitespace
+   * between tokens, and a space keeps the line one line. */
+  for (const char *p = item->payload; *p; p++)
+    putchar(*p == '\n' || *p == '\r' ? ' ' : *p);
+  fputs("}\n", stdout);
+}
+
+static void on_item(durable_reader_t *reader, int status,
+                    const durable_item_t *item, const char *message,
+                    void *data) {
+  mesh_session_t *s = data;
+  (void)reader;
+  if (status < 0) {
+    session_failed(s, status, message);
+    return;
+  }
+  print_item(item);
+  if (s->follow) {
+    fflush(stdout); /* a reader behind a pipe sees each item as it comes */
+  } else if (item->sequence >= s->until) {
+    session_finish(s, CLI_OK);
+  }
+}
+
+static void start_reader(mesh_session_t *s) {
+  durable_error_t err;
+  memset(&err, 0, sizeof err);
+  int rc = durable_read(s->mesh, &s->id, s->after, NULL, on_item, s,
+                        &s->reader, &err);
+  if (rc < 0) {
+    s->reader = NULL;
+    session_refused(s, rc, &err);
+  }
+}
+
+static void on_last_item(const durable_result_t *result) {
+  mesh_session_t *s = result->data;
+  if (result->status < 0) {
+    session_failed(s, result->status, result->message);
+    return;
+  }
+  s->until = result->value;
+  if (s->until <= s->after) {
+    session_finish(s, CLI_OK); /* nothing after N: done at once */
+    return;
+  }
+  start_reader(s);
+}
+
+static void on_exists(const durable_result_t *result) {
+  mesh_session_t *s = result->data;
+  durable_error_t err;
+  if (result->status < 0) {
+    session_failed(s, result->status, result->message);
+    return;
+  }
+  if (result->value == 0) {
+    cli_error(s->cli, CLI_FAILED, "no stream %s", s->name);
+    session_finish(s, CLI_FAILED);
+    return;
+  }
+  memset(&err, 0, sizeof err);
+  int rc = durable_store_last_item(durable_mesh_store(s->mesh), s->items_ns,
+                                   on_last_item, s, &err);
+  if (rc < 0) session_refused(s, rc, &err);
+}
+
+static void on_signal(uv_signal_t *handle, int signum) {
+  mesh_session_t *s = handle->data;
+  (void)signum;
+  session_finish(s, CLI_OK);
+}
+
+static int parse_sequence(const char *text, int64_t *out) {
+  char *end;
+  if (text[0] < '0' || text[0] > '9') return -1;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (errno != 0 || *end != '\0' || v < 0) return -1;
+  *out = v;
+  return 0;
+}
+
+static int read_main(cli_t *cli, int argc, char **argv) {
+  mesh_session_t s;
+  durable_error_t err;
+  int rc;
+
+  memset(&s, 0, sizeof s);
+  if (argc < 2) return cli_usage(cli, "expected NAMESPACE and KEY");
+  if (argc > 2) return cli_usage(cli, "too many arguments");
+  if (cli->values[0] && parse_sequence(cli->values[0], &s.after) < 0)
+    return cli_usage(cli, "--after needs a sequence (a whole number >= 0), "
+                     "not '%s'", cli->values[0]);
+  s.follow = cli->values[1] != NULL;
+  if ((rc = take_stream(cli, &s, argv[0], argv[1])) != 0) return rc;
+
+  if ((rc = session_open(&s, cli)) != 0) return rc;
+  cli->state = &s;
+  if (s.follow) {
+    /* Until SIGINT or SIGTERM: then the reader closes, the mesh closes, 0. */
+    uv_signal_init(&cli->loop, &s.signals[0]);
+    uv_signal_init(&cli->loop, &s.signals[1]);
+    s.signals[0].data = s.signals[1].data = &s;
+    s.signals_open = 1;
+    uv_signal_start(&s.signals[0], on_signal, SIGINT);
+    uv_signal_start(&s.signals[1], on_signal, SIGTERM);
+    start_reader(&s); /* a stream that does not exist yet is waited for */
+  } else {
+    memset(&err, 0, sizeof err);
+    rc = durable_store_exists(durable_mesh_store(s.mesh), DURABLE_PLATFORM,
+                              s.path, on_exists, &s, &err);
+    if (rc < 0) session_refused(&s, rc, &err);
+  }
+  return session_run(&s);
+}
+
+const cli_command_t cli_read_command = {
+    "read",
+    "NAMESPACE KEY [--after N] [--follow]",
+    "print a durable stream's items as JSON lines",
+    "Prints the items of the durable stream NAMESPACE@KEY after sequence N\n"
+    "(default 0), in order, one JSON object per line:\n"
+    "  {\"sequence\":1,\"appended_at\":\"2025-01-31T12:34:56.789Z\","
+    "\"payload\":{...}}\n"
+    "with the payload exactly as published.  Unleased: reading acknowledges\n"
+    "nothing and never disturbs a consumer.\n"
+    "\n"
+    "  --after N  start after sequence N\n"
+    "  --follow   keep printing new items until SIGINT or SIGTERM (then exit\n"
+    "             0); a stream that does not exist yet is waited for\n"
+    "\n"
+    "Without --follow it stops after the last item stored when it started,\n"
+    "and fails (exit 1) when the stream does not exist.",
+    read_options,
+    read_main,
+    0,
+};
+
+/* ---- streams ------------------------------------------------------------- */
+
+static const cli_option_t streams_options[] = {
+    {"--json", 0},
+    {NULL, 0},
+};
+
+typedef struct stream_row_s {
+  char *stream, *ns, *key, *path;
+  int64_t last, checkpoint, lag, epoch;
+  char *subscriber, *last_subscriber; /* NULL for null */
+  char *subscribed_at, *checkpoint_at, *orphaned_at; /* as stored, or NULL */
+} stream_row_t;
+
+typedef struct streams_state_s {
+  int json;
+  char *after; /* the last path listed: where the next page starts */
+  stream_row_t *rows; /* the table's, kept to size its columns */
+  size_t nrows, cap;
+} streams_state_t;
+
+static void row_free(stream_row_t *r) {
+  free(r->stream);
+  free(r->ns);
+  free(r->key);
+  free(r->path);
+  free(r->subscriber);
+  free(r->last_subscriber);
+  free(r->subscribed_at);
+  free(r->checkpoint_at);
+  free(r->orphaned_at);
+}
+
+static char *string_field(json_t *obj, const char *name) {
+  const char *v = json_string_value(json_object_get(obj, name));
+  return v ? strdup(v) : NULL;
+}
+
+static int64_t int_field(json_t *obj, const char *name) {
+  json_t *v = json_object_get(obj, name);
+  if (json_is_integer(v)) return json_integer_value(v);
+  if (json_is_real(v)) return (int64_t)json_real_value(v);
+  return 0;
+}
+
+/* The stream node's content; what it lacks (a node made by hand) is taken
+ * from its path "{Key}/_DurableStream/{Namespace}". */
+static int row_of(const durable_node_t *node, stream_row_t *r) {
+  json_t *j = node->content ? json_loads(node->content, JSON_DECODE_ANY, NULL)
+                            : NULL;
+  memset(r, 0, sizeof *r);
+  r->ns = string_field(j, "Namespace");
+  r->key = string_field(j, "Key");
+  if (r->ns == NULL || r->key == NULL) {
+    const char *seg = strstr(node->path, "/_DurableStream/");
+    free(r->ns);
+    free(r->key);
+    r->ns = strdup(seg ? seg + strlen("/_DurableStream/") : node->id);
+    r->key = seg ? strndup(node->path, (size_t)(seg - node->path))
+                 : strdup(node->ns);
+  }
+  r->path = strdup(node->path);
+  r->last = int_field(j, "LastSequence");
+  r->checkpoint = int_field(j, "Checkpoint");
+  /* A custom source's items never pass the stream hub, so its checkpoint
+   * may be ahead of LastSequence: no lag to show then. */
+  r->lag = r->last > r->checkpoint ? r->last - r->checkpoint : 0;
+  r->epoch = int_field(j, "LeaseEpoch");
+  r->subscriber = string_field(j, "Subscriber");
+  r->last_subscriber = string_field(j, "LastSubscriber");
+  r->subscribed_at = string_field(j, "SubscribedAt");
+  r->checkpoint_at = string_field(j, "CheckpointAt");
+  r->orphaned_at = string_field(j, "OrphanedAt");
+  json_decref(j);
+  if (r->ns && r->key) {
+    size_t n = strlen(r->ns) + strlen(r->key) + 2;
+    if ((r->stream = malloc(n)) != NULL)
+      snprintf(r->stream, n, "%s@%s", r->ns, r->key);
+  }
+  if (r->ns == NULL || r->key == NULL || r->path == NULL || r->stream == NULL) {
+    row_free(r);
+    return DURABLE_ENOMEM;
+  }
+  return 0;
+}
+
+static void json_field(const char *name, const char *value, int first) {
+  printf("%s\"%s\":", first ? "{" : ",", name);
+  if (value) cli_print_string(stdout, value);
+  else fputs("null", stdout);
+}
+
+static void print_row_json(const stream_row_t *r) {
+  json_field("stream", r->stream, 1);
+  json_field("namespace", r->ns, 0);
+  json_field("key", r->key, 0);
+  json_field("path", r->path, 0);
+  printf(",\"last\":%" PRId64 ",\"checkpoint\":%" PRId64 ",\"lag\":%" PRId64,
+         r->last, r->checkpoint, r->lag);
+  json_field("subscriber", r->subscriber, 0);
+  printf(",\"epoch\":%" PRId64, r->epoch);
+  json_field("orphaned_at", r->orphaned_at, 0);
+  json_field("last_subscriber", r->last_subscriber, 0);
+  json_field("subscribed_at", r->subscribed_at, 0);
+  json_field("checkpoint_at", r->checkpoint_at, 0);
+  fputs("}\n", stdout);
+}
+
+static int digits(int64_t v) {
+  char buf[32];
+  return snprintf(buf, sizeof buf, "%" PRId64, v);
+}
+
+static int width(int w, const char *s) {
+  int n = s ? (int)strlen(s) : 1; /* "-" */
+  return n > w ? n : w;
+}
+
+static void print_table(const streams_state_t *st) {
+  int ws = 6, wl = 4, wc = 10, wg = 3, wsub = 10, we = 5;
+  for (size_t i = 0; i < st->nrows; i++) {
+    const stream_row_t *r = &st->rows[i];
+    ws = width(ws, r->stream);
+    wsub = width(wsub, r->subscriber);
+    if (digits(r->last) > wl) wl = digits(r->last);
+    if (digits(r->checkpoint) > wc) wc = digits(r->checkpoint);
+    if (digits(r->lag) > wg) wg = digits(r->lag);
+    if (digits(r->epoch) > we) we = digits(r->epoch);
+  }
+  printf("%-*s  %*s  %*s  %*s  %-*s  %*s  %s\n", ws, "STREAM", wl, "LAST", wc,
+         "CHECKPOINT", wg, "LAG", wsub, "SUBSCRIBER", we, "EPOCH",
+         "ORPHANED_AT");
+  for (size_t i = 0; i < st->nrows; i++) {
+    const stream_row_t *r = &st->rows[i];
+    printf("%-*s  %*" PRId64 "  %*" PRId64 "  %*" PRId64 "  %-*s  %*" PRId64
+           "  %s\n",
+           ws, r->stream, wl, r->last, wc, r->checkpoint, wg, r->lag, wsub,
+           r->subscriber ? r->subscriber : "-", we, r->epoch,
+           r->orphaned_at ? r->orphaned_at : "-");
+  }
+}
+
+static void streams_done(const durable_result_t *result);
+
+static void streams_next(cli_t *cli) {
+  streams_state_t *st = cli->state;
+  durable_error_t err;
+  memset(&err, 0, sizeof err);
+  int rc = durable_store_query(cli->store, DURABLE_PLATFORM,
+                               "type:DurableStream", st->after, STREAMS_PAGE,
+                               streams_done, cli, &err);
+  if (rc < 0) cli_refused(cli, rc, &err);
+}
+
+static void streams_done(const durable_result_t *result) {
+  cli_t *cli = result->data;
+  streams_state_t *st = cli->state;
+  if (result->status < 0) {
+    cli_failed(cli, result);
+    return;
+  }
+  for (size_t i = 0; i < result->count; i++) {
+    stream_row_t row;
+    if (row_of(result->nodes[i], &row) < 0) goto nomem;
+    if (st->json) {
+      print_row_json(&row);
+      row_free(&row);
+      continue;
+    }
+    if (st->nrows == st->cap) {
+      size_t cap = st->cap ? st->cap * 2 : 64;
+      stream_row_t *rows = realloc(st->rows, cap * sizeof *rows);
+      if (rows == NULL) {
+        row_free(&row);
+        goto nomem;
+      }
+      st->rows = rows;
+      st->cap = cap;
+    }
+    st->rows[st->nrows++] = row;
+  }
+  if (!result->more || result->count == 0) {
+    if (!st->json) print_table(st);
+    cli_finish(cli, CLI_OK);
+    return;
+  }
+  char *after = strdup(result->nodes[result->count - 1]->path);
+  if (after == NULL) goto nomem;
+  free(st->after);
+  st->after = after;
+  streams_next(cli);
+  return;
+nomem:
+  cli_error(cli, CLI_FAILED, "%s", durable_strerror(DURABLE_ENOMEM));
+  cli_finish(cli, CLI_FAILED);
+}
+
+static int streams_main(cli_t *cli, int argc, char **argv) {
+  streams_state_t st;
+  int rc;
+  (void)argv;
+
+  memset(&st, 0, sizeof st);
+  if (argc > 0) return cli_usage(cli, "too many arguments");
+  st.json = cli->values[0] != NULL;
+  if ((rc = cli_open(cli)) != 0) return rc;
+  cli->state = &st;
+  streams_next(cli);
+  rc = cli_run(cli);
+  for (size_t i = 0; i < st.nrows; i++) row_free(&st.rows[i]);
+  free(st.rows);
+  free(st.after);
+  return rc;
+}
+
+const cli_command_t cli_streams_command = {
+    "streams",
+    "[--json]",
+    "list durable streams: last, checkpoint, lag, lease",
+    "Lists every durable stream in the store (every DurableStream node), in\n"
+    "path order, one line each: STREAM (NAMESPACE@KEY), LAST (the last\n"
+    "sequence appended), CHECKPOINT (the last acknowledged), LAG (LAST -\n"
+    "CHECKPOINT; 0 when the checkpoint is ahead, as for a stream read from\n"
+    "a custom source), SUBSCRIBER (the lease holder, or -), EPOCH (the lease\n"
+    "epoch) and ORPHANED_AT (when the last holder left, or -).  A stream's\n"
+    "whole state is its node: durable get @KEY/_DurableStream/NAMESPACE.\n"
+    "\n"
+    "  --json  JSON lines instead: stream, namespace, key, path, last,\n"
+    "          checkpoint, lag, subscriber, epoch, orphaned_at,\n"
+    "          last_subscriber, subscribed_at, checkpoint_at (null when unset)",
+    streams_options,
+    streams_main,
+    0,
+};
