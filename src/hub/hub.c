@@ -18,6 +18,7 @@
  */
 #include "hub.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +79,7 @@ void durable_hub_set_data(durable_hub_t *hub, void *data,
 }
 
 static void cancel_timers(durable_hub_t *hub);
+static void close_quiesce_timer(durable_hub_t *hub);
 
 /* ---- the ready list and turns ---------------------------------------------- */
 
@@ -229,6 +231,7 @@ void durable__hub_fail_activation(durable_hub_t *hub, int status,
   durable__fail_pending(hub, DURABLE_ESHUTDOWN,
                         "the hub's activation failed before the answer came");
   cancel_timers(hub);
+  close_quiesce_timer(hub);
   leave_table(hub);
   durable__env_t *env;
   while ((env = pop(&hub->inbox, &hub->inbox_tail)) != NULL) {
@@ -318,6 +321,15 @@ static void on_quiesce_budget(uv_timer_t *timer) {
   durable_mesh_t *mesh = hub->mesh;
   if (hub->finishing) return; /* it quiesced in time after all */
   mesh->stats.quiesce_timeouts++;
+  if (hub->level == DURABLE_HUB_STARTING) {
+    char why[DURABLE_PATH_MAX + 128];
+    snprintf(why, sizeof why,
+             "the activation of '%s' did not finish within the quiesce budget "
+             "of %u ms", hub->address, mesh->quiesce_budget_ms);
+    durable_mesh_log(mesh, DURABLE_LOG_WARN, "[Hubs] %s; leaving anyway", why);
+    durable__hub_fail_activation(hub, DURABLE_ESHUTDOWN, why);
+    return;
+  }
   durable_mesh_log(mesh, DURABLE_LOG_WARN,
                    "[Hubs] Quiesce budget of %u ms ran out for '%s' with %zu "
                    "message(s) in handlers and %zu request(s) pending; "
@@ -328,11 +340,9 @@ static void on_quiesce_budget(uv_timer_t *timer) {
   schedule_finish(hub);
 }
 
-void durable__hub_start_quiesce(durable_hub_t *hub) {
+static void arm_budget(durable_hub_t *hub) {
   durable_mesh_t *mesh = hub->mesh;
-  if (hub->level != DURABLE_HUB_STARTED) return;
-  hub->level = DURABLE_HUB_QUIESCING;
-  hub->recycling = 1;
+  if (hub->quiesce_timer) return; /* one budget from the first ask */
   hub->quiesce_timer = malloc(sizeof(uv_timer_t));
   if (hub->quiesce_timer) {
     uv_timer_init(mesh->loop, hub->quiesce_timer);
@@ -341,6 +351,20 @@ void durable__hub_start_quiesce(durable_hub_t *hub) {
     uv_timer_start(hub->quiesce_timer, on_quiesce_budget,
                    mesh->quiesce_budget_ms, 0);
   }
+}
+
+void durable__hub_start_quiesce(durable_hub_t *hub) {
+  if (hub->level == DURABLE_HUB_STARTING) {
+    /* the recycle begins once it is started; the budget counts from now,
+     * so an activation that never finishes cannot hold a close forever */
+    hub->recycle_requested = 1;
+    arm_budget(hub);
+    return;
+  }
+  if (hub->level != DURABLE_HUB_STARTED) return;
+  hub->level = DURABLE_HUB_QUIESCING;
+  hub->recycling = 1;
+  arm_budget(hub);
   make_ready(hub); /* queued requests get their refusal now */
   durable__hub_check_quiesced(hub);
 }

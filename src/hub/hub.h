@@ -158,6 +158,7 @@ struct durable_mesh_s {
   durable_mesh_stats_t stats;
 
   durable__later_t *later, *later_tail; /* callbacks owed, run next tick */
+  durable_reply_t *replies; /* every reply not finished yet */
   int closing;
   int idle_closed;
   int handles; /* uv handles not yet closed (idle, timers) */
@@ -213,6 +214,9 @@ int durable__hub_handles(durable_hub_t *hub, const char *type);
 void durable__run_message(durable_hub_t *hub, durable__env_t *env);
 /* Answer every request `hub` is still waiting for with `status`. */
 void durable__fail_pending(durable_hub_t *hub, int status, const char *message);
+/* The mesh is being freed: replies still out become inert (finishing one
+ * later only frees it) and let go of their hubs. */
+void durable__detach_replies(durable_mesh_t *mesh);
 /* The budget ran out: answer the requests still in handlers with
  * ShuttingDown now (a late reply is then dropped). */
 void durable__abandon_replies(durable_hub_t *hub);

@@ -297,10 +297,7 @@ int durable_mesh_recycle(durable_mesh_t *mesh, const char *address,
   /* the hub never dies inside this call (its shutdown is a later turn), so
    * the callback cannot run before the call returns */
   if (cb) durable__hub_on_dead(hub, cb, data);
-  if (hub->level == DURABLE_HUB_STARTING)
-    hub->recycle_requested = 1;
-  else
-    durable__hub_start_quiesce(hub);
+  durable__hub_start_quiesce(hub);
   return 0;
 }
 
@@ -367,10 +364,14 @@ static void on_probe(const durable_response_t *res) {
   }
 }
 
+static int send_probe(read_req_t *r, durable_error_t *err) {
+  return durable_hub_request(r->mesh->reads, r->path, "ping", NULL, 0, on_probe,
+                             r, err);
+}
+
 static void probe(read_req_t *r) {
   durable_error_t err = {0};
-  if (durable_hub_request(r->mesh->reads, r->path, "ping", NULL, 0, on_probe, r,
-                          &err) < 0)
+  if (send_probe(r, &err) < 0)
     read_end(r, DURABLE_READ_UNAVAILABLE, NULL, err.message);
 }
 
@@ -389,8 +390,11 @@ int durable_mesh_read(durable_mesh_t *mesh, const char *path,
   r->mesh = mesh;
   r->cb = cb;
   r->data = data;
-  probe(r);
-  return 0;
+  if ((rc = send_probe(r, err)) < 0) { /* refused now: no callback */
+    free(r->path);
+    free(r);
+  }
+  return rc;
 }
 
 /* ---- open and close ------------------------------------------------------------------ */
@@ -445,6 +449,7 @@ int durable_mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
 static void free_mesh(durable_mesh_t *mesh) {
   void (*cb)(void *) = mesh->close_cb;
   void *data = mesh->close_data;
+  durable__detach_replies(mesh);
   const char *key;
   void *value;
   for (size_t i = 0; durable__map_next(&mesh->types, &i, &key, &value);)
@@ -521,10 +526,7 @@ void durable_mesh_close(durable_mesh_t *mesh, void (*cb)(void *data),
       durable_hub_ref(value);
     }
   for (size_t i = 0; i < k; i++) {
-    if (all[i]->level == DURABLE_HUB_STARTING)
-      all[i]->recycle_requested = 1;
-    else
-      durable__hub_start_quiesce(all[i]);
+    durable__hub_start_quiesce(all[i]);
     durable_hub_unref(all[i]);
   }
   free(all);

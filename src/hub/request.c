@@ -19,7 +19,9 @@
 #include <string.h>
 
 struct durable_reply_s {
-  durable_reply_t *prev, *next; /* in hub->handling */
+  durable_reply_t *prev, *next;   /* in hub->handling */
+  durable_reply_t *mprev, *mnext; /* in mesh->replies */
+  int detached;                   /* the mesh is gone */
   durable_hub_t *hub; /* the hub whose message this is (a reference) */
   uint64_t request_id;
   char *type;
@@ -272,7 +274,28 @@ static durable_reply_t *reply_new(durable_hub_t *hub, uint64_t id,
   r->next = hub->handling;
   if (hub->handling) hub->handling->prev = r;
   hub->handling = r;
+  durable_mesh_t *mesh = hub->mesh;
+  r->mnext = mesh->replies;
+  if (mesh->replies) mesh->replies->mprev = r;
+  mesh->replies = r;
   return r;
+}
+
+static void unlink_from_mesh(durable_mesh_t *mesh, durable_reply_t *r) {
+  if (r->mprev) r->mprev->mnext = r->mnext;
+  else mesh->replies = r->mnext;
+  if (r->mnext) r->mnext->mprev = r->mprev;
+  r->mprev = r->mnext = NULL;
+}
+
+void durable__detach_replies(durable_mesh_t *mesh) {
+  while (mesh->replies) {
+    durable_reply_t *r = mesh->replies;
+    unlink_from_mesh(mesh, r);
+    r->detached = 1;
+    durable_hub_unref(r->hub);
+    r->hub = NULL;
+  }
 }
 
 void durable__abandon_replies(durable_hub_t *hub) {
@@ -290,7 +313,13 @@ void durable__abandon_replies(durable_hub_t *hub) {
 
 static void reply_finish(durable_reply_t *r, int status, const char *payload,
                          const char *message) {
+  if (r->detached) { /* its mesh is closed: nobody to tell */
+    free(r->type);
+    free(r);
+    return;
+  }
   durable_hub_t *hub = r->hub;
+  unlink_from_mesh(hub->mesh, r);
   if (r->step_done) {
     r->step_done(hub, status, message);
   } else if (r->then) {

@@ -902,6 +902,37 @@ typedef struct {
   void (*fn)(void);
 } test_t;
 
+/* ---- an activation that never finishes, a reply that outlives its mesh ---- */
+
+static durable_reply_t *stuck_init;
+static void stuck_init_step(durable_hub_t *hub, durable_reply_t *done, void *data) {
+  (void)hub;
+  (void)data;
+  stuck_init = done; /* kept, never finished while the mesh lives */
+}
+
+static void test_close_with_stuck_activation(void) {
+  fx_open_with(100);
+  reset();
+  stuck_init = NULL;
+  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Stuck");
+  CHECK_OK(durable_node_type_on_init(t, stuck_init_step, NULL));
+  fx_put("Space/stuck", "Stuck");
+  call_t c = {0};
+  request(fx.client, "Space/stuck", "anything", NULL, &c);
+  CHECK(!check_run_until_fn(&fx.loop, call_done, &c, 200)); /* still starting */
+  CHECK(stuck_init != NULL);
+  /* the close spends the budget on the activation, then fails it: the
+   * queued request hears ShuttingDown, and the close completes */
+  fx_close();
+  CHECK_EQ_INT(c.calls, 1);
+  CHECK_EQ_CODE(c.status, DURABLE_ESHUTDOWN);
+  CHECK_CONTAINS(fx.log, "did not finish within the quiesce budget");
+  /* finishing the step after the mesh is gone is harmless */
+  durable_reply_ok(stuck_init, NULL);
+  stuck_init = NULL;
+}
+
 static const test_t tests[] = {
     {"recycle_waits_for_handler", test_recycle_waits_for_handler},
     {"quiescing_refuses_admits_replies", test_quiescing_refuses_admits_replies},
@@ -917,6 +948,7 @@ static const test_t tests[] = {
     {"close_with_pending", test_close_with_pending},
     {"close_answer_races_budget", test_close_answer_races_budget},
     {"recycle_cb_after_return", test_recycle_cb_after_return},
+    {"close_with_stuck_activation", test_close_with_stuck_activation},
 };
 
 int main(int argc, char **argv) {
