@@ -79,6 +79,7 @@ struct durable__attach_s {
 };
 
 struct durable_node_type_s {
+  durable_mesh_t *mesh;
   char *name;
   durable__handler_t *handlers;
   size_t nhandlers;

@@ -73,6 +73,7 @@ durable_node_type_t *durable_mesh_node_type(durable_mesh_t *mesh,
   durable_node_type_t *t = durable__map_get(&mesh->types, name);
   if (t) return t;
   t = calloc(1, sizeof(*t));
+  if (t) t->mesh = mesh;
   if (t == NULL || (t->name = strdup(name)) == NULL ||
       durable__map_put(&mesh->types, name, t) < 0) {
     if (t) free(t->name);

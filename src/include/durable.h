@@ -676,6 +676,13 @@ typedef struct durable_consumer_s {
 int durable_node_type_consume(durable_node_type_t *type,
                               const durable_consumer_t *consumer,
                               durable_error_t *err);
+/* Make this process a host of its NodeTypes' consumers: the owner of every
+ * stream with unacknowledged items and no holder, whose NodeType consumes
+ * that family here, is activated (so its consumer claims) now, and again
+ * whenever another process appends to a stream (the change feed tells).
+ * Within one process a stream wakes its owner without this. */
+int durable_mesh_host(durable_mesh_t *mesh, durable_error_t *err);
+
 /* This hub consumes, for as long as it is active (a client hub, say). */
 int durable_hub_consume(durable_hub_t *hub, const durable_consumer_t *consumer,
                         durable_error_t *err);

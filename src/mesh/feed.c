@@ -49,6 +49,8 @@ struct durable_watch_s {
 
 typedef struct {
   durable_watch_t *head;
+  void (*foreign)(void *data, const char *ns);
+  void *foreign_data;
 } feed_t;
 
 static feed_t *feed_of(durable_store_t *store) {
@@ -274,9 +276,19 @@ void durable__feed_dispatch(durable_store_t *store, durable__job_t *job) {
   }
 }
 
+void durable__store_on_foreign(durable_store_t *store,
+                               void (*fn)(void *data, const char *ns),
+                               void *data) {
+  feed_t *feed = feed_of(store);
+  if (feed == NULL) return;
+  feed->foreign = fn;
+  feed->foreign_data = data;
+}
+
 void durable__store_changed_elsewhere(durable_store_t *store, const char *ns) {
   feed_t *feed = feed_of(store);
   if (feed == NULL) return;
+  if (feed->foreign) feed->foreign(feed->foreign_data, ns);
   for (durable_watch_t *w = feed->head; w; w = w->next) {
     if (ns && strcmp(ns, w->ns) != 0) continue;
     if (w->job_in_flight)

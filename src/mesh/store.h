@@ -15,6 +15,13 @@ uv_loop_t *durable__store_loop(durable_store_t *store);
  * anything; re-sync every watch).  Loop thread only. */
 void durable__store_changed_elsewhere(durable_store_t *store, const char *ns);
 
+/* One hook hears every "another process changed `ns`" (NULL: anything may
+ * have changed) before the watches do: the streams layer wakes owners
+ * from it.  Loop thread only; one hook per store. */
+void durable__store_on_foreign(durable_store_t *store,
+                               void (*fn)(void *data, const char *ns),
+                               void *data);
+
 /* For a watch source that sees every commit id (SQLite): 1 when every commit
  * id in (after, upto] was made by this store itself, so nothing foreign
  * happened in that range.  Also forgets own ids at or below `upto`.  Loop

@@ -621,6 +621,7 @@ int durable_node_type_consume(durable_node_type_t *type,
   copy->ns = ns;
   rc = durable_node_type_on_init(type, consumer_init, copy);
   if (rc == 0) rc = durable__node_type_keep(type, copy, ns);
+  if (rc == 0) rc = durable__consumed_add(type->mesh, type->name, ns);
   return rc < 0 ? durable__error(err, rc, "out of memory") : 0;
 }
 

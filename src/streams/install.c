@@ -10,12 +10,14 @@
  */
 #include "stream.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
   durable_stream_options_t options;
-  durable__map_t ensured; /* stream paths made or seen by this process */
+  durable__map_t ensured;   /* stream paths made or seen by this process */
+  durable__map_t consumed;  /* "NodeType\nfamily" served by this process */
 } streams_mesh_t;
 
 static const char mesh_key; /* the attachment's key: its address */
@@ -23,6 +25,7 @@ static const char mesh_key; /* the attachment's key: its address */
 static void mesh_state_free(void *data) {
   streams_mesh_t *m = data;
   durable__map_free(&m->ensured);
+  durable__map_free(&m->consumed);
   free(m);
 }
 
@@ -77,4 +80,26 @@ void durable__directory_mark(durable_mesh_t *mesh, const char *stream_path) {
 
 void durable__directory_forget(durable_mesh_t *mesh, const char *stream_path) {
   durable__map_del(&mesh_state(mesh)->ensured, stream_path);
+}
+
+/* The families each NodeType consumes in this process, for the host's
+ * wakes (waker.c). */
+static void consumed_key(char *out, size_t size, const char *type,
+                         const char *family) {
+  snprintf(out, size, "%s\n%s", type, family);
+}
+
+int durable__consumed_add(durable_mesh_t *mesh, const char *type,
+                          const char *family) {
+  static char present;
+  char key[2 * DURABLE_PATH_MAX];
+  consumed_key(key, sizeof key, type, family);
+  return durable__map_put(&mesh_state(mesh)->consumed, key, &present);
+}
+
+int durable__consumed_has(durable_mesh_t *mesh, const char *type,
+                          const char *family) {
+  char key[2 * DURABLE_PATH_MAX];
+  consumed_key(key, sizeof key, type, family);
+  return durable__map_get(&mesh_state(mesh)->consumed, key) != NULL;
 }

@@ -70,6 +70,12 @@ int durable__directory_has(durable_mesh_t *mesh, const char *stream_path);
 void durable__directory_mark(durable_mesh_t *mesh, const char *stream_path);
 void durable__directory_forget(durable_mesh_t *mesh, const char *stream_path);
 
+/* install.c: which NodeTypes consume which families here. */
+int durable__consumed_add(durable_mesh_t *mesh, const char *type,
+                          const char *family);
+int durable__consumed_has(durable_mesh_t *mesh, const char *type,
+                          const char *family);
+
 /* stream_hub.c: the DurableStream NodeType's configuration. */
 int durable__stream_hub_install(durable_mesh_t *mesh);
 
