@@ -85,6 +85,7 @@ struct durable_node_type_s {
   size_t nhandlers;
   durable__step_t *inits, *disposes;
   size_t ninits, ndisposes;
+  int late; /* a mesh's close stops these after the others (stream hubs) */
   void **kept; /* memory a layer above gave the type to free with it */
   size_t nkept;
 };
@@ -101,6 +102,7 @@ struct durable_hub_s {
   int recycle_requested; /* asked while Starting */
   int recycling;         /* counts in stats.recycles */
   int finishing;         /* the shutdown is queued as a turn */
+  int type_known;        /* its node was read (Starting) */
 
   durable__env_t *inbox, *inbox_tail;     /* requests and posts */
   durable__env_t *replies, *replies_tail; /* answers to our requests */
@@ -161,6 +163,8 @@ struct durable_mesh_s {
   durable__later_t *later, *later_tail; /* callbacks owed, run next tick */
   durable_reply_t *replies; /* every reply not finished yet */
   int closing;
+  int close_phase; /* see durable__mesh_close_step */
+  int stepping;
   int idle_closed;
   int handles; /* uv handles not yet closed (idle, timers) */
   int store_closed;
@@ -245,6 +249,9 @@ void durable__mesh_run_later(durable_mesh_t *mesh);
 void durable__mesh_wake(durable_mesh_t *mesh);
 /* A hub left the address table (for the mesh's close). */
 void durable__mesh_hub_left(durable_mesh_t *mesh);
+/* Advance a closing mesh through its phases (see mesh.c). */
+void durable__mesh_close_step(durable_mesh_t *mesh);
+void durable__mesh_close_started(durable_hub_t *hub);
 void durable__mesh_activate(durable_mesh_t *mesh, durable_hub_t *hub);
 void durable__logv(durable_mesh_t *mesh, durable_log_level_t level,
                    const char *fmt, va_list ap);

@@ -202,6 +202,8 @@ static void on_node_read(const durable_result_t *res) {
       free(hub->node_type);
       hub->node_type = type;
       hub->type = *type ? durable__map_get(&hub->mesh->types, type) : NULL;
+      hub->type_known = 1;
+      durable__mesh_close_started(hub);
       next_init_step(hub);
     }
   }
@@ -277,6 +279,15 @@ int durable_mesh_activate(durable_mesh_t *mesh, const char *address,
                                on_activate_ping, r, err);
   if (rc < 0) free(r);
   return rc;
+}
+
+static int in_phase(const durable_mesh_t *mesh, const durable_hub_t *hub);
+
+/* A hub activated while the mesh closes leaves once started, unless its
+ * phase has not come yet (a stream hub that must still take a release). */
+void durable__mesh_close_started(durable_hub_t *hub) {
+  durable_mesh_t *mesh = hub->mesh;
+  if (mesh->closing && in_phase(mesh, hub)) durable__hub_start_quiesce(hub);
 }
 
 int durable_mesh_recycle(durable_mesh_t *mesh, const char *address,
@@ -436,6 +447,7 @@ int durable_mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
     return DURABLE_ENOMEM;
   }
   mesh->reads->is_client = mesh->reads->is_reads = 1;
+  durable_hub_ref(mesh->reads); /* the mesh's own: mesh->reads stays valid */
   for (size_t i = 0; durable__mesh_installs[i]; i++) {
     if ((rc = durable__mesh_installs[i](mesh)) < 0) {
       durable__error(err, rc, "cannot set up the mesh: %s", durable_strerror(rc));
@@ -451,6 +463,7 @@ static void free_mesh(durable_mesh_t *mesh) {
   void (*cb)(void *) = mesh->close_cb;
   void *data = mesh->close_data;
   durable__detach_replies(mesh);
+  if (mesh->reads) durable_hub_unref(mesh->reads);
   const char *key;
   void *value;
   for (size_t i = 0; durable__map_next(&mesh->types, &i, &key, &value);)
@@ -482,8 +495,39 @@ static void on_idle_closed(uv_handle_t *handle) {
   durable__mesh_handle_closed(handle->data);
 }
 
-void durable__mesh_hub_left(durable_mesh_t *mesh) {
-  if (!mesh->closing || mesh->hubs.count > 0 || mesh->store == NULL) return;
+/* The hubs the close stops now, in its current phase. */
+static int in_phase(const durable_mesh_t *mesh, const durable_hub_t *hub) {
+  if (hub->is_reads) return mesh->close_phase >= 3;
+  if (hub->type && hub->type->late) return mesh->close_phase >= 2;
+  return 1;
+}
+
+/* Quiesce every hub of the current phase (collected first: recycling
+ * edits the table); a hub still reading its node is told once it knows its
+ * type (durable__mesh_close_started). */
+static void quiesce_phase(durable_mesh_t *mesh) {
+  size_t n = mesh->hubs.count, k = 0;
+  durable_hub_t **all = calloc(n ? n : 1, sizeof(*all));
+  const char *key;
+  void *value;
+  for (size_t i = 0; all && durable__map_next(&mesh->hubs, &i, &key, &value);)
+    if (k < n) {
+      all[k++] = value;
+      durable_hub_ref(value);
+    }
+  for (size_t i = 0; i < k; i++) {
+    durable_hub_t *hub = all[i];
+    if (hub->level == DURABLE_HUB_STARTED && in_phase(mesh, hub))
+      durable__hub_start_quiesce(hub);
+    else if (hub->level == DURABLE_HUB_STARTING && hub->type_known &&
+             in_phase(mesh, hub))
+      durable__hub_start_quiesce(hub);
+    durable_hub_unref(hub);
+  }
+  free(all);
+}
+
+static void finish_close(durable_mesh_t *mesh) {
   /* every hub is gone: owed callbacks run, then the store closes (its
    * queued work finishes first) and the idle handle goes */
   durable__mesh_run_later(mesh);
@@ -506,29 +550,46 @@ void durable__mesh_hub_left(durable_mesh_t *mesh) {
   durable_store_close(store, on_store_closed, mesh);
 }
 
+/* The close goes in three phases, so that what leaves first can still be
+ * served by what leaves after it:
+ *   1. the application's hubs (their dispose actions may send requests --
+ *      a consumer releases its lease -- from the read-issuing hub);
+ *   2. once they are gone and those requests are answered, the late hubs
+ *      (node types marked late: the stream hubs that answered them);
+ *   3. the read-issuing hub itself; then the store closes. */
+void durable__mesh_close_step(durable_mesh_t *mesh) {
+  if (!mesh->closing || mesh->store == NULL || mesh->stepping) return;
+  mesh->stepping = 1;
+  for (;;) {
+    int left[4] = {0};
+    const char *key;
+    void *value;
+    for (size_t i = 0; durable__map_next(&mesh->hubs, &i, &key, &value);) {
+      durable_hub_t *hub = value;
+      left[hub->is_reads ? 3 : hub->type && hub->type->late ? 2 : 1]++;
+    }
+    int phase = left[1] ? 1 : mesh->reads->npending ? 1 : left[2] ? 2 : left[3] ? 3 : 4;
+    if (phase == 4) {
+      mesh->stepping = 0;
+      finish_close(mesh);
+      return;
+    }
+    if (phase <= mesh->close_phase) break; /* waiting for this phase */
+    mesh->close_phase = phase;
+    quiesce_phase(mesh);
+  }
+  mesh->stepping = 0;
+}
+
+void durable__mesh_hub_left(durable_mesh_t *mesh) { durable__mesh_close_step(mesh); }
+
 void durable_mesh_close(durable_mesh_t *mesh, void (*cb)(void *data),
                         void *data) {
   if (mesh == NULL || mesh->closing) return;
   mesh->closing = 1;
   mesh->close_cb = cb;
   mesh->close_data = data;
-  if (mesh->hubs.count == 0) {
-    durable__mesh_hub_left(mesh);
-    return;
-  }
-  /* collect first: recycling edits the table */
-  size_t n = mesh->hubs.count, k = 0;
-  durable_hub_t **all = calloc(n, sizeof(*all));
-  const char *key;
-  void *value;
-  for (size_t i = 0; all && durable__map_next(&mesh->hubs, &i, &key, &value);)
-    if (k < n) {
-      all[k++] = value;
-      durable_hub_ref(value);
-    }
-  for (size_t i = 0; i < k; i++) {
-    durable__hub_start_quiesce(all[i]);
-    durable_hub_unref(all[i]);
-  }
-  free(all);
+  mesh->close_phase = 1;
+  quiesce_phase(mesh);
+  durable__mesh_close_step(mesh);
 }

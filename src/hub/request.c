@@ -122,6 +122,7 @@ void durable__run_reply(durable_hub_t *hub, durable__env_t *env) {
   if (p->cb) p->cb(&res);
   release_pending(p);
   durable__hub_check_quiesced(hub);
+  if (hub->is_reads) durable__mesh_close_step(hub->mesh); /* answered */
 }
 
 void durable__fail_pending(durable_hub_t *hub, int status, const char *message) {
@@ -177,7 +178,7 @@ void durable__route(durable_mesh_t *mesh, durable__env_t *env) {
     durable__hub_enqueue(hub, env);
     return;
   }
-  if (mesh->closing) {
+  if (mesh->closing && mesh->close_phase >= 2) {
     refuse(mesh, env, DURABLE_ESHUTDOWN, "the mesh is closing ('%s')",
            env->target);
     return;

@@ -562,6 +562,13 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
         durable__error(err, rc, "the consumer of '%s' at hub '%s' has no source",
                        cfg->ns, durable_hub_address(hub));
       c->has_source = rc == 0;
+      /* every claim reads from the source again: keep its namespace here,
+       * not wherever source_of happened to write it */
+      if (c->has_source && c->source.items_ns != NULL) {
+        snprintf(c->source_ns, sizeof c->source_ns, "%s", c->source.items_ns);
+        c->source.items_ns = c->source_ns;
+      }
+      if (rc > 0) rc = 0;
     }
   }
   if (rc < 0) {

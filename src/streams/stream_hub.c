@@ -665,6 +665,9 @@ static void stream_hub_init(durable_hub_t *hub, durable_reply_t *done, void *dat
 int durable__stream_hub_install(durable_mesh_t *mesh) {
   durable_node_type_t *t = durable_mesh_node_type(mesh, DURABLE__STREAM_TYPE);
   if (t == NULL) return DURABLE_ENOMEM;
+  /* a closing mesh stops stream hubs after the consumers, whose releases
+   * they still have to take */
+  t->late = 1;
   int rc = durable_node_type_on_init(t, stream_hub_init, NULL);
   static const struct {
     const char *type;

@@ -25,10 +25,12 @@ static void on_log(durable_log_level_t level, const char *line, void *data) {
   snprintf(logbuf + n, sizeof logbuf - n, "%s\n", line);
 }
 
+static const char *store_url = "sqlite::memory:";
+
 static void open_mesh(void) {
   CHECK_OK(uv_loop_init(&loop));
   durable_error_t err = {0};
-  durable_mesh_options_t o = {.store = "sqlite::memory:", .log = on_log};
+  durable_mesh_options_t o = {.store = store_url, .log = on_log};
   CHECK_MSG(durable_mesh_open(&loop, &o, &mesh, &err) == 0, "%s", err.message);
   durable_stream_options_t so = {.backoff_min_ms = 50, .backoff_max_ms = 200,
                                  .reclaim_ms = 500, .holder_probe_ms = 300};
@@ -181,6 +183,53 @@ static void test_reader_and_stream_hub_recycle(void) {
   close_mesh();
 }
 
+/* closing the mesh is a graceful leave: the item in flight finishes, the
+ * lease is released (the stream shows OrphanedAt), nothing is redelivered */
+static durable_node_t *got_node;
+static void on_get(const durable_result_t *r) {
+  CHECK_MSG(r->status == 0, "%s", r->message);
+  got_node = durable_node_dup(r->node);
+}
+
+static void test_close_releases(void) {
+  char dir[] = "/tmp/durable-stream-test.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char url[128];
+  snprintf(url, sizeof url, "sqlite:%s/s.db", dir);
+  store_url = url;
+  open_mesh();
+  nhandled = active = max_active = 0;
+  durable_error_t err = {0};
+  durable_consumer_t c = {.ns = "Probe", .handler = probe};
+  CHECK_OK(durable_node_type_consume(durable_mesh_node_type(mesh, "ProbeNode"), &c,
+                                     &err));
+  put("T/leaver", "ProbeNode");
+  publish_range("T/leaver", 1, 5);
+  handled_at_least_n = 3;
+  CHECK(check_run_until_fn(&loop, handled_at_least, &handled_at_least_n, 10000));
+  close_mesh(); /* mid-stream */
+  CHECK_CONTAINS(logbuf, "ORPHANED: T/leaver released the lease");
+  int before = nhandled;
+
+  open_mesh(); /* a later host: nobody consumes here; read the node */
+  got_node = NULL;
+  CHECK_OK(durable_store_get(durable_mesh_store(mesh), NULL,
+                             "T/leaver/_DurableStream/Probe", on_get, NULL, &err));
+  while (got_node == NULL) uv_run(&loop, UV_RUN_ONCE);
+  CHECK_CONTAINS(got_node->content, "\"Subscriber\":null");
+  CHECK_CONTAINS(got_node->content, "\"LastSubscriber\":\"T/leaver\"");
+  char want[64];
+  snprintf(want, sizeof want, "\"Checkpoint\":%d,", before);
+  CHECK_CONTAINS(got_node->content, want); /* every handled item acknowledged */
+  CHECK(strstr(got_node->content, "\"OrphanedAt\":null") == NULL);
+  durable_node_free(got_node);
+  close_mesh();
+  store_url = "sqlite::memory:";
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK_EQ_INT(system(cmd), 0);
+}
+
 int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -188,5 +237,7 @@ int main(int argc, char **argv) {
   printf("ok 1 - recycle_mid_stream\n");
   test_reader_and_stream_hub_recycle();
   printf("ok 2 - reader_and_stream_hub_recycle\n");
+  test_close_releases();
+  printf("ok 3 - close_releases\n");
   return 0;
 }

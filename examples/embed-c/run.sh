@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# run.sh: build the C embedding example against an INSTALLED libdurable
+# (found with pkg-config) and run it.
+#
+#   bash examples/embed-c/run.sh [PREFIX]
+#
+# PREFIX is where `cmake --install build --prefix PREFIX` put durable
+# (default: a fresh temporary folder, installed from build/ first).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${DURABLE_BUILD_DIR:-$root/build}
+work=$(mktemp -d "${TMPDIR:-/tmp}/durable-embed.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+prefix=${1:-$work/prefix}
+if [[ $# -eq 0 ]]; then
+  cmake --install "$build" --prefix "$prefix" >/dev/null
+fi
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+# shellcheck disable=SC2046 # word splitting of pkg-config's flags is wanted
+cc -Wall -Wextra "$here/main.c" $(pkg-config --cflags --libs durable) \
+  -o "$work/embed"
+"$work/embed" "${DURABLE_EXAMPLE_STORE:-sqlite::memory:}"
