@@ -292,5 +292,7 @@ int luaopen_durable_core(lua_State *L) {
   dlua_open_json(L);
   dlua_open_mesh(L);
   dlua_open_hub(L);
+  dlua_open_streams(L);
+  dlua_open_run(L);
   return 1;
 }

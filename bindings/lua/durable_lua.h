@@ -18,4 +18,11 @@
 int durable_lua_run_script(const char *script, int argc, char **argv,
                            const char *lua_dir);
 
+/* The same, running require(module)(argv...) instead of a script file; the
+ * module's function returns the exit status (an integer; 0 otherwise).  A
+ * raise prints "durable: run: MESSAGE".  `durable run` is such a module
+ * (lua/durable/run.lua). */
+int durable_lua_run_module(const char *module, int argc, char **argv,
+                           const char *lua_dir);
+
 #endif

@@ -42,6 +42,10 @@ static void prepend_path(lua_State *L, const char *dir) {
   lua_pop(L, 2);
 }
 
+/* The chunk of durable_lua_run_module: require(module)(...), its result
+ * the exit status. */
+static const char *module_name;
+
 static int run(lua_State *L) {
   const char *script = lua_touserdata(L, 1);
   int argc = (int)lua_tointeger(L, 2);
@@ -62,11 +66,16 @@ static int run(lua_State *L) {
   }
   lua_setglobal(L, "arg");
   lua_pushcfunction(L, traceback);
-  if (luaL_loadfile(L, script) != LUA_OK) return lua_error(L);
-  luaL_checkstack(L, argc + 4, "too many arguments");
+  int loaded = module_name
+                   ? luaL_loadstring(L, "return require(...)(select(2, ...))")
+                   : luaL_loadfile(L, script);
+  if (loaded != LUA_OK) return lua_error(L);
+  luaL_checkstack(L, argc + 5, "too many arguments");
+  if (module_name) lua_pushstring(L, module_name);
   for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);
-  if (lua_pcall(L, argc, 0, -argc - 2) != LUA_OK) return lua_error(L);
-  return 0;
+  int nargs = argc + (module_name ? 1 : 0);
+  if (lua_pcall(L, nargs, 1, -nargs - 2) != LUA_OK) return lua_error(L);
+  return 1; /* the chunk's result */
 }
 
 int durable_lua_run_script(const char *script, int argc, char **argv,
@@ -83,12 +92,24 @@ int durable_lua_run_script(const char *script, int argc, char **argv,
   lua_pushinteger(L, argc);
   lua_pushlightuserdata(L, argv);
   lua_pushlightuserdata(L, (void *)lua_dir);
-  int status = lua_pcall(L, 4, 0, 0);
+  int status = lua_pcall(L, 4, 1, 0);
+  int result = status == LUA_OK ? 0 : 1;
   if (status != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
-    fprintf(stderr, "durable: lua: %s\n", msg ? msg : "(error object is not a string)");
+    fprintf(stderr, "durable: %s: %s\n", module_name ? "run" : "lua",
+            msg ? msg : "(error object is not a string)");
+  } else if (module_name && lua_isinteger(L, -1)) {
+    result = (int)lua_tointeger(L, -1); /* the module's exit status */
   }
   lua_close(L);
   fflush(stdout);
-  return status == LUA_OK ? 0 : 1;
+  return result;
+}
+
+int durable_lua_run_module(const char *module, int argc, char **argv,
+                           const char *lua_dir) {
+  module_name = module;
+  int rc = durable_lua_run_script(module, argc, argv, lua_dir);
+  module_name = NULL;
+  return rc;
 }

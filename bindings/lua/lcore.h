@@ -12,6 +12,8 @@
  *            configuration, activation and recycle, running the loop
  *   hub.c    the hub userdata (requests, posts, timers) and the reply
  *            userdata a handler finishes its message with
+ *   streams.c  durable streams: publish, readers (subscriptions),
+ *            consumers, sources, stream timings
  *   host.c   the `durable lua SCRIPT` command's interpreter (durable_lua.h)
  *
  * The userdata *is* the C object: a mesh's struct lives in its userdata
@@ -85,6 +87,7 @@ typedef struct dlua_mesh_s {
   dlua_reply_t *replies; /* reply userdata not finished yet */
   struct dlua_dropped_s *dropped; /* replies collected unfinished: failed
                                      at the next safe point */
+  struct dlua_streams_s *streams; /* consumers, sources, readers (streams.c) */
   char store_name[256];
 } dlua_mesh_t;
 
@@ -196,6 +199,17 @@ void dlua_replies_fail_all(dlua_mesh_t *m, int code, const char *message);
 /* Forget every unfinished reply of `m` (its mesh is freed). */
 void dlua_replies_detach(dlua_mesh_t *m);
 void dlua_open_hub(lua_State *L); /* stack: module -> module */
+
+/* ---- streams.c ---- */
+/* Let go of what belonged to hub activations that are now dead (sources,
+ * a hub's consumers).  After each loop step. */
+void dlua_streams_sweep(dlua_mesh_t *m);
+/* Close every reader (before the C mesh closes: they watch its store). */
+void dlua_streams_closing(dlua_mesh_t *m);
+/* Release everything (the C mesh is gone). */
+void dlua_streams_release(dlua_mesh_t *m);
+void dlua_open_streams(lua_State *L); /* stack: module -> module */
+void dlua_open_run(lua_State *L);     /* stack: module -> module (run.c) */
 
 int luaopen_durable_core(lua_State *L);
 

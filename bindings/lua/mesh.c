@@ -212,6 +212,7 @@ static void mesh_close(lua_State *L, dlua_mesh_t *m, int finalizing) {
     } else {
       dlua_replies_flush_dropped(m);
     }
+    dlua_streams_closing(m); /* readers watch the store: first */
     durable_mesh_close(m->mesh, on_mesh_closed, m);
     m->running = 1;
     while (!m->closed && uv_run(&m->loop, UV_RUN_ONCE)) {
@@ -228,6 +229,7 @@ static void mesh_close(lua_State *L, dlua_mesh_t *m, int finalizing) {
   }
   if (m->mesh == NULL) {
     close_loop(m);
+    dlua_streams_release(m);
     release_fns(L, m);
     dlua_unref(L, m->S, &m->log_ref);
   }
@@ -354,6 +356,7 @@ static int m_step(lua_State *L) {
   m->running = 0;
   uv_timer_stop(&m->step_timer);
   dlua_replies_flush_dropped(m);
+  dlua_streams_sweep(m);
   lua_pushboolean(L, uv_loop_alive(&m->loop));
   return 1;
 }

@@ -24,6 +24,7 @@
 local core = require "durable.core"
 local completion = require "durable.completion"
 local plugin = require "durable.plugin"
+local streams = require "durable.streams"
 
 local durable = {}
 
@@ -47,6 +48,13 @@ durable.failed = completion.failed
 durable.all = completion.all
 durable.cold = completion.cold
 durable.is_completion = completion.is
+
+---Durable streams (lua/durable/streams.lua): hub:publish_durable,
+---hub:read_durable, hub:consume, config:with_durable_stream_consumer, and:
+durable.source = streams.source
+durable.document_parts = streams.document_parts
+durable.is_source = streams.is_source
+durable.stream_path = streams.stream_path
 
 ---@class durable.Mesh
 local Mesh = core.Mesh
@@ -78,7 +86,7 @@ local Hub = core.Hub
 
 local OPEN_KEYS = {
   store = true, plugins = true, quiesce_budget_ms = true, request_timeout_ms = true,
-  instruction_budget = true, log = true,
+  instruction_budget = true, log = true, streams = true,
 }
 
 local function check_ms(name, v)
@@ -90,7 +98,10 @@ end
 ---Open a mesh over a store, with the NodeTypes of the plugin files.
 ---A plugin that fails to load raises (file, line, reason) before anything
 ---is opened; a store that cannot be opened returns nil, message, code.
----@param opts { store?: string, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string) }
+---`streams` sets the durable stream timings (durable_mesh_stream_options):
+---holder_probe_ms (5000), reclaim_ms (30000), backoff_min_ms (1000),
+---backoff_max_ms (60000); tests shrink them.
+---@param opts { store?: string, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer } }
 ---@return durable.Mesh|nil mesh
 ---@return string? message
 ---@return string? code
@@ -111,6 +122,7 @@ function durable.open(opts)
   if opts.log ~= nil and type(opts.log) ~= "function" then
     error("durable.open: 'log' must be a function(level, line)", 2)
   end
+  streams.check_options(opts.streams)
   -- every plugin first: a broken one refuses the open before anything starts
   local records = plugin.load_all(opts.plugins or {})
   local mesh, message, code = core.open {
@@ -121,6 +133,7 @@ function durable.open(opts)
     log = opts.log,
   }
   if not mesh then return nil, message, code end
+  streams.configure(mesh, opts.streams) -- before any stream is used
   local ok, err = pcall(plugin.install, mesh, records)
   if not ok then
     mesh:close()

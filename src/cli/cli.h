@@ -105,5 +105,6 @@ extern const cli_command_t cli_lua_command;
 extern const cli_command_t cli_publish_command;
 extern const cli_command_t cli_read_command;
 extern const cli_command_t cli_streams_command;
+extern const cli_command_t cli_run_command;
 
 #endif /* DURABLE_CLI_H */

@@ -23,7 +23,7 @@ static const cli_command_t *const commands[] = {
     &cli_publish_command,
     &cli_read_command,
     &cli_streams_command,
-    /* later: run */
+    &cli_run_command,
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 

@@ -62,6 +62,7 @@ typedef struct {
   int busy;
   int waking, woken;
   char *holder; /* a claim's probe in flight: the holder pinged */
+  size_t batch; /* appends in the transaction in flight (the chain's head) */
 } shub_t;
 
 static const char shub_key;
@@ -228,6 +229,10 @@ static void on_owner_read(durable_read_outcome_t outcome, const durable_node_t *
     free(text);
     json_decref(j);
   } else {
+    /* an owner that is no node is not woken again this orphan period (a
+     * consumer of such a stream sits on an always-on hub); one that could
+     * not be told apart from absent is tried again on the next append */
+    if (outcome == DURABLE_READ_ABSENT) sh->woken = 1;
     durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
                      "[DurableStreams] %s: items are waiting but the owner %s "
                      "could not be woken (%s%s%s)",
@@ -240,6 +245,7 @@ static void on_owner_read(durable_read_outcome_t outcome, const durable_node_t *
 
 static void wake_owner(shub_t *sh) {
   if (sh->waking || sh->woken) return; /* once per orphan period */
+  if (sh->mesh->closing) return; /* the next host to start wakes it */
   sh->waking = 1;
   durable_hub_ref(sh->hub);
   durable_error_t err = {0};
@@ -257,10 +263,10 @@ static void wake_owner(shub_t *sh) {
 /* ---- append ------------------------------------------------------------------------------ */
 
 static void appended(shub_t *sh, const durable_result_t *res) {
-  size_t n = 0;
-  for (op_t *op = sh->head; op && op->kind == OP_APPEND && n < APPEND_BATCH;
-       op = op->next)
-    n++;
+  /* the batch run_append wrote, not the appends in the chain now: more may
+   * have queued behind it while the transaction was in flight */
+  size_t n = sh->batch;
+  sh->batch = 0;
   if (res->status == DURABLE_ECONFLICT || res->status == DURABLE_EEXIST) {
     /* another writer moved the stream: derive the sequence again */
     retry_head(sh, res->status, res->message);
@@ -324,6 +330,7 @@ static void run_append(shub_t *sh) {
   }
   if (ok) {
     next.last_sequence = sh->next_seq + (int64_t)n - 1;
+    sh->batch = n;
     write_state(sh, &next, items, n, appended);
   } else {
     durable__state_free(&next);

@@ -164,3 +164,51 @@ function Reply:ok(value) end
 function Reply:fail(message) end
 ---@return boolean still unfinished
 function Reply:pending() end
+
+-- ---- durable streams (bindings/lua/streams.c) -----------------------------------
+
+---true, or nil, message, "EINVAL" with the spec's message for a bad stream
+---id ("A durable stream needs a non-empty Namespace without '/' (was '')."
+---/ "Durable stream 'NS' needs the owning node's path as Key." / a path rule).
+---@param namespace string|nil
+---@param key string|nil
+---@return true|nil ok
+---@return string? message
+---@return string? code
+function core.stream_check(namespace, key) end
+
+---The stream node's path and its items' namespace; raises on a bad id.
+---@param namespace string
+---@param key string
+---@return string path "{key}/_DurableStream/{namespace}"
+---@return string items_namespace "{path}/_DurableStreamItem"
+function core.stream_path(namespace, key) end
+
+---Set the mesh's stream timings (durable_mesh_stream_options); nil or 0
+---keeps a default (5000, 30000, 1000, 60000 ms).
+function core.Mesh:_stream_options(holder_probe_ms, reclaim_ms, backoff_min_ms, backoff_max_ms) end
+
+---Every hub of node_type consumes the family `namespace`.  spec =
+---{ key_of = fn(hub) -> key | nil (the hub's address), source_of =
+---fn(hub) -> source table | nil, run = fn(hub, item, reply) }, each called
+---through the one protected call; the spec is held for the mesh's life.
+function core.Mesh:_consume_type(node_type, namespace, spec) end
+
+---Append `payload_text` (JSON text, kept byte for byte); cb(true,
+---sequence) once saved, or cb(false, message, code).  Raises on a bad id
+---or payload (EINVAL).
+function core.Hub:_publish(namespace, key, payload_text, cb) end
+
+---A reader (durable_read): on_item(item) for each item after `after`, in
+---order; on a failure (on_item raised, an unreadable item) it stops and
+---calls on_error(message), or logs.  source: a source table or nil.
+---@return durable.Subscription
+function core.Hub:_read(namespace, key, after, source, on_item, on_error) end
+
+---This hub consumes the stream (namespace, key) while it is active; spec =
+---{ run = fn(hub, item, reply) }; source: a source table or nil.  Held
+---until the hub is dead.  Raises on misuse (a family it consumes already).
+---@return true|nil ok
+---@return string? message
+---@return string? code
+function core.Hub:_consume(namespace, key, spec, source) end

@@ -1,0 +1,369 @@
+--- durable.streams: durable streams from Lua.
+--
+--   hub:publish_durable({ namespace = "DocumentLog", key = "Space/doc" },
+--                       { ["$type"] = "DocumentLogAppend", text = "Hi", offset = 0 })
+--     :next(function(sequence) ... end)       -- cold: nothing is sent before this
+--
+--   config:with_durable_stream_consumer {     -- in a plugin's NodeType function
+--     namespace = "DocumentLog",
+--     key = function(hub) return hub.address end,
+--     handler = function(hub, item) return hub:update_node(...) end,
+--   }
+--
+--   local sub = hub:read_durable(stream, 0, function(item) ... end)
+--   sub:close()
+--
+-- A durable stream is saved nodes ({key}/_DurableStream/{namespace} and its
+-- 12-digit item nodes); the C runtime (src/streams/) orders, leases and
+-- acknowledges it.  This file validates what Lua hands over -- misuse
+-- raises where it was made, with the spec's messages for stream ids and
+-- payloads -- and builds the small tables bindings/lua/streams.c calls
+-- back: a consumer's key and source functions, and `run`, which calls the
+-- handler and finishes the item's reply with what it returned:
+--
+--   nil (or any value)  done now: the item is acknowledged
+--   a completion        done when it completes; a failed one fails the item
+--   raises              failed: NOT acknowledged, retried after a backoff
+--
+-- A failed item is logged by the runtime ("Durable stream consumer ...
+-- stopped on ... the item was NOT acknowledged ...") and handed over again
+-- from the checkpoint; it is never skipped.
+local core = require "durable.core"
+local completion = require "durable.completion"
+local plugin = require "durable.plugin"
+
+-- `run` below finishes replies: let it finish even once a budget is spent
+core.trust()
+
+local M = {}
+local Hub, Mesh = core.Hub, core.Mesh
+
+---@class durable.StreamId
+---@field namespace string the stream family ("DocumentLog"): non-empty, no '/'
+---@field key string the owner's path ("Space/doc")
+
+---@class durable.Item
+---@field sequence integer from 1, contiguous per stream
+---@field payload any the payload, decoded
+---@field raw string the payload text exactly as produced
+---@field stream durable.StreamId
+---@field appended_at integer? ms since the epoch (nil when the source has none)
+---@field path string the node the item was read from
+
+---@class durable.Source
+---@field items_namespace string
+---@field sequence_of? fun(node: durable.Node): integer|nil
+---@field payload_of? fun(node: durable.Node): any
+---@field document? string
+local Source = { __name = "durable.source" }
+Source.__index = Source
+
+---@class durable.Subscription
+---@field close fun(self: durable.Subscription) no item is delivered after it (idempotent)
+---@field status fun(self: durable.Subscription): "open"|"closed"|"failed", string?
+
+-- ---- checks ---------------------------------------------------------------
+
+-- namespace, key of a stream id table; raises at `level` with the spec's
+-- message when it is not one.
+local function stream_id(what, stream, level)
+  if type(stream) ~= "table" then
+    error(("%s: the stream must be a table { namespace =, key = }, not %s")
+      :format(what, type(stream)), level + 1)
+  end
+  local ns, key = stream.namespace, stream.key
+  if ns ~= nil and type(ns) ~= "string" then
+    error(("%s: the stream's namespace must be a string, not %s"):format(what, type(ns)), level + 1)
+  end
+  if key ~= nil and type(key) ~= "string" then
+    error(("%s: the stream's key must be a string, not %s"):format(what, type(key)), level + 1)
+  end
+  local ok, message = core.stream_check(ns, key)
+  if not ok then error(message, level + 1) end
+  return ns, key
+end
+
+---Whether `x` is a source (durable.source{...}, durable.document_parts(...)).
+---@param x any
+---@return boolean
+function M.is_source(x)
+  return getmetatable(x) == Source
+end
+
+local SOURCE_KEYS = { items_namespace = true, sequence_of = true, payload_of = true }
+
+---Where a stream's items are read from, other than its own item nodes: the
+---children of `items_namespace`, `sequence_of(node)` (1-based, contiguous;
+---nil for "not an item") and `payload_of(node)` (the payload, any JSON
+---value; nil: the node's content as stored).  The lease and the checkpoint
+---still live on the stream node.
+---@param t { items_namespace: string, sequence_of: fun(node: durable.Node): integer|nil, payload_of?: fun(node: durable.Node): any }
+---@return durable.Source
+function M.source(t)
+  if type(t) ~= "table" then
+    error("durable.source{ items_namespace =, sequence_of =, payload_of = }: expects a table", 2)
+  end
+  for k in pairs(t) do
+    if not SOURCE_KEYS[k] then error(("durable.source: unknown field '%s'"):format(tostring(k)), 2) end
+  end
+  if type(t.items_namespace) ~= "string" then
+    error("durable.source: items_namespace must be a path (string)", 2)
+  end
+  local ok, message = core.path_check(t.items_namespace)
+  if not ok then error("durable.source: items_namespace: " .. message, 2) end
+  if type(t.sequence_of) ~= "function" then
+    error("durable.source: sequence_of must be a function(node)", 2)
+  end
+  if t.payload_of ~= nil and type(t.payload_of) ~= "function" then
+    error("durable.source: payload_of must be a function(node) or nil", 2)
+  end
+  return setmetatable({
+    items_namespace = t.items_namespace, sequence_of = t.sequence_of, payload_of = t.payload_of,
+  }, Source)
+end
+
+---A document's `{document_path}/_DocumentPart/{index:D6}` children as a
+---source: part 000000 is sequence 1, 000001 sequence 2, ...; ids that are
+---not exactly six digits are not items; the payload is the part's content.
+---@param document_path string
+---@return durable.Source
+function M.document_parts(document_path)
+  if type(document_path) ~= "string" then
+    error(("durable.document_parts(path): path must be a string, not %s"):format(type(document_path)), 2)
+  end
+  local ok, message = core.path_check(document_path)
+  if not ok then error("durable.document_parts: " .. message, 2) end
+  return setmetatable({ document = document_path,
+                        items_namespace = document_path .. "/_DocumentPart" }, Source)
+end
+
+---The stream node's path and its items' namespace.
+---@param stream durable.StreamId
+---@return string path "{key}/_DurableStream/{namespace}"
+---@return string items_namespace "{path}/_DurableStreamItem"
+function M.stream_path(stream)
+  local ns, key = stream_id("durable.stream_path", stream, 2)
+  return core.stream_path(ns, key)
+end
+
+-- ---- the mesh's stream timings -------------------------------------------------
+
+local OPTION_ORDER = { "holder_probe_ms", "reclaim_ms", "backoff_min_ms", "backoff_max_ms" }
+local OPTION_KEYS = {}
+for _, k in ipairs(OPTION_ORDER) do OPTION_KEYS[k] = true end
+
+---Check durable.open's `streams` option; raises at the caller's caller.
+---@param t any
+function M.check_options(t)
+  if t == nil then return end
+  if type(t) ~= "table" then
+    error("durable.open: 'streams' must be a table { holder_probe_ms =, reclaim_ms =, "
+      .. "backoff_min_ms =, backoff_max_ms = }", 3)
+  end
+  for k, v in pairs(t) do
+    if not OPTION_KEYS[k] then
+      error(("durable.open: unknown streams option '%s'"):format(tostring(k)), 3)
+    end
+    if math.type(v) ~= "integer" or v <= 0 or v > 0xffffffff then
+      error(("durable.open: streams.%s must be an integer > 0 (milliseconds)"):format(k), 3)
+    end
+  end
+  if t.backoff_min_ms and t.backoff_max_ms and t.backoff_min_ms > t.backoff_max_ms then
+    error("durable.open: streams.backoff_min_ms is above streams.backoff_max_ms", 3)
+  end
+end
+
+---Apply the stream timings (defaults: the spec's 5 s holder probe, 30 s
+---reclaim, backoff 1 s doubling to 60 s).  Before the first stream is used.
+---@param mesh durable.Mesh
+---@param t? { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer }
+function M.configure(mesh, t)
+  if t == nil then return end
+  mesh:_stream_options(t.holder_probe_ms, t.reclaim_ms, t.backoff_min_ms, t.backoff_max_ms)
+end
+
+-- ---- producing -----------------------------------------------------------------------
+
+---Append `payload` to the stream; a COLD completion of its sequence:
+---nothing is sent until :next() or :wait().  It completes once the item is
+---a saved node.  The payload is a table (written with "$type" first, then
+---its keys in byte order) or durable.json(text), kept byte for byte.  A bad
+---stream id or a missing payload raises here, with the spec's message.
+---@param stream durable.StreamId
+---@param payload any
+---@return durable.Completion # of the sequence (integer); fails "Appending to durable stream NS@KEY failed: ..."
+function Hub:publish_durable(stream, payload)
+  local ns, key = stream_id("publish_durable", stream, 2)
+  if payload == nil or payload == core.null then
+    error(("A durable stream item for %s@%s needs a payload."):format(ns, key), 2)
+  end
+  local encoded, text = pcall(core.encode, payload)
+  if not encoded then
+    error(("publish_durable: the payload for %s@%s: %s")
+      :format(ns, key, (tostring(text):gsub("^durable%.encode: ", ""))), 2)
+  end
+  local hub, mesh = self, self.mesh
+  return completion.cold(mesh, function()
+    return completion.from(mesh, function(cb) return hub:_publish(ns, key, text, cb) end)
+  end)
+end
+
+-- ---- reading ---------------------------------------------------------------------------
+
+---A plain, unleased reader: every item after `after_sequence`, in order and
+---gap-free (an item ahead of a missing one waits for it; a duplicate is
+---dropped), the backlog and then the live tail, until :close().  No
+---acknowledgement.  on_item(item) runs as a protected call; when it raises,
+---or an item cannot be read (its payload is not JSON), the reader stops at
+---that item and says why through on_error(message), or the log.  The mesh's
+---close closes it too.
+---@param stream durable.StreamId
+---@param after_sequence? integer default 0: from the first item
+---@param on_item fun(item: durable.Item)
+---@param source? durable.Source default: the stream's own items
+---@param on_error? fun(message: string)
+---@return durable.Subscription
+function Hub:read_durable(stream, after_sequence, on_item, source, on_error)
+  local ns, key = stream_id("read_durable", stream, 2)
+  if after_sequence == nil then after_sequence = 0 end
+  if math.type(after_sequence) ~= "integer" or after_sequence < 0 then
+    error("read_durable: after_sequence must be an integer >= 0", 2)
+  end
+  if type(on_item) ~= "function" then error("read_durable: on_item must be a function(item)", 2) end
+  if source ~= nil and not M.is_source(source) then
+    error("read_durable: source must be made by durable.source{...} or durable.document_parts(path)", 2)
+  end
+  if on_error ~= nil and type(on_error) ~= "function" then
+    error("read_durable: on_error must be a function(message)", 2)
+  end
+  return self:_read(ns, key, after_sequence, source, on_item, on_error)
+end
+
+-- ---- consuming ------------------------------------------------------------------------------
+
+local CONSUMER_KEYS = { namespace = true, key = true, handler = true, source = true }
+
+-- The fields of a consumer declaration; raises at `level`.
+local function check_consumer(what, t, level)
+  if type(t) ~= "table" then
+    error(("%s{ namespace =, key =, handler = [, source =] }: expects a table"):format(what), level + 1)
+  end
+  for k in pairs(t) do
+    if not CONSUMER_KEYS[k] then
+      error(("%s: unknown field '%s' (known: namespace, key, handler, source)")
+        :format(what, tostring(k)), level + 1)
+    end
+  end
+  if t.namespace ~= nil and type(t.namespace) ~= "string" then
+    error(("%s: namespace must be a string, not %s"):format(what, type(t.namespace)), level + 1)
+  end
+  local ok, message = core.stream_check(t.namespace, "x")
+  if not ok then error(message, level + 1) end
+  if t.key ~= nil and type(t.key) ~= "function" then
+    error(("%s: key must be a function(hub) returning the owner's path"):format(what), level + 1)
+  end
+  if type(t.handler) ~= "function" then
+    error(("%s: handler must be a function(hub, item)"):format(what), level + 1)
+  end
+  if t.source ~= nil and type(t.source) ~= "function" then
+    error(("%s: source must be a function(hub) returning a durable.source"):format(what), level + 1)
+  end
+  return t.namespace
+end
+
+-- fn(hub, item, reply): the handler, and the reply finished with its outcome.
+local function runner(handler)
+  return function(hub, item, reply)
+    local result = handler(hub, item) -- a raise fails the item (C catches it)
+    if completion.is(result) then
+      completion.subscribe(result, function(c)
+        if c.state == "ok" then
+          reply:ok()
+        else
+          reply:fail(c.message)
+        end
+      end)
+    else
+      reply:ok()
+    end
+  end
+end
+
+local function key_checked(ns, key)
+  if type(key) ~= "string" then
+    error(("the key function of the '%s' consumer must return the owner's path (a string), not %s")
+      :format(ns, type(key)), 0)
+  end
+  return key
+end
+
+local function source_checked(ns, source)
+  if source ~= nil and not M.is_source(source) then
+    error(("the source function of the '%s' consumer must return durable.source{...} or "
+      .. "durable.document_parts(path), not %s"):format(ns, type(source)), 0)
+  end
+  return source
+end
+
+---Every hub of this NodeType consumes the stream `key(hub)` of the family
+---`namespace` (default key: the hub's own address), with `handler(hub,
+---item)` on the hub's loop, one item at a time, in order, each acknowledged
+---once the handler is done (it returns nil, or a completion; a raise or a
+---failed completion is a failure: the item is retried, never skipped).
+---Dormant until the stream exists.  `source(hub)` may name where the items
+---are (durable.document_parts(hub.address), ...).  Several families per
+---NodeType are fine; the same family twice is not.
+---@param t { namespace: string, key?: fun(hub: durable.Hub): string, handler: fun(hub: durable.Hub, item: durable.Item): durable.Completion|nil, source?: fun(hub: durable.Hub): durable.Source|nil }
+function plugin.methods.with_durable_stream_consumer(config, t)
+  local rec = plugin.record(config)
+  local ns = check_consumer("config:with_durable_stream_consumer", t, 2)
+  rec.stream_families = rec.stream_families or {}
+  if rec.stream_families[ns] then
+    error(("NodeType '%s' already consumes the '%s' stream family"):format(rec.name, ns), 2)
+  end
+  rec.stream_families[ns] = true
+  local key_fn, source_fn = t.key, t.source
+  local spec = {
+    key_of = key_fn and function(hub) return key_checked(ns, key_fn(hub)) end,
+    source_of = source_fn and function(hub) return source_checked(ns, source_fn(hub)) end,
+    run = runner(t.handler),
+  }
+  rec.installs[#rec.installs + 1] = function(mesh, r)
+    mesh:_consume_type(r.name, ns, spec)
+  end
+end
+
+---This hub (a client hub, say) consumes a stream for as long as it is
+---active; the fields are those of config:with_durable_stream_consumer, and
+---key and source are called once, now.  Raises on misuse (a bad field, a
+---family this hub consumes already); nil, message, code when the hub
+---cannot consume (it is leaving).
+---@param t { namespace: string, key?: fun(hub: durable.Hub): string, handler: fun(hub: durable.Hub, item: durable.Item): durable.Completion|nil, source?: fun(hub: durable.Hub): durable.Source|nil }
+---@return true|nil ok
+---@return string? message
+---@return string? code
+function Hub:consume(t)
+  local ns = check_consumer("hub:consume", t, 2)
+  local key = self.address
+  if t.key then
+    local ok, k = pcall(t.key, self)
+    if not ok then error(("hub:consume: the key function failed: %s"):format(k), 2) end
+    local good, why = pcall(key_checked, ns, k)
+    if not good then error("hub:consume: " .. why, 2) end
+    key = k
+  end
+  local check, message = core.stream_check(ns, key)
+  if not check then error(message, 2) end
+  local source
+  if t.source then
+    local ok, s = pcall(t.source, self)
+    if not ok then error(("hub:consume: the source function failed: %s"):format(s), 2) end
+    local good, why = pcall(source_checked, ns, s)
+    if not good then error("hub:consume: " .. why, 2) end
+    source = s
+  end
+  return self:_consume(ns, key, { run = runner(t.handler) }, source)
+end
+
+M.Mesh, M.Hub = Mesh, Hub
+return M

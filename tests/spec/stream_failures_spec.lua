@@ -1,0 +1,203 @@
+-- stream_failures_spec.lua: failures stop at the item.  A handler that
+-- raises, returns a failed completion, or runs away, and an item whose
+-- payload cannot be read, are logged naming the stream and the sequence
+-- ("... was NOT acknowledged ..."), never acknowledged, and retried from the
+-- checkpoint after a backoff that grows; the item is never skipped, and
+-- once it can be handled the stream continues in order.  Declaring a
+-- consumer wrongly raises where it was written.
+local helper = require "helper"
+local durable = require "durable"
+local probe = require "probe"
+
+local FIXTURE = helper.fixture "streams.lua"
+local FAMILY = "ProbeStream"
+local STREAMS = { holder_probe_ms = 300, reclaim_ms = 400, backoff_min_ms = 50, backoff_max_ms = 400 }
+
+describe("a durable stream consumer that fails", function()
+  helper.each()
+
+  local mesh, ns, client
+
+  local function open(extra)
+    local opts = { plugins = { FIXTURE }, streams = STREAMS }
+    for k, v in pairs(extra or {}) do opts[k] = v end
+    mesh = helper.open(opts)
+    ns = helper.ns()
+    client = mesh:hub("client/" .. ns)
+    local delay = ns .. "/delay"
+    helper.ok(mesh:put_node { path = delay, node_type = "StreamDelay" })
+    probe.reset(delay, 2)
+  end
+
+  local function stream(owner) return { namespace = FAMILY, key = owner } end
+  local function pause(ms) mesh:run_until(function() return false end, ms) end
+  local function publish(owner, i)
+    assert.equal(i, helper.ok(client:publish_durable(stream(owner), { value = i })))
+  end
+  local function checkpoint(owner)
+    return helper.ok(mesh:get_node((durable.stream_path(stream(owner))))).content.Checkpoint
+  end
+  local function escape(s) return (s:gsub("%p", "%%%0")) end
+
+  -- a client hub consuming `owner` with `handler`
+  local function consumer(owner, handler)
+    local hub = assert(mesh:hub("client/" .. ns .. "/consumer"))
+    assert.is_true(hub:consume { namespace = FAMILY, key = function() return owner end, handler = handler })
+    return hub
+  end
+
+  it("is retried with growing delays, never skipped, and continues in order once it heals", function()
+    open()
+    local owner = ns .. "/flaky"
+    for i = 1, 3 do publish(owner, i) end
+    local attempts, handled = {}, {}
+    local hub = consumer(owner, function(h, item)
+      if item.sequence == 2 and #attempts < 3 then
+        attempts[#attempts + 1] = mesh:_now()
+        if #attempts == 1 then error("boom: attempt 1") end
+        if #attempts == 2 then return durable.failed("refused: attempt 2") end
+        return h:get_node(owner):next(function() error("later: attempt 3") end)
+      end
+      if item.sequence == 2 then attempts[#attempts + 1] = mesh:_now() end
+      handled[#handled + 1] = item.sequence
+    end)
+    helper.run_until(mesh, function() return #handled == 3 end)
+    pause(150)
+    assert.same({ 1, 2, 3 }, handled, "item 3 waited for item 2; nothing handled twice")
+    assert.equal(4, #attempts)
+    -- backoff 50, 100, 200 ms (the log lines below name them): each wait
+    -- lasted at least its step
+    for i = 1, 3 do
+      local gap = attempts[i + 1] - attempts[i]
+      assert.is_true(gap >= 50 * 2 ^ (i - 1) - 5, ("wait %d was %d ms"):format(i, gap))
+    end
+    local lines = helper.log_lines("was NOT acknowledged")
+    assert.equal(3, #lines)
+    local head = "Durable stream consumer " .. hub.address .. " stopped on " .. FAMILY .. "@" .. owner
+      .. " at item 2"
+    for i, why in ipairs { "boom: attempt 1", "refused: attempt 2", "later: attempt 3" } do
+      assert.matches(escape(head), lines[i])
+      assert.matches(escape(why), lines[i])
+    end
+    assert.matches("retried from the checkpoint in 50 ms", lines[1])
+    assert.matches("retried from the checkpoint in 100 ms", lines[2])
+    assert.matches("retried from the checkpoint in 200 ms", lines[3])
+    helper.run_until(mesh, function() return checkpoint(owner) == 3 end)
+    publish(owner, 4)
+    helper.run_until(mesh, function() return #handled == 4 end)
+    assert.same({ 1, 2, 3, 4 }, handled)
+  end)
+
+  it("stops at an item whose payload cannot be read, and goes on from it once it can be", function()
+    open()
+    local owner = ns .. "/poison"
+    local _, items_ns = durable.stream_path(stream(owner))
+    publish(owner, 1)
+    publish(owner, 2)
+    local function item3(payload_json)
+      helper.ok(mesh:put_node { path = items_ns .. "/000000000003", node_type = "DurableStreamItem",
+        content = { Sequence = 3, PayloadJson = payload_json, AppendedAt = durable.null } })
+    end
+    item3("{not json")
+    publish(owner, 4) -- 3 is taken: the next sequence is 4
+    local hub = consumer(owner, function(h, item) return probe.handle("poison", h, item) end)
+    helper.run_until(mesh, function() return #helper.log_lines("was NOT acknowledged") >= 2 end)
+    assert.same({ 1, 2 }, probe.snapshot("poison"), "stopped at item 3, never skipped it")
+    assert.equal(2, checkpoint(owner))
+    local line = helper.log_lines("was NOT acknowledged")[1]
+    assert.matches(escape("Durable stream consumer " .. hub.address .. " stopped on " .. FAMILY .. "@"
+      .. owner .. " at item 3"), line)
+    assert.matches(escape(items_ns .. "/000000000003") .. " could not be read", line)
+    item3('{"value":3}')
+    helper.run_until(mesh, function() return #probe.of("poison") == 4 end)
+    assert.same({ 1, 2, 3, 4 }, probe.snapshot("poison"))
+    helper.run_until(mesh, function() return checkpoint(owner) == 4 end)
+  end)
+
+  it("runs away from its instruction budget: the item fails and is retried", function()
+    open { instruction_budget = 200000 }
+    local owner = ns .. "/runaway"
+    publish(owner, 1)
+    local tries, handled = 0, {}
+    consumer(owner, function(_, item)
+      tries = tries + 1
+      if tries == 1 then
+        while true do end
+      end
+      handled[#handled + 1] = item.sequence
+    end)
+    helper.run_until(mesh, function() return #handled == 1 end)
+    assert.equal(2, tries)
+    local lines = helper.log_lines("was NOT acknowledged")
+    assert.equal(1, #lines)
+    assert.matches("handler ran away: more than 200000 instructions", lines[1])
+  end)
+
+  it("of two families on one NodeType handles each family's stream", function()
+    open()
+    local owner = ns .. "/two"
+    helper.ok(mesh:put_node { path = owner, node_type = "TwoFamilies" })
+    for i = 1, 3 do
+      assert.equal(i, helper.ok(client:publish_durable({ namespace = "FamA", key = owner }, { value = i })))
+    end
+    assert.equal(1, helper.ok(client:publish_durable({ namespace = "FamB", key = owner }, { value = 1 })))
+    helper.run_until(mesh, function() return #probe.of(owner .. "#A") == 3 and #probe.of(owner .. "#B") == 1 end)
+    assert.same({ 1, 2, 3 }, probe.snapshot(owner .. "#A"))
+    assert.same({ 1 }, probe.snapshot(owner .. "#B"))
+  end)
+end)
+
+describe("declaring a durable stream consumer", function()
+  helper.each()
+
+  local function broken(name) return helper.fixture("broken/" .. name) end
+
+  local cases = {
+    { "consumer_namespace.lua", 5, "A durable stream needs a non-empty Namespace without '/' (was 'Doc/Log')." },
+    { "consumer_no_handler.lua", 5, "handler must be a function(hub, item)" },
+    { "consumer_twice.lua", 6, "NodeType 'Doc' already consumes the 'DocumentLog' stream family" },
+    { "consumer_unknown_field.lua", 5, "unknown field 'handle'" },
+    { "consumer_key.lua", 5, "key must be a function(hub)" },
+  }
+  for _, case in ipairs(cases) do
+    local name, line, reason = case[1], case[2], case[3]
+    it(("wrongly raises at the plugin's line: %s"):format(name), function()
+      local ok, err = pcall(durable.open, { store = "sqlite::memory:", plugins = { broken(name) } })
+      assert.is_false(ok)
+      local where = broken(name) .. ":" .. line .. ":"
+      assert.is_truthy(err:find(where, 1, true), ("expected %q in %q"):format(where, err))
+      assert.is_truthy(err:find(reason, 1, true), ("expected %q in %q"):format(reason, err))
+      assert.equal(0, require("durable.core").meshes())
+    end)
+  end
+
+  it("on a hub wrongly raises; a second consumer of one family on a hub too", function()
+    local mesh = helper.open { plugins = { FIXTURE } }
+    local hub = assert(mesh:hub("client/" .. helper.ns()))
+    local good = { namespace = FAMILY, key = function() return "Space/doc" end, handler = function() end }
+    assert.has_error(function() hub:consume() end)
+    assert.has_error(function() hub:consume { namespace = FAMILY } end)
+    assert.has_error(function() hub:consume { namespace = FAMILY, handler = function() end, extra = 1 } end)
+    assert.has_error(function() hub:consume { namespace = FAMILY, handler = function() end, key = "Space/doc" } end)
+    assert.has_error(function() hub:consume { namespace = FAMILY, handler = function() end,
+                                              key = function() return 42 end } end)
+    assert.has_error(function() hub:consume { namespace = FAMILY, handler = function() end,
+                                              key = function() error("no key") end } end)
+    assert.has_error(function() hub:consume { namespace = FAMILY, handler = function() end,
+                                              source = function() return {} end } end)
+    assert.is_true(hub:consume(good))
+    local ok, err = pcall(hub.consume, hub, good)
+    assert.is_false(ok)
+    assert.matches("already consumes 'ProbeStream'", err)
+  end)
+
+  it("with wrong stream timings is refused by durable.open", function()
+    for _, streams in ipairs {
+      "fast", { reclaim_ms = 0 }, { reclaim_ms = 1.5 }, { holder_probe_ms = -1 }, { backoff_ms = 5 },
+      { backoff_min_ms = 500, backoff_max_ms = 100 },
+    } do
+      assert.has_error(function() durable.open { store = "sqlite::memory:", streams = streams } end)
+    end
+    assert.equal(0, require("durable.core").meshes())
+  end)
+end)
