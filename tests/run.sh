@@ -129,8 +129,10 @@ if grep -qx 'DURABLE_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
   # it (psql hangs at exit under it).
   ldso=$(readelf -l "$(readlink -f "$(command -v lua5.4)")" |
     sed -n 's/.*program interpreter: \(.*\)]$/\1/p')
-  busted=("$ldso" --preload "$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-    "$(command -v lua5.4)" /usr/bin/busted)
+  preload="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+  busted=("$ldso" --preload "$preload" "$(command -v lua5.4)" /usr/bin/busted)
+  # a spec that starts the stock interpreter itself starts it the same way
+  busted_env+=("DURABLE_TEST_LUA=$ldso --preload '$preload' $(command -v lua5.4)")
   busted_env+=("ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}")
   busted_env+=("LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/support/lsan.supp,print_suppressions=0}")
 fi

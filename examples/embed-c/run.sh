@@ -17,7 +17,12 @@ if [[ $# -eq 0 ]]; then
   cmake --install "$build" --prefix "$prefix" >/dev/null
 fi
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+# a library built with the sanitizers (DURABLE_SANITIZE=1) needs them here too
+sanitize=()
+if grep -q '^DURABLE_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  sanitize=(-fsanitize=address,undefined)
+fi
 # shellcheck disable=SC2046 # word splitting of pkg-config's flags is wanted
-cc -Wall -Wextra "$here/main.c" $(pkg-config --cflags --libs durable) \
+cc -Wall -Wextra "${sanitize[@]}" "$here/main.c" $(pkg-config --cflags --libs durable) \
   -o "$work/embed"
 "$work/embed" "${DURABLE_EXAMPLE_STORE:-sqlite::memory:}"
