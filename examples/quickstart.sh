@@ -12,10 +12,10 @@
 #   2. appends a burst of pieces with `durable publish` from other
 #      processes; the host applies them in order;
 #   3. stops the host in the middle (SIGINT: the item in flight finishes, the
-#      lease is released) and shows the stream's state;
-#   4. appends more pieces while no host runs;
-#   5. starts the host again: it resumes after its checkpoint;
-#   6. shows the document with `durable get`: every piece exactly once, in
+#      lease is released) while the appends go on, and shows the stream's
+#      state: items wait, saved, while no host runs;
+#   4. starts the host again: it resumes after its checkpoint;
+#   5. shows the document with `durable get`: every piece exactly once, in
 #      order.
 #
 # Each command is printed before it runs.  The host's log lines (lease
