@@ -77,6 +77,20 @@ int dlua_fail(lua_State *L, int code, const char *message) {
   return 3;
 }
 
+void dlua_registry_table(lua_State *L, const void *key, const char *mode) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) != LUA_TNIL) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  if (mode) {
+    lua_createtable(L, 0, 1);
+    lua_pushstring(L, mode);
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+  }
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+}
+
 /* ---- the protected call ---------------------------------------------------- */
 
 static int hook_grain(long long budget) {

@@ -182,13 +182,7 @@ static int h_request(lua_State *L) {
   int rc = durable_hub_request(h->hub, to, type, payload, (uint32_t)timeout,
                                on_response, r, &err);
   free(payload);
-  if (rc < 0) {
-    dlua_req_free(r);
-    if (rc == DURABLE_EINVAL) return luaL_error(L, "request: %s", err.message);
-    return dlua_fail(L, rc, err.message);
-  }
-  lua_pushboolean(L, 1);
-  return 1;
+  return dlua_req_submitted(L, r, rc, &err, "request");
 }
 
 /* hub:post(to, type [, payload]) -> true | nil, message, code: a message
@@ -456,23 +450,9 @@ void dlua_open_hub(lua_State *L) {
       {"release", h_release},  {NULL, NULL},
   };
   /* stack: module */
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &hubs_key) == LUA_TNIL) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "v");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &hubs_key);
-  } else {
-    lua_pop(L, 1);
-  }
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &hub_methods_key) == LUA_TNIL) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &hub_methods_key);
-  }
+  dlua_registry_table(L, &hubs_key, "v");
+  lua_pop(L, 1);
+  dlua_registry_table(L, &hub_methods_key, NULL);
   luaL_setfuncs(L, methods, 0);
   /* stack: module methods */
   luaL_newmetatable(L, DLUA_HUB_MT);

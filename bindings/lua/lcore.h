@@ -126,6 +126,10 @@ const char *dlua_traceback(lua_State *L);
 /* Push nil, "message", "ECODE" and return 3: the luv convention for an
  * operational failure. */
 int dlua_fail(lua_State *L, int code, const char *message);
+/* Push the table at registry[key], creating it first if there is none; a
+ * new one gets a metatable {__mode = mode} when `mode` is not NULL.
+ * stack: -> table */
+void dlua_registry_table(lua_State *L, const void *key, const char *mode);
 /* The lua_State C may enter Lua on for `m`, or NULL when it must not (the
  * mesh is being finalized). */
 lua_State *dlua_mesh_lua(dlua_mesh_t *m);
@@ -145,6 +149,16 @@ void dlua_req_free(dlua_req_t *r);
 lua_State *dlua_req_begin(dlua_req_t *r);
 /* stack: fn args... (nargs) -- call it, release the request, log a failure. */
 void dlua_req_call(dlua_req_t *r, lua_State *L, int nargs);
+/* stack: fn -- call it with false, message (NULL: durable_strerror), "ECODE"
+ * and release the request: a completion that failed. */
+void dlua_req_call_failed(dlua_req_t *r, lua_State *L, int status,
+                          const char *message);
+/* The Lua result of submitting `r`: rc >= 0 pushes true (the request now
+ * owns `r`); otherwise `r` is freed, DURABLE_EINVAL raises "WHAT: message"
+ * ("message" when `what` is NULL), anything else returns nil, message,
+ * code.  Returns the number of results, for `return`. */
+int dlua_req_submitted(lua_State *L, dlua_req_t *r, int rc,
+                       const durable_error_t *err, const char *what);
 
 /* ---- json.c ---- */
 /* The value at `idx` as a new jansson value, or NULL with `err` set to a

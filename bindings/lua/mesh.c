@@ -75,6 +75,28 @@ void dlua_req_call(dlua_req_t *r, lua_State *L, int nargs) {
   }
 }
 
+void dlua_req_call_failed(dlua_req_t *r, lua_State *L, int status,
+                          const char *message) {
+  lua_pushboolean(L, 0);
+  lua_pushstring(L, message ? message : durable_strerror(status));
+  lua_pushstring(L, durable_err_name(status));
+  dlua_req_call(r, L, 3);
+}
+
+int dlua_req_submitted(lua_State *L, dlua_req_t *r, int rc,
+                       const durable_error_t *err, const char *what) {
+  if (rc < 0) {
+    dlua_req_free(r);
+    if (rc == DURABLE_EINVAL) {
+      if (what) return luaL_error(L, "%s: %s", what, err->message);
+      return luaL_error(L, "%s", err->message);
+    }
+    return dlua_fail(L, rc, err->message);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* ---- logging ----------------------------------------------------------------- */
 
 static const char *level_name(durable_log_level_t level) {
@@ -672,10 +694,7 @@ static void on_status(int status, const char *message, void *data) {
   lua_State *L = dlua_req_begin(r);
   if (L == NULL) return;
   if (status < 0) {
-    lua_pushboolean(L, 0);
-    lua_pushstring(L, message ? message : durable_strerror(status));
-    lua_pushstring(L, durable_err_name(status));
-    dlua_req_call(r, L, 3);
+    dlua_req_call_failed(r, L, status, message);
   } else {
     lua_pushboolean(L, 1);
     lua_pushboolean(L, 1); /* the value: true */
@@ -692,13 +711,7 @@ static int status_op(lua_State *L, status_submit_fn submit, const char *what) {
   dlua_req_t *r = dlua_req_new(L, m, 3);
   durable_error_t err = {0};
   int rc = submit(m->mesh, address, on_status, r, &err);
-  if (rc < 0) {
-    dlua_req_free(r);
-    if (rc == DURABLE_EINVAL) return luaL_error(L, "%s: %s", what, err.message);
-    return dlua_fail(L, rc, err.message);
-  }
-  lua_pushboolean(L, 1);
-  return 1;
+  return dlua_req_submitted(L, r, rc, &err, what);
 }
 
 /* mesh:_activate(address, cb): cb(true, true) once Started, cb(false, msg, code). */
@@ -737,13 +750,7 @@ static int m_read(lua_State *L) {
   dlua_req_t *r = dlua_req_new(L, m, 3);
   durable_error_t err = {0};
   int rc = durable_mesh_read(m->mesh, path, on_read, r, &err);
-  if (rc < 0) {
-    dlua_req_free(r);
-    if (rc == DURABLE_EINVAL) return luaL_error(L, "read: %s", err.message);
-    return dlua_fail(L, rc, err.message);
-  }
-  lua_pushboolean(L, 1);
-  return 1;
+  return dlua_req_submitted(L, r, rc, &err, "read");
 }
 
 /* mesh:stats() -> { activations, recycles, quiesce_timeouts, messages,
@@ -803,25 +810,11 @@ void dlua_open_mesh(lua_State *L) {
       {NULL, NULL},
   };
   /* stack: module */
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &meshes_key) == LUA_TNIL) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "v");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &meshes_key);
-  } else {
-    lua_pop(L, 1);
-  }
+  dlua_registry_table(L, &meshes_key, "v");
+  lua_pop(L, 1);
   /* One methods table per Lua state, kept across reloads of the module so
    * that lua/durable/ can add its methods to the table the metatable uses. */
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &mesh_methods_key) == LUA_TNIL) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &mesh_methods_key);
-  }
+  dlua_registry_table(L, &mesh_methods_key, NULL);
   luaL_setfuncs(L, methods, 0);
   /* stack: module methods */
   luaL_newmetatable(L, DLUA_MESH_MT);

@@ -504,10 +504,7 @@ static void on_sequence(int status, int64_t sequence, const char *message,
   lua_State *L = dlua_req_begin(r);
   if (L == NULL) return;
   if (status < 0) {
-    lua_pushboolean(L, 0);
-    lua_pushstring(L, message ? message : durable_strerror(status));
-    lua_pushstring(L, durable_err_name(status));
-    dlua_req_call(r, L, 3);
+    dlua_req_call_failed(r, L, status, message);
   } else {
     lua_pushboolean(L, 1);
     lua_pushinteger(L, (lua_Integer)sequence);
@@ -528,13 +525,7 @@ static int h_publish(lua_State *L) {
   dlua_req_t *r = dlua_req_new(L, h->m, 5);
   durable_error_t err = {0};
   int rc = durable_publish(h->hub, &id, payload, on_sequence, r, &err);
-  if (rc < 0) {
-    dlua_req_free(r);
-    if (rc == DURABLE_EINVAL) return luaL_error(L, "%s", err.message);
-    return dlua_fail(L, rc, err.message);
-  }
-  lua_pushboolean(L, 1);
-  return 1;
+  return dlua_req_submitted(L, r, rc, &err, NULL);
 }
 
 /* ---- the reader and its subscription ------------------------------------- */

@@ -2,12 +2,13 @@
  * cli.h: what the files of the `durable` command share.
  *
  * main.c parses the command line and dispatches through a table of commands;
- * session.c owns the one store a command opens (its loop, its close, the exit
- * code and the one line on stderr); print.c writes nodes as JSON; one file per
- * group of commands implements them (nodes.c: put, get, search).  A command
- * validates its arguments first (bad usage costs nothing), then opens the
- * store, submits, and runs the loop until its last callback has closed the
- * store.
+ * session.c owns the one session a command opens -- a store or a mesh on a
+ * fresh loop -- (its close, the exit code and the one line on stderr);
+ * input.c reads standard input; print.c writes nodes as JSON; one file per
+ * group of commands implements them (nodes.c: put, get, search; streams.c:
+ * publish, read, streams).  A command validates its arguments first (bad
+ * usage costs nothing), then opens the store or the mesh, submits, and runs
+ * the loop until its last callback has closed it.
  */
 #ifndef DURABLE_CLI_H
 #define DURABLE_CLI_H
@@ -49,10 +50,17 @@ struct cli_s {
   const char *values[CLI_MAX_OPTIONS];
   uv_loop_t loop;
   int loop_ready;
-  durable_store_t *store; /* NULL once its close has begun */
-  int closed;             /* the store's close callback ran */
+  /* The session: a store (cli_open) or a mesh (cli_open_mesh), never both;
+   * each NULL once its close has begun. */
+  durable_store_t *store;
+  durable_mesh_t *mesh;
+  const char *opened; /* "store" or "mesh", for cli_run's messages */
+  int closed;         /* the store's or the mesh's close callback ran */
   int exit_code;
   void *state; /* the running command's own */
+  /* NULL, or what cli_finish closes before the store or mesh (a reader,
+   * signal handles); called on every cli_finish, so it must be idempotent. */
+  void (*before_close)(cli_t *cli);
 };
 
 /* ---- session.c ---- */
@@ -71,7 +79,11 @@ void cli_print_usage(FILE *out, const cli_command_t *command);
  * (naming the store) and returns CLI_FAILED (CLI_USAGE for a URL of no
  * known kind) with nothing left open. */
 int cli_open(cli_t *cli);
-/* End the command with `code`: close the store (callbacks may call it). */
+/* The same with a mesh over cli->store_url (cli->mesh; its store is
+ * durable_mesh_store(cli->mesh)). */
+int cli_open_mesh(cli_t *cli);
+/* End the command with `code`: cli->before_close, then close the store or
+ * the mesh (callbacks may call it, more than once). */
 void cli_finish(cli_t *cli, int code);
 /* A submit refused: report `err` (or `rc`) and finish.  EINVAL is bad
  * input, so it ends with CLI_USAGE; anything else with CLI_FAILED. */
@@ -79,9 +91,17 @@ void cli_refused(cli_t *cli, int rc, const durable_error_t *err);
 /* A callback's failure: report the result's message and finish with
  * CLI_FAILED. */
 void cli_failed(cli_t *cli, const durable_result_t *result);
-/* Run the loop until the store is closed and the loop is empty, close the
+/* The same from a status and a message (NULL or "": durable_strerror). */
+void cli_failed_with(cli_t *cli, int status, const char *message);
+/* Run the loop until the store or mesh is closed and the loop is empty, close the
  * loop, flush stdout; returns the exit code. */
 int cli_run(cli_t *cli);
+
+/* ---- input.c ---- */
+
+/* All of stdin, NUL-terminated, malloc'd (the caller frees it); *len is its
+ * size.  NULL on a read error or out of memory. */
+char *cli_read_stdin(size_t *len);
 
 /* ---- print.c ---- */
 

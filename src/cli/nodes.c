@@ -22,29 +22,6 @@ typedef struct put_state_s {
   const char *path;
 } put_state_t;
 
-/* All of stdin, NUL-terminated; *len is its size.  NULL on a read error. */
-static char *read_stdin(size_t *len) {
-  size_t size = 4096, n = 0;
-  char *buf = malloc(size);
-  while (buf) {
-    n += fread(buf + n, 1, size - n - 1, stdin);
-    if (ferror(stdin)) break;
-    if (feof(stdin)) {
-      buf[n] = '\0';
-      *len = n;
-      return buf;
-    }
-    if (size - n - 1 == 0) {
-      char *bigger = realloc(buf, size * 2);
-      if (bigger == NULL) break;
-      buf = bigger;
-      size *= 2;
-    }
-  }
-  free(buf);
-  return NULL;
-}
-
 static void put_done(const durable_result_t *result) {
   cli_t *cli = result->data;
   put_state_t *state = cli->state;
@@ -74,7 +51,7 @@ static int put_main(cli_t *cli, int argc, char **argv) {
   if (durable_path_check(argv[0], &err) < 0)
     return cli_error(cli, CLI_USAGE, "%s", err.message);
   if (argc == 3 && strcmp(argv[2], "-") == 0) {
-    content = owned = read_stdin(&len);
+    content = owned = cli_read_stdin(&len);
     if (owned == NULL)
       return cli_error(cli, CLI_FAILED, "cannot read the content from "
                                         "standard input");

@@ -1,18 +1,22 @@
 /*
- * session.c: the life of one command's store, and how a command ends.
+ * session.c: the life of one command's session, and how a command ends.
  *
- * A command owns a fresh uv loop and one store on it:
+ * A command owns a fresh uv loop and one session on it: a store (get, put,
+ * search, streams) or a mesh (publish, read: the producer and the reader
+ * need hubs).  Both live the same life:
  *
- *   cli_open ──> submit ──> callback ──> (submit again ...) ──> cli_finish
- *                                                                  │
- *   cli_run: uv_run until the store's close callback has run and   v
- *            the loop is empty, then uv_loop_close      durable_store_close
+ *   cli_open / ──> submit ──> callback ──> (submit again ...) ──> cli_finish
+ *   cli_open_mesh                                                     │
+ *                                                                     v
+ *   cli_run: uv_run until the close callback has run and   before_close, then
+ *            the loop is empty, then uv_loop_close          durable_store_close
+ *                                                           or durable_mesh_close
  *
- * The store keeps handles on the loop while it is open, so uv_run returns
- * only once the last callback has called cli_finish and the close is over;
- * uv_loop_close then proves that nothing was left behind.  Errors print
- * exactly one line, "durable: COMMAND: message", whatever the library's
- * message held (PostgreSQL's are often several lines).
+ * The store or mesh keeps handles on the loop while it is open, so uv_run
+ * returns only once the last callback has called cli_finish and the close is
+ * over; uv_loop_close then proves that nothing was left behind.  Errors
+ * print exactly one line, "durable: COMMAND: message", whatever the
+ * library's message held (PostgreSQL's are often several lines).
  */
 #include "cli.h"
 
@@ -93,45 +97,65 @@ static void masked(const char *url, char *out, size_t size) {
   }
 }
 
-int cli_open(cli_t *cli) {
+/* Open a store, or with `mesh` a mesh, over cli->store_url on a fresh loop. */
+static int session_open(cli_t *cli, int mesh) {
   durable_error_t err;
   int rc = uv_loop_init(&cli->loop);
   if (rc != 0)
     return cli_error(cli, CLI_FAILED, "cannot start the event loop: %s",
                      uv_strerror(rc));
   cli->loop_ready = 1;
+  cli->opened = mesh ? "mesh" : "store";
   memset(&err, 0, sizeof err);
-  rc = durable_store_open(&cli->loop, cli->store_url, &cli->store, &err);
-  if (rc < 0 || cli->store == NULL) {
-    char name[512];
-    /* A URL of no known kind is bad usage; a store that fails is a failure. */
-    int code = rc == DURABLE_EINVAL ? CLI_USAGE : CLI_FAILED;
-    cli->store = NULL;
-    masked(cli->store_url, name, sizeof name);
-    if (err.message[0] != '\0')
-      cli_error(cli, code, "%s", err.message);
-    else
-      cli_error(cli, code, "cannot open store '%s': %s", name,
-                durable_strerror(rc));
-    /* A refused open leaves nothing on the loop; run it dry to be sure. */
-    uv_run(&cli->loop, UV_RUN_DEFAULT);
-    if (uv_loop_close(&cli->loop) == 0) cli->loop_ready = 0;
-    return code;
+  if (mesh) {
+    durable_mesh_options_t options;
+    memset(&options, 0, sizeof options);
+    options.store = cli->store_url;
+    rc = durable_mesh_open(&cli->loop, &options, &cli->mesh, &err);
+    if (rc >= 0 && cli->mesh != NULL) return 0;
+  } else {
+    rc = durable_store_open(&cli->loop, cli->store_url, &cli->store, &err);
+    if (rc >= 0 && cli->store != NULL) return 0;
   }
-  return 0;
+  /* A URL of no known kind is bad usage; a store that fails is a failure. */
+  int code = rc == DURABLE_EINVAL ? CLI_USAGE : CLI_FAILED;
+  cli->store = NULL;
+  cli->mesh = NULL;
+  if (err.message[0] != '\0') {
+    cli_error(cli, code, "%s", err.message);
+  } else if (mesh) {
+    cli_error(cli, code, "cannot open store: %s", durable_strerror(rc));
+  } else {
+    char name[512];
+    masked(cli->store_url, name, sizeof name);
+    cli_error(cli, code, "cannot open store '%s': %s", name,
+              durable_strerror(rc));
+  }
+  /* A refused open leaves nothing on the loop; run it dry to be sure. */
+  uv_run(&cli->loop, UV_RUN_DEFAULT);
+  if (uv_loop_close(&cli->loop) == 0) cli->loop_ready = 0;
+  return code;
 }
 
-static void store_closed(void *data) {
+int cli_open(cli_t *cli) { return session_open(cli, 0); }
+
+int cli_open_mesh(cli_t *cli) { return session_open(cli, 1); }
+
+static void session_closed(void *data) {
   cli_t *cli = data;
   cli->closed = 1;
 }
 
 void cli_finish(cli_t *cli, int code) {
   durable_store_t *store = cli->store;
+  durable_mesh_t *mesh = cli->mesh;
   if (code > cli->exit_code) cli->exit_code = code;
-  if (store == NULL) return; /* already closing */
+  if (cli->before_close) cli->before_close(cli);
+  /* NULL for both: already closing. */
   cli->store = NULL;
-  durable_store_close(store, store_closed, cli);
+  cli->mesh = NULL;
+  if (store) durable_store_close(store, session_closed, cli);
+  if (mesh) durable_mesh_close(mesh, session_closed, cli);
 }
 
 void cli_refused(cli_t *cli, int rc, const durable_error_t *err) {
@@ -142,30 +166,32 @@ void cli_refused(cli_t *cli, int rc, const durable_error_t *err) {
   cli_finish(cli, code);
 }
 
-void cli_failed(cli_t *cli, const durable_result_t *result) {
-  const char *message = result->message && result->message[0]
-                            ? result->message
-                            : durable_strerror(result->status);
-  cli_error(cli, CLI_FAILED, "%s", message);
+void cli_failed_with(cli_t *cli, int status, const char *message) {
+  cli_error(cli, CLI_FAILED, "%s",
+            message && message[0] ? message : durable_strerror(status));
   cli_finish(cli, CLI_FAILED);
+}
+
+void cli_failed(cli_t *cli, const durable_result_t *result) {
+  cli_failed_with(cli, result->status, result->message);
 }
 
 int cli_run(cli_t *cli) {
   uv_run(&cli->loop, UV_RUN_DEFAULT);
-  if (cli->store != NULL) {
-    /* The loop emptied while the store was open and no answer came. */
-    cli_error(cli, CLI_FAILED, "internal error: the store went idle without "
-                               "answering");
+  if (cli->store != NULL || cli->mesh != NULL) {
+    /* The loop emptied while the session was open and no answer came. */
+    cli_error(cli, CLI_FAILED, "internal error: the %s went idle without "
+                               "answering", cli->opened);
     cli_finish(cli, CLI_FAILED);
     uv_run(&cli->loop, UV_RUN_DEFAULT);
   }
   if (!cli->closed) {
-    cli_error(cli, CLI_FAILED, "internal error: the store did not finish "
-                               "closing");
+    cli_error(cli, CLI_FAILED, "internal error: the %s did not finish "
+                               "closing", cli->opened);
     cli->exit_code = CLI_FAILED;
   } else if (uv_loop_close(&cli->loop) != 0) {
-    cli_error(cli, CLI_FAILED, "internal error: the store left handles open "
-                               "on the loop");
+    cli_error(cli, CLI_FAILED, "internal error: the %s left handles open "
+                               "on the loop", cli->opened);
     cli->exit_code = CLI_FAILED;
   } else {
     cli->loop_ready = 0;

@@ -16,9 +16,10 @@
  * The payload is checked by durable_publish itself, synchronously, before
  * anything is written: its refusal (EINVAL) exits 2 with its message.
  *
- * A mesh session mirrors session.c's store session: a fresh loop, the mesh
- * on it, a command that ends by closing it (the reader and the signal
- * handles first), and uv_loop_close proving nothing was left behind.
+ * publish and read run on session.c's mesh session (cli_open_mesh): a fresh
+ * loop, the mesh on it, a command that ends by closing it -- the reader and
+ * the signal handles first, through cli->before_close -- and uv_loop_close
+ * proving nothing was left behind.
  */
 #include "cli.h"
 
@@ -31,60 +32,24 @@
 
 #define STREAMS_PAGE 1000
 
-/* ---- a mesh session ---------------------------------------------------------- */
+/* ---- publish and read: the stream and the reader ------------------------ */
 
-typedef struct mesh_session_s {
+typedef struct stream_state_s {
   cli_t *cli;
-  durable_mesh_t *mesh; /* NULL once its close has begun */
-  int closed;           /* the mesh's close callback ran */
   durable_reader_t *reader;
   uv_signal_t signals[2];
   int signals_open;
-  /* the command's own */
   durable_stream_id_t id;
   char name[DURABLE_PATH_MAX + 80]; /* "NS@KEY" */
   char path[DURABLE_PATH_MAX + 1];
   char items_ns[DURABLE_PATH_MAX + 32];
   int64_t after, until;
   int follow;
-} mesh_session_t;
+} stream_state_t;
 
-static int session_open(mesh_session_t *s, cli_t *cli) {
-  durable_error_t err;
-  durable_mesh_options_t options;
-  s->cli = cli;
-  int rc = uv_loop_init(&cli->loop);
-  if (rc != 0)
-    return cli_error(cli, CLI_FAILED, "cannot start the event loop: %s",
-                     uv_strerror(rc));
-  cli->loop_ready = 1;
-  memset(&err, 0, sizeof err);
-  memset(&options, 0, sizeof options);
-  options.store = cli->store_url;
-  rc = durable_mesh_open(&cli->loop, &options, &s->mesh, &err);
-  if (rc < 0 || s->mesh == NULL) {
-    /* A URL of no known kind is bad usage; a store that fails is a failure. */
-    int code = rc == DURABLE_EINVAL ? CLI_USAGE : CLI_FAILED;
-    s->mesh = NULL;
-    if (err.message[0] != '\0')
-      cli_error(cli, code, "%s", err.message);
-    else
-      cli_error(cli, code, "cannot open store: %s", durable_strerror(rc));
-    uv_run(&cli->loop, UV_RUN_DEFAULT);
-    if (uv_loop_close(&cli->loop) == 0) cli->loop_ready = 0;
-    return code;
-  }
-  return 0;
-}
-
-static void mesh_closed(void *data) {
-  mesh_session_t *s = data;
-  s->closed = 1;
-}
-
-/* End the command with `code`: the reader, the signals, then the mesh. */
-static void session_finish(mesh_session_t *s, int code) {
-  if (code > s->cli->exit_code) s->cli->exit_code = code;
+/* cli->before_close: the reader and the signals go before the mesh. */
+static void close_handles(cli_t *cli) {
+  stream_state_t *s = cli->state;
   if (s->reader) {
     durable_reader_close(s->reader);
     s->reader = NULL;
@@ -94,57 +59,18 @@ static void session_finish(mesh_session_t *s, int code) {
     uv_close((uv_handle_t *)&s->signals[0], NULL);
     uv_close((uv_handle_t *)&s->signals[1], NULL);
   }
-  durable_mesh_t *mesh = s->mesh;
-  if (mesh == NULL) return; /* already closing */
-  s->mesh = NULL;
-  durable_mesh_close(mesh, mesh_closed, s);
 }
 
-/* A refused submit: EINVAL is bad input (exit 2), anything else exit 1. */
-static void session_refused(mesh_session_t *s, int rc,
-                            const durable_error_t *err) {
-  int code = rc == DURABLE_EINVAL ? CLI_USAGE : CLI_FAILED;
-  cli_error(s->cli, code, "%s",
-            err && err->message[0] ? err->message : durable_strerror(rc));
-  session_finish(s, code);
-}
-
-static void session_failed(mesh_session_t *s, int status, const char *message) {
-  cli_error(s->cli, CLI_FAILED, "%s",
-            message && message[0] ? message : durable_strerror(status));
-  session_finish(s, CLI_FAILED);
-}
-
-static int session_run(mesh_session_t *s) {
-  cli_t *cli = s->cli;
-  uv_run(&cli->loop, UV_RUN_DEFAULT);
-  if (s->mesh != NULL) {
-    cli_error(cli, CLI_FAILED, "internal error: the mesh went idle without "
-                               "answering");
-    session_finish(s, CLI_FAILED);
-    uv_run(&cli->loop, UV_RUN_DEFAULT);
-  }
-  if (!s->closed) {
-    cli_error(cli, CLI_FAILED, "internal error: the mesh did not finish "
-                               "closing");
-    cli->exit_code = CLI_FAILED;
-  } else if (uv_loop_close(&cli->loop) != 0) {
-    cli_error(cli, CLI_FAILED, "internal error: the mesh left handles open "
-                               "on the loop");
-    cli->exit_code = CLI_FAILED;
-  } else {
-    cli->loop_ready = 0;
-  }
-  if (fflush(stdout) != 0 || ferror(stdout)) {
-    cli_error(cli, CLI_FAILED, "cannot write to standard output: %s",
-              strerror(errno));
-    cli->exit_code = CLI_FAILED;
-  }
-  return cli->exit_code;
+/* Open the mesh for the command whose state is `s`. */
+static int stream_open(stream_state_t *s, cli_t *cli) {
+  s->cli = cli;
+  cli->state = s;
+  cli->before_close = close_handles;
+  return cli_open_mesh(cli);
 }
 
 /* NAMESPACE KEY: checked with the spec's messages, paths derived. */
-static int take_stream(cli_t *cli, mesh_session_t *s, char *ns, char *key) {
+static int take_stream(cli_t *cli, stream_state_t *s, char *ns, char *key) {
   durable_error_t err;
   memset(&err, 0, sizeof err);
   s->id.ns = ns;
@@ -161,42 +87,19 @@ static int take_stream(cli_t *cli, mesh_session_t *s, char *ns, char *key) {
 
 /* ---- publish ------------------------------------------------------------- */
 
-/* All of stdin, NUL-terminated; *len is its size.  NULL on a read error. */
-static char *read_stdin(size_t *len) {
-  size_t size = 4096, n = 0;
-  char *buf = malloc(size);
-  while (buf) {
-    n += fread(buf + n, 1, size - n - 1, stdin);
-    if (ferror(stdin)) break;
-    if (feof(stdin)) {
-      buf[n] = '\0';
-      *len = n;
-      return buf;
-    }
-    if (size - n - 1 == 0) {
-      char *bigger = realloc(buf, size * 2);
-      if (bigger == NULL) break;
-      buf = bigger;
-      size *= 2;
-    }
-  }
-  free(buf);
-  return NULL;
-}
-
 static void published(int status, int64_t sequence, const char *message,
                       void *data) {
-  mesh_session_t *s = data;
+  stream_state_t *s = data;
   if (status < 0) {
-    session_failed(s, status, message);
+    cli_failed_with(s->cli, status, message);
     return;
   }
   printf("%" PRId64 "\n", sequence);
-  session_finish(s, CLI_OK);
+  cli_finish(s->cli, CLI_OK);
 }
 
 static int publish_main(cli_t *cli, int argc, char **argv) {
-  mesh_session_t s;
+  stream_state_t s;
   durable_error_t err;
   durable_hub_t *hub = NULL;
   char *owned = NULL;
@@ -210,7 +113,7 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
   if ((rc = take_stream(cli, &s, argv[0], argv[1])) != 0) return rc;
   if (strcmp(argv[2], "-") == 0) {
     size_t len;
-    payload = owned = read_stdin(&len);
+    payload = owned = cli_read_stdin(&len);
     if (owned == NULL)
       return cli_error(cli, CLI_FAILED, "cannot read the payload from "
                                         "standard input");
@@ -225,19 +128,18 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
     payload = argv[2];
   }
 
-  if ((rc = session_open(&s, cli)) != 0) {
+  if ((rc = stream_open(&s, cli)) != 0) {
     free(owned);
     return rc;
   }
-  cli->state = &s;
   memset(&err, 0, sizeof err);
   snprintf(address, sizeof address, "cli/publish-%d", (int)uv_os_getpid());
-  rc = durable_mesh_client(s.mesh, address, &hub, &err);
+  rc = durable_mesh_client(cli->mesh, address, &hub, &err);
   if (rc == 0)
     rc = durable_publish(hub, &s.id, payload, published, &s, &err);
   free(owned); /* copied by durable_publish */
-  if (rc < 0) session_refused(&s, rc, &err);
-  return session_run(&s);
+  if (rc < 0) cli_refused(cli, rc, &err);
+  return cli_run(cli);
 }
 
 const cli_command_t cli_publish_command = {
@@ -278,67 +180,67 @@ static void print_item(const durable_item_t *item) {
 static void on_item(durable_reader_t *reader, int status,
                     const durable_item_t *item, const char *message,
                     void *data) {
-  mesh_session_t *s = data;
+  stream_state_t *s = data;
   (void)reader;
   if (status < 0) {
-    session_failed(s, status, message);
+    cli_failed_with(s->cli, status, message);
     return;
   }
   print_item(item);
   if (s->follow) {
     fflush(stdout); /* a reader behind a pipe sees each item as it comes */
   } else if (item->sequence >= s->until) {
-    session_finish(s, CLI_OK);
+    cli_finish(s->cli, CLI_OK);
   }
 }
 
-static void start_reader(mesh_session_t *s) {
+static void start_reader(stream_state_t *s) {
   durable_error_t err;
   memset(&err, 0, sizeof err);
-  int rc = durable_read(s->mesh, &s->id, s->after, NULL, on_item, s,
+  int rc = durable_read(s->cli->mesh, &s->id, s->after, NULL, on_item, s,
                         &s->reader, &err);
   if (rc < 0) {
     s->reader = NULL;
-    session_refused(s, rc, &err);
+    cli_refused(s->cli, rc, &err);
   }
 }
 
 static void on_last_item(const durable_result_t *result) {
-  mesh_session_t *s = result->data;
+  stream_state_t *s = result->data;
   if (result->status < 0) {
-    session_failed(s, result->status, result->message);
+    cli_failed_with(s->cli, result->status, result->message);
     return;
   }
   s->until = result->value;
   if (s->until <= s->after) {
-    session_finish(s, CLI_OK); /* nothing after N: done at once */
+    cli_finish(s->cli, CLI_OK); /* nothing after N: done at once */
     return;
   }
   start_reader(s);
 }
 
 static void on_exists(const durable_result_t *result) {
-  mesh_session_t *s = result->data;
+  stream_state_t *s = result->data;
   durable_error_t err;
   if (result->status < 0) {
-    session_failed(s, result->status, result->message);
+    cli_failed_with(s->cli, result->status, result->message);
     return;
   }
   if (result->value == 0) {
     cli_error(s->cli, CLI_FAILED, "no stream %s", s->name);
-    session_finish(s, CLI_FAILED);
+    cli_finish(s->cli, CLI_FAILED);
     return;
   }
   memset(&err, 0, sizeof err);
-  int rc = durable_store_last_item(durable_mesh_store(s->mesh), s->items_ns,
-                                   on_last_item, s, &err);
-  if (rc < 0) session_refused(s, rc, &err);
+  int rc = durable_store_last_item(durable_mesh_store(s->cli->mesh),
+                                   s->items_ns, on_last_item, s, &err);
+  if (rc < 0) cli_refused(s->cli, rc, &err);
 }
 
 static void on_signal(uv_signal_t *handle, int signum) {
-  mesh_session_t *s = handle->data;
+  stream_state_t *s = handle->data;
   (void)signum;
-  session_finish(s, CLI_OK);
+  cli_finish(s->cli, CLI_OK);
 }
 
 static int parse_sequence(const char *text, int64_t *out) {
@@ -352,7 +254,7 @@ static int parse_sequence(const char *text, int64_t *out) {
 }
 
 static int read_main(cli_t *cli, int argc, char **argv) {
-  mesh_session_t s;
+  stream_state_t s;
   durable_error_t err;
   int rc;
 
@@ -365,8 +267,7 @@ static int read_main(cli_t *cli, int argc, char **argv) {
   s.follow = cli->values[1] != NULL;
   if ((rc = take_stream(cli, &s, argv[0], argv[1])) != 0) return rc;
 
-  if ((rc = session_open(&s, cli)) != 0) return rc;
-  cli->state = &s;
+  if ((rc = stream_open(&s, cli)) != 0) return rc;
   if (s.follow) {
     /* Until SIGINT or SIGTERM: then the reader closes, the mesh closes, 0. */
     uv_signal_init(&cli->loop, &s.signals[0]);
@@ -378,11 +279,11 @@ static int read_main(cli_t *cli, int argc, char **argv) {
     start_reader(&s); /* a stream that does not exist yet is waited for */
   } else {
     memset(&err, 0, sizeof err);
-    rc = durable_store_exists(durable_mesh_store(s.mesh), DURABLE_PLATFORM,
+    rc = durable_store_exists(durable_mesh_store(cli->mesh), DURABLE_PLATFORM,
                               s.path, on_exists, &s, &err);
-    if (rc < 0) session_refused(&s, rc, &err);
+    if (rc < 0) cli_refused(cli, rc, &err);
   }
-  return session_run(&s);
+  return cli_run(cli);
 }
 
 const cli_command_t cli_read_command = {

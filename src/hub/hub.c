@@ -401,10 +401,13 @@ static void on_hub_timer(uv_timer_t *timer) {
   durable__env_t *env = durable__env_new(ENV_POST, t->type, t->payload,
                                          hub->address, hub->address);
   if (env) {
-    if (hub->level <= DURABLE_HUB_STARTED)
+    /* a timer armed before a recycle still fires while the hub quiesces:
+     * a handler in flight may be waiting for it */
+    env->own_timer = 1;
+    if (hub->level <= DURABLE_HUB_QUIESCING)
       durable__hub_enqueue(hub, env);
     else
-      durable__env_free(env); /* a leaving hub's timers end with it */
+      durable__env_free(env);
   }
   drop_timer(t);
 }

@@ -25,6 +25,7 @@ struct durable__env_s {
   durable__env_kind_t kind;
   char *type, *payload, *sender, *target;
   uint64_t request_id;
+  int own_timer; /* a post from the hub's own timer: runs while quiescing */
   int status;    /* ENV_REPLY */
   char *message; /* ENV_REPLY failure */
 };

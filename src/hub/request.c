@@ -387,9 +387,10 @@ int durable__hub_handles(durable_hub_t *hub, const char *type) {
 
 void durable__run_message(durable_hub_t *hub, durable__env_t *env) {
   durable_mesh_t *mesh = hub->mesh;
-  if (hub->level >= DURABLE_HUB_QUIESCING) {
+  if (hub->level >= DURABLE_HUB_QUIESCING && !env->own_timer) {
     /* queued before the recycle began: a request is refused (the sender
-     * asks again), a post waits for the next activation */
+     * asks again), a post waits for the next activation.  A post from the
+     * hub's own timer runs: a handler in flight may be waiting for it. */
     env->target = env->target ? env->target : strdup(hub->address);
     durable__route(mesh, env);
     return;

@@ -367,7 +367,8 @@ static void on_claim(const durable_response_t *res) {
     c->checkpoint = checkpoint;
     char takeover[DURABLE_PATH_MAX + 32] = "";
     if (took) snprintf(takeover, sizeof takeover, ", taken over from %s", took);
-    durable_mesh_log(c->mesh, DURABLE_LOG_INFO,
+    /* the stream hub logs the grant at info: one line per lease */
+    durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
                      "Durable stream consumer %s holds %s (epoch %lld%s); "
                      "resuming after acknowledged sequence %lld",
                      hub_name(c), name_of(c, &n), (long long)epoch, takeover,

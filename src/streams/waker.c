@@ -65,12 +65,19 @@ static void on_owner_read(const durable_result_t *res) {
   wake_free(w); /* absent, or no consumer of that family here */
 }
 
-/* A stream node: wake its owner if it has work nobody holds. */
-static void consider(durable_mesh_t *mesh, const durable_node_t *node) {
+/* A stream node: wake its owner if it has work nobody holds.  At the
+ * host's start, a stream still held by its owner's own address counts as
+ * unheld: the process that held it is gone without releasing (a crash, a
+ * second signal), and the owner activated here re-claims it as the same
+ * subscriber.  (One host per store: see the README's limits.) */
+static void consider(durable_mesh_t *mesh, const durable_node_t *node,
+                     int at_start) {
   durable__stream_state_t s;
   if (mesh->closing || durable__state_decode(node->content, node->path, &s) < 0)
     return;
-  int waiting = s.last_sequence > s.checkpoint && s.subscriber == NULL;
+  int unheld = s.subscriber == NULL ||
+               (at_start && strcmp(s.subscriber, s.key) == 0);
+  int waiting = s.last_sequence > s.checkpoint && unheld;
   if (waiting) {
     wake_t *w = calloc(1, sizeof(*w));
     durable_error_t err = {0};
@@ -90,6 +97,7 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node) {
 typedef struct {
   durable_mesh_t *mesh;
   char *query;
+  int at_start;
 } scan_t;
 
 static void scan_page(scan_t *sc, const char *after);
@@ -99,7 +107,7 @@ static void on_page(const durable_result_t *res) {
   if (res->status == 0) {
     for (size_t i = 0; i < res->count; i++)
       if (strcmp(res->nodes[i]->node_type, DURABLE__STREAM_TYPE) == 0)
-        consider(sc->mesh, res->nodes[i]);
+        consider(sc->mesh, res->nodes[i], sc->at_start);
     if (res->more && res->count > 0 && !sc->mesh->closing) {
       scan_page(sc, res->nodes[res->count - 1]->path + 0);
       return;
@@ -124,33 +132,34 @@ static void scan_page(scan_t *sc, const char *after) {
   }
 }
 
-static void scan(durable_mesh_t *mesh, const char *query) {
+static void scan(durable_mesh_t *mesh, const char *query, int at_start) {
   scan_t *sc = calloc(1, sizeof(*sc));
   if (sc == NULL || (sc->query = strdup(query)) == NULL) {
     free(sc);
     return;
   }
   sc->mesh = mesh;
+  sc->at_start = at_start;
   scan_page(sc, NULL);
 }
 
 static void on_foreign(void *data, const char *ns) {
   durable_mesh_t *mesh = data;
   if (ns == NULL) { /* it may have missed anything: look at every stream */
-    scan(mesh, "type:" DURABLE__STREAM_TYPE);
+    scan(mesh, "type:" DURABLE__STREAM_TYPE, 0);
     return;
   }
   size_t n = strlen(ns), k = strlen(SEGMENT_SUFFIX);
   if (n > k && strcmp(ns + n - k, SEGMENT_SUFFIX) == 0) {
     char query[DURABLE_PATH_MAX + 16];
     snprintf(query, sizeof query, "namespace:%s", ns);
-    scan(mesh, query);
+    scan(mesh, query, 0);
   }
 }
 
 int durable_mesh_host(durable_mesh_t *mesh, durable_error_t *err) {
   if (mesh == NULL) return durable__error(err, DURABLE_EINVAL, "no mesh");
   durable__store_on_foreign(durable_mesh_store(mesh), on_foreign, mesh);
-  scan(mesh, "type:" DURABLE__STREAM_TYPE);
+  scan(mesh, "type:" DURABLE__STREAM_TYPE, 1);
   return 0;
 }

@@ -182,8 +182,8 @@ describe("the DocumentLog plugins", function()
     end))
     assert.is_not_nil(mesh:hub(doc)) -- a fresh activation claims, resuming after 1
     helper.run_until(mesh, function() return helper.ok(mesh:get_node(path)).content.Checkpoint == 3 end)
-    assert.equal(1, #helper.log_lines("holds DocumentLog@" .. doc .. " (epoch 2); resuming after "
-      .. "acknowledged sequence 1"))
+    assert.equal(1, #helper.log_lines("DocumentLog@" .. doc .. ": lease granted to " .. doc
+      .. " (epoch 2, checkpoint 1,"))
     local again = helper.ok(mesh:get_node(doc))
     assert.equal("Hello world!", again.content.text)
     assert.equal(node.version, again.version, "the redelivered items wrote nothing")

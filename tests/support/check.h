@@ -13,6 +13,9 @@
  * check_run_until() runs a loop until a flag is set or a deadline passes,
  * using a private timer that it closes (and whose close it completes) before
  * returning, so it leaves nothing on the loop.
+ *
+ * check_main() runs a unit's table of named tests, printing "ok N - name"
+ * for each: all of them, or only the one named by argv[1].
  */
 #ifndef DURABLE_TEST_CHECK_H
 #define DURABLE_TEST_CHECK_H
@@ -202,5 +205,30 @@ static CHECK__UNUSED void check__walk_cb(uv_handle_t *handle, void *arg) {
                   uv_err_name(check_rc_));                                   \
     }                                                                        \
   } while (0)
+
+/* One named test of a unit's table. */
+typedef struct {
+  const char *name;
+  void (*fn)(void);
+} check_test_t;
+
+/* Run the `n` tests (only the one named argv[1] when given); returns the
+ * exit code: 1 when no test has that name. */
+static CHECK__UNUSED int check_main(const check_test_t *tests, size_t n,
+                                    int argc, char **argv) {
+  int ran = 0;
+  for (size_t t = 0; t < n; t++) {
+    if (argc > 1 && strcmp(argv[1], tests[t].name) != 0) continue;
+    tests[t].fn();
+    printf("ok %zu - %s\n", t + 1, tests[t].name);
+    fflush(stdout);
+    ran++;
+  }
+  if (ran == 0) {
+    fprintf(stderr, "no test named '%s'\n", argc > 1 ? argv[1] : "");
+    return 1;
+  }
+  return 0;
+}
 
 #endif /* DURABLE_TEST_CHECK_H */

@@ -16,106 +16,14 @@
 #include <durable.h>
 
 #include "check.h"
+#define MESH_FIXTURE_ECHO_LOG 1 /* the mesh's log lines on stderr too */
+#include "mesh_fixture.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- fixture --------------------------------------------------------------- */
-
-typedef struct {
-  uv_loop_t loop;
-  durable_mesh_t *mesh;
-  durable_hub_t *client;
-  int client_freed; /* the client hub's memory went: nothing kept it */
-  int closed;
-} fx_t;
-
-static fx_t fx;
-
-static void fx_log(durable_log_level_t level, const char *line, void *data) {
-  (void)level;
-  (void)data;
-  fprintf(stderr, "  log: %s\n", line);
-}
-
-static void fx_client_freed(void *data) { *(int *)data = 1; }
-
-static void fx_open(void) {
-  durable_error_t err = {0};
-  memset(&fx, 0, sizeof fx);
-  CHECK_EQ_INT(uv_loop_init(&fx.loop), 0);
-  durable_mesh_options_t o = {.store = "sqlite::memory:", .log = fx_log};
-  int rc = durable_mesh_open(&fx.loop, &o, &fx.mesh, &err);
-  CHECK_MSG(rc == 0, "%s", err.message);
-  rc = durable_mesh_client(fx.mesh, "client/test", &fx.client, &err);
-  CHECK_MSG(rc == 0, "%s", err.message);
-  durable_hub_set_data(fx.client, &fx.client_freed, fx_client_freed);
-}
-
-static void on_put(const durable_result_t *res) {
-  CHECK_MSG(res->status == 0, "%s", res->message);
-  *(int *)res->data = 1;
-}
-
-static void fx_put(const char *path, const char *type) {
-  durable_error_t err = {0};
-  int done = 0;
-  int rc = durable_store_put(durable_mesh_store(fx.mesh), path, type, "{}",
-                             on_put, &done, &err);
-  CHECK_MSG(rc == 0, "%s", err.message);
-  CHECK(check_run_until(&fx.loop, &done, 5000));
-}
-
-static void on_closed(void *data) { *(int *)data = 1; }
-
-static void fx_close(void) {
-  durable_mesh_close(fx.mesh, on_closed, &fx.closed);
-  CHECK(check_run_until(&fx.loop, &fx.closed, 10000));
-  CHECK_EQ_INT(fx.client_freed, 1);
-  fx.client = NULL;
-  CHECK_LOOP_CLOSES(&fx.loop);
-}
-
-/* One request's outcome. */
-typedef struct {
-  int calls;
-  int status;
-  int order; /* when it was answered, among all calls of the test */
-  char payload[256];
-  char message[512];
-} call_t;
-
-static int answers;
-
-static void on_response(const durable_response_t *res) {
-  call_t *c = res->data;
-  c->calls++;
-  c->status = res->status;
-  c->order = ++answers;
-  snprintf(c->payload, sizeof c->payload, "%s", res->payload ? res->payload : "");
-  snprintf(c->message, sizeof c->message, "%s", res->message ? res->message : "");
-}
-
-static void request(durable_hub_t *from, const char *to, const char *type,
-                    const char *payload, call_t *c) {
-  durable_error_t err = {0};
-  int rc = durable_hub_request(from, to, type, payload, 5000, on_response, c, &err);
-  CHECK_MSG(rc == 0, "%s", err.message);
-}
-
-static void post(durable_hub_t *from, const char *to, const char *type,
-                 const char *payload) {
-  durable_error_t err = {0};
-  int rc = durable_hub_post(from, to, type, payload, &err);
-  CHECK_MSG(rc == 0, "%s", err.message);
-}
-
-static int call_done(void *arg) { return ((call_t *)arg)->calls > 0; }
-
-static void wait_call(call_t *c) {
-  CHECK(check_run_until_fn(&fx.loop, call_done, c, 5000));
-}
+/* ---- fixture (tests/support/mesh_fixture.h) -------------------------------- */
 
 static void on_handler(durable_node_type_t *t, const char *msg_type,
                        durable_handler_cb cb) {
@@ -245,7 +153,7 @@ static void record_handler(durable_hub_t *hub, const durable_msg_t *msg,
 static void test_order_per_sender(void) {
   fx_open();
   n_a = n_b = 0;
-  answers = 0;
+  events = 0;
   durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Recorder");
   on_handler(t, "rec", record_handler);
   fx_put("Space/rec", "Recorder");
@@ -329,7 +237,7 @@ static void fast_handler(durable_hub_t *hub, const durable_msg_t *msg,
 
 static void test_finish_later_from_timer(void) {
   fx_open();
-  depth = max_depth = answers = 0;
+  depth = max_depth = events = 0;
   slow_in_flight = fast_saw_slow_in_flight = 0;
   durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Later");
   on_handler(t, "slow", slow_handler);
@@ -390,7 +298,7 @@ static void inner_handler(durable_hub_t *hub, const durable_msg_t *msg,
 
 static void test_finish_later_from_own_request(void) {
   fx_open();
-  depth = max_depth = answers = 0;
+  depth = max_depth = events = 0;
   outer_in_flight = inner_saw_outer_in_flight = 0;
   durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Chain");
   on_handler(t, "outer", outer_handler);
@@ -459,12 +367,7 @@ static void test_ping_every_hub(void) {
   fx_close();
 }
 
-typedef struct {
-  const char *name;
-  void (*fn)(void);
-} test_t;
-
-static const test_t tests[] = {
+static const check_test_t tests[] = {
     {"one_at_a_time", test_one_at_a_time},
     {"self_post_later_turn", test_self_post_later_turn},
     {"order_per_sender", test_order_per_sender},
@@ -474,17 +377,5 @@ static const test_t tests[] = {
 };
 
 int main(int argc, char **argv) {
-  int ran = 0;
-  for (size_t t = 0; t < sizeof tests / sizeof tests[0]; t++) {
-    if (argc > 1 && strcmp(argv[1], tests[t].name) != 0) continue;
-    tests[t].fn();
-    printf("ok %zu - %s\n", t + 1, tests[t].name);
-    fflush(stdout);
-    ran++;
-  }
-  if (ran == 0) {
-    fprintf(stderr, "no test named '%s'\n", argc > 1 ? argv[1] : "");
-    return 1;
-  }
-  return 0;
+  return check_main(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

@@ -239,12 +239,7 @@ static void test_many(void) {
   durable__map_free(&map);
 }
 
-typedef struct {
-  const char *name;
-  void (*fn)(void);
-} test_t;
-
-static const test_t tests[] = {
+static const check_test_t tests[] = {
     {"empty", test_empty},
     {"put_get_replace", test_put_get_replace},
     {"hash_agrees", test_hash_agrees},
@@ -254,17 +249,5 @@ static const test_t tests[] = {
 };
 
 int main(int argc, char **argv) {
-  int ran = 0;
-  for (size_t t = 0; t < sizeof tests / sizeof tests[0]; t++) {
-    if (argc > 1 && strcmp(argv[1], tests[t].name) != 0) continue;
-    tests[t].fn();
-    printf("ok %zu - %s\n", t + 1, tests[t].name);
-    fflush(stdout);
-    ran++;
-  }
-  if (ran == 0) {
-    fprintf(stderr, "no test named '%s'\n", argc > 1 ? argv[1] : "");
-    return 1;
-  }
-  return 0;
+  return check_main(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

@@ -20,132 +20,17 @@
 #include <durable.h>
 
 #include "check.h"
+#include "mesh_fixture.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- fixture --------------------------------------------------------------- */
-
-typedef struct {
-  uv_loop_t loop;
-  durable_mesh_t *mesh;
-  durable_hub_t *client;
-  int client_freed; /* the client hub's memory went: nothing kept it */
-  char log[16384];
-  size_t log_len;
-  int closed;
-} fx_t;
-
-static fx_t fx;
-
-static void fx_log(durable_log_level_t level, const char *line, void *data) {
-  (void)level;
-  fx_t *f = data;
-  int n = snprintf(f->log + f->log_len, sizeof f->log - f->log_len, "%s\n", line);
-  if (n > 0 && (size_t)n < sizeof f->log - f->log_len) f->log_len += (size_t)n;
-}
-
-static void fx_client_freed(void *data) { *(int *)data = 1; }
+/* ---- fixture (tests/support/mesh_fixture.h) -------------------------------- */
 
 static void fx_open_with(uint32_t quiesce_budget_ms) {
-  durable_error_t err = {0};
-  memset(&fx, 0, sizeof fx);
-  CHECK_EQ_INT(uv_loop_init(&fx.loop), 0);
-  durable_mesh_options_t o = {.store = "sqlite::memory:",
-                              .quiesce_budget_ms = quiesce_budget_ms,
-                              .log = fx_log,
-                              .log_data = &fx};
-  int rc = durable_mesh_open(&fx.loop, &o, &fx.mesh, &err);
-  CHECK_MSG(rc == 0, "%s", err.message);
-  rc = durable_mesh_client(fx.mesh, "client/test", &fx.client, &err);
-  CHECK_MSG(rc == 0, "%s", err.message);
-  durable_hub_set_data(fx.client, &fx.client_freed, fx_client_freed);
-}
-
-static void fx_open(void) { fx_open_with(0); }
-
-static void on_put(const durable_result_t *res) {
-  CHECK_MSG(res->status == 0, "%s", res->message);
-  *(int *)res->data = 1;
-}
-
-static void fx_put_content(const char *path, const char *type,
-                           const char *content) {
-  durable_error_t err = {0};
-  int done = 0;
-  int rc = durable_store_put(durable_mesh_store(fx.mesh), path, type, content,
-                             on_put, &done, &err);
-  CHECK_MSG(rc == 0, "%s", err.message);
-  CHECK(check_run_until(&fx.loop, &done, 5000));
-}
-
-static void fx_put(const char *path, const char *type) {
-  fx_put_content(path, type, "{}");
-}
-
-static void on_closed(void *data) { *(int *)data = 1; }
-
-static void fx_close(void) {
-  durable_mesh_close(fx.mesh, on_closed, &fx.closed);
-  CHECK(check_run_until(&fx.loop, &fx.closed, 10000));
-  CHECK_EQ_INT(fx.client_freed, 1);
-  fx.client = NULL;
-  CHECK_LOOP_CLOSES(&fx.loop);
-}
-
-static durable_mesh_stats_t stats(void) {
-  durable_mesh_stats_t st;
-  durable_mesh_stats(fx.mesh, &st);
-  return st;
-}
-
-/* A sequence number for "what happened first" across callbacks. */
-static int events;
-
-typedef struct {
-  int calls;
-  int status;
-  int order;
-  char payload[256];
-  char message[512];
-} call_t;
-
-static void on_response(const durable_response_t *res) {
-  call_t *c = res->data;
-  c->calls++;
-  c->status = res->status;
-  c->order = ++events;
-  snprintf(c->payload, sizeof c->payload, "%s", res->payload ? res->payload : "");
-  snprintf(c->message, sizeof c->message, "%s", res->message ? res->message : "");
-}
-
-static void request(durable_hub_t *from, const char *to, const char *type,
-                    const char *payload, call_t *c) {
-  durable_error_t err = {0};
-  int rc = durable_hub_request(from, to, type, payload, 5000, on_response, c, &err);
-  CHECK_MSG(rc == 0, "%s", err.message);
-}
-
-static int call_done(void *arg) { return ((call_t *)arg)->calls > 0; }
-
-static void wait_call(call_t *c) {
-  CHECK(check_run_until_fn(&fx.loop, call_done, c, 5000));
-}
-
-static call_t ask(const char *to, const char *type, const char *payload) {
-  call_t c = {0};
-  request(fx.client, to, type, payload, &c);
-  wait_call(&c);
-  CHECK_EQ_INT(c.calls, 1);
-  return c;
-}
-
-static void post(durable_hub_t *from, const char *to, const char *type,
-                 const char *payload) {
-  durable_error_t err = {0};
-  int rc = durable_hub_post(from, to, type, payload, &err);
-  CHECK_MSG(rc == 0, "%s", err.message);
+  fx_open_options(
+      (durable_mesh_options_t){.quiesce_budget_ms = quiesce_budget_ms});
 }
 
 /* A recycle's outcome. */
@@ -897,11 +782,6 @@ static void test_recycle_cb_after_return(void) {
   fx_close();
 }
 
-typedef struct {
-  const char *name;
-  void (*fn)(void);
-} test_t;
-
 /* ---- an activation that never finishes, a reply that outlives its mesh ---- */
 
 static durable_reply_t *stuck_init;
@@ -933,7 +813,7 @@ static void test_close_with_stuck_activation(void) {
   stuck_init = NULL;
 }
 
-static const test_t tests[] = {
+static const check_test_t tests[] = {
     {"recycle_waits_for_handler", test_recycle_waits_for_handler},
     {"quiescing_refuses_admits_replies", test_quiescing_refuses_admits_replies},
     {"fresh_activation_after_recycle", test_fresh_activation_after_recycle},
@@ -952,19 +832,7 @@ static const test_t tests[] = {
 };
 
 int main(int argc, char **argv) {
-  int ran = 0;
   /* the tests read WARN lines from the log sink */
   if (durable_log_threshold() < DURABLE_LOG_WARN) setenv("DURABLE_LOG", "warn", 1);
-  for (size_t t = 0; t < sizeof tests / sizeof tests[0]; t++) {
-    if (argc > 1 && strcmp(argv[1], tests[t].name) != 0) continue;
-    tests[t].fn();
-    printf("ok %zu - %s\n", t + 1, tests[t].name);
-    fflush(stdout);
-    ran++;
-  }
-  if (ran == 0) {
-    fprintf(stderr, "no test named '%s'\n", argc > 1 ? argv[1] : "");
-    return 1;
-  }
-  return 0;
+  return check_main(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

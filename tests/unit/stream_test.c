@@ -3,65 +3,28 @@
  * serial chain, the leased consumer on a NodeType, recycle mid-stream, the
  * plain reader.  The behaviour specs (tests/spec/streams_spec.lua) pin the
  * spec's seven cases from Lua on both stores; this unit keeps the C API
- * honest on its own, on sqlite::memory:.
+ * honest on its own, on sqlite::memory:.  The mesh, its client hub and its
+ * log are tests/support/mesh_fixture.h's, with short stream timings.
  */
 #include <durable.h>
 
 #include "check.h"
+#include "mesh_fixture.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static uv_loop_t loop;
-static durable_mesh_t *mesh;
-static durable_hub_t *client;
-static char logbuf[1 << 16];
-
-static void on_log(durable_log_level_t level, const char *line, void *data) {
-  (void)level;
-  (void)data;
-  size_t n = strlen(logbuf);
-  snprintf(logbuf + n, sizeof logbuf - n, "%s\n", line);
-}
-
 static const char *store_url = "sqlite::memory:";
 
 static void open_mesh(void) {
-  CHECK_OK(uv_loop_init(&loop));
-  durable_error_t err = {0};
-  durable_mesh_options_t o = {.store = store_url, .log = on_log};
-  CHECK_MSG(durable_mesh_open(&loop, &o, &mesh, &err) == 0, "%s", err.message);
+  fx_open_options((durable_mesh_options_t){.store = store_url});
   durable_stream_options_t so = {.backoff_min_ms = 50, .backoff_max_ms = 200,
                                  .reclaim_ms = 500, .holder_probe_ms = 300};
-  durable_mesh_stream_options(mesh, &so);
-  CHECK_OK(durable_mesh_client(mesh, "client/test", &client, &err));
-  logbuf[0] = '\0';
+  durable_mesh_stream_options(fx.mesh, &so);
 }
 
-static int closed;
-static void on_closed(void *data) { (void)data; closed = 1; }
-
-static void close_mesh(void) {
-  closed = 0;
-  durable_mesh_close(mesh, on_closed, NULL);
-  CHECK(check_run_until(&loop, &closed, 10000));
-  CHECK_LOOP_CLOSES(&loop);
-}
-
-static int put_done;
-static void on_put(const durable_result_t *r) {
-  CHECK_MSG(r->status == 0, "%s", r->message);
-  put_done = 1;
-}
-
-static void put(const char *path, const char *type) {
-  durable_error_t err = {0};
-  put_done = 0;
-  CHECK_OK(durable_store_put(durable_mesh_store(mesh), path, type, "{}", on_put,
-                             NULL, &err));
-  CHECK(check_run_until(&loop, &put_done, 5000));
-}
+static void close_mesh(void) { fx_close(); }
 
 /* publish and wait for the sequence */
 static int64_t got_seq;
@@ -77,9 +40,9 @@ static int64_t publish(const char *ns, const char *key, const char *payload) {
   durable_stream_id_t id = {ns, key};
   durable_error_t err = {0};
   got = 0;
-  CHECK_MSG(durable_publish(client, &id, payload, on_seq, NULL, &err) == 0, "%s",
+  CHECK_MSG(durable_publish(fx.client, &id, payload, on_seq, NULL, &err) == 0, "%s",
             err.message);
-  CHECK(check_run_until(&loop, &got, 5000));
+  CHECK(check_run_until(&fx.loop, &got, 5000));
   return got_seq;
 }
 
@@ -109,7 +72,7 @@ static void probe(durable_hub_t *hub, const durable_item_t *item,
   handled[nhandled++] = item->sequence;
   later_t *l = malloc(sizeof *l);
   l->done = done;
-  uv_timer_init(&loop, &l->t);
+  uv_timer_init(&fx.loop, &l->t);
   uv_timer_start(&l->t, on_later, 5, 0);
 }
 
@@ -129,23 +92,23 @@ static void test_recycle_mid_stream(void) {
   nhandled = active = max_active = 0;
   durable_error_t err = {0};
   durable_consumer_t c = {.ns = "Probe", .handler = probe};
-  CHECK_OK(durable_node_type_consume(durable_mesh_node_type(mesh, "ProbeNode"), &c,
+  CHECK_OK(durable_node_type_consume(durable_mesh_node_type(fx.mesh, "ProbeNode"), &c,
                                      &err));
-  put("T/probe-recycle", "ProbeNode");
+  fx_put("T/probe-recycle", "ProbeNode");
   publish_range("T/probe-recycle", 1, 40);
   handled_at_least_n = 12;
-  CHECK(check_run_until_fn(&loop, handled_at_least, &handled_at_least_n, 10000));
-  CHECK_OK(durable_mesh_recycle(mesh, "T/probe-recycle", NULL, NULL, &err));
+  CHECK(check_run_until_fn(&fx.loop, handled_at_least, &handled_at_least_n, 10000));
+  CHECK_OK(durable_mesh_recycle(fx.mesh, "T/probe-recycle", NULL, NULL, &err));
   publish_range("T/probe-recycle", 41, 60);
   handled_at_least_n = 60;
-  CHECK_MSG(check_run_until_fn(&loop, handled_at_least, &handled_at_least_n, 20000),
-            "handled %d; log:\n%s", nhandled, logbuf);
-  check_run_for(&loop, 300); /* quiet: a repeat would show here */
+  CHECK_MSG(check_run_until_fn(&fx.loop, handled_at_least, &handled_at_least_n, 20000),
+            "handled %d; log:\n%s", nhandled, fx.log);
+  check_run_for(&fx.loop, 300); /* quiet: a repeat would show here */
   CHECK_EQ_INT(nhandled, 60);
   for (int i = 0; i < 60; i++) CHECK_EQ_INT(handled[i], i + 1);
   CHECK_EQ_INT(max_active, 1);
-  CHECK_CONTAINS(logbuf, "lease granted to T/probe-recycle");
-  CHECK_CONTAINS(logbuf, "ORPHANED: T/probe-recycle released the lease");
+  CHECK_CONTAINS(fx.log, "lease granted to T/probe-recycle");
+  CHECK_CONTAINS(fx.log, "ORPHANED: T/probe-recycle released the lease");
   close_mesh();
 }
 
@@ -166,18 +129,18 @@ static void test_reader_and_stream_hub_recycle(void) {
   open_mesh();
   publish_range("T/plain", 1, 10);
   durable_error_t err = {0};
-  CHECK_OK(durable_mesh_recycle(mesh, "T/plain/_DurableStream/Probe", NULL, NULL,
+  CHECK_OK(durable_mesh_recycle(fx.mesh, "T/plain/_DurableStream/Probe", NULL, NULL,
                                 &err));
   publish_range("T/plain", 11, 20); /* continues: no gap, no reuse */
   durable_reader_t *r;
   nread = 0;
   durable_stream_id_t id = {"Probe", "T/plain"};
-  CHECK_OK(durable_read(mesh, &id, 5, NULL, on_read, NULL, &r, &err));
+  CHECK_OK(durable_read(fx.mesh, &id, 5, NULL, on_read, NULL, &r, &err));
   read_n = 15;
-  CHECK(check_run_until_fn(&loop, read_at_least, &read_n, 5000));
+  CHECK(check_run_until_fn(&fx.loop, read_at_least, &read_n, 5000));
   publish_range("T/plain", 21, 21); /* the live tail */
   read_n = 16;
-  CHECK(check_run_until_fn(&loop, read_at_least, &read_n, 5000));
+  CHECK(check_run_until_fn(&fx.loop, read_at_least, &read_n, 5000));
   for (int i = 0; i < 16; i++) CHECK_EQ_INT(read_seqs[i], i + 6);
   durable_reader_close(r);
   close_mesh();
@@ -201,21 +164,21 @@ static void test_close_releases(void) {
   nhandled = active = max_active = 0;
   durable_error_t err = {0};
   durable_consumer_t c = {.ns = "Probe", .handler = probe};
-  CHECK_OK(durable_node_type_consume(durable_mesh_node_type(mesh, "ProbeNode"), &c,
+  CHECK_OK(durable_node_type_consume(durable_mesh_node_type(fx.mesh, "ProbeNode"), &c,
                                      &err));
-  put("T/leaver", "ProbeNode");
+  fx_put("T/leaver", "ProbeNode");
   publish_range("T/leaver", 1, 5);
   handled_at_least_n = 3;
-  CHECK(check_run_until_fn(&loop, handled_at_least, &handled_at_least_n, 10000));
+  CHECK(check_run_until_fn(&fx.loop, handled_at_least, &handled_at_least_n, 10000));
   close_mesh(); /* mid-stream */
-  CHECK_CONTAINS(logbuf, "ORPHANED: T/leaver released the lease");
+  CHECK_CONTAINS(fx.log, "ORPHANED: T/leaver released the lease");
   int before = nhandled;
 
   open_mesh(); /* a later host: nobody consumes here; read the node */
   got_node = NULL;
-  CHECK_OK(durable_store_get(durable_mesh_store(mesh), NULL,
+  CHECK_OK(durable_store_get(durable_mesh_store(fx.mesh), NULL,
                              "T/leaver/_DurableStream/Probe", on_get, NULL, &err));
-  while (got_node == NULL) uv_run(&loop, UV_RUN_ONCE);
+  while (got_node == NULL) uv_run(&fx.loop, UV_RUN_ONCE);
   CHECK_CONTAINS(got_node->content, "\"Subscriber\":null");
   CHECK_CONTAINS(got_node->content, "\"LastSubscriber\":\"T/leaver\"");
   char want[64];

@@ -1,0 +1,67 @@
+-- account.lua: a custom consumer plugin to copy -- an Account keeps the
+-- balance of its Ledger stream.
+--
+-- Producers append to the stream Ledger@{account path}:
+--
+--   {"$type":"Deposit","amount":100}
+--   {"$type":"Withdrawal","amount":30}
+--
+-- The Account's hub consumes it, one item at a time, in order.  Each item
+-- changes `balance` and records its sequence as `applied` in the SAME write,
+-- so an item handed over again (after a crash between the write and its
+-- acknowledgement) finds applied >= its sequence and changes nothing.
+--
+-- A withdrawal that would take the balance below -credit_limit (0 unless
+-- the account's content says otherwise) is refused: the handler raises, the
+-- item is NOT acknowledged, the host logs it, and the item is handed over
+-- again after a backoff -- until the account allows it (raise credit_limit
+-- with `durable put` / mesh:update_node).  An item is never skipped.
+--
+--   durable put Bank/alice Account '{}'
+--   durable run examples/custom-plugin/account.lua
+--   durable publish Ledger Bank/alice '{"$type":"Deposit","amount":100}'
+--   durable get @Bank/alice          # content: {"balance":100,"applied":1}
+
+-- The balance after `entry`, or raises why it cannot be applied.
+local function apply(account, entry, sequence)
+  local amount = entry.amount
+  if math.type(amount) ~= "integer" or amount <= 0 then
+    error(("ledger item %d: amount must be a positive integer, not %s")
+      :format(sequence, tostring(amount)), 0)
+  end
+  local balance = account.balance or 0
+  if entry["$type"] == "Deposit" then
+    return balance + amount
+  elseif entry["$type"] == "Withdrawal" then
+    local floor = -(account.credit_limit or 0)
+    if balance - amount < floor then
+      error(("ledger item %d: overdraft -- withdrawing %d from a balance of %d (credit limit %d)")
+        :format(sequence, amount, balance, -floor), 0)
+    end
+    return balance - amount
+  end
+  error(("ledger item %d: unknown $type %s (Deposit or Withdrawal)")
+    :format(sequence, tostring(entry["$type"])), 0)
+end
+
+return {
+  node_types = {
+    Account = function(config)
+      config:with_durable_stream_consumer {
+        namespace = "Ledger",
+        key = function(hub) return hub.address end, -- Ledger@{this account}
+        handler = function(hub, item)
+          -- read-modify-write of the account node; the item is acknowledged
+          -- once the write is saved (the completion), never before
+          return hub:update_node(hub.address, function(node)
+            local account = node.content
+            if (account.applied or 0) >= item.sequence then return nil end -- seen: no write
+            account.balance = apply(account, item.payload, item.sequence)   -- raises: not acknowledged
+            account.applied = item.sequence                                 -- the same write
+            return node
+          end)
+        end,
+      }
+    end,
+  },
+}

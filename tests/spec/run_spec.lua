@@ -1,0 +1,435 @@
+-- run_spec.lua: `durable run PLUGIN… [--store URL]`, the host, driven as an
+-- operator drives it: a host process beside `durable publish` processes,
+-- stopped with SIGINT or SIGTERM, started again.
+--
+-- Runs the built binary (env DURABLE_BIN, else $DURABLE_BUILD_DIR/durable,
+-- else ./build/durable).  Store-parametrised like cli_spec.lua:
+-- DURABLE_TEST_STORE=sqlite (default; a temp file per test) or postgres
+-- (DURABLE_TEST_PG is the URL; the database is shared, so every test works
+-- under its own namespace "runspec/<run>n<test>").
+--
+-- Slow items: the GATE plugin (written to a temp file below) is the
+-- DocumentLog consumer of plugins/document_log.lua, except that an item
+-- whose payload names a `gate` node is held until that node exists (the
+-- handler polls the store; a hub timer cannot do it, since a leaving hub's
+-- timers end with it).  The test opens the gate with `durable put`.
+
+local json = require "dkjson"
+
+local BIN = os.getenv("DURABLE_BIN")
+  or (os.getenv("DURABLE_BUILD_DIR") or "./build") .. "/durable"
+local KIND = os.getenv("DURABLE_TEST_STORE") or "sqlite"
+local PG = os.getenv("DURABLE_TEST_PG")
+math.randomseed(os.time() + math.floor(os.clock() * 1e6))
+local RUN = string.format("r%d%05d", os.time(), math.random(0, 99999))
+local DOCUMENT_LOG = "plugins/document_log.lua"
+
+local GATE_SOURCE = [[
+-- the DocumentLog consumer, with items held until their `gate` node exists
+local durable = require "durable"
+
+local function wait_gate(hub, path, deadline)
+  return hub:get_node(path):next(function(node)
+    if node then return true end
+    if os.time() > deadline then error("the gate " .. path .. " never opened") end
+    return wait_gate(hub, path, deadline)
+  end)
+end
+
+return {
+  node_types = {
+    Document = function(config)
+      config:with_durable_stream_consumer {
+        namespace = "DocumentLog",
+        key = function(hub) return hub.address end,
+        handler = function(hub, item)
+          local gate = item.payload.gate
+          local ready = gate and wait_gate(hub, gate, item.payload["until"] or 0) or durable.done(true)
+          return ready:next(function()
+            return hub:update_node(hub.address, function(node)
+              local doc = node.content
+              if (doc.applied or 0) >= item.sequence then return nil end
+              doc.text = (doc.text or "") .. item.payload.text
+              doc.applied = item.sequence
+              return node
+            end)
+          end)
+        end,
+      }
+    end,
+  },
+}
+]]
+
+local function quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function spit(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+local STORE, P, KEY, STREAM -- this test's store URL, namespace, owner, stream node
+local cleanup = {}          -- files to remove after this test
+local jobs = {}             -- processes started by this test
+local counter = 0
+
+local function tmpname()
+  local name = os.tmpname()
+  cleanup[#cleanup + 1] = name
+  return name
+end
+
+local function sleep(seconds)
+  os.execute("sleep " .. seconds)
+end
+
+-- Poll `check` every 50 ms until it returns a true value, for `seconds`.
+local function wait_for(check, seconds)
+  local deadline = os.time() + (seconds or 10)
+  repeat
+    local value = check()
+    if value then return value end
+    sleep(0.05)
+  until os.time() > deadline
+  return nil
+end
+
+local function command_line(opts)
+  local parts = {}
+  for k, v in pairs(opts.env or {}) do parts[#parts + 1] = k .. "=" .. quote(v) end
+  parts[#parts + 1] = quote(BIN)
+  if opts.store ~= false then parts[#parts + 1] = "--store " .. quote(opts.store or STORE) end
+  for _, a in ipairs(opts) do parts[#parts + 1] = quote(a) end
+  return table.concat(parts, " ")
+end
+
+-- run{ args..., store = URL | false, env = { K = V } } -> exit code, stdout, stderr
+local function run(opts)
+  local out, err = tmpname(), tmpname()
+  local _, how, code = os.execute(command_line(opts) .. " </dev/null >" .. out .. " 2>" .. err)
+  if how == "signal" then code = 128 + code end
+  return code, read_file(out), read_file(err)
+end
+
+-- spawn{ args..., env = } starts the command in the background: returns
+-- { pid =, out =, err =, rc = } (rc is written when it exits; a signal is
+-- 128 + n as in the shell).  DURABLE_LOG is cleared unless given.
+local function spawn(opts)
+  local job = { out = tmpname(), err = tmpname(), rc = tmpname() }
+  local pidfile = tmpname()
+  os.remove(job.rc)
+  local cmd = command_line(opts)
+  if not (opts.env and opts.env.DURABLE_LOG) then cmd = "env -u DURABLE_LOG " .. cmd end
+  os.execute("(" .. cmd .. " </dev/null >" .. job.out .. " 2>" .. job.err
+             .. " & echo $! >" .. pidfile .. "; wait $!; echo $? >" .. job.rc .. ".tmp; mv "
+             .. job.rc .. ".tmp " .. job.rc .. ") >/dev/null 2>&1 &")
+  job.pid = assert(wait_for(function() return (read_file(pidfile) or ""):match("%d+") end, 5))
+  jobs[#jobs + 1] = job
+  return job
+end
+
+local function exit_code(job, seconds)
+  local rc = wait_for(function() return (read_file(job.rc) or ""):match("%d+") end, seconds)
+  return rc and tonumber(rc)
+end
+
+local function running(job)
+  return read_file(job.rc) == nil
+end
+
+local function signal(job, name)
+  assert.is_true(os.execute("kill -" .. name .. " " .. job.pid) == true, "kill -" .. name)
+end
+
+-- A host of `plugin` on this test's store, up (its "hosting" line printed).
+local function host(plugin, env)
+  local job = spawn{ "run", plugin, env = env }
+  local up = wait_for(function()
+    return (read_file(job.err) or ""):find("durable run: hosting", 1, true) or not running(job)
+  end, 10)
+  assert.truthy(up and running(job), "the host did not start: " .. (read_file(job.err) or ""))
+  return job
+end
+
+-- Stop a host with `name`; it must exit 0 within 10 s.  Returns its stderr.
+local function stop(job, name)
+  signal(job, name or "INT")
+  local rc = exit_code(job, 10)
+  local err = read_file(job.err) or ""
+  assert.equal(0, rc, "the host's exit status after SIG" .. (name or "INT") .. ":\n" .. err)
+  return err
+end
+
+local function get(path)
+  local code, out, err = run{ "get", "@" .. path }
+  if code ~= 0 then return nil, err end
+  return assert(json.decode(out, 1, json.null), out)
+end
+
+local function doc() return assert(get(KEY)).content end
+local function stream() return assert(get(STREAM)).content end
+
+local function piece(i) return "p" .. i .. "." end
+local function pieces(a, b)
+  local out = {}
+  for i = a, b do out[#out + 1] = piece(i) end
+  return table.concat(out)
+end
+
+-- publish(i [, extra]): item i from a separate `durable publish` process.
+local function publish(i, extra)
+  local payload = { ["$type"] = "DocumentLogAppend", text = piece(i), offset = -1 }
+  for k, v in pairs(extra or {}) do payload[k] = v end
+  local code, out, err = run{ "publish", "DocumentLog", KEY, json.encode(payload) }
+  assert.equal(0, code, err)
+  return tonumber(out)
+end
+
+local function wait_applied(n, seconds)
+  local ok = wait_for(function() return (doc().applied or 0) >= n end, seconds or 10)
+  assert.truthy(ok, ("applied %s, expected %d"):format(tostring(doc().applied), n))
+end
+
+-- Lines of `err` (a host's stderr) that contain `text` (plain).
+local function lines_with(err, text)
+  local out = {}
+  for line in err:gmatch("[^\n]+") do
+    if line:find(text, 1, true) then out[#out + 1] = line end
+  end
+  return out
+end
+
+-- The sequences of the debug "item N" lines of this test's stream.
+local function items_logged(err)
+  local seqs = {}
+  for _, line in ipairs(lines_with(err, "Durable stream consumer " .. KEY .. ": item ")) do
+    seqs[#seqs + 1] = tonumber(line:match(": item (%d+) of DocumentLog"))
+  end
+  return seqs
+end
+
+local ISO = "^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d%d%dZ$"
+
+-- The stream node after a graceful leave at `checkpoint` of `last`.
+local function assert_released(checkpoint, last)
+  local s = stream()
+  assert.equal(json.null, s.Subscriber)
+  assert.matches(ISO, s.OrphanedAt)
+  assert.equal(KEY, s.LastSubscriber)
+  assert.equal(checkpoint, s.Checkpoint)
+  assert.equal(last, s.LastSequence)
+end
+
+describe("durable run (" .. KIND .. ")", function()
+  local GATE
+
+  before_each(function()
+    counter = counter + 1
+    P = "runspec/" .. RUN .. "n" .. counter
+    KEY = P .. "/doc"
+    STREAM = KEY .. "/_DurableStream/DocumentLog"
+    if KIND == "postgres" then
+      assert(PG and PG ~= "", "DURABLE_TEST_STORE=postgres needs DURABLE_TEST_PG")
+      STORE = PG
+    else
+      local db = tmpname()
+      os.remove(db)
+      cleanup[#cleanup + 1] = db .. "-wal"
+      cleanup[#cleanup + 1] = db .. "-shm"
+      cleanup[#cleanup + 1] = db .. "-journal"
+      STORE = "sqlite:" .. db
+    end
+    GATE = tmpname() .. ".lua"
+    cleanup[#cleanup + 1] = GATE
+    spit(GATE, GATE_SOURCE)
+    local code, _, err = run{ "put", KEY, "Document", '{"title":"run spec"}' }
+    assert.equal(0, code, err)
+  end)
+
+  after_each(function()
+    for _, job in ipairs(jobs) do
+      if running(job) then
+        os.execute("kill -KILL " .. job.pid .. " 2>/dev/null")
+        exit_code(job, 5)
+      end
+    end
+    jobs = {}
+    for _, f in ipairs(cleanup) do os.remove(f) end
+    cleanup = {}
+  end)
+
+  it("applies items published by other processes, in order, once each; SIGINT leaves and exits 0",
+    function()
+      local h = host(DOCUMENT_LOG)
+      for i = 1, 5 do assert.equal(i, publish(i)) end
+      wait_applied(5)
+      local err = stop(h, "INT")
+      local d = doc()
+      assert.equal(pieces(1, 5), d.text)
+      assert.equal(5, d.applied)
+      assert.equal("run spec", d.title)
+      assert_released(5, 5)
+      assert.equal("", read_file(h.out))
+      -- the default log level: one line when the lease is granted, one when
+      -- it is released, nothing per item
+      assert.equal(1, #lines_with(err, "DocumentLog@" .. KEY .. ": lease granted to " .. KEY),
+        err)
+      assert.equal(1, #lines_with(err, "DocumentLog@" .. KEY .. " ORPHANED: " .. KEY
+        .. " released the lease at checkpoint 5 of 5"), err)
+      for _, line in ipairs(lines_with(err, KEY)) do
+        assert.is_nil(line:match("item %d"), line)
+      end
+      assert.equal(1, #lines_with(err, "SIGINT: leaving"), err)
+    end)
+
+  it("leaves the same way on SIGTERM", function()
+    local h = host(DOCUMENT_LOG)
+    publish(1)
+    publish(2)
+    wait_applied(2)
+    local err = stop(h, "TERM")
+    assert.equal(pieces(1, 2), doc().text)
+    assert_released(2, 2)
+    assert.equal(1, #lines_with(err, "SIGTERM: leaving"), err)
+  end)
+
+  it("applies items published while no host ran, resuming after the checkpoint (debug: a line per item)",
+    function()
+      publish(1) -- before any host: the host finds it at start
+      local h = host(DOCUMENT_LOG)
+      publish(2)
+      publish(3)
+      wait_applied(3)
+      stop(h, "INT")
+      assert_released(3, 3)
+      for i = 4, 6 do assert.equal(i, publish(i)) end
+      local s = stream()
+      assert.equal(3, s.Checkpoint)
+      assert.equal(6, s.LastSequence)
+      assert.equal(pieces(1, 3), doc().text) -- nobody applied them yet
+
+      h = host(DOCUMENT_LOG, { DURABLE_LOG = "debug" })
+      wait_applied(6)
+      local err = stop(h, "INT")
+      assert.equal(pieces(1, 6), doc().text)
+      assert.equal(6, doc().applied)
+      assert_released(6, 6)
+      -- handed over from the checkpoint on: 4, 5, 6, and never 1..3 again
+      assert.same({ 4, 5, 6 }, items_logged(err), err)
+      assert.equal(1, #lines_with(err, "holds DocumentLog@" .. KEY), err)
+      assert.truthy(lines_with(err, "resuming after acknowledged sequence 3")[1], err)
+    end)
+
+  it("on SIGINT, finishes and acknowledges the item in flight, starts no new one", function()
+    publish(1)
+    publish(2, { gate = P .. "/gate", ["until"] = os.time() + 20 })
+    publish(3)
+    local h = host(GATE, { DURABLE_LOG = "debug" })
+    assert.truthy(wait_for(function() return items_logged(read_file(h.err))[2] end),
+      "item 2 was never handed over: " .. read_file(h.err))
+    signal(h, "INT")
+    sleep(0.3)
+    assert.is_true(running(h), "the host waits for the item in flight")
+    assert.equal(0, (run{ "put", P .. "/gate", "Gate", "{}" }))
+    assert.equal(0, exit_code(h, 10), read_file(h.err))
+    local err = read_file(h.err)
+    assert.equal(pieces(1, 2), doc().text)
+    assert_released(2, 3)
+    assert.same({ 1, 2 }, items_logged(err), err)
+
+    -- the next host goes on with item 3
+    h = host(DOCUMENT_LOG)
+    wait_applied(3)
+    stop(h, "INT")
+    assert.equal(pieces(1, 3), doc().text)
+    assert_released(3, 3)
+  end)
+
+  -- A host stuck leaving (item 2 waits for a gate nobody opens), then
+  -- stopped by a second signal.
+  local function hard_exit(first, second)
+    publish(1)
+    publish(2, { gate = P .. "/gate", ["until"] = os.time() + 20 })
+    publish(3)
+    local h = host(GATE, { DURABLE_LOG = "debug" })
+    assert.truthy(wait_for(function() return items_logged(read_file(h.err))[2] end),
+      "item 2 was never handed over: " .. read_file(h.err))
+    signal(h, first)
+    assert.truthy(wait_for(function()
+      return read_file(h.err):find("SIG" .. first .. ": leaving", 1, true) or not running(h)
+    end), read_file(h.err))
+    sleep(0.3)
+    assert.is_true(running(h), "the leave waits for the item in flight")
+    local t0 = os.time()
+    signal(h, second)
+    local rc = exit_code(h, 3)
+    assert.is_true(os.time() - t0 <= 2, "exited at once")
+    return rc
+  end
+
+  for _, signals in ipairs{ { "INT", "TERM", 143 }, { "TERM", "INT", 130 } } do
+    it(("a second signal during the leave exits at once (SIG%s then SIG%s: %d); nothing acknowledged is lost")
+      :format(signals[1], signals[2], signals[3]), function()
+      assert.equal(signals[3], hard_exit(signals[1], signals[2]))
+      assert.equal(pieces(1, 1), doc().text)
+      assert.equal(1, doc().applied)
+      local s = stream()
+      assert.equal(1, s.Checkpoint) -- item 1 stays acknowledged
+      assert.equal(3, s.LastSequence)
+      -- a later host on a shared PostgreSQL must not wait on this gate
+      assert.equal(0, (run{ "put", P .. "/gate", "Gate", "{}" }))
+    end)
+  end
+
+  it("a host started after a hard exit resumes after the checkpoint", function()
+    hard_exit("INT", "TERM")
+    assert.equal(0, (run{ "put", P .. "/gate", "Gate", "{}" }))
+    local h = host(DOCUMENT_LOG)
+    wait_applied(3)
+    stop(h, "INT")
+    assert.equal(pieces(1, 3), doc().text)
+    assert_released(3, 3)
+  end)
+
+  it("refuses a broken plugin with its file and line, exits 1, and starts nothing", function()
+    publish(1)
+    local broken = tmpname() .. ".lua"
+    cleanup[#cleanup + 1] = broken
+    spit(broken, "return {\n  node_types = {\n    Broken = function(config)\n"
+      .. "      config:on(\"x\", function() end) end end,\n  },\n}\n")
+    local before = assert(get(STREAM))
+    local job = spawn{ "run", DOCUMENT_LOG, broken }
+    local rc = exit_code(job, 10)
+    local err = read_file(job.err)
+    assert.equal(1, rc, err)
+    assert.equal("", read_file(job.out))
+    assert.matches("^durable: run: plugin " .. broken:gsub("%p", "%%%0") .. ":4: [^\n]+\n$", err)
+    -- nothing started: the stream was not claimed, the document not touched
+    local after = assert(get(STREAM))
+    assert.equal(before.version, after.version)
+    assert.equal(0, after.content.Checkpoint)
+    assert.equal(json.null, after.content.Subscriber)
+    assert.is_nil(doc().applied)
+  end)
+
+  it("exits 2 with a usage line when no plugin is given", function()
+    local code, out, err = run{ "run" }
+    assert.equal(2, code, err)
+    assert.equal("", out)
+    assert.matches("^durable: run: [^\n]*usage: durable run[^\n]*\n$", err)
+    code, out = run{ "run", "--help", store = false }
+    assert.equal(0, code)
+    assert.matches("usage: durable run", out, 1, true)
+  end)
+end)
