@@ -495,6 +495,50 @@ static void test_hub_timers(void) {
   CHECK_LOOP_CLOSES(&fx.loop);
 }
 
+/* A handler that waits for its own hub's timer finishes during a recycle:
+ * the timer armed before the recycle still fires while the hub quiesces,
+ * so the item in flight is answered, not cut off by the budget. */
+static durable_reply_t *waiting_reply;
+static void wait_handler(durable_hub_t *hub, const durable_msg_t *msg,
+                         durable_reply_t *reply, void *data) {
+  (void)msg;
+  (void)data;
+  waiting_reply = reply;
+  durable_error_t err = {0};
+  CHECK_OK(durable_hub_timer(hub, 100, "wake", NULL, &err));
+}
+static void wake_handler(durable_hub_t *hub, const durable_msg_t *msg,
+                         durable_reply_t *reply, void *data) {
+  (void)hub;
+  (void)msg;
+  (void)data;
+  if (waiting_reply) durable_reply_ok(waiting_reply, "\"woken\"");
+  waiting_reply = NULL;
+  durable_reply_ok(reply, NULL);
+}
+
+static void test_timer_fires_while_quiescing(void) {
+  fx_open();
+  reset();
+  waiting_reply = NULL;
+  durable_error_t err = {0};
+  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Waiter");
+  CHECK_OK(durable_node_type_on(t, "wait", wait_handler, NULL, &err));
+  CHECK_OK(durable_node_type_on(t, "wake", wake_handler, NULL, &err));
+  fx_put("Space/w", "Waiter");
+  call_t c = {0};
+  request(fx.client, "Space/w", "wait", NULL, &c);
+  while (waiting_reply == NULL) uv_run(&fx.loop, UV_RUN_ONCE);
+  done_t d = {0};
+  recycle("Space/w", &d); /* the timer is due in 100 ms, within the budget */
+  wait_done(&d, 3000);
+  wait_call(&c);
+  CHECK_EQ_CODE(c.status, 0);
+  CHECK_EQ_STR(c.payload, "\"woken\"");
+  CHECK_EQ_INT(stats().quiesce_timeouts, 0);
+  fx_close();
+}
+
 /* ---- the read-issuing hub -------------------------------------------------------- */
 
 static void test_reads_hub_survives(void) {
@@ -829,6 +873,7 @@ static const check_test_t tests[] = {
     {"close_answer_races_budget", test_close_answer_races_budget},
     {"recycle_cb_after_return", test_recycle_cb_after_return},
     {"close_with_stuck_activation", test_close_with_stuck_activation},
+    {"timer_fires_while_quiescing", test_timer_fires_while_quiescing},
 };
 
 int main(int argc, char **argv) {
