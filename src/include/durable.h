@@ -547,7 +547,9 @@ void durable_hub_set_data(durable_hub_t *hub, void *data,
 void *durable_hub_data(const durable_hub_t *hub);
 
 /* Post `type`/`payload` to the hub itself after `ms` milliseconds (a timer
- * never runs a handler directly).  Timers end with the activation. */
+ * never runs a handler directly).  A timer armed before a recycle still
+ * fires while the hub quiesces (a handler in flight may wait for it); no
+ * new timer starts then, and timers end when the hub is dead. */
 int durable_hub_timer(durable_hub_t *hub, uint32_t ms, const char *type,
                       const char *payload, durable_error_t *err);
 
