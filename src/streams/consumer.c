@@ -60,6 +60,7 @@ typedef struct consumer_s {
   uint64_t gen;
   int64_t epoch, checkpoint;
   int attempt;
+  int wake_pending; /* a wake came while starting or claiming */
   durable__pull_t *pull;
   durable_watch_t *orphan_watch;
   /* the item of the turn in flight */
@@ -363,6 +364,7 @@ static void on_claim(const durable_response_t *res) {
   } else if (res->status < 0) {
     failure(c, 0, res->message);
   } else if (granted) {
+    c->wake_pending = 0;
     c->epoch = epoch;
     c->checkpoint = checkpoint;
     char takeover[DURABLE_PATH_MAX + 32] = "";
@@ -388,6 +390,13 @@ static void on_claim(const durable_response_t *res) {
                      "it to be released",
                      hub_name(c), name_of(c, &n), holder ? holder : "another");
     c->state = C_WAITING;
+    if (c->wake_pending) { /* released meanwhile? ask again at once */
+      c->wake_pending = 0;
+      claim(c);
+      json_decref(j);
+      durable_hub_unref(c->hub);
+      return;
+    }
     durable_error_t err = {0};
     if (durable_store_watch(durable_mesh_store(c->mesh), c->stream_ns, 0,
                             on_orphan_signal, c, &c->orphan_watch, &err) < 0)
@@ -430,6 +439,9 @@ static void on_exists(const durable_result_t *res) {
                        "Durable stream consumer %s: %s exists — claiming",
                        hub_name(c), name_of(c, &n));
       claim(c);
+    } else if (c->wake_pending) {
+      c->wake_pending = 0; /* the stream appeared after we looked */
+      claim(c);
     } else {
       durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
                        "Durable stream consumer %s: %s does not exist — dormant "
@@ -462,7 +474,10 @@ static void on_wake(durable_hub_t *hub, const durable_msg_t *msg,
   consumer_t *c = data;
   (void)hub;
   (void)msg;
-  if (c->state == C_DORMANT || c->state == C_WAITING) claim(c);
+  if (c->state == C_DORMANT || c->state == C_WAITING)
+    claim(c);
+  else if (c->state == C_STARTING || c->state == C_CLAIMING)
+    c->wake_pending = 1; /* its existence check or claim may predate it */
   durable_reply_ok(reply, NULL);
 }
 

@@ -46,6 +46,10 @@ struct durable__pull_s {
   slot_t *buf;
   size_t nbuf, cap;
   int reading, dirty, more, started;
+  /* custom source: a round must start over from the first id when items
+   * were skipped as too far ahead, or a signal came during the round (an
+   * id sorting before the round's cursor may have been added) */
+  int round_again;
   durable_watch_t *watch;
   durable__pull_cb cb;
   void *cb_data;
@@ -167,7 +171,11 @@ static void on_page(const durable_result_t *res) {
     int64_t seq = p->custom ? p->source.sequence_of(node, p->source.data)
                             : durable__item_sequence(node->id);
     if (!p->custom && seq > p->read_upto) p->read_upto = seq;
-    if (seq < p->next || (p->custom && seq >= p->next + AHEAD_MAX)) continue;
+    if (p->custom && seq >= p->next + AHEAD_MAX) {
+      p->round_again = 1;
+      continue;
+    }
+    if (seq < p->next) continue;
     if (buffer_put(p, seq, node) < 0) {
       deliver_error(p, DURABLE_ENOMEM, "out of memory");
       return;
@@ -179,6 +187,10 @@ static void on_page(const durable_result_t *res) {
     p->round_after = res->more && res->count
                          ? strdup(res->nodes[res->count - 1]->id)
                          : NULL; /* the round is over: the next starts at "" */
+    if (p->round_after == NULL && p->round_again) {
+      p->round_again = 0;
+      p->dirty = 1; /* look again from the first id */
+    }
   }
   try_deliver(p);
 }
@@ -219,6 +231,7 @@ static void on_signal(durable_watch_t *w, durable_change_kind_t kind,
     json_decref(j);
     if (last <= p->read_upto) return;
   }
+  if (p->custom && p->round_after != NULL) p->round_again = 1;
   if (p->reading || p->cb == NULL)
     p->dirty = 1;
   else

@@ -60,6 +60,7 @@ typedef struct {
   int64_t next_seq; /* 0: derive again */
   op_t *head, *tail;
   int busy;
+  int dead; /* the hub left: queued operations are not run any more */
   int waking, woken;
   char *holder; /* a claim's probe in flight: the holder pinged */
   size_t batch; /* appends in the transaction in flight (the chain's head) */
@@ -400,7 +401,9 @@ static void grant(shub_t *sh) {
 
 static void on_holder_ping(const durable_response_t *res) {
   shub_t *sh = res->data;
-  if (res->status == 0) {
+  /* a holder that is recycling is alive: its item in flight finishes and
+   * its release is the orphan event the claimant waits for */
+  if (res->status == 0 || res->status == DURABLE_ESHUTDOWN) {
     /* alive: refused, nothing written */
     const durable__stream_state_t *s = &sh->state;
     json_t *j = json_pack("{s:b, s:I, s:I, s:s, s:n}", "Granted", 0, "Epoch",
@@ -581,7 +584,16 @@ static void on_state_read(const durable_result_t *res) {
 }
 
 static void pump(shub_t *sh) {
-  if (sh->busy || sh->head == NULL) return;
+  if (sh->busy) return;
+  while (sh->dead && sh->head) {
+    /* Left (its quiesce budget ran out): what was queued never ran and was
+     * answered ShuttingDown already; running it now would duplicate what a
+     * producer resends to the next activation. */
+    op_t *op = pop(sh);
+    durable_reply_fail(op->reply, DURABLE_ESHUTDOWN, "the stream hub left");
+    op_free(op);
+  }
+  if (sh->head == NULL) return;
   sh->busy = 1;
   if (!sh->have_state) {
     durable_error_t err = {0};
@@ -669,6 +681,12 @@ static void stream_hub_init(durable_hub_t *hub, durable_reply_t *done, void *dat
   durable_reply_ok(done, NULL);
 }
 
+static void stream_hub_dispose(durable_hub_t *hub, void *data) {
+  (void)data;
+  shub_t *sh = durable__hub_attached(hub, &shub_key);
+  if (sh) sh->dead = 1;
+}
+
 int durable__stream_hub_install(durable_mesh_t *mesh) {
   durable_node_type_t *t = durable_mesh_node_type(mesh, DURABLE__STREAM_TYPE);
   if (t == NULL) return DURABLE_ENOMEM;
@@ -676,6 +694,7 @@ int durable__stream_hub_install(durable_mesh_t *mesh) {
    * they still have to take */
   t->late = 1;
   int rc = durable_node_type_on_init(t, stream_hub_init, NULL);
+  if (rc == 0) rc = durable_node_type_on_dispose(t, stream_hub_dispose, NULL);
   static const struct {
     const char *type;
     op_kind_t kind;

@@ -48,6 +48,7 @@ static int64_t publish(const char *ns, const char *key, const char *payload) {
 
 /* the probe handler: records sequences, checks payload == sequence, finishes
  * after 5 ms */
+static uint64_t probe_delay_ms = 5;
 static int64_t handled[256];
 static int nhandled, active, max_active;
 typedef struct {
@@ -73,7 +74,7 @@ static void probe(durable_hub_t *hub, const durable_item_t *item,
   later_t *l = malloc(sizeof *l);
   l->done = done;
   uv_timer_init(&fx.loop, &l->t);
-  uv_timer_start(&l->t, on_later, 5, 0);
+  uv_timer_start(&l->t, on_later, probe_delay_ms, 0);
 }
 
 static int handled_at_least_n;
@@ -193,6 +194,34 @@ static void test_close_releases(void) {
   CHECK_EQ_INT(system(cmd), 0);
 }
 
+/* A holder that is recycling is alive: a claim from elsewhere is refused
+ * while its item in flight finishes (no takeover, no second handler), and
+ * the release that follows lets the claimant in. */
+static void test_recycling_holder_keeps_lease(void) {
+  open_mesh();
+  nhandled = active = max_active = 0;
+  probe_delay_ms = 400; /* the item in flight outlasts the claim below */
+  durable_error_t err = {0};
+  durable_consumer_t c = {.ns = "Probe", .handler = probe};
+  CHECK_OK(durable_node_type_consume(durable_mesh_node_type(fx.mesh, "ProbeNode"),
+                                     &c, &err));
+  fx_put("T/holder", "ProbeNode");
+  publish_range("T/holder", 1, 1);
+  CHECK(check_run_until(&fx.loop, &active, 5000)); /* item 1 in its handler */
+  CHECK_OK(durable_mesh_recycle(fx.mesh, "T/holder", NULL, NULL, &err));
+  call_t claim = {0};
+  request(fx.client, "T/holder/_DurableStream/Probe", "durable.claim",
+          "{\"Subscriber\":\"client/other\"}", &claim);
+  wait_call(&claim);
+  CHECK_EQ_CODE(claim.status, 0);
+  CHECK_CONTAINS(claim.payload, "\"Granted\":false");
+  CHECK(strstr(fx.log, "TOOK OVER") == NULL);
+  int one = 1;
+  CHECK(check_run_until_fn(&fx.loop, handled_at_least, &one, 5000));
+  probe_delay_ms = 5;
+  close_mesh();
+}
+
 int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -202,5 +231,7 @@ int main(int argc, char **argv) {
   printf("ok 2 - reader_and_stream_hub_recycle\n");
   test_close_releases();
   printf("ok 3 - close_releases\n");
+  test_recycling_holder_keeps_lease();
+  printf("ok 4 - recycling_holder_keeps_lease\n");
   return 0;
 }
