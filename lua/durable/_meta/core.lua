@@ -1,5 +1,5 @@
 ---@meta
--- _meta/core.lua: annotation stubs for durable.core, the C half of the Lua
+-- _meta/core.lua: lua-language-server annotations for durable.core, the C half of the Lua
 -- module (bindings/lua/).  Never loaded: it documents, for readers and for
 -- lua-language-server, what the C functions take and return.  The friendly
 -- API (lua/durable/init.lua) is built on these.
