@@ -1253,6 +1253,19 @@ static int pg_get(durable__conn_t *c, durable__place_t place, const char *ns,
   return 0;
 }
 
+/* Append every row of `res` to `out` as a node. */
+static int push_rows(const PGresult *res, durable__nodes_t *out,
+                     durable_error_t *err) {
+  for (int i = 0, n = PQntuples(res); i < n; i++) {
+    durable_node_t *node = node_of_row(res, i);
+    if (node == NULL || durable__nodes_push(out, node) != 0) {
+      durable_node_free(node);
+      return durable__error(err, DURABLE_ENOMEM, "out of memory");
+    }
+  }
+  return 0;
+}
+
 static int pg_list(durable__conn_t *c, durable__place_t place, const char *ns,
                    const char *after, size_t limit, durable__nodes_t *out,
                    durable_error_t *err) {
@@ -1264,13 +1277,7 @@ static int pg_list(durable__conn_t *c, durable__place_t place, const char *ns,
   const char *vals[3] = {ns, after ? after : "", lim};
   PGresult *res = run(c, name, 3, vals, &rc, err, "list", ns);
   if (res == NULL) return read_failed(c, place, rc, &absent);
-  for (int i = 0, n = PQntuples(res); rc == 0 && i < n; i++) {
-    durable_node_t *node = node_of_row(res, i);
-    if (node == NULL || durable__nodes_push(out, node) != 0) {
-      durable_node_free(node);
-      rc = durable__error(err, DURABLE_ENOMEM, "out of memory");
-    }
-  }
+  rc = push_rows(res, out, err);
   PQclear(res);
   return rc;
 }
@@ -1286,13 +1293,7 @@ static int pg_list_type(durable__conn_t *c, durable__place_t place,
   const char *vals[3] = {node_type, after ? after : "", lim};
   PGresult *res = run(c, name, 3, vals, &rc, err, "list by type", node_type);
   if (res == NULL) return read_failed(c, place, rc, &absent);
-  for (int i = 0, n = PQntuples(res); rc == 0 && i < n; i++) {
-    durable_node_t *node = node_of_row(res, i);
-    if (node == NULL || durable__nodes_push(out, node) != 0) {
-      durable_node_free(node);
-      rc = durable__error(err, DURABLE_ENOMEM, "out of memory");
-    }
-  }
+  rc = push_rows(res, out, err);
   PQclear(res);
   return rc;
 }

@@ -666,15 +666,10 @@ static int get(durable__conn_t *c, durable__place_t place, const char *ns,
   return sql_fail(c, rc, "get", err);
 }
 
-static int list(durable__conn_t *c, durable__place_t place, const char *ns,
-                const char *after, size_t limit, durable__nodes_t *out,
-                durable_error_t *err) {
-  if (limit == 0) return 0;
-  sqlite3_stmt *st = table_stmt(c, place, OP_LIST, err);
-  if (st == NULL) return err->code;
-  bind_text(st, 1, ns);
-  bind_text(st, 2, after);
-  sqlite3_bind_int64(st, 3, limit > INT64_MAX ? INT64_MAX : (int64_t)limit);
+/* Step a bound statement to its end, appending each row's node to `out`. */
+static int collect_rows(durable__conn_t *c, sqlite3_stmt *st,
+                        durable__nodes_t *out, const char *what,
+                        durable_error_t *err) {
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     durable_node_t *node = row_node(st);
@@ -686,7 +681,19 @@ static int list(durable__conn_t *c, durable__place_t place, const char *ns,
     }
   }
   done_with(st);
-  return rc == SQLITE_DONE ? 0 : sql_fail(c, rc, "list", err);
+  return rc == SQLITE_DONE ? 0 : sql_fail(c, rc, what, err);
+}
+
+static int list(durable__conn_t *c, durable__place_t place, const char *ns,
+                const char *after, size_t limit, durable__nodes_t *out,
+                durable_error_t *err) {
+  if (limit == 0) return 0;
+  sqlite3_stmt *st = table_stmt(c, place, OP_LIST, err);
+  if (st == NULL) return err->code;
+  bind_text(st, 1, ns);
+  bind_text(st, 2, after);
+  sqlite3_bind_int64(st, 3, limit > INT64_MAX ? INT64_MAX : (int64_t)limit);
+  return collect_rows(c, st, out, "list", err);
 }
 
 static int partitions(durable__conn_t *c, durable__strv_t *out,
@@ -707,17 +714,7 @@ static int list_type(durable__conn_t *c, durable__place_t place,
   bind_text(st, 1, node_type);
   bind_text(st, 2, after);
   sqlite3_bind_int64(st, 3, limit > INT64_MAX ? INT64_MAX : (int64_t)limit);
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    durable_node_t *node = row_node(st);
-    if (node == NULL || durable__nodes_push(out, node) != 0) {
-      if (node != NULL) durable_node_free(node);
-      done_with(st);
-      return durable__error(err, DURABLE_ENOMEM, "out of memory");
-    }
-  }
-  done_with(st);
-  return rc == SQLITE_DONE ? 0 : sql_fail(c, rc, "list by type", err);
+  return collect_rows(c, st, out, "list by type", err);
 }
 
 static int max_id(durable__conn_t *c, durable__place_t place, const char *ns,
