@@ -11,64 +11,11 @@
 
 local json = require "dkjson"
 
-local BIN = os.getenv("DURABLE_BIN")
-  or (os.getenv("DURABLE_BUILD_DIR") or "./build") .. "/durable"
-local KIND = os.getenv("DURABLE_TEST_STORE") or "sqlite"
-local PG = os.getenv("DURABLE_TEST_PG")
-local RUN = string.format("r%d%05d", os.time(), math.random(0, 99999))
-
-local function quote(s)
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
-
-local function slurp(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function spit(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
-
-local STORE, P       -- this test's store URL and namespace
-local cleanup = {}   -- files to remove after this test
-local counter = 0
-
-local function tmpname()
-  local name = os.tmpname()
-  cleanup[#cleanup + 1] = name
-  return name
-end
-
--- The command line of run{...} and spawn{...}, without redirections.
-local function command_line(opts)
-  local parts = {}
-  for k, v in pairs(opts.env or {}) do parts[#parts + 1] = k .. "=" .. quote(v) end
-  parts[#parts + 1] = quote(BIN)
-  if opts.store ~= false then
-    parts[#parts + 1] = "--store " .. quote(opts.store or STORE)
-  end
-  for _, a in ipairs(opts) do parts[#parts + 1] = quote(a) end
-  return table.concat(parts, " ")
-end
-
--- run{ args..., stdin = TEXT, store = URL | false, env = { K = V } }
--- returns exit code, stdout, stderr.
-local function run(opts)
-  local out, err, inp = tmpname(), tmpname(), "/dev/null"
-  if opts.stdin then
-    inp = tmpname()
-    spit(inp, opts.stdin)
-  end
-  local cmd = command_line(opts) .. " <" .. inp .. " >" .. out .. " 2>" .. err
-  local _, how, code = os.execute(cmd)
-  if how == "signal" then code = 128 + code end
-  return code, slurp(out), slurp(err)
-end
+local cmd = require "command"
+local KIND, quote, read_file, spit = cmd.KIND, cmd.quote, cmd.read_file, cmd.spit
+local tmpname, sleep, wait_for = cmd.tmpname, cmd.sleep, cmd.wait_for
+local command_line, run, spawn, exit_code = cmd.command_line, cmd.run, cmd.spawn, cmd.exit_code
+local P -- this test's namespace (cmd.store is its store)
 
 local function one_line(s)
   return s:match("^[^\n]+\n$") ~= nil
@@ -84,47 +31,10 @@ end
 
 local ISO = "^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d%d%dZ$"
 
-local function sleep(seconds)
-  os.execute("sleep " .. seconds)
-end
 
--- Poll `check` every 50 ms until it returns a true value, for `seconds`.
-local function wait_for(check, seconds)
-  local deadline = os.time() + (seconds or 10)
-  repeat
-    local value = check()
-    if value then return value end
-    sleep(0.05)
-  until os.time() > deadline
-  return nil
-end
 
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
 
--- spawn{ args..., store =, env = } starts the command in the background:
--- returns { pid =, out = FILE, err = FILE, rc = FILE } (rc is written when
--- it exits; signals are 128 + n as in the shell).
-local function spawn(opts)
-  local job = { out = tmpname(), err = tmpname(), rc = tmpname() }
-  local pidfile = tmpname()
-  os.remove(job.rc)
-  os.execute("(" .. command_line(opts) .. " </dev/null >" .. job.out .. " 2>" .. job.err
-             .. " & echo $! >" .. pidfile .. "; wait $!; echo $? >" .. job.rc .. ".tmp; mv "
-             .. job.rc .. ".tmp " .. job.rc .. ") >/dev/null 2>&1 &")
-  job.pid = assert(wait_for(function() return (read_file(pidfile) or ""):match("%d+") end, 5))
-  return job
-end
 
-local function exit_code(job, seconds)
-  local rc = wait_for(function() return (read_file(job.rc) or ""):match("%d+") end, seconds)
-  return rc and tonumber(rc)
-end
 
 -- Lines of stderr that are not library log lines (those carry a time stamp).
 local function error_lines(err)
@@ -137,24 +47,11 @@ end
 
 describe("durable (" .. KIND .. ")", function()
   before_each(function()
-    counter = counter + 1
-    P = "clispec/" .. RUN .. "n" .. counter
-    if KIND == "postgres" then
-      assert(PG and PG ~= "", "DURABLE_TEST_STORE=postgres needs DURABLE_TEST_PG")
-      STORE = PG
-    else
-      local db = tmpname()
-      cleanup[#cleanup + 1] = db .. "-wal"
-      cleanup[#cleanup + 1] = db .. "-shm"
-      cleanup[#cleanup + 1] = db .. "-journal"
-      STORE = "sqlite:" .. db
-    end
+    local _
+    _, P = cmd.begin("clispec")
   end)
 
-  after_each(function()
-    for _, f in ipairs(cleanup) do os.remove(f) end
-    cleanup = {}
-  end)
+  after_each(cmd.finish)
 
   describe("put and get", function()
     it("round-trips content byte for byte, $type first", function()
@@ -266,7 +163,7 @@ describe("durable (" .. KIND .. ")", function()
       local sql = "x'; DROP TABLE mesh_nodes; --"
       local code, _, err = run{ "put", P .. "/before", "T", "{}" }
       assert.equal(0, code, err)
-      for _, path in ipairs{ P .. "/" .. sql .. "/doc", sql .. "/" .. RUN .. "n" .. counter } do
+      for _, path in ipairs{ P .. "/" .. sql .. "/doc", sql .. "/" .. P:match("[^/]+$") } do
         local content = '{"q":"' .. sql .. '"}'
         code, _, err = run{ "put", path, "T", content }
         assert.equal(0, code, err)
@@ -598,7 +495,7 @@ describe("durable (" .. KIND .. ")", function()
 
     it("takes the store from DURABLE_STORE when --store is absent", function()
       local code, _, err = run{ "put", P .. "/env", "T", "{}", store = false,
-                                env = { DURABLE_STORE = STORE } }
+                                env = { DURABLE_STORE = cmd.store } }
       assert.equal(0, code, err)
       assert.equal(0, (run{ "get", "@" .. P .. "/env" }))
     end)

@@ -16,12 +16,11 @@
 
 local json = require "dkjson"
 
-local BIN = os.getenv("DURABLE_BIN")
-  or (os.getenv("DURABLE_BUILD_DIR") or "./build") .. "/durable"
-local KIND = os.getenv("DURABLE_TEST_STORE") or "sqlite"
-local PG = os.getenv("DURABLE_TEST_PG")
-math.randomseed(os.time() + math.floor(os.clock() * 1e6))
-local RUN = string.format("r%d%05d", os.time(), math.random(0, 99999))
+local cmd = require "command"
+local quote, read_file, spit, tmpname = cmd.quote, cmd.read_file, cmd.spit, cmd.tmpname
+local sleep, wait_for, run, spawn = cmd.sleep, cmd.wait_for, cmd.run, cmd.spawn
+local exit_code, running = cmd.exit_code, cmd.running
+local P, KEY, STREAM -- this test's namespace, owner and stream node
 local DOCUMENT_LOG = "plugins/document_log.lua"
 
 local GATE_SOURCE = [[
@@ -61,92 +60,17 @@ return {
 }
 ]]
 
-local function quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
 
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
 
-local function spit(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
 
-local STORE, P, KEY, STREAM -- this test's store URL, namespace, owner, stream node
-local cleanup = {}          -- files to remove after this test
-local jobs = {}             -- processes started by this test
-local counter = 0
 
-local function tmpname()
-  local name = os.tmpname()
-  cleanup[#cleanup + 1] = name
-  return name
-end
 
-local function sleep(seconds)
-  os.execute("sleep " .. seconds)
-end
 
--- Poll `check` every 50 ms until it returns a true value, for `seconds`.
-local function wait_for(check, seconds)
-  local deadline = os.time() + (seconds or 10)
-  repeat
-    local value = check()
-    if value then return value end
-    sleep(0.05)
-  until os.time() > deadline
-  return nil
-end
 
-local function command_line(opts)
-  local parts = {}
-  for k, v in pairs(opts.env or {}) do parts[#parts + 1] = k .. "=" .. quote(v) end
-  parts[#parts + 1] = quote(BIN)
-  if opts.store ~= false then parts[#parts + 1] = "--store " .. quote(opts.store or STORE) end
-  for _, a in ipairs(opts) do parts[#parts + 1] = quote(a) end
-  return table.concat(parts, " ")
-end
 
--- run{ args..., store = URL | false, env = { K = V } } -> exit code, stdout, stderr
-local function run(opts)
-  local out, err = tmpname(), tmpname()
-  local _, how, code = os.execute(command_line(opts) .. " </dev/null >" .. out .. " 2>" .. err)
-  if how == "signal" then code = 128 + code end
-  return code, read_file(out), read_file(err)
-end
 
--- spawn{ args..., env = } starts the command in the background: returns
--- { pid =, out =, err =, rc = } (rc is written when it exits; a signal is
--- 128 + n as in the shell).  DURABLE_LOG is cleared unless given.
-local function spawn(opts)
-  local job = { out = tmpname(), err = tmpname(), rc = tmpname() }
-  local pidfile = tmpname()
-  os.remove(job.rc)
-  local cmd = command_line(opts)
-  if not (opts.env and opts.env.DURABLE_LOG) then cmd = "env -u DURABLE_LOG " .. cmd end
-  os.execute("(" .. cmd .. " </dev/null >" .. job.out .. " 2>" .. job.err
-             .. " & echo $! >" .. pidfile .. "; wait $!; echo $? >" .. job.rc .. ".tmp; mv "
-             .. job.rc .. ".tmp " .. job.rc .. ") >/dev/null 2>&1 &")
-  job.pid = assert(wait_for(function() return (read_file(pidfile) or ""):match("%d+") end, 5))
-  jobs[#jobs + 1] = job
-  return job
-end
 
-local function exit_code(job, seconds)
-  local rc = wait_for(function() return (read_file(job.rc) or ""):match("%d+") end, seconds)
-  return rc and tonumber(rc)
-end
 
-local function running(job)
-  return read_file(job.rc) == nil
-end
 
 local function signal(job, name)
   assert.is_true(os.execute("kill -" .. name .. " " .. job.pid) == true, "kill -" .. name)
@@ -231,43 +155,21 @@ local function assert_released(checkpoint, last)
   assert.equal(last, s.LastSequence)
 end
 
-describe("durable run (" .. KIND .. ")", function()
+describe("durable run (" .. cmd.KIND .. ")", function()
   local GATE
 
   before_each(function()
-    counter = counter + 1
-    P = "runspec/" .. RUN .. "n" .. counter
+    local _
+    _, P = cmd.begin("runspec")
     KEY = P .. "/doc"
     STREAM = KEY .. "/_DurableStream/DocumentLog"
-    if KIND == "postgres" then
-      assert(PG and PG ~= "", "DURABLE_TEST_STORE=postgres needs DURABLE_TEST_PG")
-      STORE = PG
-    else
-      local db = tmpname()
-      os.remove(db)
-      cleanup[#cleanup + 1] = db .. "-wal"
-      cleanup[#cleanup + 1] = db .. "-shm"
-      cleanup[#cleanup + 1] = db .. "-journal"
-      STORE = "sqlite:" .. db
-    end
-    GATE = tmpname() .. ".lua"
-    cleanup[#cleanup + 1] = GATE
+    GATE = cmd.track(tmpname() .. ".lua")
     spit(GATE, GATE_SOURCE)
     local code, _, err = run{ "put", KEY, "Document", '{"title":"run spec"}' }
     assert.equal(0, code, err)
   end)
 
-  after_each(function()
-    for _, job in ipairs(jobs) do
-      if running(job) then
-        os.execute("kill -KILL " .. job.pid .. " 2>/dev/null")
-        exit_code(job, 5)
-      end
-    end
-    jobs = {}
-    for _, f in ipairs(cleanup) do os.remove(f) end
-    cleanup = {}
-  end)
+  after_each(cmd.finish)
 
   it("applies items published by other processes, in order, once each; SIGINT leaves and exits 0",
     function()
@@ -405,7 +307,7 @@ describe("durable run (" .. KIND .. ")", function()
   it("refuses a broken plugin with its file and line, exits 1, and starts nothing", function()
     publish(1)
     local broken = tmpname() .. ".lua"
-    cleanup[#cleanup + 1] = broken
+    cmd.track(broken)
     spit(broken, "return {\n  node_types = {\n    Broken = function(config)\n"
       .. "      config:on(\"x\", function() end) end end,\n  },\n}\n")
     local before = assert(get(STREAM))
