@@ -10,6 +10,13 @@
 -- the consuming hub does not refuse -- so that recycles land mid-item.
 local M = {}
 
+-- What the stream specs share: the fixture plugin (fixtures/streams.lua),
+-- its stream family, and stream timings shrunk so retries and takeovers
+-- happen within a spec's patience.
+M.FIXTURE = "tests/spec/fixtures/streams.lua"
+M.FAMILY = "ProbeStream"
+M.STREAMS = { holder_probe_ms = 300, reclaim_ms = 400, backoff_min_ms = 50, backoff_max_ms = 400 }
+
 ---Start a fresh log; `delay_path` is a StreamDelay node, `delay_ms` the
 ---handler's duration.
 function M.reset(delay_path, delay_ms)

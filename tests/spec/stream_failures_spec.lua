@@ -9,9 +9,9 @@ local helper = require "helper"
 local durable = require "durable"
 local probe = require "probe"
 
-local FIXTURE = helper.fixture "streams.lua"
-local FAMILY = "ProbeStream"
-local STREAMS = { holder_probe_ms = 300, reclaim_ms = 400, backoff_min_ms = 50, backoff_max_ms = 400 }
+local FIXTURE = probe.FIXTURE
+local FAMILY = probe.FAMILY
+local STREAMS = probe.STREAMS
 
 describe("a durable stream consumer that fails", function()
   helper.each()

@@ -7,8 +7,9 @@
 -- plugins of the tree run end to end.
 local helper = require "helper"
 local durable = require "durable"
+local probe = require "probe"
 
-local STREAMS = { holder_probe_ms = 300, reclaim_ms = 400, backoff_min_ms = 50, backoff_max_ms = 400 }
+local STREAMS = probe.STREAMS
 
 describe("a durable stream reader", function()
   helper.each()

@@ -15,12 +15,12 @@ local helper = require "helper"
 local durable = require "durable"
 local probe = require "probe"
 
-local FIXTURE = helper.fixture "streams.lua"
-local FAMILY = "ProbeStream"
+local FIXTURE = probe.FIXTURE
+local FAMILY = probe.FAMILY
 local CONSUMER = "DurableStreamConsumerProbe"
 local QUIET_MS = 300      -- the original: 2 s
 local DORMANT_MS = 300    -- the original: 3 s
-local STREAMS = { holder_probe_ms = 300, reclaim_ms = 400, backoff_min_ms = 50, backoff_max_ms = 400 }
+local STREAMS = probe.STREAMS
 
 describe("a durable stream consumer", function()
   helper.each()
