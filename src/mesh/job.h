@@ -46,6 +46,7 @@ typedef struct {
   /* the request */
   durable_write_kind_t kind;
   char *path, *ns, *id;
+  char *owner; /* main_node, worked out once when the write is prepared */
   char *node_type, *content;
   int64_t expected_version;
   durable_mutate_fn mutate;

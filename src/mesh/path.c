@@ -119,13 +119,14 @@ int durable_path_check(const char *path, durable_error_t *err) {
   return 0;
 }
 
+size_t durable__owner_len(const char *path) {
+  const char *s = strstr(path, "/_"); /* the first segment beginning with '_' */
+  return s ? (size_t)(s - path) : strlen(path);
+}
+
 int durable_path_owner(const char *path, char *out, size_t size) {
   if (out == NULL || durable_path_check(path, NULL) < 0) return DURABLE_EINVAL;
-  size_t n = strlen(path);
-  for (const char *s = path; (s = strstr(s, "/_")) != NULL; s++) {
-    n = (size_t)(s - path);
-    break;
-  }
+  size_t n = durable__owner_len(path);
   if (n + 1 > size) return DURABLE_EINVAL;
   memcpy(out, path, n);
   out[n] = '\0';

@@ -677,15 +677,18 @@ static int list_children(const durable__backend_t *be, durable__conn_t *conn,
 static void read_get(const durable__backend_t *be, durable__conn_t *conn,
                      durable__job_t *job, const durable__strv_t *grants) {
   char part[DURABLE_PARTITION_MAX + 1];
-  char owner[DURABLE_PATH_MAX + 1];
-  /* Access is decided by the path, before the read, so that a denied
-   * answer never tells whether the node exists. */
-  durable_path_owner(job->path, owner, sizeof owner);
-  if (grants && !durable__access_covers(grants, owner)) {
-    job->status = durable__error(&job->err, DURABLE_EACCES,
-                                 "'%s' may not read '%s'", job->principal,
-                                 job->path);
-    return;
+  if (grants) {
+    /* Access is decided by the path, before the read, so that a denied
+     * answer never tells whether the node exists. */
+    char owner[DURABLE_PATH_MAX + 1];
+    snprintf(owner, sizeof owner, "%.*s", (int)durable__owner_len(job->path),
+             job->path);
+    if (!durable__access_covers(grants, owner)) {
+      job->status = durable__error(&job->err, DURABLE_EACCES,
+                                   "'%s' may not read '%s'", job->principal,
+                                   job->path);
+      return;
+    }
   }
   durable__place_t place = durable__path_place(job->path, part, sizeof part);
   int rc = be->get(conn, place, job->ns, job->id, 0, &job->node, &job->err);

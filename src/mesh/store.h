@@ -39,6 +39,10 @@ int durable__error(durable_error_t *err, int code, const char *fmt, ...)
 /* Milliseconds since the Unix epoch. */
 int64_t durable__now_ms(void);
 
+/* The length of the owner prefix of a checked path (durable_path_owner
+ * without the check, for paths checked when they entered). */
+size_t durable__owner_len(const char *path);
+
 /* Split a checked path into namespace and id (malloc'ed). */
 int durable__path_split(const char *path, char **ns, char **id);
 

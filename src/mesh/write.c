@@ -54,6 +54,7 @@ static void op_free(durable__write_op_t *op) {
   free(op->path);
   free(op->ns);
   free(op->id);
+  free(op->owner);
   free(op->node_type);
   free(op->content);
 }
@@ -99,7 +100,8 @@ int durable__writes_prepare(durable__job_t *job, const durable_write_t *w,
     op->mutate = w[i].mutate;
     op->mutate_arg = w[i].mutate_arg;
     if ((op->path = strdup(w[i].path)) == NULL ||
-        durable__path_split(op->path, &op->ns, &op->id) < 0)
+        durable__path_split(op->path, &op->ns, &op->id) < 0 ||
+        (op->owner = strndup(op->path, durable__owner_len(op->path))) == NULL)
       return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
   return 0;
@@ -173,9 +175,7 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
                      int *refused) {
   durable_error_t *err = &job->err;
   char part[DURABLE_PARTITION_MAX + 1];
-  char owner[DURABLE_PATH_MAX + 1];
   durable__place_t place = durable__path_place(op->path, part, sizeof part);
-  durable_path_owner(op->path, owner, sizeof owner);
   int64_t now = durable__now_ms();
   durable_node_t node = {
       .ns = op->ns,
@@ -183,7 +183,7 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
       .path = op->path,
       .node_type = op->node_type,
       .content = op->content,
-      .main_node = owner,
+      .main_node = op->owner,
       .created_at = now,
       .updated_at = now,
   };
@@ -392,15 +392,13 @@ int durable__writes_settle(durable__job_t *job) {
       if (record(job, DURABLE_CHANGE_REMOVED, op->old) < 0) goto nomem;
       continue;
     }
-    char owner[DURABLE_PATH_MAX + 1];
-    durable_path_owner(op->path, owner, sizeof owner);
     durable_node_t node = {
         .ns = op->ns,
         .id = op->id,
         .path = op->path,
         .node_type = op->new_node_type ? op->new_node_type : op->node_type,
         .content = op->new_content ? op->new_content : op->content,
-        .main_node = owner,
+        .main_node = op->owner,
         .version = op->out.version,
         .created_at = op->out.created_at,
         .updated_at = op->updated_at,
