@@ -59,12 +59,14 @@ dlua_state_t *dlua_state(lua_State *L) {
 
 int dlua_ref(lua_State *L, dlua_state_t *S) {
   int ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  if (ref != LUA_REFNIL && ref != LUA_NOREF) S->refs++;
+  if (ref != LUA_REFNIL && ref != LUA_NOREF)
+    S->refs++;
   return ref;
 }
 
 void dlua_unref(lua_State *L, dlua_state_t *S, int *ref) {
-  if (*ref == LUA_REFNIL || *ref == LUA_NOREF) return;
+  if (*ref == LUA_REFNIL || *ref == LUA_NOREF)
+    return;
   luaL_unref(L, LUA_REGISTRYINDEX, *ref);
   S->refs--;
   *ref = LUA_NOREF;
@@ -78,7 +80,8 @@ int dlua_fail(lua_State *L, int code, const char *message) {
 }
 
 void dlua_registry_table(lua_State *L, const void *key, const char *mode) {
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) != LUA_TNIL) return;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) != LUA_TNIL)
+    return;
   lua_pop(L, 1);
   lua_newtable(L);
   if (mode) {
@@ -91,7 +94,8 @@ void dlua_registry_table(lua_State *L, const void *key, const char *mode) {
   lua_rawsetp(L, LUA_REGISTRYINDEX, key);
 }
 
-/* ---- the protected call ---------------------------------------------------- */
+/* ---- the protected call ----------------------------------------------------
+ */
 
 static int hook_grain(long long budget) {
   return budget < DLUA_HOOK_GRAIN ? (int)(budget > 0 ? budget : 1)
@@ -102,7 +106,8 @@ static int hook_grain(long long budget) {
  * (lua/durable/completion.lua, plugin.lua): that code must be let finish,
  * or the completions it was settling would stay pending forever. */
 static int trusted(lua_State *L, lua_Debug *ar) {
-  if (!lua_getinfo(L, "S", ar)) return 0;
+  if (!lua_getinfo(L, "S", ar))
+    return 0;
   int top = lua_gettop(L), yes = 0;
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, &trusted_key) == LUA_TTABLE)
     yes = lua_getfield(L, -1, ar->source) == LUA_TBOOLEAN;
@@ -113,10 +118,12 @@ static int trusted(lua_State *L, lua_Debug *ar) {
 static void count_hook(lua_State *L, lua_Debug *ar) {
   dlua_state_t *S = dlua_state(L);
   /* a coroutine made inside an entry may be resumed after it: not ours */
-  if (S->depth == 0 || S->budget <= 0) return;
+  if (S->depth == 0 || S->budget <= 0)
+    return;
   if (!S->ran_away) {
     S->used += lua_gethookcount(L);
-    if (S->used <= S->budget) return;
+    if (S->used <= S->budget)
+      return;
     S->ran_away = 1;
   } else if (trusted(L, ar)) {
     return; /* the glue finishes settling; user code it calls is stopped */
@@ -124,7 +131,8 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
   /* from now on every instruction fails, so a pcall cannot swallow it; on
    * the entry's own thread too, when this is a coroutine it made */
   lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
-  if (L != S->main) lua_sethook(S->main, count_hook, LUA_MASKCOUNT, 1);
+  if (L != S->main)
+    lua_sethook(S->main, count_hook, LUA_MASKCOUNT, 1);
   lua_pushfstring(L, "handler ran away: more than %I instructions",
                   (lua_Integer)S->budget);
   lua_error(L);
@@ -133,7 +141,8 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
 static int stack_levels(lua_State *L) {
   lua_Debug ar;
   int n = 0;
-  while (lua_getstack(L, n, &ar)) n++;
+  while (lua_getstack(L, n, &ar))
+    n++;
   return n;
 }
 
@@ -164,10 +173,14 @@ static int msgh(lua_State *L) {
       lua_pushfstring(L, "%d:", ar.currentline);
       luaL_addvalue(&b);
     }
-    if (ar.name) lua_pushfstring(L, " in %s '%s'", ar.namewhat, ar.name);
-    else if (*ar.what == 'm') lua_pushliteral(L, " in main chunk");
-    else if (*ar.what == 'C') lua_pushliteral(L, " in ?");
-    else lua_pushfstring(L, " in function <%s:%d>", ar.short_src, ar.linedefined);
+    if (ar.name)
+      lua_pushfstring(L, " in %s '%s'", ar.namewhat, ar.name);
+    else if (*ar.what == 'm')
+      lua_pushliteral(L, " in main chunk");
+    else if (*ar.what == 'C')
+      lua_pushliteral(L, " in ?");
+    else
+      lua_pushfstring(L, " in function <%s:%d>", ar.short_src, ar.linedefined);
     luaL_addvalue(&b);
   }
   luaL_pushresult(&b);
@@ -229,11 +242,13 @@ int dlua_pcall(lua_State *L, dlua_state_t *S, long long budget, int nargs,
 }
 
 lua_State *dlua_mesh_lua(dlua_mesh_t *m) {
-  if (m == NULL || m->finalizing || m->S == NULL) return NULL;
+  if (m == NULL || m->finalizing || m->S == NULL)
+    return NULL;
   return m->S->main;
 }
 
-/* ---- module functions ---------------------------------------------------------- */
+/* ---- module functions
+ * ---------------------------------------------------------- */
 
 /* core.refs() -> the number of registry references the module holds. */
 static int core_refs(lua_State *L) {
@@ -278,7 +293,8 @@ static int core_err_name(lua_State *L) {
 static int core_path_check(lua_State *L) {
   durable_error_t err = {0};
   int rc = durable_path_check(luaL_checkstring(L, 1), &err);
-  if (rc < 0) return dlua_fail(L, rc, err.message);
+  if (rc < 0)
+    return dlua_fail(L, rc, err.message);
   lua_pushboolean(L, 1);
   return 1;
 }

@@ -27,7 +27,8 @@ static int traceback(lua_State *L) {
   if (msg == NULL) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
       return 1;
-    msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    msg =
+        lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   }
   luaL_traceback(L, L, msg, 1);
   return 1;
@@ -37,7 +38,8 @@ static int traceback(lua_State *L) {
 static void prepend_path(lua_State *L, const char *dir) {
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "path");
-  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
+  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir,
+                  lua_tostring(L, -1));
   lua_setfield(L, -3, "path");
   lua_pop(L, 2);
 }
@@ -69,19 +71,25 @@ static int run(lua_State *L) {
   int loaded = module_name
                    ? luaL_loadstring(L, "return require(...)(select(2, ...))")
                    : luaL_loadfile(L, script);
-  if (loaded != LUA_OK) return lua_error(L);
+  if (loaded != LUA_OK)
+    return lua_error(L);
   luaL_checkstack(L, argc + 5, "too many arguments");
-  if (module_name) lua_pushstring(L, module_name);
-  for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);
+  if (module_name)
+    lua_pushstring(L, module_name);
+  for (int i = 0; i < argc; i++)
+    lua_pushstring(L, argv[i]);
   int nargs = argc + (module_name ? 1 : 0);
-  if (lua_pcall(L, nargs, 1, -nargs - 2) != LUA_OK) return lua_error(L);
+  if (lua_pcall(L, nargs, 1, -nargs - 2) != LUA_OK)
+    return lua_error(L);
   return 1; /* the chunk's result */
 }
 
 int durable_lua_run_script(const char *script, int argc, char **argv,
                            const char *lua_dir) {
-  if (lua_dir == NULL) lua_dir = getenv("DURABLE_LUA_DIR");
-  if (lua_dir == NULL || *lua_dir == '\0') lua_dir = DURABLE_LUA_DIR;
+  if (lua_dir == NULL)
+    lua_dir = getenv("DURABLE_LUA_DIR");
+  if (lua_dir == NULL || *lua_dir == '\0')
+    lua_dir = DURABLE_LUA_DIR;
   lua_State *L = luaL_newstate();
   if (L == NULL) {
     fprintf(stderr, "durable: lua: cannot create a Lua state\n");

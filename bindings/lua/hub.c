@@ -23,10 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char hubs_key = 0;        /* weak: lightuserdata(hub) -> userdata */
+static const char hubs_key = 0; /* weak: lightuserdata(hub) -> userdata */
 static const char hub_methods_key = 0;
 
-/* ---- the hub userdata -------------------------------------------------------------- */
+/* ---- the hub userdata
+ * -------------------------------------------------------------- */
 
 int dlua_push_hub(lua_State *L, dlua_mesh_t *m, durable_hub_t *hub) {
   lua_rawgetp(L, LUA_REGISTRYINDEX, &hubs_key);
@@ -66,9 +67,11 @@ static dlua_hub_t *to_hub(lua_State *L, int idx) {
 
 static dlua_hub_t *check_hub(lua_State *L, int idx) {
   dlua_hub_t *h = to_hub(L, idx);
-  if (h->hub == NULL) luaL_error(L, "the hub was released");
-  if (h->m->mesh == NULL) luaL_error(L, "the mesh of hub '%s' is closed",
-                                     durable_hub_address(h->hub));
+  if (h->hub == NULL)
+    luaL_error(L, "the hub was released");
+  if (h->m->mesh == NULL)
+    luaL_error(L, "the mesh of hub '%s' is closed",
+               durable_hub_address(h->hub));
   return h;
 }
 
@@ -84,11 +87,16 @@ static int h_release(lua_State *L) {
 
 static const char *level_name(durable_run_level_t level) {
   switch (level) {
-  case DURABLE_HUB_STARTING: return "Starting";
-  case DURABLE_HUB_STARTED: return "Started";
-  case DURABLE_HUB_QUIESCING: return "Quiescing";
-  case DURABLE_HUB_SHUTDOWN: return "ShutDown";
-  default: return "Dead";
+  case DURABLE_HUB_STARTING:
+    return "Starting";
+  case DURABLE_HUB_STARTED:
+    return "Started";
+  case DURABLE_HUB_QUIESCING:
+    return "Quiescing";
+  case DURABLE_HUB_SHUTDOWN:
+    return "ShutDown";
+  default:
+    return "Dead";
   }
 }
 
@@ -106,12 +114,16 @@ static int h_index(lua_State *L) {
                 strcmp(key, "run_level") == 0 ||
                 strcmp(key, "incarnation") == 0;
     if (field) {
-      if (h->hub == NULL) return luaL_error(L, "the hub was released");
-      if (key[0] == 'a') lua_pushstring(L, durable_hub_address(h->hub));
-      else if (key[0] == 'n') lua_pushstring(L, durable_hub_node_type(h->hub));
+      if (h->hub == NULL)
+        return luaL_error(L, "the hub was released");
+      if (key[0] == 'a')
+        lua_pushstring(L, durable_hub_address(h->hub));
+      else if (key[0] == 'n')
+        lua_pushstring(L, durable_hub_node_type(h->hub));
       else if (key[0] == 'r')
         lua_pushstring(L, level_name(durable_hub_run_level(h->hub)));
-      else lua_pushinteger(L, (lua_Integer)durable_hub_incarnation(h->hub));
+      else
+        lua_pushinteger(L, (lua_Integer)durable_hub_incarnation(h->hub));
       return 1;
     }
   }
@@ -133,18 +145,21 @@ static int h_tostring(lua_State *L) {
 static char *check_payload(lua_State *L, int idx, const char *what) {
   char err[512];
   char *text = dlua_encode(L, idx, err, sizeof err);
-  if (text == NULL) luaL_error(L, "%s: payload: %s", what, err);
+  if (text == NULL)
+    luaL_error(L, "%s: payload: %s", what, err);
   return text;
 }
 
 static void on_response(const durable_response_t *res) {
   dlua_req_t *r = res->data;
   lua_State *L = dlua_req_begin(r);
-  if (L == NULL) return;
+  if (L == NULL)
+    return;
   char err[512];
   if (res->status < 0) {
     lua_pushboolean(L, 0);
-    lua_pushstring(L, res->message ? res->message : durable_strerror(res->status));
+    lua_pushstring(L,
+                   res->message ? res->message : durable_strerror(res->status));
     lua_pushstring(L, durable_err_name(res->status));
     dlua_req_call(r, L, 3);
   } else if (res->payload == NULL || strcmp(res->payload, "null") == 0) {
@@ -195,8 +210,10 @@ static int h_post(lua_State *L) {
   durable_error_t err = {0};
   int rc = durable_hub_post(h->hub, to, type, payload, &err);
   free(payload);
-  if (rc == DURABLE_EINVAL) return luaL_error(L, "post: %s", err.message);
-  if (rc < 0) return dlua_fail(L, rc, err.message);
+  if (rc == DURABLE_EINVAL)
+    return luaL_error(L, "post: %s", err.message);
+  if (rc < 0)
+    return dlua_fail(L, rc, err.message);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -212,16 +229,19 @@ static int h_timer(lua_State *L) {
   durable_error_t err = {0};
   int rc = durable_hub_timer(h->hub, (uint32_t)ms, type, payload, &err);
   free(payload);
-  if (rc == DURABLE_EINVAL) return luaL_error(L, "timer: %s", err.message);
-  if (rc < 0) return dlua_fail(L, rc, err.message);
+  if (rc == DURABLE_EINVAL)
+    return luaL_error(L, "timer: %s", err.message);
+  if (rc < 0)
+    return dlua_fail(L, rc, err.message);
   lua_pushboolean(L, 1);
   return 1;
 }
 
-/* ---- the reply userdata ------------------------------------------------------------ */
+/* ---- the reply userdata
+ * ------------------------------------------------------------ */
 
-dlua_reply_t *dlua_push_reply(lua_State *L, dlua_mesh_t *m,
-                              durable_hub_t *hub, durable_reply_t *reply) {
+dlua_reply_t *dlua_push_reply(lua_State *L, dlua_mesh_t *m, durable_hub_t *hub,
+                              durable_reply_t *reply) {
   dlua_reply_t *r = lua_newuserdatauv(L, sizeof(*r), 0);
   r->reply = reply;
   r->hub = hub;
@@ -229,16 +249,20 @@ dlua_reply_t *dlua_push_reply(lua_State *L, dlua_mesh_t *m,
   r->m = m;
   r->prev = NULL;
   r->next = m->replies;
-  if (m->replies) m->replies->prev = r;
+  if (m->replies)
+    m->replies->prev = r;
   m->replies = r;
   luaL_setmetatable(L, DLUA_REPLY_MT);
   return r;
 }
 
 static void reply_unlink(dlua_reply_t *r) {
-  if (r->prev) r->prev->next = r->next;
-  else if (r->m->replies == r) r->m->replies = r->next;
-  if (r->next) r->next->prev = r->prev;
+  if (r->prev)
+    r->prev->next = r->next;
+  else if (r->m->replies == r)
+    r->m->replies = r->next;
+  if (r->next)
+    r->next->prev = r->prev;
   r->prev = r->next = NULL;
   if (r->hub) {
     durable_hub_t *hub = r->hub;
@@ -250,12 +274,15 @@ static void reply_unlink(dlua_reply_t *r) {
 void dlua_reply_finish(dlua_reply_t *r, int code, const char *payload,
                        const char *message) {
   durable_reply_t *reply = r->reply;
-  if (reply == NULL) return;
+  if (reply == NULL)
+    return;
   r->reply = NULL;
   reply_unlink(r);
   /* may run dispose actions and recycle callbacks (Lua, nested) */
-  if (code == 0) durable_reply_ok(reply, payload);
-  else durable_reply_fail(reply, code, message);
+  if (code == 0)
+    durable_reply_ok(reply, payload);
+  else
+    durable_reply_fail(reply, code, message);
 }
 
 typedef struct dlua_dropped_s {
@@ -290,7 +317,8 @@ void dlua_replies_fail_dead(dlua_mesh_t *m) {
 
 void dlua_replies_fail_all(dlua_mesh_t *m, int code, const char *message) {
   dlua_replies_flush_dropped(m);
-  while (m->replies) dlua_reply_finish(m->replies, code, NULL, message);
+  while (m->replies)
+    dlua_reply_finish(m->replies, code, NULL, message);
 }
 
 void dlua_replies_detach(dlua_mesh_t *m) {
@@ -321,7 +349,8 @@ static int r_ok(lua_State *L) {
   }
   char err[512];
   char *text = dlua_encode(L, 2, err, sizeof err);
-  if (text == NULL) return luaL_error(L, "the handler's result: %s", err);
+  if (text == NULL)
+    return luaL_error(L, "the handler's result: %s", err);
   dlua_reply_finish(r, 0, text, NULL);
   free(text);
   lua_pushboolean(L, 1);
@@ -354,9 +383,11 @@ static int r_pending(lua_State *L) {
  * run), which must not happen inside whatever allocation triggered the GC. */
 static int r_gc(lua_State *L) {
   dlua_reply_t *r = to_reply(L);
-  if (r->reply == NULL) return 0;
+  if (r->reply == NULL)
+    return 0;
   dlua_dropped_t *d = malloc(sizeof(*d));
-  if (d == NULL) return 0; /* the request's own timeout answers it */
+  if (d == NULL)
+    return 0; /* the request's own timeout answers it */
   d->reply = r->reply;
   r->reply = NULL;
   reply_unlink(r);
@@ -365,14 +396,17 @@ static int r_gc(lua_State *L) {
   return 0;
 }
 
-/* ---- calling Lua handlers ----------------------------------------------------------- */
+/* ---- calling Lua handlers
+ * ----------------------------------------------------------- */
 
 /* Log a failed entry with its traceback; stack: message. */
 static void log_failure(dlua_mesh_t *m, lua_State *L, const char *what,
                         const dlua_fn_t *f, durable_hub_t *hub) {
-  dlua_mesh_log(m, DURABLE_LOG_WARN, "[Lua] %s '%s' of NodeType '%s' at hub "
-                "'%s' failed: %s", what, f->msg_type, f->node_type,
-                durable_hub_address(hub), dlua_traceback(L));
+  dlua_mesh_log(m, DURABLE_LOG_WARN,
+                "[Lua] %s '%s' of NodeType '%s' at hub "
+                "'%s' failed: %s",
+                what, f->msg_type, f->node_type, durable_hub_address(hub),
+                dlua_traceback(L));
 }
 
 /* Call f(hub, [msg,] reply); fail the reply with the error if it raised. */
@@ -390,7 +424,8 @@ static void call_with_reply(dlua_fn_t *f, durable_hub_t *hub,
   lua_rawgeti(L, LUA_REGISTRYINDEX, f->ref);
   if (!dlua_push_hub(L, m, hub)) {
     lua_settop(L, top);
-    dlua_reply_finish(r, DURABLE_ESHUTDOWN, NULL, "the mesh is being collected");
+    dlua_reply_finish(r, DURABLE_ESHUTDOWN, NULL,
+                      "the mesh is being collected");
     return;
   }
   int nargs = 2;
@@ -432,7 +467,8 @@ void dlua_dispose_cb(durable_hub_t *hub, void *data) {
   dlua_fn_t *f = data;
   dlua_mesh_t *m = f->m;
   lua_State *L = dlua_mesh_lua(m);
-  if (L == NULL || !lua_checkstack(L, 8)) return;
+  if (L == NULL || !lua_checkstack(L, 8))
+    return;
   int top = lua_gettop(L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, f->ref);
   if (!dlua_push_hub(L, m, hub)) {
@@ -469,7 +505,10 @@ void dlua_open_hub(lua_State *L) {
   lua_setfield(L, -2, "Hub");
 
   static const luaL_Reg reply_methods[] = {
-      {"ok", r_ok}, {"fail", r_fail}, {"pending", r_pending}, {NULL, NULL},
+      {"ok", r_ok},
+      {"fail", r_fail},
+      {"pending", r_pending},
+      {NULL, NULL},
   };
   if (luaL_newmetatable(L, DLUA_REPLY_MT)) {
     luaL_newlib(L, reply_methods);

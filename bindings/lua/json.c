@@ -43,7 +43,8 @@ void dlua_push_null(lua_State *L) {
 }
 
 static int is_null(lua_State *L, int idx) {
-  if (lua_type(L, idx) != LUA_TUSERDATA) return 0;
+  if (lua_type(L, idx) != LUA_TUSERDATA)
+    return 0;
   dlua_push_null(L);
   int same = lua_rawequal(L, idx, -1);
   lua_pop(L, 1);
@@ -52,7 +53,8 @@ static int is_null(lua_State *L, int idx) {
 
 /* 1 if the value at idx has the metatable stored at registry[key]. */
 static int has_mt(lua_State *L, int idx, const char *key) {
-  if (!lua_getmetatable(L, idx)) return 0;
+  if (!lua_getmetatable(L, idx))
+    return 0;
   lua_rawgetp(L, LUA_REGISTRYINDEX, key);
   int same = lua_rawequal(L, -1, -2);
   lua_pop(L, 2);
@@ -91,8 +93,10 @@ static json_t *enc_fail(enc_t *e, const char *fmt, const char *what) {
 
 static int cmp_keys(const void *a, const void *b) {
   const char *x = *(const char *const *)a, *y = *(const char *const *)b;
-  if (strcmp(x, "$type") == 0) return strcmp(y, "$type") == 0 ? 0 : -1;
-  if (strcmp(y, "$type") == 0) return 1;
+  if (strcmp(x, "$type") == 0)
+    return strcmp(y, "$type") == 0 ? 0 : -1;
+  if (strcmp(y, "$type") == 0)
+    return 1;
   return strcmp(x, y);
 }
 
@@ -113,8 +117,10 @@ static size_t path_push(enc_t *e, const char *fmt, const char *key,
 
 static json_t *encode_table(lua_State *L, int idx, enc_t *e, int depth) {
   if (depth > MAX_DEPTH)
-    return enc_fail(e, "%s", "nested too deeply (a table that contains itself?)");
-  if (!lua_checkstack(L, 8)) return enc_fail(e, "%s", "out of Lua stack");
+    return enc_fail(e, "%s",
+                    "nested too deeply (a table that contains itself?)");
+  if (!lua_checkstack(L, 8))
+    return enc_fail(e, "%s", "out of Lua stack");
   /* Look at the keys: 1..n only (an array), or strings only (an object). */
   lua_Integer n = 0, max = 0;
   int strings = 0, others = 0;
@@ -125,20 +131,24 @@ static json_t *encode_table(lua_State *L, int idx, enc_t *e, int depth) {
       strings++;
     } else if (lua_isinteger(L, -1) && lua_tointeger(L, -1) >= 1) {
       n++;
-      if (lua_tointeger(L, -1) > max) max = lua_tointeger(L, -1);
+      if (lua_tointeger(L, -1) > max)
+        max = lua_tointeger(L, -1);
     } else {
       others++;
     }
   }
   if (others || (strings && n))
-    return enc_fail(e, "%s", "cannot encode a table whose keys are neither "
-                             "1..n nor all strings");
+    return enc_fail(e, "%s",
+                    "cannot encode a table whose keys are neither "
+                    "1..n nor all strings");
   if (n > 0 || has_mt(L, idx, &array_mt_key)) {
     if (max != n)
-      return enc_fail(e, "%s", "cannot encode an array with holes (keys 1..n "
-                               "must all be present)");
+      return enc_fail(e, "%s",
+                      "cannot encode an array with holes (keys 1..n "
+                      "must all be present)");
     json_t *arr = json_array();
-    if (arr == NULL) return enc_fail(e, "%s", "out of memory");
+    if (arr == NULL)
+      return enc_fail(e, "%s", "out of memory");
     for (lua_Integer i = 1; i <= n; i++) {
       size_t old = path_push(e, "[%lld]", NULL, i);
       lua_rawgeti(L, idx, i); /* raw: encoding never runs Lua */
@@ -164,9 +174,11 @@ static json_t *encode_table(lua_State *L, int idx, enc_t *e, int depth) {
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     lua_pop(L, 1);
-    if (k < strings) keys[k++] = lua_tostring(L, -1); /* the table anchors it */
+    if (k < strings)
+      keys[k++] = lua_tostring(L, -1); /* the table anchors it */
   }
-  if (k > 1) qsort(keys, (size_t)k, sizeof(*keys), cmp_keys);
+  if (k > 1)
+    qsort(keys, (size_t)k, sizeof(*keys), cmp_keys);
   for (int i = 0; i < k; i++) {
     size_t old = path_push(e, e->path[0] ? ".%s" : "%s", keys[i], 0);
     lua_pushstring(L, keys[i]);
@@ -177,7 +189,8 @@ static json_t *encode_table(lua_State *L, int idx, enc_t *e, int depth) {
     if (v == NULL || json_object_set_new(obj, keys[i], v) < 0) {
       json_decref(obj);
       free(keys);
-      if (v == NULL) return NULL;
+      if (v == NULL)
+        return NULL;
       return enc_fail(e, "%s", "object keys must be valid UTF-8");
     }
   }
@@ -193,7 +206,8 @@ static json_t *encode(lua_State *L, int idx, enc_t *e, int depth) {
   case LUA_TBOOLEAN:
     return json_boolean(lua_toboolean(L, idx));
   case LUA_TNUMBER:
-    if (lua_isinteger(L, idx)) return json_integer(lua_tointeger(L, idx));
+    if (lua_isinteger(L, idx))
+      return json_integer(lua_tointeger(L, idx));
     {
       lua_Number x = lua_tonumber(L, idx);
       if (!isfinite(x))
@@ -217,7 +231,8 @@ static json_t *encode(lua_State *L, int idx, enc_t *e, int depth) {
   }
   case LUA_TUSERDATA:
   case LUA_TLIGHTUSERDATA:
-    if (is_null(L, idx)) return json_null();
+    if (is_null(L, idx))
+      return json_null();
     /* fall through */
   default:
     return enc_fail(e, "cannot encode a %s value", luaL_typename(L, idx));
@@ -226,18 +241,22 @@ static json_t *encode(lua_State *L, int idx, enc_t *e, int depth) {
 
 json_t *dlua_to_json(lua_State *L, int idx, char *err, size_t errlen) {
   enc_t e = {err, errlen, ""};
-  if (err && errlen) err[0] = '\0';
+  if (err && errlen)
+    err[0] = '\0';
   return encode(L, lua_absindex(L, idx), &e, 0);
 }
 
 char *dlua_encode(lua_State *L, int idx, char *err, size_t errlen) {
   const char *raw = raw_text(L, idx);
-  if (raw) return strdup(raw); /* checked when it was made: kept as given */
+  if (raw)
+    return strdup(raw); /* checked when it was made: kept as given */
   json_t *j = dlua_to_json(L, idx, err, errlen);
-  if (j == NULL) return NULL;
+  if (j == NULL)
+    return NULL;
   char *text = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
   json_decref(j);
-  if (text == NULL && err) snprintf(err, errlen, "out of memory");
+  if (text == NULL && err)
+    snprintf(err, errlen, "out of memory");
   return text;
 }
 
@@ -293,8 +312,8 @@ int dlua_decode(lua_State *L, const char *text, char *err, size_t errlen) {
   json_t *j = json_loads(text ? text : "null", JSON_DECODE_ANY, &jerr);
   if (j == NULL) {
     if (err)
-      snprintf(err, errlen, "invalid JSON at line %d, column %d: %s",
-               jerr.line, jerr.column, jerr.text);
+      snprintf(err, errlen, "invalid JSON at line %d, column %d: %s", jerr.line,
+               jerr.column, jerr.text);
     return -1;
   }
   dlua_push_json(L, j); /* may raise on a memory error: rare, leaks j */
@@ -329,14 +348,16 @@ void dlua_push_node(lua_State *L, const durable_node_t *node) {
   }
 }
 
-/* ---- module functions ---------------------------------------------------------- */
+/* ---- module functions
+ * ---------------------------------------------------------- */
 
 /* core.encode(value) -> text, or raises naming what cannot be encoded. */
 static int l_encode(lua_State *L) {
   char err[512];
   luaL_checkany(L, 1);
   char *text = dlua_encode(L, 1, err, sizeof err);
-  if (text == NULL) return luaL_error(L, "durable.encode: %s", err);
+  if (text == NULL)
+    return luaL_error(L, "durable.encode: %s", err);
   lua_pushstring(L, text);
   free(text);
   return 1;
@@ -372,15 +393,19 @@ static int l_json(lua_State *L) {
 /* core.is_json(v) -> the text of a core.json value, or nil. */
 static int l_is_json(lua_State *L) {
   const char *text = raw_text(L, 1);
-  if (text) lua_pushstring(L, text);
-  else lua_pushnil(L);
+  if (text)
+    lua_pushstring(L, text);
+  else
+    lua_pushnil(L);
   return 1;
 }
 
 /* core.array(t) -> t, marked to be written as an array even when empty. */
 static int l_array(lua_State *L) {
-  if (lua_isnoneornil(L, 1)) lua_newtable(L);
-  else luaL_checktype(L, 1, LUA_TTABLE);
+  if (lua_isnoneornil(L, 1))
+    lua_newtable(L);
+  else
+    luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &array_mt_key);
   lua_setmetatable(L, 1);
@@ -434,8 +459,8 @@ void dlua_open_json(lua_State *L) {
     lua_pop(L, 1);
   }
   static const luaL_Reg fns[] = {
-      {"encode", l_encode}, {"decode", l_decode}, {"json", l_json},
-      {"is_json", l_is_json}, {"array", l_array}, {NULL, NULL},
+      {"encode", l_encode},   {"decode", l_decode}, {"json", l_json},
+      {"is_json", l_is_json}, {"array", l_array},   {NULL, NULL},
   };
   luaL_setfuncs(L, fns, 0);
 }

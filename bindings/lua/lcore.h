@@ -47,13 +47,13 @@
 
 /* Per lua_State bookkeeping, one userdata anchored in the registry. */
 typedef struct dlua_state_s {
-  long refs;           /* registry references taken through dlua_ref */
-  int depth;           /* entries into Lua from C in progress (nesting) */
-  long long budget;    /* the outermost entry's budget; 0: none */
-  long long used;      /* instructions counted against it */
-  int ran_away;        /* the budget was exceeded in this entry */
-  int meshes;          /* meshes open (not yet closed) */
-  lua_State *main;     /* the main thread: where C enters Lua */
+  long refs;        /* registry references taken through dlua_ref */
+  int depth;        /* entries into Lua from C in progress (nesting) */
+  long long budget; /* the outermost entry's budget; 0: none */
+  long long used;   /* instructions counted against it */
+  int ran_away;     /* the budget was exceeded in this entry */
+  int meshes;       /* meshes open (not yet closed) */
+  lua_State *main;  /* the main thread: where C enters Lua */
 } dlua_state_t;
 
 typedef struct dlua_fn_s dlua_fn_t;
@@ -74,16 +74,16 @@ typedef struct dlua_mesh_s {
   durable_mesh_t *mesh; /* NULL before open and once freed */
   uv_loop_t loop;
   uv_timer_t step_timer;
-  int loop_ready;     /* loop and step timer initialised */
+  int loop_ready; /* loop and step timer initialised */
   dlua_state_t *S;
-  int closing;        /* durable_mesh_close called */
-  int closed;         /* its callback ran: the mesh is freed */
-  int running;        /* inside uv_run */
-  int finalizing;     /* closed from __gc: no Lua is called any more */
-  long long budget;   /* instruction budget per entry; 0: none */
-  int log_ref;        /* the log function, or LUA_NOREF */
-  int in_log;         /* a log line is being delivered (no recursion) */
-  dlua_fn_t *fns;     /* functions to release when the mesh is freed */
+  int closing;           /* durable_mesh_close called */
+  int closed;            /* its callback ran: the mesh is freed */
+  int running;           /* inside uv_run */
+  int finalizing;        /* closed from __gc: no Lua is called any more */
+  long long budget;      /* instruction budget per entry; 0: none */
+  int log_ref;           /* the log function, or LUA_NOREF */
+  int in_log;            /* a log line is being delivered (no recursion) */
+  dlua_fn_t *fns;        /* functions to release when the mesh is freed */
   dlua_reply_t *replies; /* reply userdata not finished yet */
   struct dlua_dropped_s *dropped; /* replies collected unfinished: failed
                                      at the next safe point */
@@ -196,8 +196,8 @@ void dlua_open_mesh(lua_State *L); /* stack: module -> module */
  * returns 0 if the mesh userdata is gone. */
 int dlua_push_hub(lua_State *L, dlua_mesh_t *m, durable_hub_t *hub);
 /* Push a reply userdata that owns `reply` (a message of `hub`). */
-dlua_reply_t *dlua_push_reply(lua_State *L, dlua_mesh_t *m,
-                              durable_hub_t *hub, durable_reply_t *reply);
+dlua_reply_t *dlua_push_reply(lua_State *L, dlua_mesh_t *m, durable_hub_t *hub,
+                              durable_reply_t *reply);
 void dlua_reply_finish(dlua_reply_t *r, int code, const char *payload,
                        const char *message);
 /* Fail the replies whose userdata was collected unfinished.  Called only

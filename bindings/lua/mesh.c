@@ -32,10 +32,11 @@
 #include <string.h>
 #include <time.h>
 
-static const char meshes_key = 0;   /* weak: lightuserdata(m) -> userdata */
+static const char meshes_key = 0; /* weak: lightuserdata(m) -> userdata */
 static const char mesh_methods_key = 0;
 
-/* ---- requests: a Lua function called once ------------------------------------ */
+/* ---- requests: a Lua function called once
+ * ------------------------------------ */
 
 dlua_req_t *dlua_req_new(lua_State *L, dlua_mesh_t *m, int idx) {
   luaL_checktype(L, idx, LUA_TFUNCTION);
@@ -88,7 +89,8 @@ int dlua_req_submitted(lua_State *L, dlua_req_t *r, int rc,
   if (rc < 0) {
     dlua_req_free(r);
     if (rc == DURABLE_EINVAL) {
-      if (what) return luaL_error(L, "%s: %s", what, err->message);
+      if (what)
+        return luaL_error(L, "%s: %s", what, err->message);
       return luaL_error(L, "%s", err->message);
     }
     return dlua_fail(L, rc, err->message);
@@ -97,14 +99,19 @@ int dlua_req_submitted(lua_State *L, dlua_req_t *r, int rc,
   return 1;
 }
 
-/* ---- logging ----------------------------------------------------------------- */
+/* ---- logging
+ * ----------------------------------------------------------------- */
 
 static const char *level_name(durable_log_level_t level) {
   switch (level) {
-  case DURABLE_LOG_ERROR: return "error";
-  case DURABLE_LOG_WARN: return "warn";
-  case DURABLE_LOG_INFO: return "info";
-  default: return "debug";
+  case DURABLE_LOG_ERROR:
+    return "error";
+  case DURABLE_LOG_WARN:
+    return "warn";
+  case DURABLE_LOG_INFO:
+    return "info";
+  default:
+    return "debug";
   }
 }
 
@@ -135,7 +142,8 @@ static void log_sink(durable_log_level_t level, const char *line, void *data) {
   lua_pushstring(L, line);
   if (dlua_pcall(L, m->S, m->budget, 2, 0) != LUA_OK) {
     stderr_line(level, line);
-    fprintf(stderr, "durable: the log function failed: %s\n", lua_tostring(L, -1));
+    fprintf(stderr, "durable: the log function failed: %s\n",
+            lua_tostring(L, -1));
     lua_pop(L, 1);
   }
   m->in_log = 0;
@@ -152,13 +160,17 @@ void dlua_mesh_log(dlua_mesh_t *m, durable_log_level_t level, const char *fmt,
     durable_mesh_log(m->mesh, level, "%s", line);
   } else if (level <= durable_log_threshold()) {
     for (char *p = line; *p; p++)
-      if (*p == '\n' || *p == '\r') *p = ' ';
-    if (m->log_ref != LUA_NOREF) log_sink(level, line, m);
-    else stderr_line(level, line);
+      if (*p == '\n' || *p == '\r')
+        *p = ' ';
+    if (m->log_ref != LUA_NOREF)
+      log_sink(level, line, m);
+    else
+      stderr_line(level, line);
   }
 }
 
-/* ---- the userdata ---------------------------------------------------------------- */
+/* ---- the userdata
+ * ---------------------------------------------------------------- */
 
 int dlua_push_mesh(lua_State *L, dlua_mesh_t *m) {
   lua_rawgetp(L, LUA_REGISTRYINDEX, &meshes_key);
@@ -177,15 +189,19 @@ static dlua_mesh_t *to_mesh(lua_State *L, int idx) {
 
 dlua_mesh_t *dlua_check_mesh(lua_State *L, int idx) {
   dlua_mesh_t *m = to_mesh(L, idx);
-  if (m->mesh == NULL) luaL_error(L, "the mesh is closed");
+  if (m->mesh == NULL)
+    luaL_error(L, "the mesh is closed");
   return m;
 }
 
 void dlua_check_may_run(lua_State *L, dlua_mesh_t *m, const char *what) {
   if (m->S->depth > 0)
-    luaL_error(L, "%s cannot run inside a handler or a callback (it would run "
-                  "the loop there); return a completion instead", what);
-  if (m->running) luaL_error(L, "%s: the loop of this mesh is already running", what);
+    luaL_error(L,
+               "%s cannot run inside a handler or a callback (it would run "
+               "the loop there); return a completion instead",
+               what);
+  if (m->running)
+    luaL_error(L, "%s: the loop of this mesh is already running", what);
 }
 
 /* The store, or NULL once the closing mesh has let it go. */
@@ -194,7 +210,8 @@ static durable_store_t *mesh_store(dlua_mesh_t *m) {
 }
 
 static void close_loop(dlua_mesh_t *m) {
-  if (!m->loop_ready) return;
+  if (!m->loop_ready)
+    return;
   m->loop_ready = 0;
   uv_close((uv_handle_t *)&m->step_timer, NULL);
   uv_run(&m->loop, UV_RUN_DEFAULT);
@@ -243,8 +260,10 @@ static void mesh_close(lua_State *L, dlua_mesh_t *m, int finalizing) {
     }
     m->running = 0;
     if (!m->closed)
-      fprintf(stderr, "durable: mesh on '%s' went idle before it finished "
-                      "closing\n", m->store_name);
+      fprintf(stderr,
+              "durable: mesh on '%s' went idle before it finished "
+              "closing\n",
+              m->store_name);
     m->mesh = NULL;
     m->S->meshes--;
     dlua_replies_detach(m);
@@ -262,10 +281,12 @@ static void mesh_close(lua_State *L, dlua_mesh_t *m, int finalizing) {
 static int m_close(lua_State *L) {
   dlua_mesh_t *m = to_mesh(L, 1);
   if (m->closing) {
-    if (m->mesh == NULL) return 0; /* closed already */
+    if (m->mesh == NULL)
+      return 0; /* closed already */
     return luaL_error(L, "mesh:close(): the mesh is already closing");
   }
-  if (m->mesh) dlua_check_may_run(L, m, "mesh:close()");
+  if (m->mesh)
+    dlua_check_may_run(L, m, "mesh:close()");
   mesh_close(L, m, 0);
   return 0;
 }
@@ -329,7 +350,8 @@ static int l_open(lua_State *L) {
   luaL_setmetatable(L, DLUA_MESH_MT);
   /* stack: opts store quiesce timeout budget log mesh */
   int rc = uv_loop_init(&m->loop);
-  if (rc != 0) return dlua_fail(L, DURABLE_EIO, uv_strerror(rc));
+  if (rc != 0)
+    return dlua_fail(L, DURABLE_EIO, uv_strerror(rc));
   uv_timer_init(&m->loop, &m->step_timer);
   m->loop_ready = 1;
   if (lua_isfunction(L, 6)) {
@@ -360,9 +382,12 @@ static int l_open(lua_State *L) {
   return 1;
 }
 
-/* ---- running the loop ---------------------------------------------------------- */
+/* ---- running the loop
+ * ---------------------------------------------------------- */
 
-static void on_step_timer(uv_timer_t *timer) { (void)timer; }
+static void on_step_timer(uv_timer_t *timer) {
+  (void)timer;
+}
 
 /* mesh:_step([timeout_ms]) -> alive: run the loop once, waiting at most
  * timeout_ms for something to happen (no limit when nil).  Returns whether
@@ -372,7 +397,8 @@ static int m_step(lua_State *L) {
   lua_Integer ms = luaL_optinteger(L, 2, -1);
   dlua_check_may_run(L, m, "completion:wait() / mesh:run_until()");
   dlua_replies_flush_dropped(m); /* a safe point: no runtime code below */
-  if (ms >= 0) uv_timer_start(&m->step_timer, on_step_timer, (uint64_t)ms, 0);
+  if (ms >= 0)
+    uv_timer_start(&m->step_timer, on_step_timer, (uint64_t)ms, 0);
   m->running = 1;
   uv_run(&m->loop, UV_RUN_ONCE);
   m->running = 0;
@@ -386,13 +412,15 @@ static int m_step(lua_State *L) {
 /* mesh:_now() -> the loop's clock in milliseconds (refreshed). */
 static int m_now(lua_State *L) {
   dlua_mesh_t *m = to_mesh(L, 1);
-  if (!m->loop_ready) return luaL_error(L, "the mesh is closed");
+  if (!m->loop_ready)
+    return luaL_error(L, "the mesh is closed");
   uv_update_time(&m->loop);
   lua_pushinteger(L, (lua_Integer)uv_now(&m->loop));
   return 1;
 }
 
-/* ---- store operations ------------------------------------------------------------ */
+/* ---- store operations
+ * ------------------------------------------------------------ */
 
 typedef enum { OP_GET = 1, OP_QUERY, OP_WRITE } store_op_t;
 
@@ -407,11 +435,13 @@ static void on_store_done(const durable_result_t *res) {
   store_op_t op = sr->op;
   free(sr);
   lua_State *L = dlua_req_begin(r);
-  if (L == NULL) return;
+  if (L == NULL)
+    return;
   /* stack: fn */
   if (res->status < 0) {
     lua_pushboolean(L, 0);
-    lua_pushstring(L, res->message ? res->message : durable_strerror(res->status));
+    lua_pushstring(L,
+                   res->message ? res->message : durable_strerror(res->status));
     lua_pushstring(L, durable_err_name(res->status));
     dlua_req_call(r, L, 3);
     return;
@@ -427,8 +457,10 @@ static void on_store_done(const durable_result_t *res) {
     dlua_req_call(r, L, 3);
     return;
   }
-  if (res->node) dlua_push_node(L, res->node);
-  else lua_pushnil(L);
+  if (res->node)
+    dlua_push_node(L, res->node);
+  else
+    lua_pushnil(L);
   dlua_req_call(r, L, 2);
 }
 
@@ -466,7 +498,8 @@ static int m_get(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
   const char *path = luaL_checkstring(L, 2);
   durable_store_t *store = mesh_store(m);
-  if (store == NULL) return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
+  if (store == NULL)
+    return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
   store_req_t *sr = store_req(L, m, 3, OP_GET);
   durable_error_t err = {0};
   int rc = durable_store_get(store, NULL, path, on_store_done, sr, &err);
@@ -481,7 +514,8 @@ static int m_query(lua_State *L) {
   lua_Integer limit = luaL_optinteger(L, 4, 0);
   luaL_argcheck(L, limit >= 0 && limit <= 1000, 4, "limit must be 0..1000");
   durable_store_t *store = mesh_store(m);
-  if (store == NULL) return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
+  if (store == NULL)
+    return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
   store_req_t *sr = store_req(L, m, 5, OP_QUERY);
   durable_error_t err = {0};
   int rc = durable_store_query(store, NULL, query, after, (size_t)limit,
@@ -491,10 +525,14 @@ static int m_query(lua_State *L) {
 
 /* The kind named `name`, or 0. */
 static durable_write_kind_t write_kind(const char *name) {
-  if (strcmp(name, "put") == 0) return DURABLE_WRITE_PUT;
-  if (strcmp(name, "create") == 0) return DURABLE_WRITE_CREATE;
-  if (strcmp(name, "replace") == 0) return DURABLE_WRITE_REPLACE;
-  if (strcmp(name, "delete") == 0) return DURABLE_WRITE_DELETE;
+  if (strcmp(name, "put") == 0)
+    return DURABLE_WRITE_PUT;
+  if (strcmp(name, "create") == 0)
+    return DURABLE_WRITE_CREATE;
+  if (strcmp(name, "replace") == 0)
+    return DURABLE_WRITE_REPLACE;
+  if (strcmp(name, "delete") == 0)
+    return DURABLE_WRITE_DELETE;
   return 0;
 }
 
@@ -508,7 +546,8 @@ static int m_write(lua_State *L) {
   lua_Integer n = luaL_len(L, 2);
   luaL_argcheck(L, n >= 1 && n <= 10000, 2, "1 to 10000 writes");
   durable_store_t *store = mesh_store(m);
-  if (store == NULL) return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
+  if (store == NULL)
+    return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
   /* Strings stay anchored in the writes table (on the stack) until the
    * store has copied them; contents are encoded into malloc'ed text. */
   durable_write_t *writes = calloc((size_t)n, sizeof(*writes));
@@ -539,8 +578,10 @@ static int m_write(lua_State *L) {
     } else {
       writes[i].kind = write_kind(kind);
       if (writes[i].kind == 0)
-        snprintf(why, sizeof why, "write kind must be put, create, replace or "
-                                  "delete, not '%s'", kind);
+        snprintf(why, sizeof why,
+                 "write kind must be put, create, replace or "
+                 "delete, not '%s'",
+                 kind);
       writes[i].path = lua_tostring(L, w + 2);
       writes[i].node_type = lua_tostring(L, w + 3);
       writes[i].expected_version = (int64_t)lua_tointeger(L, w + 4);
@@ -562,14 +603,17 @@ static int m_write(lua_State *L) {
     sr = store_req(L, m, 3, OP_WRITE);
     rc = durable_store_write(store, writes, (size_t)n, on_store_done, sr, &err);
   }
-  for (lua_Integer i = 0; i < n; i++) free(texts[i]);
+  for (lua_Integer i = 0; i < n; i++)
+    free(texts[i]);
   free(texts);
   free(writes);
-  if (why[0]) return luaL_error(L, "%s", why);
+  if (why[0])
+    return luaL_error(L, "%s", why);
   return store_submitted(L, sr, rc, &err, "write");
 }
 
-/* ---- node types ------------------------------------------------------------------ */
+/* ---- node types
+ * ------------------------------------------------------------------ */
 
 static dlua_fn_t *fn_new(lua_State *L, dlua_mesh_t *m, int idx,
                          const char *node_type, const char *msg_type) {
@@ -577,7 +621,8 @@ static dlua_fn_t *fn_new(lua_State *L, dlua_mesh_t *m, int idx,
   dlua_fn_t *f = calloc(1, sizeof(*f));
   if (f == NULL || (f->node_type = strdup(node_type)) == NULL ||
       (f->msg_type = strdup(msg_type)) == NULL) {
-    if (f) free(f->node_type);
+    if (f)
+      free(f->node_type);
     free(f);
     luaL_error(L, "out of memory");
   }
@@ -602,7 +647,8 @@ static void fn_drop(lua_State *L, dlua_mesh_t *m) {
 static durable_node_type_t *check_type(lua_State *L, dlua_mesh_t *m, int idx) {
   const char *name = luaL_checkstring(L, idx);
   durable_node_type_t *t = durable_mesh_node_type(m->mesh, name);
-  if (t == NULL) luaL_error(L, "NodeType name must be a non-empty string");
+  if (t == NULL)
+    luaL_error(L, "NodeType name must be a non-empty string");
   return t;
 }
 
@@ -660,7 +706,8 @@ static int m_on_dispose(lua_State *L) {
   return 0;
 }
 
-/* ---- hubs, activation, recycle, reads ---------------------------------------------- */
+/* ---- hubs, activation, recycle, reads
+ * ---------------------------------------------- */
 
 /* mesh:_client(address) -> hub, or nil, message, code. */
 static int m_client(lua_State *L) {
@@ -669,8 +716,10 @@ static int m_client(lua_State *L) {
   durable_hub_t *hub = NULL;
   durable_error_t err = {0};
   int rc = durable_mesh_client(m->mesh, address, &hub, &err);
-  if (rc < 0) return dlua_fail(L, rc, err.message);
-  if (!dlua_push_hub(L, m, hub)) return luaL_error(L, "the mesh is closed");
+  if (rc < 0)
+    return dlua_fail(L, rc, err.message);
+  if (!dlua_push_hub(L, m, hub))
+    return luaL_error(L, "the mesh is closed");
   return 1;
 }
 
@@ -678,21 +727,24 @@ static int m_client(lua_State *L) {
 static int m_find(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
   durable_hub_t *hub = durable_mesh_find(m->mesh, luaL_checkstring(L, 2));
-  if (hub == NULL || !dlua_push_hub(L, m, hub)) lua_pushnil(L);
+  if (hub == NULL || !dlua_push_hub(L, m, hub))
+    lua_pushnil(L);
   return 1;
 }
 
 /* mesh:reads_hub() -> the process-level read-issuing hub. */
 static int m_reads_hub(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  if (!dlua_push_hub(L, m, durable_mesh_reads_hub(m->mesh))) lua_pushnil(L);
+  if (!dlua_push_hub(L, m, durable_mesh_reads_hub(m->mesh)))
+    lua_pushnil(L);
   return 1;
 }
 
 static void on_status(int status, const char *message, void *data) {
   dlua_req_t *r = data;
   lua_State *L = dlua_req_begin(r);
-  if (L == NULL) return;
+  if (L == NULL)
+    return;
   if (status < 0) {
     dlua_req_call_failed(r, L, status, message);
   } else {
@@ -714,7 +766,8 @@ static int status_op(lua_State *L, status_submit_fn submit, const char *what) {
   return dlua_req_submitted(L, r, rc, &err, what);
 }
 
-/* mesh:_activate(address, cb): cb(true, true) once Started, cb(false, msg, code). */
+/* mesh:_activate(address, cb): cb(true, true) once Started, cb(false, msg,
+ * code). */
 static int m_activate(lua_State *L) {
   return status_op(L, durable_mesh_activate, "activate");
 }
@@ -728,7 +781,8 @@ static void on_read(durable_read_outcome_t outcome, const durable_node_t *node,
                     const char *message, void *data) {
   dlua_req_t *r = data;
   lua_State *L = dlua_req_begin(r);
-  if (L == NULL) return;
+  if (L == NULL)
+    return;
   if (outcome == DURABLE_READ_UNAVAILABLE) {
     lua_pushboolean(L, 0);
     lua_pushstring(L, message ? message : "unavailable");
@@ -737,8 +791,10 @@ static void on_read(durable_read_outcome_t outcome, const durable_node_t *node,
     return;
   }
   lua_pushboolean(L, 1);
-  if (outcome == DURABLE_READ_PRESENT && node) dlua_push_node(L, node);
-  else lua_pushnil(L);
+  if (outcome == DURABLE_READ_PRESENT && node)
+    dlua_push_node(L, node);
+  else
+    lua_pushnil(L);
   dlua_req_call(r, L, 2);
 }
 
@@ -760,8 +816,8 @@ static int m_stats(lua_State *L) {
   durable_mesh_stats_t s;
   durable_mesh_stats(m->mesh, &s);
   lua_createtable(L, 0, 6);
-#define FIELD(name)                           \
-  lua_pushinteger(L, (lua_Integer)s.name);    \
+#define FIELD(name)                                                            \
+  lua_pushinteger(L, (lua_Integer)s.name);                                     \
   lua_setfield(L, -2, #name)
   FIELD(activations);
   FIELD(recycles);
@@ -797,16 +853,26 @@ static int m_is_open(lua_State *L) {
 
 void dlua_open_mesh(lua_State *L) {
   static const luaL_Reg methods[] = {
-      {"close", m_close},           {"stats", m_stats},
-      {"log", m_log},               {"store_name", m_store_name},
-      {"is_open", m_is_open},       {"reads_hub", m_reads_hub},
-      {"_step", m_step},            {"_now", m_now},
-      {"_get", m_get},              {"_query", m_query},
-      {"_write", m_write},          {"_node_type", m_node_type},
-      {"_on", m_on},                {"_on_init", m_on_init},
-      {"_on_dispose", m_on_dispose}, {"_client", m_client},
-      {"_find", m_find},            {"_activate", m_activate},
-      {"_recycle", m_recycle},      {"_read", m_read},
+      {"close", m_close},
+      {"stats", m_stats},
+      {"log", m_log},
+      {"store_name", m_store_name},
+      {"is_open", m_is_open},
+      {"reads_hub", m_reads_hub},
+      {"_step", m_step},
+      {"_now", m_now},
+      {"_get", m_get},
+      {"_query", m_query},
+      {"_write", m_write},
+      {"_node_type", m_node_type},
+      {"_on", m_on},
+      {"_on_init", m_on_init},
+      {"_on_dispose", m_on_dispose},
+      {"_client", m_client},
+      {"_find", m_find},
+      {"_activate", m_activate},
+      {"_recycle", m_recycle},
+      {"_read", m_read},
       {NULL, NULL},
   };
   /* stack: module */

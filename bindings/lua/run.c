@@ -24,9 +24,13 @@ static struct {
   int seen; /* the first signal, 0 until then */
 } trap;
 
-static void exit_now(int signum) { _exit(128 + signum); }
+static void exit_now(int signum) {
+  _exit(128 + signum);
+}
 
-static void on_handle_closed(uv_handle_t *h) { (void)h; }
+static void on_handle_closed(uv_handle_t *h) {
+  (void)h;
+}
 
 static void on_signal(uv_signal_t *h, int signum) {
   (void)h;
@@ -56,7 +60,8 @@ static int l_host(lua_State *L) {
 /* core.trap_signals(mesh): SIGINT and SIGTERM become a flag (once). */
 static int l_trap_signals(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  if (trap.armed || trap.seen) return 0;
+  if (trap.armed || trap.seen)
+    return 0;
   static const int which[2] = {SIGINT, SIGTERM};
   for (int i = 0; i < 2; i++) {
     uv_signal_init(&m->loop, &trap.handles[i]);
@@ -68,7 +73,8 @@ static int l_trap_signals(lua_State *L) {
 
 /* core.signalled() -> "SIGINT" / "SIGTERM", or nil */
 static int l_signalled(lua_State *L) {
-  if (trap.seen == 0) return 0;
+  if (trap.seen == 0)
+    return 0;
   lua_pushstring(L, trap.seen == SIGINT ? "SIGINT" : "SIGTERM");
   return 1;
 }

@@ -49,9 +49,9 @@ typedef struct dlua_sub_s dlua_sub_t;
 
 /* A source for the C reader: a document's parts, or Lua functions. */
 struct dlua_src_s {
-  dlua_src_t *next;     /* in the mesh's list, while bound to a hub */
+  dlua_src_t *next; /* in the mesh's list, while bound to a hub */
   dlua_mesh_t *m;
-  durable_hub_t *hub;   /* its hub activation (a reference), or NULL */
+  durable_hub_t *hub; /* its hub activation (a reference), or NULL */
   int seq_ref, payload_ref;
   char items_ns[DURABLE_PATH_MAX + 1];
   durable_source_t source;
@@ -61,11 +61,11 @@ struct dlua_src_s {
 struct dlua_cspec_s {
   dlua_cspec_t *next;
   dlua_mesh_t *m;
-  int ref;             /* the spec table */
+  int ref; /* the spec table */
   char *ns;
-  char *key;           /* a hub's consumer: its stream's key */
-  durable_hub_t *hub;  /* a hub's consumer: that hub (a reference) */
-  dlua_src_t *src;     /* a hub's consumer: its source, or NULL */
+  char *key;          /* a hub's consumer: its stream's key */
+  durable_hub_t *hub; /* a hub's consumer: that hub (a reference) */
+  dlua_src_t *src;    /* a hub's consumer: its source, or NULL */
 };
 
 typedef enum { SUB_OPEN = 1, SUB_CLOSED, SUB_FAILED } sub_state_t;
@@ -95,7 +95,8 @@ typedef struct dlua_streams_s {
 } dlua_streams_t;
 
 static dlua_streams_t *streams_of(dlua_mesh_t *m) {
-  if (m->streams == NULL) m->streams = calloc(1, sizeof(dlua_streams_t));
+  if (m->streams == NULL)
+    m->streams = calloc(1, sizeof(dlua_streams_t));
   return m->streams;
 }
 
@@ -144,7 +145,8 @@ static int64_t lsrc_sequence(const durable_node_t *node, void *data) {
   dlua_src_t *s = data;
   dlua_mesh_t *m = s->m;
   lua_State *L = dlua_mesh_lua(m);
-  if (L == NULL || !lua_checkstack(L, 8)) return 0;
+  if (L == NULL || !lua_checkstack(L, 8))
+    return 0;
   int top = lua_gettop(L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, s->seq_ref);
   dlua_push_node(L, node);
@@ -157,7 +159,8 @@ static int64_t lsrc_sequence(const durable_node_t *node, void *data) {
   } else {
     int isnum = 0;
     lua_Integer v = lua_tointegerx(L, -1, &isnum);
-    if (isnum && v > 0) seq = (int64_t)v;
+    if (isnum && v > 0)
+      seq = (int64_t)v;
   }
   lua_settop(L, top);
   return seq;
@@ -169,7 +172,8 @@ static int lsrc_payload(const durable_node_t *node, char **payload, void *data,
   dlua_mesh_t *m = s->m;
   *payload = NULL;
   if (s->payload_ref == LUA_NOREF) { /* the node's content, as stored */
-    if (node->content == NULL) goto none;
+    if (node->content == NULL)
+      goto none;
     *payload = strdup(node->content);
     return *payload ? 0 : DURABLE_ENOMEM;
   }
@@ -206,10 +210,12 @@ none:
 }
 
 static void src_free(dlua_src_t *s) {
-  if (s == NULL) return;
+  if (s == NULL)
+    return;
   unref(s->m, &s->seq_ref);
   unref(s->m, &s->payload_ref);
-  if (s->hub) durable_hub_unref(s->hub);
+  if (s->hub)
+    durable_hub_unref(s->hub);
   free(s);
 }
 
@@ -219,8 +225,9 @@ static dlua_src_t *src_new(lua_State *L, int idx, dlua_mesh_t *m, char *err,
                            size_t errlen) {
   idx = lua_absindex(L, idx);
   if (!lua_istable(L, idx)) {
-    snprintf(err, errlen, "a source must be made by durable.source{...} or "
-                          "durable.document_parts(path), not a %s",
+    snprintf(err, errlen,
+             "a source must be made by durable.source{...} or "
+             "durable.document_parts(path), not a %s",
              luaL_typename(L, idx));
     return NULL;
   }
@@ -278,7 +285,8 @@ static dlua_src_t *src_new(lua_State *L, int idx, dlua_mesh_t *m, char *err,
 static void cspec_free(dlua_cspec_t *cs) {
   unref(cs->m, &cs->ref);
   src_free(cs->src);
-  if (cs->hub) durable_hub_unref(cs->hub);
+  if (cs->hub)
+    durable_hub_unref(cs->hub);
   free(cs->ns);
   free(cs->key);
   free(cs);
@@ -287,7 +295,8 @@ static void cspec_free(dlua_cspec_t *cs) {
 /* Push spec[field] of the consumer; returns the Lua state or NULL. */
 static lua_State *cspec_push(dlua_cspec_t *cs, const char *field) {
   lua_State *L = dlua_mesh_lua(cs->m);
-  if (L == NULL || !lua_checkstack(L, 16)) return NULL;
+  if (L == NULL || !lua_checkstack(L, 16))
+    return NULL;
   lua_rawgeti(L, LUA_REGISTRYINDEX, cs->ref);
   lua_getfield(L, -1, field);
   lua_remove(L, -2);
@@ -302,7 +311,8 @@ static int tramp_key(durable_hub_t *hub, char *out, size_t size, void *data) {
   }
   dlua_mesh_t *m = cs->m;
   lua_State *L = cspec_push(cs, "key_of");
-  if (L == NULL) return DURABLE_ESHUTDOWN;
+  if (L == NULL)
+    return DURABLE_ESHUTDOWN;
   int top = lua_gettop(L) - 1;
   int rc = 0;
   if (!dlua_push_hub(L, m, hub)) {
@@ -310,12 +320,13 @@ static int tramp_key(durable_hub_t *hub, char *out, size_t size, void *data) {
   } else if (dlua_pcall(L, m->S, m->budget, 1, 1) != LUA_OK) {
     dlua_mesh_log(m, DURABLE_LOG_ERROR,
                   "[Lua] the key function of the '%s' consumer at hub '%s' "
-                  "failed: %s", cs->ns, durable_hub_address(hub),
-                  dlua_traceback(L));
+                  "failed: %s",
+                  cs->ns, durable_hub_address(hub), dlua_traceback(L));
     rc = DURABLE_EINVAL;
   } else {
     int n = snprintf(out, size, "%s", lua_tostring(L, -1));
-    if (n < 0 || (size_t)n >= size) rc = DURABLE_EINVAL;
+    if (n < 0 || (size_t)n >= size)
+      rc = DURABLE_EINVAL;
   }
   lua_settop(L, top);
   return rc;
@@ -329,7 +340,8 @@ static int tramp_source(durable_hub_t *hub, durable_source_t *out, void *data) {
   }
   dlua_mesh_t *m = cs->m;
   lua_State *L = cspec_push(cs, "source_of");
-  if (L == NULL) return DURABLE_ESHUTDOWN;
+  if (L == NULL)
+    return DURABLE_ESHUTDOWN;
   int top = lua_gettop(L) - 1;
   int rc = 1; /* no source: the stream's own items */
   if (!dlua_push_hub(L, m, hub)) {
@@ -337,8 +349,8 @@ static int tramp_source(durable_hub_t *hub, durable_source_t *out, void *data) {
   } else if (dlua_pcall(L, m->S, m->budget, 1, 1) != LUA_OK) {
     dlua_mesh_log(m, DURABLE_LOG_ERROR,
                   "[Lua] the source function of the '%s' consumer at hub '%s' "
-                  "failed: %s", cs->ns, durable_hub_address(hub),
-                  dlua_traceback(L));
+                  "failed: %s",
+                  cs->ns, durable_hub_address(hub), dlua_traceback(L));
     rc = DURABLE_EINVAL;
   } else if (!lua_isnil(L, -1)) {
     char err[256];
@@ -346,7 +358,8 @@ static int tramp_source(durable_hub_t *hub, durable_source_t *out, void *data) {
     if (s == NULL) {
       dlua_mesh_log(m, DURABLE_LOG_ERROR,
                     "[Lua] the source function of the '%s' consumer at hub "
-                    "'%s': %s", cs->ns, durable_hub_address(hub), err);
+                    "'%s': %s",
+                    cs->ns, durable_hub_address(hub), err);
       rc = DURABLE_EINVAL;
     } else {
       /* bound to this activation: released once the hub is dead */
@@ -450,14 +463,17 @@ static int m_consume_type(lua_State *L) {
  * this hub consumes the stream for as long as it is active. */
 static int h_consume(lua_State *L) {
   dlua_hub_t *h = luaL_checkudata(L, 1, DLUA_HUB_MT);
-  if (h->hub == NULL) return luaL_error(L, "the hub was released");
+  if (h->hub == NULL)
+    return luaL_error(L, "the hub was released");
   dlua_mesh_t *m = h->m;
-  if (m->mesh == NULL) return luaL_error(L, "the mesh is closed");
+  if (m->mesh == NULL)
+    return luaL_error(L, "the mesh is closed");
   const char *ns = luaL_checkstring(L, 2);
   const char *key = luaL_checkstring(L, 3);
   luaL_checktype(L, 4, LUA_TTABLE);
   dlua_cspec_t *cs = calloc(1, sizeof(*cs));
-  if (cs == NULL) return luaL_error(L, "out of memory");
+  if (cs == NULL)
+    return luaL_error(L, "out of memory");
   cs->m = m;
   cs->ref = LUA_NOREF;
   char why[256];
@@ -486,7 +502,8 @@ static int h_consume(lua_State *L) {
     if (rc == DURABLE_EEXIST)
       return luaL_error(L, "hub '%s' already consumes '%s'",
                         durable_hub_address(h->hub), ns);
-    if (rc == DURABLE_EINVAL) return luaL_error(L, "consume: %s", err.message);
+    if (rc == DURABLE_EINVAL)
+      return luaL_error(L, "consume: %s", err.message);
     return dlua_fail(L, rc, err.message);
   }
   dlua_streams_t *st = streams_of(m);
@@ -502,7 +519,8 @@ static void on_sequence(int status, int64_t sequence, const char *message,
                         void *data) {
   dlua_req_t *r = data;
   lua_State *L = dlua_req_begin(r);
-  if (L == NULL) return;
+  if (L == NULL)
+    return;
   if (status < 0) {
     dlua_req_call_failed(r, L, status, message);
   } else {
@@ -516,7 +534,8 @@ static void on_sequence(int status, int64_t sequence, const char *message,
  * the item is saved, or cb(false, message, code). */
 static int h_publish(lua_State *L) {
   dlua_hub_t *h = luaL_checkudata(L, 1, DLUA_HUB_MT);
-  if (h->hub == NULL) return luaL_error(L, "the hub was released");
+  if (h->hub == NULL)
+    return luaL_error(L, "the hub was released");
   if (h->m->mesh == NULL)
     return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closed");
   durable_stream_id_t id = {.ns = luaL_checkstring(L, 2),
@@ -537,22 +556,28 @@ static void sub_free(dlua_sub_t *s) {
 
 /* End the reader; its callback does not run again.  No Lua runs here. */
 static void sub_close(dlua_sub_t *s, sub_state_t how) {
-  if (s->closed) return;
+  if (s->closed)
+    return;
   s->closed = 1;
   durable_reader_close(s->reader);
   s->reader = NULL;
   unref(s->m, &s->item_ref);
   unref(s->m, &s->error_ref);
   dlua_streams_t *st = s->m->streams;
-  if (s->prev) s->prev->next = s->next;
-  else if (st && st->subs == s) st->subs = s->next;
-  if (s->next) s->next->prev = s->prev;
+  if (s->prev)
+    s->prev->next = s->next;
+  else if (st && st->subs == s)
+    st->subs = s->next;
+  if (s->next)
+    s->next->prev = s->prev;
   if (s->ud) {
-    if (s->ud->state == SUB_OPEN) s->ud->state = how;
+    if (s->ud->state == SUB_OPEN)
+      s->ud->state = how;
     s->ud->sub = NULL;
     s->ud = NULL;
   }
-  if (s->in_cb == 0) sub_free(s);
+  if (s->in_cb == 0)
+    sub_free(s);
 }
 
 /* The reader stopped on a failure: say so, through on_error or the log. */
@@ -566,7 +591,8 @@ static void sub_failed(dlua_sub_t *s, lua_State *L, const char *message) {
     int top = lua_gettop(L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->error_ref);
     lua_pushstring(L, message);
-    if (dlua_pcall(L, s->m->S, s->m->budget, 1, 0) == LUA_OK) handled = 1;
+    if (dlua_pcall(L, s->m->S, s->m->budget, 1, 0) == LUA_OK)
+      handled = 1;
     else
       dlua_mesh_log(s->m, DURABLE_LOG_ERROR,
                     "[Lua] read_durable of %s: on_error failed: %s", s->name,
@@ -584,9 +610,11 @@ static void on_read(durable_reader_t *reader, int status,
                     void *data) {
   dlua_sub_t *s = data;
   (void)reader;
-  if (s->closed) return;
+  if (s->closed)
+    return;
   lua_State *L = dlua_mesh_lua(s->m);
-  if (L == NULL || !lua_checkstack(L, 16)) return;
+  if (L == NULL || !lua_checkstack(L, 16))
+    return;
   int top = lua_gettop(L);
   s->in_cb++;
   char err[512];
@@ -612,28 +640,33 @@ static void on_read(durable_reader_t *reader, int status,
   }
   lua_settop(L, top);
   s->in_cb--;
-  if (s->closed && s->in_cb == 0) sub_free(s);
+  if (s->closed && s->in_cb == 0)
+    sub_free(s);
 }
 
 /* hub:_read(namespace, key, after, source|nil, on_item, on_error|nil) ->
  * subscription. */
 static int h_read(lua_State *L) {
   dlua_hub_t *h = luaL_checkudata(L, 1, DLUA_HUB_MT);
-  if (h->hub == NULL) return luaL_error(L, "the hub was released");
+  if (h->hub == NULL)
+    return luaL_error(L, "the hub was released");
   dlua_mesh_t *m = h->m;
-  if (m->mesh == NULL) return luaL_error(L, "the mesh is closed");
+  if (m->mesh == NULL)
+    return luaL_error(L, "the mesh is closed");
   durable_stream_id_t id = {.ns = luaL_checkstring(L, 2),
                             .key = luaL_checkstring(L, 3)};
   lua_Integer after = luaL_checkinteger(L, 4);
   luaL_checktype(L, 6, LUA_TFUNCTION);
-  if (!lua_isnoneornil(L, 7)) luaL_checktype(L, 7, LUA_TFUNCTION);
+  if (!lua_isnoneornil(L, 7))
+    luaL_checktype(L, 7, LUA_TFUNCTION);
   dlua_subud_t *ud = lua_newuserdatauv(L, sizeof(*ud), 0);
   memset(ud, 0, sizeof(*ud));
   ud->state = SUB_CLOSED;
   luaL_setmetatable(L, DLUA_SUB_MT);
   /* stack: ... ud */
   dlua_sub_t *s = calloc(1, sizeof(*s));
-  if (s == NULL) return luaL_error(L, "out of memory");
+  if (s == NULL)
+    return luaL_error(L, "out of memory");
   s->m = m;
   s->item_ref = s->error_ref = LUA_NOREF;
   snprintf(s->name, sizeof s->name, "%s@%s", id.ns, id.key);
@@ -666,7 +699,8 @@ static int h_read(lua_State *L) {
    * later: nothing has been delivered yet */
   dlua_streams_t *st = streams_of(m);
   s->next = st->subs;
-  if (st->subs) st->subs->prev = s;
+  if (st->subs)
+    st->subs->prev = s;
   st->subs = s;
   s->ud = ud;
   ud->sub = s;
@@ -681,7 +715,8 @@ static dlua_subud_t *to_sub(lua_State *L) {
 /* sub:close(): no item is delivered after this.  Idempotent. */
 static int s_close(lua_State *L) {
   dlua_subud_t *ud = to_sub(L);
-  if (ud->sub) sub_close(ud->sub, SUB_CLOSED);
+  if (ud->sub)
+    sub_close(ud->sub, SUB_CLOSED);
   return 0;
 }
 
@@ -689,12 +724,16 @@ static int s_close(lua_State *L) {
 static int s_status(lua_State *L) {
   dlua_subud_t *ud = to_sub(L);
   switch (ud->state) {
-  case SUB_OPEN: lua_pushliteral(L, "open"); return 1;
+  case SUB_OPEN:
+    lua_pushliteral(L, "open");
+    return 1;
   case SUB_FAILED:
     lua_pushliteral(L, "failed");
     lua_pushstring(L, ud->failure);
     return 2;
-  default: lua_pushliteral(L, "closed"); return 1;
+  default:
+    lua_pushliteral(L, "closed");
+    return 1;
   }
 }
 
@@ -702,7 +741,8 @@ static int s_status(lua_State *L) {
  * forgets the userdata. */
 static int s_gc(lua_State *L) {
   dlua_subud_t *ud = to_sub(L);
-  if (ud->sub) ud->sub->ud = NULL;
+  if (ud->sub)
+    ud->sub->ud = NULL;
   ud->sub = NULL;
   return 0;
 }
@@ -718,7 +758,8 @@ static int s_tostring(lua_State *L) {
 
 void dlua_streams_sweep(dlua_mesh_t *m) {
   dlua_streams_t *st = m->streams;
-  if (st == NULL) return;
+  if (st == NULL)
+    return;
   for (dlua_src_t **p = &st->srcs; *p;) {
     dlua_src_t *s = *p;
     if (durable_hub_run_level(s->hub) == DURABLE_HUB_DEAD) {
@@ -741,12 +782,14 @@ void dlua_streams_sweep(dlua_mesh_t *m) {
 
 void dlua_streams_closing(dlua_mesh_t *m) {
   dlua_streams_t *st = m->streams;
-  while (st && st->subs) sub_close(st->subs, SUB_CLOSED);
+  while (st && st->subs)
+    sub_close(st->subs, SUB_CLOSED);
 }
 
 void dlua_streams_release(dlua_mesh_t *m) {
   dlua_streams_t *st = m->streams;
-  if (st == NULL) return;
+  if (st == NULL)
+    return;
   dlua_streams_closing(m);
   while (st->srcs) {
     dlua_src_t *s = st->srcs;
@@ -792,7 +835,8 @@ static int l_stream_check(lua_State *L) {
   durable_stream_id_t id = opt_id(L);
   durable_error_t err = {0};
   int rc = durable_stream_check(&id, &err);
-  if (rc < 0) return dlua_fail(L, rc, err.message);
+  if (rc < 0)
+    return dlua_fail(L, rc, err.message);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -814,10 +858,9 @@ static int l_stream_path(lua_State *L) {
 
 void dlua_open_streams(lua_State *L) {
   /* stack: module */
-  static const luaL_Reg fns[] = {
-      {"stream_check", l_stream_check},
-      {"stream_path", l_stream_path},
-      {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"stream_check", l_stream_check},
+                                 {"stream_path", l_stream_path},
+                                 {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
   lua_getfield(L, -1, "Mesh");
   lua_pushcfunction(L, m_consume_type);

@@ -33,7 +33,9 @@ typedef struct {
   durable_reply_t *done;
 } later_t;
 
-static void on_later_closed(uv_handle_t *h) { free(h); }
+static void on_later_closed(uv_handle_t *h) {
+  free(h);
+}
 
 static void on_later(uv_timer_t *t) {
   later_t *l = (later_t *)t;
@@ -59,9 +61,11 @@ static void on_tick(durable_hub_t *hub, const durable_item_t *item,
 
 /* ---- the steps ---------------------------------------------------------- */
 
-static void on_published(int status, int64_t seq, const char *message, void *data) {
+static void on_published(int status, int64_t seq, const char *message,
+                         void *data) {
   (void)data;
-  if (status < 0) die("publish", message);
+  if (status < 0)
+    die("publish", message);
   printf("published sequence %lld\n", (long long)seq);
   published++;
 }
@@ -69,19 +73,23 @@ static void on_published(int status, int64_t seq, const char *message, void *dat
 static void on_read(durable_reader_t *r, int status, const durable_item_t *item,
                     const char *message, void *data) {
   (void)data;
-  if (status < 0) die("read", message);
+  if (status < 0)
+    die("read", message);
   printf("read back %lld: %s\n", (long long)item->sequence, item->payload);
-  if (++read_back == 5) durable_reader_close(r);
+  if (++read_back == 5)
+    durable_reader_close(r);
 }
 
 static void on_recycled(int status, const char *message, void *data) {
   (void)data;
-  if (status < 0) die("recycle", message);
+  if (status < 0)
+    die("recycle", message);
   printf("recycled Demo/counter: its lease is released\n");
 }
 
 static void on_put(const durable_result_t *res) {
-  if (res->status < 0) die("put", res->message);
+  if (res->status < 0)
+    die("put", res->message);
 }
 
 static void on_closed(void *data) {
@@ -92,7 +100,8 @@ static void on_closed(void *data) {
 static void run_until(int *flag, int want) {
   while (*flag < want && uv_run(&loop, UV_RUN_ONCE)) {
   }
-  if (*flag < want) die("run", "the loop stopped early");
+  if (*flag < want)
+    die("run", "the loop stopped early");
 }
 
 int main(int argc, char **argv) {
@@ -109,8 +118,8 @@ int main(int argc, char **argv) {
     die("consume", err.message);
 
   int put = 0;
-  if (durable_store_put(durable_mesh_store(mesh), "Demo/counter", "Counter", "{}",
-                        on_put, NULL, &err) < 0)
+  if (durable_store_put(durable_mesh_store(mesh), "Demo/counter", "Counter",
+                        "{}", on_put, NULL, &err) < 0)
     die("put", err.message);
   (void)put;
   if (durable_mesh_client(mesh, "client/embed", &app, &err) < 0)
@@ -136,7 +145,8 @@ int main(int argc, char **argv) {
 
   durable_mesh_close(mesh, on_closed, NULL);
   run_until(&closed, 1);
-  if (uv_loop_close(&loop) != 0) die("close", "handles were left on the loop");
+  if (uv_loop_close(&loop) != 0)
+    die("close", "handles were left on the loop");
   printf("closed cleanly: %d items handled\n", handled);
   return handled == 5 ? 0 : 1;
 }

@@ -33,9 +33,9 @@ typedef struct cli_option_s {
 
 typedef struct cli_command_s {
   const char *name;
-  const char *args;     /* "PATH NODE_TYPE [JSON|-]" for the usage line */
-  const char *summary;  /* one line for `durable --help` */
-  const char *help;     /* the rest of `durable COMMAND --help` */
+  const char *args;    /* "PATH NODE_TYPE [JSON|-]" for the usage line */
+  const char *summary; /* one line for `durable --help` */
+  const char *help;    /* the rest of `durable COMMAND --help` */
   const cli_option_t *options; /* NULL or ended by {NULL, 0} */
   /* Runs with the positional arguments; returns the exit code. */
   int (*main)(cli_t *cli, int argc, char **argv);
@@ -93,8 +93,8 @@ void cli_refused(cli_t *cli, int rc, const durable_error_t *err);
 void cli_failed(cli_t *cli, const durable_result_t *result);
 /* The same from a status and a message (NULL or "": durable_strerror). */
 void cli_failed_with(cli_t *cli, int status, const char *message);
-/* Run the loop until the store or mesh is closed and the loop is empty, close the
- * loop, flush stdout; returns the exit code. */
+/* Run the loop until the store or mesh is closed and the loop is empty, close
+ * the loop, flush stdout; returns the exit code. */
 int cli_run(cli_t *cli);
 
 /* ---- input.c ---- */

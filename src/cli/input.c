@@ -13,7 +13,8 @@ char *cli_read_stdin(size_t *len) {
   char *buf = malloc(size);
   while (buf) {
     n += fread(buf + n, 1, size - n - 1, stdin);
-    if (ferror(stdin)) break;
+    if (ferror(stdin))
+      break;
     if (feof(stdin)) {
       buf[n] = '\0';
       *len = n;
@@ -21,7 +22,8 @@ char *cli_read_stdin(size_t *len) {
     }
     if (size - n - 1 == 0) {
       char *bigger = realloc(buf, size * 2);
-      if (bigger == NULL) break;
+      if (bigger == NULL)
+        break;
       buf = bigger;
       size *= 2;
     }

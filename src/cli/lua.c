@@ -14,7 +14,8 @@
 #include <stdlib.h>
 
 static int lua_main(cli_t *cli, int argc, char **argv) {
-  if (argc < 1) return cli_usage(cli, "a script is needed");
+  if (argc < 1)
+    return cli_usage(cli, "a script is needed");
   if (setenv("DURABLE_STORE", cli->store_url, 1) != 0)
     return cli_error(cli, CLI_FAILED, "cannot set DURABLE_STORE");
   return durable_lua_run_script(argv[0], argc - 1, argv + 1, NULL) == 0
@@ -28,8 +29,10 @@ const cli_command_t cli_lua_command = {
     "run a Lua script with the durable module",
     "Runs SCRIPT with Lua 5.4, `require \"durable\"` available (the module is\n"
     "linked into this command), arg[0] = SCRIPT and arg[1..] = ARGS (options\n"
-    "after SCRIPT are the script's).  durable.open takes the store from --store\n"
-    "when given none.  $DURABLE_LUA_DIR overrides where lua/durable/ is found.\n"
+    "after SCRIPT are the script's).  durable.open takes the store from "
+    "--store\n"
+    "when given none.  $DURABLE_LUA_DIR overrides where lua/durable/ is "
+    "found.\n"
     "Exits 1 when the script raises (the error and its traceback on stderr).",
     NULL,
     lua_main,

@@ -16,14 +16,9 @@
 #include <string.h>
 
 static const cli_command_t *const commands[] = {
-    &cli_put_command,
-    &cli_get_command,
-    &cli_search_command,
-    &cli_lua_command,
-    &cli_publish_command,
-    &cli_read_command,
-    &cli_streams_command,
-    &cli_run_command,
+    &cli_put_command,     &cli_get_command,     &cli_search_command,
+    &cli_lua_command,     &cli_publish_command, &cli_read_command,
+    &cli_streams_command, &cli_run_command,
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
@@ -31,7 +26,8 @@ static const char main_usage[] = "durable [--store URL] COMMAND [ARGS...]";
 
 static const cli_command_t *find_command(const char *name) {
   for (size_t i = 0; i < COMMAND_COUNT; i++)
-    if (strcmp(commands[i]->name, name) == 0) return commands[i];
+    if (strcmp(commands[i]->name, name) == 0)
+      return commands[i];
   return NULL;
 }
 
@@ -49,8 +45,8 @@ static void print_main_help(void) {
   }
   printf("\nOptions, for every command:\n"
          "  --store URL  sqlite:FILE, sqlite::memory:, postgresql://... or a\n"
-         "               libpq conninfo; default: $DURABLE_STORE, else "
-         CLI_DEFAULT_STORE "\n"
+         "               libpq conninfo; default: $DURABLE_STORE, "
+         "else " CLI_DEFAULT_STORE "\n"
          "  --help       this help, or a command's with `durable COMMAND "
          "--help`\n"
          "  --version    print the version\n\n"
@@ -63,8 +59,8 @@ static void print_command_help(const cli_command_t *command) {
   cli_print_usage(stdout, command);
   printf("\n%s\n\n%s\n", command->summary, command->help);
   printf("\nOptions:\n"
-         "  --store URL  the store; default: $DURABLE_STORE, else "
-         CLI_DEFAULT_STORE "\n"
+         "  --store URL  the store; default: $DURABLE_STORE, "
+         "else " CLI_DEFAULT_STORE "\n"
          "  --help       this help\n"
          "\nExit status: 0 success, 1 failure, 2 bad usage.\n");
 }
@@ -82,13 +78,15 @@ static int take_option(const char *name, int has_value, int argc, char **argv,
                        int *i, const char **value) {
   const char *arg = argv[*i];
   size_t n = strlen(name);
-  if (strncmp(arg, name, n) != 0) return 0;
+  if (strncmp(arg, name, n) != 0)
+    return 0;
   if (arg[n] == '\0') {
     if (!has_value) {
       *value = "";
       return 1;
     }
-    if (*i + 1 >= argc) return -1;
+    if (*i + 1 >= argc)
+      return -1;
     *value = argv[++*i];
     return 1;
   }
@@ -121,22 +119,28 @@ int main(int argc, char **argv) {
       return CLI_OK;
     }
     took = take_option("--store", 1, argc, argv, &i, &store);
-    if (took < 0) return main_usage_error("option '%s' needs a value", argv[i]);
-    if (took == 0) return main_usage_error("unknown option '%s'", argv[i]);
+    if (took < 0)
+      return main_usage_error("option '%s' needs a value", argv[i]);
+    if (took == 0)
+      return main_usage_error("unknown option '%s'", argv[i]);
   }
-  if (i >= argc) return main_usage_error("%s", "no command given");
+  if (i >= argc)
+    return main_usage_error("%s", "no command given");
 
   const char *name = argv[i++];
   if (strcmp(name, "help") == 0) {
     const cli_command_t *about = i < argc ? find_command(argv[i]) : NULL;
     if (i < argc && about == NULL)
       return main_usage_error("unknown command '%s'", argv[i]);
-    if (about) print_command_help(about);
-    else print_main_help();
+    if (about)
+      print_command_help(about);
+    else
+      print_main_help();
     return CLI_OK;
   }
   cli.command = find_command(name);
-  if (cli.command == NULL) return main_usage_error("unknown command '%s'", name);
+  if (cli.command == NULL)
+    return main_usage_error("unknown command '%s'", name);
 
   /* --help wins over anything else on the line (up to the first positional
    * of a pass-through command: what follows it is the script's). */
@@ -156,7 +160,8 @@ int main(int argc, char **argv) {
     const char *arg = argv[i];
     if (options_done || arg[0] != '-' || arg[1] == '\0') {
       args[nargs++] = argv[i];
-      if (cli.command->pass_through) options_done = 1;
+      if (cli.command->pass_through)
+        options_done = 1;
       continue;
     }
     if (strcmp(arg, "--") == 0) {
@@ -168,14 +173,18 @@ int main(int argc, char **argv) {
     for (int k = 0; took == 0 && opt && opt[k].name && k < CLI_MAX_OPTIONS; k++)
       took = take_option(opt[k].name, opt[k].has_value, argc, argv, &i,
                          &cli.values[k]);
-    if (took < 0) return cli_usage(&cli, "option '%s' needs a value", arg);
-    if (took == 0) return cli_usage(&cli, "unknown option '%s'", arg);
+    if (took < 0)
+      return cli_usage(&cli, "option '%s' needs a value", arg);
+    if (took == 0)
+      return cli_usage(&cli, "unknown option '%s'", arg);
   }
 
   if (store != NULL && store[0] == '\0')
     return cli_usage(&cli, "option '--store' needs a URL");
-  if (store == NULL || store[0] == '\0') store = getenv("DURABLE_STORE");
-  if (store == NULL || store[0] == '\0') store = CLI_DEFAULT_STORE;
+  if (store == NULL || store[0] == '\0')
+    store = getenv("DURABLE_STORE");
+  if (store == NULL || store[0] == '\0')
+    store = CLI_DEFAULT_STORE;
   cli.store_url = store;
   return cli.command->main(&cli, nargs, args);
 }

@@ -46,19 +46,23 @@ static int put_main(cli_t *cli, int argc, char **argv) {
   size_t len = 2;
   int rc;
 
-  if (argc < 2) return cli_usage(cli, "expected PATH and NODE_TYPE");
-  if (argc > 3) return cli_usage(cli, "too many arguments");
+  if (argc < 2)
+    return cli_usage(cli, "expected PATH and NODE_TYPE");
+  if (argc > 3)
+    return cli_usage(cli, "too many arguments");
   if (durable_path_check(argv[0], &err) < 0)
     return cli_error(cli, CLI_USAGE, "%s", err.message);
   if (argc == 3 && strcmp(argv[2], "-") == 0) {
     content = owned = cli_read_stdin(&len);
     if (owned == NULL)
-      return cli_error(cli, CLI_FAILED, "cannot read the content from "
-                                        "standard input");
+      return cli_error(cli, CLI_FAILED,
+                       "cannot read the content from "
+                       "standard input");
     if (strlen(owned) != len) {
       free(owned);
-      return cli_error(cli, CLI_USAGE, "content is not JSON: it holds a NUL "
-                                       "byte");
+      return cli_error(cli, CLI_USAGE,
+                       "content is not JSON: it holds a NUL "
+                       "byte");
     }
   } else if (argc == 3) {
     content = argv[2];
@@ -67,8 +71,10 @@ static int put_main(cli_t *cli, int argc, char **argv) {
   json_t *parsed = json_loadb(content, len, JSON_DECODE_ANY, &jerr);
   if (parsed == NULL) {
     free(owned);
-    return cli_error(cli, CLI_USAGE, "content is not JSON: %s at line %d "
-                     "column %d", jerr.text, jerr.line, jerr.column);
+    return cli_error(cli, CLI_USAGE,
+                     "content is not JSON: %s at line %d "
+                     "column %d",
+                     jerr.text, jerr.line, jerr.column);
   }
   json_decref(parsed);
 
@@ -82,7 +88,8 @@ static int put_main(cli_t *cli, int argc, char **argv) {
   rc = durable_store_put(cli->store, argv[0], argv[1], content, put_done, cli,
                          &err);
   free(owned); /* the store copied it */
-  if (rc < 0) cli_refused(cli, rc, &err);
+  if (rc < 0)
+    cli_refused(cli, rc, &err);
   return cli_run(cli);
 }
 
@@ -90,7 +97,8 @@ const cli_command_t cli_put_command = {
     "put",
     "PATH NODE_TYPE [JSON|-]",
     "write a node (create or replace it)",
-    "Writes the node at PATH with type NODE_TYPE and JSON content (default {};\n"
+    "Writes the node at PATH with type NODE_TYPE and JSON content (default "
+    "{};\n"
     "`-` reads it from standard input).  The content is kept byte for byte.\n"
     "Prints the path and the node's new version: `Space/doc version 7`.",
     NULL,
@@ -126,18 +134,22 @@ static int get_main(cli_t *cli, int argc, char **argv) {
   get_state_t state;
   int rc;
 
-  if (argc < 1) return cli_usage(cli, "expected @PATH");
-  if (argc > 1) return cli_usage(cli, "too many arguments");
+  if (argc < 1)
+    return cli_usage(cli, "expected @PATH");
+  if (argc > 1)
+    return cli_usage(cli, "too many arguments");
   state.path = argv[0][0] == '@' ? argv[0] + 1 : argv[0];
   if (durable_path_check(state.path, &err) < 0)
     return cli_error(cli, CLI_USAGE, "%s", err.message);
 
-  if ((rc = cli_open(cli)) != 0) return rc;
+  if ((rc = cli_open(cli)) != 0)
+    return rc;
   cli->state = &state;
   memset(&err, 0, sizeof err);
   rc = durable_store_get(cli->store, DURABLE_PLATFORM, state.path, get_done,
                          cli, &err);
-  if (rc < 0) cli_refused(cli, rc, &err);
+  if (rc < 0)
+    cli_refused(cli, rc, &err);
   return cli_run(cli);
 }
 
@@ -166,10 +178,11 @@ static void search_next(cli_t *cli) {
   search_state_t *state = cli->state;
   durable_error_t err;
   memset(&err, 0, sizeof err);
-  int rc = durable_store_query(cli->store, DURABLE_PLATFORM, state->query,
-                               state->after, SEARCH_PAGE, search_done, cli,
-                               &err);
-  if (rc < 0) cli_refused(cli, rc, &err);
+  int rc =
+      durable_store_query(cli->store, DURABLE_PLATFORM, state->query,
+                          state->after, SEARCH_PAGE, search_done, cli, &err);
+  if (rc < 0)
+    cli_refused(cli, rc, &err);
 }
 
 static void search_done(const durable_result_t *result) {
@@ -202,13 +215,16 @@ static int search_main(cli_t *cli, int argc, char **argv) {
   const char *subject;
   int rc;
 
-  if (argc < 1) return cli_usage(cli, "expected namespace:NS or path:P");
-  if (argc > 1) return cli_usage(cli, "too many arguments");
+  if (argc < 1)
+    return cli_usage(cli, "expected namespace:NS or path:P");
+  if (argc > 1)
+    return cli_usage(cli, "too many arguments");
   if (strncmp(argv[0], "namespace:", 10) == 0) {
     subject = argv[0] + 10; /* "" lists the top level */
   } else if (strncmp(argv[0], "path:", 5) == 0) {
     subject = argv[0] + 5;
-    if (*subject == '\0') return cli_usage(cli, "path: needs a path");
+    if (*subject == '\0')
+      return cli_usage(cli, "path: needs a path");
   } else {
     return cli_usage(cli, "query '%s' is neither namespace:NS nor path:P",
                      argv[0]);
@@ -216,7 +232,8 @@ static int search_main(cli_t *cli, int argc, char **argv) {
   if (*subject && durable_path_check(subject, &err) < 0)
     return cli_error(cli, CLI_USAGE, "%s", err.message);
 
-  if ((rc = cli_open(cli)) != 0) return rc;
+  if ((rc = cli_open(cli)) != 0)
+    return rc;
   state.query = argv[0];
   cli->state = &state;
   search_next(cli);

@@ -18,13 +18,27 @@ static void put_string(FILE *out, const char *s) {
   fputc('"', out);
   for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
     switch (*p) {
-    case '"': fputs("\\\"", out); break;
-    case '\\': fputs("\\\\", out); break;
-    case '\n': fputs("\\n", out); break;
-    case '\r': fputs("\\r", out); break;
-    case '\t': fputs("\\t", out); break;
-    case '\b': fputs("\\b", out); break;
-    case '\f': fputs("\\f", out); break;
+    case '"':
+      fputs("\\\"", out);
+      break;
+    case '\\':
+      fputs("\\\\", out);
+      break;
+    case '\n':
+      fputs("\\n", out);
+      break;
+    case '\r':
+      fputs("\\r", out);
+      break;
+    case '\t':
+      fputs("\\t", out);
+      break;
+    case '\b':
+      fputs("\\b", out);
+      break;
+    case '\f':
+      fputs("\\f", out);
+      break;
     default:
       if (*p < 0x20) {
         fputs("\\u00", out);
@@ -86,9 +100,13 @@ void cli_print_node(FILE *out, const durable_node_t *node, int one_line) {
   fputs("}\n", out);
 }
 
-void cli_print_string(FILE *out, const char *s) { put_string(out, s); }
+void cli_print_string(FILE *out, const char *s) {
+  put_string(out, s);
+}
 
 void cli_print_time(FILE *out, int64_t ms) {
-  if (ms == 0) fputs("null", out);
-  else put_time(out, ms);
+  if (ms == 0)
+    fputs("null", out);
+  else
+    put_time(out, ms);
 }

@@ -11,13 +11,15 @@
 #include <unistd.h>
 
 static int run_main(cli_t *cli, int argc, char **argv) {
-  if (argc < 1) return cli_usage(cli, "at least one plugin file is needed");
+  if (argc < 1)
+    return cli_usage(cli, "at least one plugin file is needed");
   for (int i = 0; i < argc; i++)
     if (access(argv[i], R_OK) != 0)
       return cli_error(cli, CLI_FAILED, "cannot read plugin '%s'", argv[i]);
   char *args[argc + 1];
   args[0] = (char *)cli->store_url;
-  for (int i = 0; i < argc; i++) args[i + 1] = argv[i];
+  for (int i = 0; i < argc; i++)
+    args[i + 1] = argv[i];
   int rc = durable_lua_run_module("durable.run", argc + 1, args, NULL);
   return rc == 0 ? CLI_OK : CLI_FAILED;
 }

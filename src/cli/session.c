@@ -10,7 +10,8 @@
  *                                                                     v
  *   cli_run: uv_run until the close callback has run and   before_close, then
  *            the loop is empty, then uv_loop_close          durable_store_close
- *                                                           or durable_mesh_close
+ *                                                           or
+ * durable_mesh_close
  *
  * The store or mesh keeps handles on the loop while it is open, so uv_run
  * returns only once the last callback has called cli_finish and the close is
@@ -32,10 +33,12 @@ static void print_line(const cli_t *cli, const char *message,
   /* One line: line breaks and tabs become spaces, runs of them collapse. */
   for (const char *s = message; *s && n + 1 < sizeof line; s++) {
     char c = (*s == '\n' || *s == '\r' || *s == '\t') ? ' ' : *s;
-    if (c == ' ' && (n == 0 || line[n - 1] == ' ')) continue;
+    if (c == ' ' && (n == 0 || line[n - 1] == ' '))
+      continue;
     line[n++] = c;
   }
-  while (n > 0 && line[n - 1] == ' ') n--;
+  while (n > 0 && line[n - 1] == ' ')
+    n--;
   line[n] = '\0';
   if (cli && cli->command)
     fprintf(stderr, "durable: %s: %s%s\n", cli->command->name, line, suffix);
@@ -77,7 +80,8 @@ static void masked(const char *url, char *out, size_t size) {
   char *scheme = strstr(out, "://");
   if (scheme) {
     char *at = strchr(scheme + 3, '@');
-    char *colon = at ? memchr(scheme + 3, ':', (size_t)(at - scheme - 3)) : NULL;
+    char *colon =
+        at ? memchr(scheme + 3, ':', (size_t)(at - scheme - 3)) : NULL;
     if (colon && at - colon > 1) {
       size_t tail = strlen(at) + 1;
       if ((size_t)(colon + 4 - out) + tail <= size) {
@@ -112,10 +116,12 @@ static int session_open(cli_t *cli, int mesh) {
     memset(&options, 0, sizeof options);
     options.store = cli->store_url;
     rc = durable_mesh_open(&cli->loop, &options, &cli->mesh, &err);
-    if (rc >= 0 && cli->mesh != NULL) return 0;
+    if (rc >= 0 && cli->mesh != NULL)
+      return 0;
   } else {
     rc = durable_store_open(&cli->loop, cli->store_url, &cli->store, &err);
-    if (rc >= 0 && cli->store != NULL) return 0;
+    if (rc >= 0 && cli->store != NULL)
+      return 0;
   }
   /* A URL of no known kind is bad usage; a store that fails is a failure. */
   int code = rc == DURABLE_EINVAL ? CLI_USAGE : CLI_FAILED;
@@ -133,13 +139,18 @@ static int session_open(cli_t *cli, int mesh) {
   }
   /* A refused open leaves nothing on the loop; run it dry to be sure. */
   uv_run(&cli->loop, UV_RUN_DEFAULT);
-  if (uv_loop_close(&cli->loop) == 0) cli->loop_ready = 0;
+  if (uv_loop_close(&cli->loop) == 0)
+    cli->loop_ready = 0;
   return code;
 }
 
-int cli_open(cli_t *cli) { return session_open(cli, 0); }
+int cli_open(cli_t *cli) {
+  return session_open(cli, 0);
+}
 
-int cli_open_mesh(cli_t *cli) { return session_open(cli, 1); }
+int cli_open_mesh(cli_t *cli) {
+  return session_open(cli, 1);
+}
 
 static void session_closed(void *data) {
   cli_t *cli = data;
@@ -149,18 +160,22 @@ static void session_closed(void *data) {
 void cli_finish(cli_t *cli, int code) {
   durable_store_t *store = cli->store;
   durable_mesh_t *mesh = cli->mesh;
-  if (code > cli->exit_code) cli->exit_code = code;
-  if (cli->before_close) cli->before_close(cli);
+  if (code > cli->exit_code)
+    cli->exit_code = code;
+  if (cli->before_close)
+    cli->before_close(cli);
   /* NULL for both: already closing. */
   cli->store = NULL;
   cli->mesh = NULL;
-  if (store) durable_store_close(store, session_closed, cli);
-  if (mesh) durable_mesh_close(mesh, session_closed, cli);
+  if (store)
+    durable_store_close(store, session_closed, cli);
+  if (mesh)
+    durable_mesh_close(mesh, session_closed, cli);
 }
 
 void cli_refused(cli_t *cli, int rc, const durable_error_t *err) {
-  const char *message = err && err->message[0] ? err->message
-                                                : durable_strerror(rc);
+  const char *message =
+      err && err->message[0] ? err->message : durable_strerror(rc);
   int code = rc == DURABLE_EINVAL ? CLI_USAGE : CLI_FAILED;
   cli_error(cli, code, "%s", message);
   cli_finish(cli, code);
@@ -180,18 +195,24 @@ int cli_run(cli_t *cli) {
   uv_run(&cli->loop, UV_RUN_DEFAULT);
   if (cli->store != NULL || cli->mesh != NULL) {
     /* The loop emptied while the session was open and no answer came. */
-    cli_error(cli, CLI_FAILED, "internal error: the %s went idle without "
-                               "answering", cli->opened);
+    cli_error(cli, CLI_FAILED,
+              "internal error: the %s went idle without "
+              "answering",
+              cli->opened);
     cli_finish(cli, CLI_FAILED);
     uv_run(&cli->loop, UV_RUN_DEFAULT);
   }
   if (!cli->closed) {
-    cli_error(cli, CLI_FAILED, "internal error: the %s did not finish "
-                               "closing", cli->opened);
+    cli_error(cli, CLI_FAILED,
+              "internal error: the %s did not finish "
+              "closing",
+              cli->opened);
     cli->exit_code = CLI_FAILED;
   } else if (uv_loop_close(&cli->loop) != 0) {
-    cli_error(cli, CLI_FAILED, "internal error: the %s left handles open "
-                               "on the loop", cli->opened);
+    cli_error(cli, CLI_FAILED,
+              "internal error: the %s left handles open "
+              "on the loop",
+              cli->opened);
     cli->exit_code = CLI_FAILED;
   } else {
     cli->loop_ready = 0;

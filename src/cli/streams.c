@@ -79,8 +79,10 @@ static int take_stream(cli_t *cli, stream_state_t *s, char *ns, char *key) {
     return cli_error(cli, CLI_USAGE, "%s", err.message);
   if (durable_stream_path(&s->id, s->path, sizeof s->path) < 0 ||
       durable_stream_items_ns(&s->id, s->items_ns, sizeof s->items_ns) < 0)
-    return cli_error(cli, CLI_USAGE, "durable stream %s@%s: the key is too "
-                     "long", ns, key);
+    return cli_error(cli, CLI_USAGE,
+                     "durable stream %s@%s: the key is too "
+                     "long",
+                     ns, key);
   snprintf(s->name, sizeof s->name, "%s@%s", ns, key);
   return 0;
 }
@@ -108,22 +110,29 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
   int rc;
 
   memset(&s, 0, sizeof s);
-  if (argc < 3) return cli_usage(cli, "expected NAMESPACE, KEY and JSON");
-  if (argc > 3) return cli_usage(cli, "too many arguments");
-  if ((rc = take_stream(cli, &s, argv[0], argv[1])) != 0) return rc;
+  if (argc < 3)
+    return cli_usage(cli, "expected NAMESPACE, KEY and JSON");
+  if (argc > 3)
+    return cli_usage(cli, "too many arguments");
+  if ((rc = take_stream(cli, &s, argv[0], argv[1])) != 0)
+    return rc;
   if (strcmp(argv[2], "-") == 0) {
     size_t len;
     payload = owned = cli_read_stdin(&len);
     if (owned == NULL)
-      return cli_error(cli, CLI_FAILED, "cannot read the payload from "
-                                        "standard input");
+      return cli_error(cli, CLI_FAILED,
+                       "cannot read the payload from "
+                       "standard input");
     if (strlen(owned) != len) {
       free(owned);
-      return cli_error(cli, CLI_USAGE, "A durable stream item for %s is not "
-                       "JSON: it holds a NUL byte", s.name);
+      return cli_error(cli, CLI_USAGE,
+                       "A durable stream item for %s is not "
+                       "JSON: it holds a NUL byte",
+                       s.name);
     }
     /* The line break a shell adds after the JSON is not part of it. */
-    while (len > 0 && strchr(" \t\r\n", owned[len - 1])) owned[--len] = '\0';
+    while (len > 0 && strchr(" \t\r\n", owned[len - 1]))
+      owned[--len] = '\0';
   } else {
     payload = argv[2];
   }
@@ -138,7 +147,8 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
   if (rc == 0)
     rc = durable_publish(hub, &s.id, payload, published, &s, &err);
   free(owned); /* copied by durable_publish */
-  if (rc < 0) cli_refused(cli, rc, &err);
+  if (rc < 0)
+    cli_refused(cli, rc, &err);
   return cli_run(cli);
 }
 
@@ -149,9 +159,11 @@ const cli_command_t cli_publish_command = {
     "Appends JSON (`-` reads it from standard input, trailing whitespace\n"
     "dropped) to the durable stream NAMESPACE@KEY -- KEY is the owning node's\n"
     "path, NAMESPACE the stream family, e.g. `durable publish DocumentLog\n"
-    "Space/doc '{\"text\":\"hi\"}'`.  The stream node is created on first use.\n"
+    "Space/doc '{\"text\":\"hi\"}'`.  The stream node is created on first "
+    "use.\n"
     "Prints the item's sequence once it is saved.  The payload is kept byte\n"
-    "for byte.  A bad stream id or a payload that is empty or not JSON exits 2\n"
+    "for byte.  A bad stream id or a payload that is empty or not JSON exits "
+    "2\n"
     "and writes nothing.",
     NULL,
     publish_main,
@@ -234,7 +246,8 @@ static void on_exists(const durable_result_t *result) {
   memset(&err, 0, sizeof err);
   int rc = durable_store_last_item(durable_mesh_store(s->cli->mesh),
                                    s->items_ns, on_last_item, s, &err);
-  if (rc < 0) cli_refused(s->cli, rc, &err);
+  if (rc < 0)
+    cli_refused(s->cli, rc, &err);
 }
 
 static void on_signal(uv_signal_t *handle, int signum) {
@@ -245,10 +258,12 @@ static void on_signal(uv_signal_t *handle, int signum) {
 
 static int parse_sequence(const char *text, int64_t *out) {
   char *end;
-  if (text[0] < '0' || text[0] > '9') return -1;
+  if (text[0] < '0' || text[0] > '9')
+    return -1;
   errno = 0;
   long long v = strtoll(text, &end, 10);
-  if (errno != 0 || *end != '\0' || v < 0) return -1;
+  if (errno != 0 || *end != '\0' || v < 0)
+    return -1;
   *out = v;
   return 0;
 }
@@ -259,15 +274,21 @@ static int read_main(cli_t *cli, int argc, char **argv) {
   int rc;
 
   memset(&s, 0, sizeof s);
-  if (argc < 2) return cli_usage(cli, "expected NAMESPACE and KEY");
-  if (argc > 2) return cli_usage(cli, "too many arguments");
+  if (argc < 2)
+    return cli_usage(cli, "expected NAMESPACE and KEY");
+  if (argc > 2)
+    return cli_usage(cli, "too many arguments");
   if (cli->values[0] && parse_sequence(cli->values[0], &s.after) < 0)
-    return cli_usage(cli, "--after needs a sequence (a whole number >= 0), "
-                     "not '%s'", cli->values[0]);
+    return cli_usage(cli,
+                     "--after needs a sequence (a whole number >= 0), "
+                     "not '%s'",
+                     cli->values[0]);
   s.follow = cli->values[1] != NULL;
-  if ((rc = take_stream(cli, &s, argv[0], argv[1])) != 0) return rc;
+  if ((rc = take_stream(cli, &s, argv[0], argv[1])) != 0)
+    return rc;
 
-  if ((rc = stream_open(&s, cli)) != 0) return rc;
+  if ((rc = stream_open(&s, cli)) != 0)
+    return rc;
   if (s.follow) {
     /* Until SIGINT or SIGTERM: then the reader closes, the mesh closes, 0. */
     uv_signal_init(&cli->loop, &s.signals[0]);
@@ -281,7 +302,8 @@ static int read_main(cli_t *cli, int argc, char **argv) {
     memset(&err, 0, sizeof err);
     rc = durable_store_exists(durable_mesh_store(cli->mesh), DURABLE_PLATFORM,
                               s.path, on_exists, &s, &err);
-    if (rc < 0) cli_refused(cli, rc, &err);
+    if (rc < 0)
+      cli_refused(cli, rc, &err);
   }
   return cli_run(cli);
 }
@@ -318,13 +340,13 @@ static const cli_option_t streams_options[] = {
 typedef struct stream_row_s {
   char *stream, *ns, *key, *path;
   int64_t last, checkpoint, lag, epoch;
-  char *subscriber, *last_subscriber; /* NULL for null */
+  char *subscriber, *last_subscriber;                /* NULL for null */
   char *subscribed_at, *checkpoint_at, *orphaned_at; /* as stored, or NULL */
 } stream_row_t;
 
 typedef struct streams_state_s {
   int json;
-  char *after; /* the last path listed: where the next page starts */
+  char *after;        /* the last path listed: where the next page starts */
   stream_row_t *rows; /* the table's, kept to size its columns */
   size_t nrows, cap;
 } streams_state_t;
@@ -348,16 +370,18 @@ static char *string_field(json_t *obj, const char *name) {
 
 static int64_t int_field(json_t *obj, const char *name) {
   json_t *v = json_object_get(obj, name);
-  if (json_is_integer(v)) return json_integer_value(v);
-  if (json_is_real(v)) return (int64_t)json_real_value(v);
+  if (json_is_integer(v))
+    return json_integer_value(v);
+  if (json_is_real(v))
+    return (int64_t)json_real_value(v);
   return 0;
 }
 
 /* The stream node's content; what it lacks (a node made by hand) is taken
  * from its path "{Key}/_DurableStream/{Namespace}". */
 static int row_of(const durable_node_t *node, stream_row_t *r) {
-  json_t *j = node->content ? json_loads(node->content, JSON_DECODE_ANY, NULL)
-                            : NULL;
+  json_t *j =
+      node->content ? json_loads(node->content, JSON_DECODE_ANY, NULL) : NULL;
   memset(r, 0, sizeof *r);
   r->ns = string_field(j, "Namespace");
   r->key = string_field(j, "Key");
@@ -396,8 +420,10 @@ static int row_of(const durable_node_t *node, stream_row_t *r) {
 
 static void json_field(const char *name, const char *value, int first) {
   printf("%s\"%s\":", first ? "{" : ",", name);
-  if (value) cli_print_string(stdout, value);
-  else fputs("null", stdout);
+  if (value)
+    cli_print_string(stdout, value);
+  else
+    fputs("null", stdout);
 }
 
 static void print_row_json(const stream_row_t *r) {
@@ -432,10 +458,14 @@ static void print_table(const streams_state_t *st) {
     const stream_row_t *r = &st->rows[i];
     ws = width(ws, r->stream);
     wsub = width(wsub, r->subscriber);
-    if (digits(r->last) > wl) wl = digits(r->last);
-    if (digits(r->checkpoint) > wc) wc = digits(r->checkpoint);
-    if (digits(r->lag) > wg) wg = digits(r->lag);
-    if (digits(r->epoch) > we) we = digits(r->epoch);
+    if (digits(r->last) > wl)
+      wl = digits(r->last);
+    if (digits(r->checkpoint) > wc)
+      wc = digits(r->checkpoint);
+    if (digits(r->lag) > wg)
+      wg = digits(r->lag);
+    if (digits(r->epoch) > we)
+      we = digits(r->epoch);
   }
   printf("%-*s  %*s  %*s  %*s  %-*s  %*s  %s\n", ws, "STREAM", wl, "LAST", wc,
          "CHECKPOINT", wg, "LAG", wsub, "SUBSCRIBER", we, "EPOCH",
@@ -456,10 +486,11 @@ static void streams_next(cli_t *cli) {
   streams_state_t *st = cli->state;
   durable_error_t err;
   memset(&err, 0, sizeof err);
-  int rc = durable_store_query(cli->store, DURABLE_PLATFORM,
-                               "type:DurableStream", st->after, STREAMS_PAGE,
-                               streams_done, cli, &err);
-  if (rc < 0) cli_refused(cli, rc, &err);
+  int rc =
+      durable_store_query(cli->store, DURABLE_PLATFORM, "type:DurableStream",
+                          st->after, STREAMS_PAGE, streams_done, cli, &err);
+  if (rc < 0)
+    cli_refused(cli, rc, &err);
 }
 
 static void streams_done(const durable_result_t *result) {
@@ -471,7 +502,8 @@ static void streams_done(const durable_result_t *result) {
   }
   for (size_t i = 0; i < result->count; i++) {
     stream_row_t row;
-    if (row_of(result->nodes[i], &row) < 0) goto nomem;
+    if (row_of(result->nodes[i], &row) < 0)
+      goto nomem;
     if (st->json) {
       print_row_json(&row);
       row_free(&row);
@@ -490,12 +522,14 @@ static void streams_done(const durable_result_t *result) {
     st->rows[st->nrows++] = row;
   }
   if (!result->more || result->count == 0) {
-    if (!st->json) print_table(st);
+    if (!st->json)
+      print_table(st);
     cli_finish(cli, CLI_OK);
     return;
   }
   char *after = strdup(result->nodes[result->count - 1]->path);
-  if (after == NULL) goto nomem;
+  if (after == NULL)
+    goto nomem;
   free(st->after);
   st->after = after;
   streams_next(cli);
@@ -511,13 +545,16 @@ static int streams_main(cli_t *cli, int argc, char **argv) {
   (void)argv;
 
   memset(&st, 0, sizeof st);
-  if (argc > 0) return cli_usage(cli, "too many arguments");
+  if (argc > 0)
+    return cli_usage(cli, "too many arguments");
   st.json = cli->values[0] != NULL;
-  if ((rc = cli_open(cli)) != 0) return rc;
+  if ((rc = cli_open(cli)) != 0)
+    return rc;
   cli->state = &st;
   streams_next(cli);
   rc = cli_run(cli);
-  for (size_t i = 0; i < st.nrows; i++) row_free(&st.rows[i]);
+  for (size_t i = 0; i < st.nrows; i++)
+    row_free(&st.rows[i]);
   free(st.rows);
   free(st.after);
   return rc;

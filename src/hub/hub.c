@@ -28,7 +28,8 @@
 durable_hub_t *durable__hub_new(durable_mesh_t *mesh, const char *address,
                                 durable_run_level_t level) {
   durable_hub_t *hub = calloc(1, sizeof(*hub));
-  if (hub == NULL) return NULL;
+  if (hub == NULL)
+    return NULL;
   hub->mesh = mesh;
   hub->address = strdup(address);
   hub->node_type = strdup("");
@@ -46,18 +47,24 @@ durable_hub_t *durable__hub_new(durable_mesh_t *mesh, const char *address,
   return hub;
 }
 
-void durable_hub_ref(durable_hub_t *hub) { hub->refs++; }
+void durable_hub_ref(durable_hub_t *hub) {
+  hub->refs++;
+}
 
 void durable_hub_unref(durable_hub_t *hub) {
-  if (--hub->refs > 0) return;
-  if (hub->data_free) hub->data_free(hub->data);
+  if (--hub->refs > 0)
+    return;
+  if (hub->data_free)
+    hub->data_free(hub->data);
   while (hub->attached) {
     durable__attach_t *a = hub->attached;
     hub->attached = a->next;
-    if (a->free_cb) a->free_cb(a->data);
+    if (a->free_cb)
+      a->free_cb(a->data);
     free(a);
   }
-  for (size_t i = 0; i < hub->nhandlers; i++) free(hub->handlers[i].msg_type);
+  for (size_t i = 0; i < hub->nhandlers; i++)
+    free(hub->handlers[i].msg_type);
   free(hub->handlers);
   free(hub->disposes);
   free(hub->address);
@@ -65,12 +72,24 @@ void durable_hub_unref(durable_hub_t *hub) {
   free(hub);
 }
 
-const char *durable_hub_address(const durable_hub_t *hub) { return hub->address; }
-const char *durable_hub_node_type(const durable_hub_t *hub) { return hub->node_type; }
-durable_run_level_t durable_hub_run_level(const durable_hub_t *hub) { return hub->level; }
-durable_mesh_t *durable_hub_mesh(durable_hub_t *hub) { return hub->mesh; }
-uint64_t durable_hub_incarnation(const durable_hub_t *hub) { return hub->incarnation; }
-void *durable_hub_data(const durable_hub_t *hub) { return hub->data; }
+const char *durable_hub_address(const durable_hub_t *hub) {
+  return hub->address;
+}
+const char *durable_hub_node_type(const durable_hub_t *hub) {
+  return hub->node_type;
+}
+durable_run_level_t durable_hub_run_level(const durable_hub_t *hub) {
+  return hub->level;
+}
+durable_mesh_t *durable_hub_mesh(durable_hub_t *hub) {
+  return hub->mesh;
+}
+uint64_t durable_hub_incarnation(const durable_hub_t *hub) {
+  return hub->incarnation;
+}
+void *durable_hub_data(const durable_hub_t *hub) {
+  return hub->data;
+}
 
 void durable_hub_set_data(durable_hub_t *hub, void *data,
                           void (*free_cb)(void *data)) {
@@ -81,7 +100,8 @@ void durable_hub_set_data(durable_hub_t *hub, void *data,
 static void cancel_timers(durable_hub_t *hub);
 static void close_quiesce_timer(durable_hub_t *hub);
 
-/* ---- the ready list and turns ---------------------------------------------- */
+/* ---- the ready list and turns ----------------------------------------------
+ */
 
 static int has_turn(const durable_hub_t *hub) {
   return hub->replies != NULL ||
@@ -91,17 +111,22 @@ static int has_turn(const durable_hub_t *hub) {
 
 static void make_ready(durable_hub_t *hub) {
   durable_mesh_t *mesh = hub->mesh;
-  if (hub->on_ready || !has_turn(hub)) return;
+  if (hub->on_ready || !has_turn(hub))
+    return;
   hub->on_ready = 1;
   durable_hub_ref(hub);
   hub->ready_next = NULL;
-  if (mesh->ready_tail) mesh->ready_tail->ready_next = hub;
-  else mesh->ready_head = hub;
+  if (mesh->ready_tail)
+    mesh->ready_tail->ready_next = hub;
+  else
+    mesh->ready_head = hub;
   mesh->ready_tail = hub;
   durable__mesh_wake(mesh);
 }
 
-static void on_idle(uv_idle_t *idle) { durable__mesh_drain(idle->data); }
+static void on_idle(uv_idle_t *idle) {
+  durable__mesh_drain(idle->data);
+}
 
 void durable__mesh_wake(durable_mesh_t *mesh) {
   if (!mesh->idle_on && !mesh->idle_closed) {
@@ -113,8 +138,10 @@ void durable__mesh_wake(durable_mesh_t *mesh) {
 static void push(durable__env_t **head, durable__env_t **tail,
                  durable__env_t *env) {
   env->next = NULL;
-  if (*tail) (*tail)->next = env;
-  else *head = env;
+  if (*tail)
+    (*tail)->next = env;
+  else
+    *head = env;
   *tail = env;
 }
 
@@ -122,7 +149,8 @@ static durable__env_t *pop(durable__env_t **head, durable__env_t **tail) {
   durable__env_t *env = *head;
   if (env) {
     *head = env->next;
-    if (*head == NULL) *tail = NULL;
+    if (*head == NULL)
+      *tail = NULL;
   }
   return env;
 }
@@ -146,7 +174,8 @@ static void run_turn(durable_hub_t *hub) {
   if (hub->level < DURABLE_HUB_STARTED || hub->level > DURABLE_HUB_QUIESCING)
     return;
   env = pop(&hub->inbox, &hub->inbox_tail);
-  if (env) durable__run_message(hub, env);
+  if (env)
+    durable__run_message(hub, env);
 }
 
 void durable__mesh_drain(durable_mesh_t *mesh) {
@@ -154,7 +183,8 @@ void durable__mesh_drain(durable_mesh_t *mesh) {
   for (int turns = 0; turns < TURNS_PER_TICK && mesh->ready_head; turns++) {
     durable_hub_t *hub = mesh->ready_head;
     mesh->ready_head = hub->ready_next;
-    if (mesh->ready_head == NULL) mesh->ready_tail = NULL;
+    if (mesh->ready_head == NULL)
+      mesh->ready_tail = NULL;
     hub->on_ready = 0;
     run_turn(hub);
     make_ready(hub); /* more to do: back of the line */
@@ -166,9 +196,11 @@ void durable__mesh_drain(durable_mesh_t *mesh) {
   }
 }
 
-/* ---- activation ---------------------------------------------------------------- */
+/* ---- activation
+ * ---------------------------------------------------------------- */
 
-static void run_waiters(durable__waiter_t **list, int status, const char *message) {
+static void run_waiters(durable__waiter_t **list, int status,
+                        const char *message) {
   durable__waiter_t *w = *list;
   *list = NULL;
   while (w) {
@@ -189,7 +221,8 @@ static void add_waiter(durable__waiter_t **list, durable_status_cb cb,
   w->cb = cb;
   w->data = data;
   /* append, so waiters run in the order they asked */
-  while (*list) list = &(*list)->next;
+  while (*list)
+    list = &(*list)->next;
   *list = w;
 }
 
@@ -198,7 +231,8 @@ void durable__hub_on_started(durable_hub_t *hub, durable_status_cb cb,
   add_waiter(&hub->on_started, cb, data);
 }
 
-void durable__hub_on_dead(durable_hub_t *hub, durable_status_cb cb, void *data) {
+void durable__hub_on_dead(durable_hub_t *hub, durable_status_cb cb,
+                          void *data) {
   add_waiter(&hub->on_dead, cb, data);
 }
 
@@ -248,7 +282,8 @@ void durable__hub_fail_activation(durable_hub_t *hub, int status,
   durable_hub_unref(hub);
 }
 
-/* ---- quiesce and shutdown ---------------------------------------------------- */
+/* ---- quiesce and shutdown
+ * ---------------------------------------------------- */
 
 static void on_timer_closed(uv_handle_t *handle) {
   durable_mesh_t *mesh = handle->data;
@@ -257,7 +292,8 @@ static void on_timer_closed(uv_handle_t *handle) {
 }
 
 static void close_quiesce_timer(durable_hub_t *hub) {
-  if (hub->quiesce_timer == NULL) return;
+  if (hub->quiesce_timer == NULL)
+    return;
   hub->quiesce_timer->data = hub->mesh;
   uv_close((uv_handle_t *)hub->quiesce_timer, on_timer_closed);
   hub->quiesce_timer = NULL;
@@ -283,7 +319,8 @@ static void finish(durable_hub_t *hub) {
     durable__route(mesh, env);
   leave_table(hub);
   hub->level = DURABLE_HUB_DEAD;
-  if (hub->recycling) mesh->stats.recycles++;
+  if (hub->recycling)
+    mesh->stats.recycles++;
   while ((env = pop(&hub->deferred, &hub->deferred_tail)) != NULL)
     durable__route(mesh, env);
   while ((env = pop(&hub->replies, &hub->replies_tail)) != NULL)
@@ -296,7 +333,8 @@ static void finish_turn(int status, const char *message, void *data) {
   durable_hub_t *hub = data;
   (void)status;
   (void)message;
-  if (hub->level == DURABLE_HUB_QUIESCING) finish(hub);
+  if (hub->level == DURABLE_HUB_QUIESCING)
+    finish(hub);
   durable_hub_unref(hub);
 }
 
@@ -304,7 +342,8 @@ static void finish_turn(int status, const char *message, void *data) {
  * dispatcher, never inside the call that made it due -- a reply sent from a
  * handler, a raw timer callback, durable_mesh_close. */
 static void schedule_finish(durable_hub_t *hub) {
-  if (hub->finishing) return;
+  if (hub->finishing)
+    return;
   hub->finishing = 1;
   durable_hub_ref(hub);
   durable__mesh_later(hub->mesh, finish_turn, 0, NULL, hub);
@@ -319,13 +358,15 @@ void durable__hub_check_quiesced(durable_hub_t *hub) {
 static void on_quiesce_budget(uv_timer_t *timer) {
   durable_hub_t *hub = timer->data;
   durable_mesh_t *mesh = hub->mesh;
-  if (hub->finishing) return; /* it quiesced in time after all */
+  if (hub->finishing)
+    return; /* it quiesced in time after all */
   mesh->stats.quiesce_timeouts++;
   if (hub->level == DURABLE_HUB_STARTING) {
     char why[DURABLE_PATH_MAX + 128];
     snprintf(why, sizeof why,
              "the activation of '%s' did not finish within the quiesce budget "
-             "of %u ms", hub->address, mesh->quiesce_budget_ms);
+             "of %u ms",
+             hub->address, mesh->quiesce_budget_ms);
     durable_mesh_log(mesh, DURABLE_LOG_WARN, "[Hubs] %s; leaving anyway", why);
     durable__hub_fail_activation(hub, DURABLE_ESHUTDOWN, why);
     return;
@@ -342,7 +383,8 @@ static void on_quiesce_budget(uv_timer_t *timer) {
 
 static void arm_budget(durable_hub_t *hub) {
   durable_mesh_t *mesh = hub->mesh;
-  if (hub->quiesce_timer) return; /* one budget from the first ask */
+  if (hub->quiesce_timer)
+    return; /* one budget from the first ask */
   hub->quiesce_timer = malloc(sizeof(uv_timer_t));
   if (hub->quiesce_timer) {
     uv_timer_init(mesh->loop, hub->quiesce_timer);
@@ -361,7 +403,8 @@ void durable__hub_start_quiesce(durable_hub_t *hub) {
     arm_budget(hub);
     return;
   }
-  if (hub->level != DURABLE_HUB_STARTED) return;
+  if (hub->level != DURABLE_HUB_STARTED)
+    return;
   hub->level = DURABLE_HUB_QUIESCING;
   hub->recycling = 1;
   arm_budget(hub);
@@ -369,7 +412,8 @@ void durable__hub_start_quiesce(durable_hub_t *hub) {
   durable__hub_check_quiesced(hub);
 }
 
-/* ---- timers ------------------------------------------------------------------------ */
+/* ---- timers
+ * ------------------------------------------------------------------------ */
 
 static void on_hub_timer_closed(uv_handle_t *handle) {
   durable__hub_timer_t *t = handle->data;
@@ -383,15 +427,19 @@ static void on_hub_timer_closed(uv_handle_t *handle) {
 
 static void drop_timer(durable__hub_timer_t *t) {
   durable_hub_t *hub = t->hub;
-  if (t->prev) t->prev->next = t->next;
-  else hub->timers = t->next;
-  if (t->next) t->next->prev = t->prev;
+  if (t->prev)
+    t->prev->next = t->next;
+  else
+    hub->timers = t->next;
+  if (t->next)
+    t->next->prev = t->prev;
   uv_timer_stop(&t->timer);
   uv_close((uv_handle_t *)&t->timer, on_hub_timer_closed);
 }
 
 static void cancel_timers(durable_hub_t *hub) {
-  while (hub->timers) drop_timer(hub->timers);
+  while (hub->timers)
+    drop_timer(hub->timers);
 }
 
 static void on_hub_timer(uv_timer_t *timer) {
@@ -423,7 +471,8 @@ int durable_hub_timer(durable_hub_t *hub, uint32_t ms, const char *type,
   durable__hub_timer_t *t = calloc(1, sizeof(*t));
   if (t == NULL || (t->type = strdup(type)) == NULL ||
       (t->payload = strdup(payload ? payload : "null")) == NULL) {
-    if (t) free(t->type);
+    if (t)
+      free(t->type);
     free(t);
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
@@ -433,13 +482,15 @@ int durable_hub_timer(durable_hub_t *hub, uint32_t ms, const char *type,
   hub->mesh->handles++;
   t->timer.data = t;
   t->next = hub->timers;
-  if (hub->timers) hub->timers->prev = t;
+  if (hub->timers)
+    hub->timers->prev = t;
   hub->timers = t;
   uv_timer_start(&t->timer, on_hub_timer, ms, 0);
   return 0;
 }
 
-/* ---- per-activation additions ----------------------------------------------------- */
+/* ---- per-activation additions
+ * ----------------------------------------------------- */
 
 int durable__hub_on(durable_hub_t *hub, const char *msg_type,
                     durable_handler_cb cb, void *data, durable_error_t *err) {
@@ -450,7 +501,8 @@ int durable__hub_on(durable_hub_t *hub, const char *msg_type,
                             msg_type);
   durable__handler_t *h =
       realloc(hub->handlers, (hub->nhandlers + 1) * sizeof(*h));
-  if (h == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (h == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   hub->handlers = h;
   if ((h[hub->nhandlers].msg_type = strdup(msg_type)) == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
@@ -464,7 +516,8 @@ int durable__hub_on_dispose(durable_hub_t *hub, durable_dispose_cb cb,
                             void *data) {
   durable__step_t *d =
       realloc(hub->disposes, (hub->ndisposes + 1) * sizeof(*d));
-  if (d == NULL) return DURABLE_ENOMEM;
+  if (d == NULL)
+    return DURABLE_ENOMEM;
   d[hub->ndisposes].dispose = cb;
   d[hub->ndisposes].init = NULL;
   d[hub->ndisposes].data = data;
@@ -476,7 +529,8 @@ int durable__hub_on_dispose(durable_hub_t *hub, durable_dispose_cb cb,
 int durable__hub_attach(durable_hub_t *hub, const void *key, void *data,
                         void (*free_cb)(void *data)) {
   durable__attach_t *a = calloc(1, sizeof(*a));
-  if (a == NULL) return DURABLE_ENOMEM;
+  if (a == NULL)
+    return DURABLE_ENOMEM;
   a->key = key;
   a->data = data;
   a->free_cb = free_cb;
@@ -487,6 +541,7 @@ int durable__hub_attach(durable_hub_t *hub, const void *key, void *data,
 
 void *durable__hub_attached(const durable_hub_t *hub, const void *key) {
   for (durable__attach_t *a = hub->attached; a; a = a->next)
-    if (a->key == key) return a->data;
+    if (a->key == key)
+      return a->data;
   return NULL;
 }

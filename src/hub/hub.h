@@ -86,7 +86,7 @@ struct durable_node_type_s {
   size_t nhandlers;
   durable__step_t *inits, *disposes;
   size_t ninits, ndisposes;
-  int late; /* a mesh's close stops these after the others (stream hubs) */
+  int late;    /* a mesh's close stops these after the others (stream hubs) */
   void **kept; /* memory a layer above gave the type to free with it */
   size_t nkept;
 };
@@ -94,7 +94,7 @@ struct durable_node_type_s {
 struct durable_hub_s {
   durable_mesh_t *mesh;
   char *address;
-  char *node_type; /* "" for a client hub */
+  char *node_type;           /* "" for a client hub */
   durable_node_type_t *type; /* NULL: a plain hub */
   uint64_t incarnation;
   durable_run_level_t level;
@@ -107,11 +107,12 @@ struct durable_hub_s {
 
   durable__env_t *inbox, *inbox_tail;     /* requests and posts */
   durable__env_t *replies, *replies_tail; /* answers to our requests */
-  durable__env_t *deferred, *deferred_tail; /* posts that wait for the next activation */
+  durable__env_t *deferred,
+      *deferred_tail; /* posts that wait for the next activation */
   durable_hub_t *ready_next;
   int on_ready;
 
-  size_t in_flight; /* messages handed to handlers, not finished yet */
+  size_t in_flight;          /* messages handed to handlers, not finished yet */
   durable_reply_t *handling; /* their reply handles */
   durable__pending_t *pending; /* our requests awaiting answers */
   size_t npending;
@@ -162,7 +163,7 @@ struct durable_mesh_s {
   durable_mesh_stats_t stats;
 
   durable__later_t *later, *later_tail; /* callbacks owed, run next tick */
-  durable_reply_t *replies; /* every reply not finished yet */
+  durable_reply_t *replies;             /* every reply not finished yet */
   int closing;
   int close_phase; /* see durable__mesh_close_step */
   int stepping;
@@ -232,11 +233,12 @@ void durable__abandon_replies(durable_hub_t *hub);
 typedef void (*durable__reply_fn)(durable_hub_t *hub, int status,
                                   const char *payload, const char *message,
                                   void *data);
-durable_reply_t *durable__reply_callback(durable_hub_t *hub, durable__reply_fn fn,
-                                         void *data);
+durable_reply_t *durable__reply_callback(durable_hub_t *hub,
+                                         durable__reply_fn fn, void *data);
 /* An init step's completion handle. */
 durable_reply_t *durable__step_reply(durable_hub_t *hub,
-                                     void (*done)(durable_hub_t *hub, int status,
+                                     void (*done)(durable_hub_t *hub,
+                                                  int status,
                                                   const char *message));
 
 /* The layers above install themselves in every mesh (streams: the
@@ -244,8 +246,8 @@ durable_reply_t *durable__step_reply(durable_hub_t *hub,
 extern int (*const durable__mesh_installs[])(durable_mesh_t *mesh);
 
 /* mesh.c */
-void durable__mesh_later(durable_mesh_t *mesh, durable_status_cb cb,
-                         int status, const char *message, void *data);
+void durable__mesh_later(durable_mesh_t *mesh, durable_status_cb cb, int status,
+                         const char *message, void *data);
 void durable__mesh_run_later(durable_mesh_t *mesh);
 void durable__mesh_wake(durable_mesh_t *mesh);
 /* A hub left the address table (for the mesh's close). */

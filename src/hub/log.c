@@ -17,8 +17,10 @@
 
 durable_log_level_t durable_log_threshold(void) {
   const char *v = getenv("DURABLE_LOG");
-  if (v == NULL || *v == '\0') return DURABLE_LOG_INFO;
-  if (strcasecmp(v, "error") == 0) return DURABLE_LOG_ERROR;
+  if (v == NULL || *v == '\0')
+    return DURABLE_LOG_INFO;
+  if (strcasecmp(v, "error") == 0)
+    return DURABLE_LOG_ERROR;
   if (strcasecmp(v, "warn") == 0 || strcasecmp(v, "warning") == 0)
     return DURABLE_LOG_WARN;
   if (strcasecmp(v, "debug") == 0 || strcasecmp(v, "trace") == 0)
@@ -28,10 +30,14 @@ durable_log_level_t durable_log_threshold(void) {
 
 static const char *level_name(durable_log_level_t level) {
   switch (level) {
-  case DURABLE_LOG_ERROR: return "ERROR";
-  case DURABLE_LOG_WARN: return "WARN ";
-  case DURABLE_LOG_INFO: return "INFO ";
-  default: return "DEBUG";
+  case DURABLE_LOG_ERROR:
+    return "ERROR";
+  case DURABLE_LOG_WARN:
+    return "WARN ";
+  case DURABLE_LOG_INFO:
+    return "INFO ";
+  default:
+    return "DEBUG";
   }
 }
 
@@ -48,11 +54,13 @@ static void stderr_sink(durable_log_level_t level, const char *line) {
 
 void durable__logv(durable_mesh_t *mesh, durable_log_level_t level,
                    const char *fmt, va_list ap) {
-  if (level > durable_log_threshold()) return;
+  if (level > durable_log_threshold())
+    return;
   char line[2048];
   vsnprintf(line, sizeof line, fmt, ap);
   for (char *p = line; *p; p++)
-    if (*p == '\n' || *p == '\r') *p = ' ';
+    if (*p == '\n' || *p == '\r')
+      *p = ' ';
   if (mesh && mesh->log)
     mesh->log(level, line, mesh->log_data);
   else

@@ -12,7 +12,7 @@
 typedef struct {
   char **keys;
   void **values;
-  size_t cap;   /* a power of two, or 0 */
+  size_t cap; /* a power of two, or 0 */
   size_t count;
 } durable__map_t;
 

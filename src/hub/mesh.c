@@ -22,18 +22,23 @@
 #define DEFAULT_QUIESCE_MS 2000
 #define DEFAULT_REQUEST_TIMEOUT_MS 30000
 
-durable_store_t *durable_mesh_store(durable_mesh_t *mesh) { return mesh->store; }
-uv_loop_t *durable_mesh_loop(durable_mesh_t *mesh) { return mesh->loop; }
+durable_store_t *durable_mesh_store(durable_mesh_t *mesh) {
+  return mesh->store;
+}
+uv_loop_t *durable_mesh_loop(durable_mesh_t *mesh) {
+  return mesh->loop;
+}
 
 void durable_mesh_stats(const durable_mesh_t *mesh, durable_mesh_stats_t *out) {
   *out = mesh->stats;
   out->active_hubs = mesh->hubs.count;
 }
 
-/* ---- callbacks owed ------------------------------------------------------- */
+/* ---- callbacks owed -------------------------------------------------------
+ */
 
-void durable__mesh_later(durable_mesh_t *mesh, durable_status_cb cb,
-                         int status, const char *message, void *data) {
+void durable__mesh_later(durable_mesh_t *mesh, durable_status_cb cb, int status,
+                         const char *message, void *data) {
   if (mesh->idle_closed) { /* the mesh is being freed: no later tick */
     cb(status, message, data);
     return;
@@ -47,8 +52,10 @@ void durable__mesh_later(durable_mesh_t *mesh, durable_status_cb cb,
   l->status = status;
   l->message = durable__strdup0(message);
   l->data = data;
-  if (mesh->later_tail) mesh->later_tail->next = l;
-  else mesh->later = l;
+  if (mesh->later_tail)
+    mesh->later_tail->next = l;
+  else
+    mesh->later = l;
   mesh->later_tail = l;
   durable__mesh_wake(mesh);
 }
@@ -65,18 +72,23 @@ void durable__mesh_run_later(durable_mesh_t *mesh) {
   }
 }
 
-/* ---- node types ---------------------------------------------------------------- */
+/* ---- node types
+ * ---------------------------------------------------------------- */
 
 durable_node_type_t *durable_mesh_node_type(durable_mesh_t *mesh,
                                             const char *name) {
-  if (name == NULL || *name == '\0') return NULL;
+  if (name == NULL || *name == '\0')
+    return NULL;
   durable_node_type_t *t = durable__map_get(&mesh->types, name);
-  if (t) return t;
+  if (t)
+    return t;
   t = calloc(1, sizeof(*t));
-  if (t) t->mesh = mesh;
+  if (t)
+    t->mesh = mesh;
   if (t == NULL || (t->name = strdup(name)) == NULL ||
       durable__map_put(&mesh->types, name, t) < 0) {
-    if (t) free(t->name);
+    if (t)
+      free(t->name);
     free(t);
     return NULL;
   }
@@ -93,7 +105,8 @@ int durable_node_type_on(durable_node_type_t *type, const char *msg_type,
   if (strcmp(msg_type, "ping") == 0)
     return durable__error(err, DURABLE_EINVAL,
                           "'ping' is answered by every hub and cannot be "
-                          "handled by NodeType '%s'", type->name);
+                          "handled by NodeType '%s'",
+                          type->name);
   for (size_t i = 0; i < type->nhandlers; i++)
     if (strcmp(type->handlers[i].msg_type, msg_type) == 0)
       return durable__error(err, DURABLE_EEXIST,
@@ -101,7 +114,8 @@ int durable_node_type_on(durable_node_type_t *type, const char *msg_type,
                             msg_type);
   durable__handler_t *h =
       realloc(type->handlers, (type->nhandlers + 1) * sizeof(*h));
-  if (h == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (h == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   type->handlers = h;
   h[type->nhandlers].msg_type = strdup(msg_type);
   if (h[type->nhandlers].msg_type == NULL)
@@ -114,7 +128,8 @@ int durable_node_type_on(durable_node_type_t *type, const char *msg_type,
 
 static int add_step(durable__step_t **steps, size_t *n, durable__step_t step) {
   durable__step_t *s = realloc(*steps, (*n + 1) * sizeof(*s));
-  if (s == NULL) return DURABLE_ENOMEM;
+  if (s == NULL)
+    return DURABLE_ENOMEM;
   s[*n] = step;
   *steps = s;
   (*n)++;
@@ -123,21 +138,24 @@ static int add_step(durable__step_t **steps, size_t *n, durable__step_t step) {
 
 int durable_node_type_on_init(durable_node_type_t *type, durable_step_cb cb,
                               void *data) {
-  if (type == NULL || cb == NULL) return DURABLE_EINVAL;
+  if (type == NULL || cb == NULL)
+    return DURABLE_EINVAL;
   return add_step(&type->inits, &type->ninits,
                   (durable__step_t){.init = cb, .data = data});
 }
 
 int durable_node_type_on_dispose(durable_node_type_t *type,
                                  durable_dispose_cb cb, void *data) {
-  if (type == NULL || cb == NULL) return DURABLE_EINVAL;
+  if (type == NULL || cb == NULL)
+    return DURABLE_EINVAL;
   return add_step(&type->disposes, &type->ndisposes,
                   (durable__step_t){.dispose = cb, .data = data});
 }
 
 int durable__node_type_keep(durable_node_type_t *type, void *a, void *b) {
   void **k = realloc(type->kept, (type->nkept + 2) * sizeof(*k));
-  if (k == NULL) return DURABLE_ENOMEM;
+  if (k == NULL)
+    return DURABLE_ENOMEM;
   k[type->nkept++] = a;
   k[type->nkept++] = b;
   type->kept = k;
@@ -145,9 +163,11 @@ int durable__node_type_keep(durable_node_type_t *type, void *a, void *b) {
 }
 
 static void node_type_free(durable_node_type_t *t) {
-  for (size_t i = 0; i < t->nkept; i++) free(t->kept[i]);
+  for (size_t i = 0; i < t->nkept; i++)
+    free(t->kept[i]);
   free(t->kept);
-  for (size_t i = 0; i < t->nhandlers; i++) free(t->handlers[i].msg_type);
+  for (size_t i = 0; i < t->nhandlers; i++)
+    free(t->handlers[i].msg_type);
   free(t->handlers);
   free(t->inits);
   free(t->disposes);
@@ -155,7 +175,8 @@ static void node_type_free(durable_node_type_t *t) {
   free(t);
 }
 
-/* ---- activation ------------------------------------------------------------------ */
+/* ---- activation
+ * ------------------------------------------------------------------ */
 
 static void next_init_step(durable_hub_t *hub);
 
@@ -173,7 +194,8 @@ static void on_init_step(durable_hub_t *hub, int status, const char *message) {
 }
 
 static void next_init_step(durable_hub_t *hub) {
-  if (hub->level != DURABLE_HUB_STARTING) return;
+  if (hub->level != DURABLE_HUB_STARTING)
+    return;
   if (hub->type == NULL || hub->init_step >= hub->type->ninits) {
     hub->mesh->stats.activations++;
     durable_mesh_log(hub->mesh, DURABLE_LOG_DEBUG, "[Hubs] activated '%s' (%s)",
@@ -221,7 +243,8 @@ void durable__mesh_activate(durable_mesh_t *mesh, durable_hub_t *hub) {
   }
 }
 
-/* ---- hubs ------------------------------------------------------------------------ */
+/* ---- hubs
+ * ------------------------------------------------------------------------ */
 
 int durable_mesh_client(durable_mesh_t *mesh, const char *address,
                         durable_hub_t **out, durable_error_t *err) {
@@ -243,13 +266,16 @@ int durable_mesh_client(durable_mesh_t *mesh, const char *address,
     return 0;
   }
   hub = durable__hub_new(mesh, address, DURABLE_HUB_STARTED);
-  if (hub == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (hub == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   hub->is_client = 1;
   *out = hub;
   return 0;
 }
 
-durable_hub_t *durable_mesh_reads_hub(durable_mesh_t *mesh) { return mesh->reads; }
+durable_hub_t *durable_mesh_reads_hub(durable_mesh_t *mesh) {
+  return mesh->reads;
+}
 
 durable_hub_t *durable_mesh_find(durable_mesh_t *mesh, const char *address) {
   return address ? durable__map_get(&mesh->hubs, address) : NULL;
@@ -269,15 +295,18 @@ static void on_activate_ping(const durable_response_t *res) {
 int durable_mesh_activate(durable_mesh_t *mesh, const char *address,
                           durable_status_cb cb, void *data,
                           durable_error_t *err) {
-  if (cb == NULL) return durable__error(err, DURABLE_EINVAL, "callback is missing");
+  if (cb == NULL)
+    return durable__error(err, DURABLE_EINVAL, "callback is missing");
   status_req_t *r = malloc(sizeof(*r));
-  if (r == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (r == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   r->cb = cb;
   r->data = data;
   /* a ping activates and proves the hub is Started */
   int rc = durable_hub_request(mesh->reads, address, "ping", NULL, 0,
                                on_activate_ping, r, err);
-  if (rc < 0) free(r);
+  if (rc < 0)
+    free(r);
   return rc;
 }
 
@@ -287,7 +316,8 @@ static int in_phase(const durable_mesh_t *mesh, const durable_hub_t *hub);
  * phase has not come yet (a stream hub that must still take a release). */
 void durable__mesh_close_started(durable_hub_t *hub) {
   durable_mesh_t *mesh = hub->mesh;
-  if (mesh->closing && in_phase(mesh, hub)) durable__hub_start_quiesce(hub);
+  if (mesh->closing && in_phase(mesh, hub))
+    durable__hub_start_quiesce(hub);
 }
 
 int durable_mesh_recycle(durable_mesh_t *mesh, const char *address,
@@ -299,7 +329,8 @@ int durable_mesh_recycle(durable_mesh_t *mesh, const char *address,
     return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closed");
   durable_hub_t *hub = durable__map_get(&mesh->hubs, address);
   if (hub == NULL) {
-    if (cb) durable__mesh_later(mesh, cb, 0, NULL, data);
+    if (cb)
+      durable__mesh_later(mesh, cb, 0, NULL, data);
     return 0;
   }
   if (hub->is_reads && !mesh->closing)
@@ -308,12 +339,14 @@ int durable_mesh_recycle(durable_mesh_t *mesh, const char *address,
                           address);
   /* the hub never dies inside this call (its shutdown is a later turn), so
    * the callback cannot run before the call returns */
-  if (cb) durable__hub_on_dead(hub, cb, data);
+  if (cb)
+    durable__hub_on_dead(hub, cb, data);
   durable__hub_start_quiesce(hub);
   return 0;
 }
 
-/* ---- mesh reads -------------------------------------------------------------------- */
+/* ---- mesh reads
+ * -------------------------------------------------------------------- */
 
 typedef struct {
   durable_mesh_t *mesh;
@@ -353,11 +386,13 @@ static void on_probe(const durable_response_t *res) {
   durable_mesh_t *mesh = r->mesh;
   if (res->status == 0) {
     durable_error_t err = {0};
-    if (durable_store_get(mesh->store, NULL, r->path, on_read_node, r, &err) < 0)
+    if (durable_store_get(mesh->store, NULL, r->path, on_read_node, r, &err) <
+        0)
       read_end(r, DURABLE_READ_UNAVAILABLE, NULL, err.message);
   } else if (res->status == DURABLE_ENOTFOUND) {
     read_end(r, DURABLE_READ_ABSENT, NULL, res->message);
-  } else if (res->status == DURABLE_ESHUTDOWN && !r->reprobed && !mesh->closing) {
+  } else if (res->status == DURABLE_ESHUTDOWN && !r->reprobed &&
+             !mesh->closing) {
     /* recycling is not absence: wait for that activation to end, then ask
      * the fresh one, once */
     r->reprobed = 1;
@@ -390,8 +425,10 @@ static void probe(read_req_t *r) {
 int durable_mesh_read(durable_mesh_t *mesh, const char *path,
                       durable_read_cb cb, void *data, durable_error_t *err) {
   int rc = durable_path_check(path, err);
-  if (rc < 0) return rc;
-  if (cb == NULL) return durable__error(err, DURABLE_EINVAL, "callback is missing");
+  if (rc < 0)
+    return rc;
+  if (cb == NULL)
+    return durable__error(err, DURABLE_EINVAL, "callback is missing");
   if (mesh->closing)
     return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closing");
   read_req_t *r = calloc(1, sizeof(*r));
@@ -409,15 +446,18 @@ int durable_mesh_read(durable_mesh_t *mesh, const char *path,
   return rc;
 }
 
-/* ---- open and close ------------------------------------------------------------------ */
+/* ---- open and close
+ * ------------------------------------------------------------------ */
 
 int durable_mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
                       durable_mesh_t **out, durable_error_t *err) {
   *out = NULL;
   if (loop == NULL || options == NULL)
-    return durable__error(err, DURABLE_EINVAL, "a mesh needs a loop and options");
+    return durable__error(err, DURABLE_EINVAL,
+                          "a mesh needs a loop and options");
   durable_mesh_t *mesh = calloc(1, sizeof(*mesh));
-  if (mesh == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (mesh == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   mesh->loop = loop;
   mesh->quiesce_budget_ms = options->quiesce_budget_ms
                                 ? options->quiesce_budget_ms
@@ -450,7 +490,8 @@ int durable_mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
   durable_hub_ref(mesh->reads); /* the mesh's own: mesh->reads stays valid */
   for (size_t i = 0; durable__mesh_installs[i]; i++) {
     if ((rc = durable__mesh_installs[i](mesh)) < 0) {
-      durable__error(err, rc, "cannot set up the mesh: %s", durable_strerror(rc));
+      durable__error(err, rc, "cannot set up the mesh: %s",
+                     durable_strerror(rc));
       durable_mesh_close(mesh, NULL, NULL);
       return rc;
     }
@@ -463,7 +504,8 @@ static void free_mesh(durable_mesh_t *mesh) {
   void (*cb)(void *) = mesh->close_cb;
   void *data = mesh->close_data;
   durable__detach_replies(mesh);
-  if (mesh->reads) durable_hub_unref(mesh->reads);
+  if (mesh->reads)
+    durable_hub_unref(mesh->reads);
   const char *key;
   void *value;
   for (size_t i = 0; durable__map_next(&mesh->types, &i, &key, &value);)
@@ -472,7 +514,8 @@ static void free_mesh(durable_mesh_t *mesh) {
   durable__map_free(&mesh->hubs);
   durable__map_free(&mesh->pending);
   free(mesh);
-  if (cb) cb(data);
+  if (cb)
+    cb(data);
 }
 
 static void maybe_free(durable_mesh_t *mesh) {
@@ -497,8 +540,10 @@ static void on_idle_closed(uv_handle_t *handle) {
 
 /* The hubs the close stops now, in its current phase. */
 static int in_phase(const durable_mesh_t *mesh, const durable_hub_t *hub) {
-  if (hub->is_reads) return mesh->close_phase >= 3;
-  if (hub->type && hub->type->late) return mesh->close_phase >= 2;
+  if (hub->is_reads)
+    return mesh->close_phase >= 3;
+  if (hub->type && hub->type->late)
+    return mesh->close_phase >= 2;
   return 1;
 }
 
@@ -558,7 +603,8 @@ static void finish_close(durable_mesh_t *mesh) {
  *      (node types marked late: the stream hubs that answered them);
  *   3. the read-issuing hub itself; then the store closes. */
 void durable__mesh_close_step(durable_mesh_t *mesh) {
-  if (!mesh->closing || mesh->store == NULL || mesh->stepping) return;
+  if (!mesh->closing || mesh->store == NULL || mesh->stepping)
+    return;
   mesh->stepping = 1;
   for (;;) {
     int left[4] = {0};
@@ -568,24 +614,32 @@ void durable__mesh_close_step(durable_mesh_t *mesh) {
       durable_hub_t *hub = value;
       left[hub->is_reads ? 3 : hub->type && hub->type->late ? 2 : 1]++;
     }
-    int phase = left[1] ? 1 : mesh->reads->npending ? 1 : left[2] ? 2 : left[3] ? 3 : 4;
+    int phase = left[1]                 ? 1
+                : mesh->reads->npending ? 1
+                : left[2]               ? 2
+                : left[3]               ? 3
+                                        : 4;
     if (phase == 4) {
       mesh->stepping = 0;
       finish_close(mesh);
       return;
     }
-    if (phase <= mesh->close_phase) break; /* waiting for this phase */
+    if (phase <= mesh->close_phase)
+      break; /* waiting for this phase */
     mesh->close_phase = phase;
     quiesce_phase(mesh);
   }
   mesh->stepping = 0;
 }
 
-void durable__mesh_hub_left(durable_mesh_t *mesh) { durable__mesh_close_step(mesh); }
+void durable__mesh_hub_left(durable_mesh_t *mesh) {
+  durable__mesh_close_step(mesh);
+}
 
 void durable_mesh_close(durable_mesh_t *mesh, void (*cb)(void *data),
                         void *data) {
-  if (mesh == NULL || mesh->closing) return;
+  if (mesh == NULL || mesh->closing)
+    return;
   mesh->closing = 1;
   mesh->close_cb = cb;
   mesh->close_data = data;

@@ -33,13 +33,16 @@ struct durable_reply_s {
   int abandoned; /* answered ShuttingDown when the budget ran out */
 };
 
-char *durable__strdup0(const char *s) { return s ? strdup(s) : NULL; }
+char *durable__strdup0(const char *s) {
+  return s ? strdup(s) : NULL;
+}
 
 durable__env_t *durable__env_new(durable__env_kind_t kind, const char *type,
                                  const char *payload, const char *sender,
                                  const char *target) {
   durable__env_t *env = calloc(1, sizeof(*env));
-  if (env == NULL) return NULL;
+  if (env == NULL)
+    return NULL;
   env->kind = kind;
   env->type = durable__strdup0(type);
   env->payload = strdup(payload ? payload : "null");
@@ -54,7 +57,8 @@ durable__env_t *durable__env_new(durable__env_kind_t kind, const char *type,
 }
 
 void durable__env_free(durable__env_t *env) {
-  if (env == NULL) return;
+  if (env == NULL)
+    return;
   free(env->type);
   free(env->payload);
   free(env->sender);
@@ -63,7 +67,8 @@ void durable__env_free(durable__env_t *env) {
   free(env);
 }
 
-/* ---- answers -------------------------------------------------------------- */
+/* ---- answers --------------------------------------------------------------
+ */
 
 static void on_pending_timer_closed(uv_handle_t *handle) {
   durable__pending_t *p = handle->data;
@@ -78,9 +83,12 @@ static void on_pending_timer_closed(uv_handle_t *handle) {
 static void unlink_pending(durable__pending_t *p) {
   durable_hub_t *hub = p->hub;
   durable__map_del(&hub->mesh->pending, p->key);
-  if (p->prev) p->prev->next = p->next;
-  else hub->pending = p->next;
-  if (p->next) p->next->prev = p->prev;
+  if (p->prev)
+    p->prev->next = p->next;
+  else
+    hub->pending = p->next;
+  if (p->next)
+    p->next->prev = p->prev;
   hub->npending--;
 }
 
@@ -94,9 +102,11 @@ void durable__answer(durable_mesh_t *mesh, uint64_t id, int status,
   char key[24];
   snprintf(key, sizeof key, "%llu", (unsigned long long)id);
   durable__pending_t *p = durable__map_get(&mesh->pending, key);
-  if (p == NULL) return; /* answered already, or timed out */
+  if (p == NULL)
+    return; /* answered already, or timed out */
   durable__env_t *env = durable__env_new(ENV_REPLY, NULL, payload, NULL, NULL);
-  if (env == NULL) return; /* the timeout will answer instead */
+  if (env == NULL)
+    return; /* the timeout will answer instead */
   env->request_id = id;
   env->status = status;
   if (status < 0) {
@@ -111,7 +121,8 @@ void durable__run_reply(durable_hub_t *hub, durable__env_t *env) {
   char key[24];
   snprintf(key, sizeof key, "%llu", (unsigned long long)env->request_id);
   durable__pending_t *p = durable__map_get(&hub->mesh->pending, key);
-  if (p == NULL || p->hub != hub) return; /* a second answer: dropped */
+  if (p == NULL || p->hub != hub)
+    return; /* a second answer: dropped */
   unlink_pending(p);
   durable_response_t res = {
       .status = env->status,
@@ -119,19 +130,23 @@ void durable__run_reply(durable_hub_t *hub, durable__env_t *env) {
       .message = env->status < 0 ? env->message : NULL,
       .data = p->data,
   };
-  if (p->cb) p->cb(&res);
+  if (p->cb)
+    p->cb(&res);
   release_pending(p);
   durable__hub_check_quiesced(hub);
-  if (hub->is_reads) durable__mesh_close_step(hub->mesh); /* answered */
+  if (hub->is_reads)
+    durable__mesh_close_step(hub->mesh); /* answered */
 }
 
-void durable__fail_pending(durable_hub_t *hub, int status, const char *message) {
+void durable__fail_pending(durable_hub_t *hub, int status,
+                           const char *message) {
   while (hub->pending) {
     durable__pending_t *p = hub->pending;
     unlink_pending(p);
-    durable_response_t res = {.status = status, .message = message,
-                              .data = p->data};
-    if (p->cb) p->cb(&res);
+    durable_response_t res = {
+        .status = status, .message = message, .data = p->data};
+    if (p->cb)
+      p->cb(&res);
     release_pending(p);
   }
 }
@@ -144,7 +159,8 @@ static void on_request_timeout(uv_timer_t *timer) {
   durable__answer(p->hub->mesh, p->id, DURABLE_ETIMEDOUT, NULL, message);
 }
 
-/* ---- routing ---------------------------------------------------------------- */
+/* ---- routing ----------------------------------------------------------------
+ */
 
 static void refuse(durable_mesh_t *mesh, durable__env_t *env, int status,
                    const char *fmt, const char *address) {
@@ -169,8 +185,10 @@ void durable__route(durable_mesh_t *mesh, durable__env_t *env) {
                "hub '%s' is shutting down; ask again", hub->address);
       } else { /* a post waits for the next activation */
         env->next = NULL;
-        if (hub->deferred_tail) hub->deferred_tail->next = env;
-        else hub->deferred = env;
+        if (hub->deferred_tail)
+          hub->deferred_tail->next = env;
+        else
+          hub->deferred = env;
         hub->deferred_tail = env;
       }
       return;
@@ -215,11 +233,12 @@ int durable_hub_request(durable_hub_t *from, const char *to, const char *type,
                         durable_response_cb cb, void *data,
                         durable_error_t *err) {
   int rc = check_send(from, to, type, err);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   durable_mesh_t *mesh = from->mesh;
   durable__pending_t *p = calloc(1, sizeof(*p));
-  durable__env_t *env = durable__env_new(ENV_REQUEST, type, payload,
-                                         from->address, to);
+  durable__env_t *env =
+      durable__env_new(ENV_REQUEST, type, payload, from->address, to);
   if (p == NULL || env == NULL) {
     free(p);
     durable__env_free(env);
@@ -237,7 +256,8 @@ int durable_hub_request(durable_hub_t *from, const char *to, const char *type,
   p->cb = cb;
   p->data = data;
   p->next = from->pending;
-  if (from->pending) from->pending->prev = p;
+  if (from->pending)
+    from->pending->prev = p;
   from->pending = p;
   from->npending++;
   uv_timer_init(mesh->loop, &p->timer);
@@ -253,39 +273,48 @@ int durable_hub_request(durable_hub_t *from, const char *to, const char *type,
 int durable_hub_post(durable_hub_t *from, const char *to, const char *type,
                      const char *payload, durable_error_t *err) {
   int rc = check_send(from, to, type, err);
-  if (rc < 0) return rc;
-  durable__env_t *env = durable__env_new(ENV_POST, type, payload,
-                                         from->address, to);
-  if (env == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (rc < 0)
+    return rc;
+  durable__env_t *env =
+      durable__env_new(ENV_POST, type, payload, from->address, to);
+  if (env == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   durable__route(from->mesh, env);
   return 0;
 }
 
-/* ---- handling a message ----------------------------------------------------- */
+/* ---- handling a message -----------------------------------------------------
+ */
 
 static durable_reply_t *reply_new(durable_hub_t *hub, uint64_t id,
                                   const char *type) {
   durable_reply_t *r = calloc(1, sizeof(*r));
-  if (r == NULL) return NULL;
+  if (r == NULL)
+    return NULL;
   r->type = durable__strdup0(type);
   r->hub = hub;
   r->request_id = id;
   durable_hub_ref(hub);
   hub->in_flight++;
   r->next = hub->handling;
-  if (hub->handling) hub->handling->prev = r;
+  if (hub->handling)
+    hub->handling->prev = r;
   hub->handling = r;
   durable_mesh_t *mesh = hub->mesh;
   r->mnext = mesh->replies;
-  if (mesh->replies) mesh->replies->mprev = r;
+  if (mesh->replies)
+    mesh->replies->mprev = r;
   mesh->replies = r;
   return r;
 }
 
 static void unlink_from_mesh(durable_mesh_t *mesh, durable_reply_t *r) {
-  if (r->mprev) r->mprev->mnext = r->mnext;
-  else mesh->replies = r->mnext;
-  if (r->mnext) r->mnext->mprev = r->mprev;
+  if (r->mprev)
+    r->mprev->mnext = r->mnext;
+  else
+    mesh->replies = r->mnext;
+  if (r->mnext)
+    r->mnext->mprev = r->mprev;
   r->mprev = r->mnext = NULL;
 }
 
@@ -305,7 +334,8 @@ void durable__abandon_replies(durable_hub_t *hub) {
            "hub '%s' left before it answered (its quiesce budget ran out)",
            hub->address);
   for (durable_reply_t *r = hub->handling; r; r = r->next) {
-    if (r->request_id == 0) continue;
+    if (r->request_id == 0)
+      continue;
     durable__answer(hub->mesh, r->request_id, DURABLE_ESHUTDOWN, NULL, message);
     r->request_id = 0;
     r->abandoned = 1;
@@ -328,14 +358,17 @@ static void reply_finish(durable_reply_t *r, int status, const char *payload,
   } else if (r->request_id) {
     durable__answer(hub->mesh, r->request_id, status, payload, message);
   } else if (status < 0 && !r->abandoned) {
-    durable_mesh_log(hub->mesh, DURABLE_LOG_WARN,
-                     "[Hubs] '%s' failed at hub '%s': %s", r->type, hub->address,
-                     message ? message : durable_strerror(status));
+    durable_mesh_log(
+        hub->mesh, DURABLE_LOG_WARN, "[Hubs] '%s' failed at hub '%s': %s",
+        r->type, hub->address, message ? message : durable_strerror(status));
   }
   hub->in_flight--;
-  if (r->prev) r->prev->next = r->next;
-  else hub->handling = r->next;
-  if (r->next) r->next->prev = r->prev;
+  if (r->prev)
+    r->prev->next = r->next;
+  else
+    hub->handling = r->next;
+  if (r->next)
+    r->next->prev = r->prev;
   free(r->type);
   free(r);
   durable__hub_check_quiesced(hub);
@@ -343,25 +376,30 @@ static void reply_finish(durable_reply_t *r, int status, const char *payload,
 }
 
 void durable_reply_ok(durable_reply_t *reply, const char *payload) {
-  if (reply) reply_finish(reply, 0, payload ? payload : "null", NULL);
+  if (reply)
+    reply_finish(reply, 0, payload ? payload : "null", NULL);
 }
 
 void durable_reply_fail(durable_reply_t *reply, int code, const char *message) {
-  if (reply == NULL) return;
-  if (code >= 0) code = DURABLE_EFAILED;
+  if (reply == NULL)
+    return;
+  if (code >= 0)
+    code = DURABLE_EFAILED;
   reply_finish(reply, code, NULL, message ? message : durable_strerror(code));
 }
 
 durable_reply_t *durable__step_reply(durable_hub_t *hub,
-                                     void (*done)(durable_hub_t *hub, int status,
+                                     void (*done)(durable_hub_t *hub,
+                                                  int status,
                                                   const char *message)) {
   durable_reply_t *r = reply_new(hub, 0, "init");
-  if (r) r->step_done = done;
+  if (r)
+    r->step_done = done;
   return r;
 }
 
-durable_reply_t *durable__reply_callback(durable_hub_t *hub, durable__reply_fn fn,
-                                         void *data) {
+durable_reply_t *durable__reply_callback(durable_hub_t *hub,
+                                         durable__reply_fn fn, void *data) {
   durable_reply_t *r = reply_new(hub, 0, "continuation");
   if (r) {
     r->then = fn;
@@ -373,8 +411,10 @@ durable_reply_t *durable__reply_callback(durable_hub_t *hub, durable__reply_fn f
 static const durable__handler_t *handler_for(durable_hub_t *hub,
                                              const char *type) {
   for (size_t i = 0; i < hub->nhandlers; i++)
-    if (strcmp(hub->handlers[i].msg_type, type) == 0) return &hub->handlers[i];
-  if (hub->type == NULL) return NULL;
+    if (strcmp(hub->handlers[i].msg_type, type) == 0)
+      return &hub->handlers[i];
+  if (hub->type == NULL)
+    return NULL;
   for (size_t i = 0; i < hub->type->nhandlers; i++)
     if (strcmp(hub->type->handlers[i].msg_type, type) == 0)
       return &hub->type->handlers[i];
@@ -422,8 +462,10 @@ void durable__run_message(durable_hub_t *hub, durable__env_t *env) {
     durable__env_free(env);
     return;
   }
-  durable_msg_t msg = {.type = env->type, .payload = env->payload,
-                       .sender = env->sender, .request_id = env->request_id};
+  durable_msg_t msg = {.type = env->type,
+                       .payload = env->payload,
+                       .sender = env->sender,
+                       .request_id = env->request_id};
   h->cb(hub, &msg, reply, h->data);
   durable__env_free(env);
 }

@@ -39,18 +39,18 @@ extern "C" {
 
 /* One X-macro table generates the codes, durable_strerror() and
  * durable_err_name(), so the three can never disagree. */
-#define DURABLE_ERRNO_MAP(XX)                                                 \
-  XX(EINVAL, -1, "invalid argument")                                          \
-  XX(ENOTFOUND, -2, "not found")                                              \
-  XX(EEXIST, -3, "already exists")                                            \
-  XX(ECONFLICT, -4, "version conflict")                                       \
-  XX(EACCES, -5, "access denied")                                             \
-  XX(EUNAVAIL, -6, "store unavailable")                                       \
-  XX(EIO, -7, "store error")                                                  \
-  XX(ENOMEM, -8, "out of memory")                                             \
-  XX(ETIMEDOUT, -9, "timed out")                                              \
-  XX(ESHUTDOWN, -10, "shutting down")                                         \
-  XX(ECANCELED, -11, "canceled")                                              \
+#define DURABLE_ERRNO_MAP(XX)                                                  \
+  XX(EINVAL, -1, "invalid argument")                                           \
+  XX(ENOTFOUND, -2, "not found")                                               \
+  XX(EEXIST, -3, "already exists")                                             \
+  XX(ECONFLICT, -4, "version conflict")                                        \
+  XX(EACCES, -5, "access denied")                                              \
+  XX(EUNAVAIL, -6, "store unavailable")                                        \
+  XX(EIO, -7, "store error")                                                   \
+  XX(ENOMEM, -8, "out of memory")                                              \
+  XX(ETIMEDOUT, -9, "timed out")                                               \
+  XX(ESHUTDOWN, -10, "shutting down")                                          \
+  XX(ECANCELED, -11, "canceled")                                               \
   XX(EFAILED, -12, "failed")
 
 typedef enum {
@@ -114,9 +114,9 @@ const char *durable_path_table(const char *path);
  * a node's version grows with each of its writes, and also across a delete
  * and a re-create.  Times are milliseconds since the Unix epoch (UTC). */
 typedef struct durable_node_s {
-  char *ns;        /* namespace: the path without its last segment ("" at top) */
-  char *id;        /* the last segment */
-  char *path;      /* ns + "/" + id, or id when ns is empty */
+  char *ns;   /* namespace: the path without its last segment ("" at top) */
+  char *id;   /* the last segment */
+  char *path; /* ns + "/" + id, or id when ns is empty */
   char *node_type; /* may be "" */
   char *content;   /* JSON text; NULL in a REMOVED change */
   char *main_node; /* the owner, see durable_path_owner() */
@@ -160,14 +160,14 @@ const char *durable_store_name(const durable_store_t *store);
 /* The result every store callback receives.  Fields not set by an operation
  * are zero/NULL.  Everything is borrowed for the duration of the callback. */
 typedef struct durable_result_s {
-  int status;              /* 0, or a negative DURABLE_E* code */
-  const char *message;     /* one line when status < 0, else NULL */
-  const durable_node_t *node;    /* get; the written node for put/create/update */
-  const durable_node_t **nodes;  /* query: `count` nodes in id order */
+  int status;                 /* 0, or a negative DURABLE_E* code */
+  const char *message;        /* one line when status < 0, else NULL */
+  const durable_node_t *node; /* get; the written node for put/create/update */
+  const durable_node_t **nodes; /* query: `count` nodes in id order */
   size_t count;
-  int more;                /* query: more rows follow the last one */
-  int64_t value;           /* exists: 0/1; last_sequence: the sequence */
-  void *data;              /* the caller's pointer */
+  int more;      /* query: more rows follow the last one */
+  int64_t value; /* exists: 0/1; last_sequence: the sequence */
+  void *data;    /* the caller's pointer */
 } durable_result_t;
 
 typedef void (*durable_done_cb)(const durable_result_t *result);
@@ -230,13 +230,13 @@ typedef int (*durable_mutate_fn)(const durable_node_t *current, char **content,
                                  char **node_type, void *arg);
 
 typedef enum {
-  DURABLE_WRITE_PUT = 1,  /* create or replace */
-  DURABLE_WRITE_CREATE,   /* write once: DURABLE_EEXIST if present */
-  DURABLE_WRITE_REPLACE,  /* replace only if the version is expected_version:
-                             DURABLE_ECONFLICT otherwise, DURABLE_ENOTFOUND
-                             when absent */
-  DURABLE_WRITE_DELETE,   /* DURABLE_ENOTFOUND if absent */
-  DURABLE_WRITE_MUTATE    /* read-modify-write with `mutate` */
+  DURABLE_WRITE_PUT = 1, /* create or replace */
+  DURABLE_WRITE_CREATE,  /* write once: DURABLE_EEXIST if present */
+  DURABLE_WRITE_REPLACE, /* replace only if the version is expected_version:
+                            DURABLE_ECONFLICT otherwise, DURABLE_ENOTFOUND
+                            when absent */
+  DURABLE_WRITE_DELETE,  /* DURABLE_ENOTFOUND if absent */
+  DURABLE_WRITE_MUTATE   /* read-modify-write with `mutate` */
 } durable_write_kind_t;
 
 typedef struct durable_write_s {
@@ -312,12 +312,11 @@ typedef void (*durable_change_cb)(durable_watch_t *watch,
  * has seen, so its memory follows the namespace's size. */
 #define DURABLE_WATCH_INITIAL 1
 int durable_store_watch(durable_store_t *store, const char *ns, int flags,
-                        durable_change_cb cb, void *data,
-                        durable_watch_t **out, durable_error_t *err);
+                        durable_change_cb cb, void *data, durable_watch_t **out,
+                        durable_error_t *err);
 
 /* Stop a watch; its callback does not run again after this returns. */
 void durable_watch_close(durable_watch_t *watch);
-
 
 /* ---- logging ------------------------------------------------------------ */
 
@@ -400,7 +399,7 @@ typedef struct durable_mesh_stats_s {
   uint64_t recycles;         /* hubs that reached Dead through a recycle */
   uint64_t quiesce_timeouts; /* recycles whose budget ran out */
   uint64_t messages;         /* messages handled */
-  uint64_t read_reprobes;    /* mesh reads that met ShuttingDown and asked again */
+  uint64_t read_reprobes; /* mesh reads that met ShuttingDown and asked again */
   size_t active_hubs;
 } durable_mesh_stats_t;
 
@@ -455,7 +454,8 @@ int durable_hub_post(durable_hub_t *from, const char *to, const char *type,
 void durable_reply_ok(durable_reply_t *reply, const char *payload);
 void durable_reply_fail(durable_reply_t *reply, int code, const char *message);
 
-/* ---- node types ----------------------------------------------------------- */
+/* ---- node types -----------------------------------------------------------
+ */
 
 typedef void (*durable_handler_cb)(durable_hub_t *hub, const durable_msg_t *msg,
                                    durable_reply_t *reply, void *data);
@@ -481,7 +481,8 @@ int durable_node_type_on_init(durable_node_type_t *type, durable_step_cb cb,
 int durable_node_type_on_dispose(durable_node_type_t *type,
                                  durable_dispose_cb cb, void *data);
 
-/* ---- hubs ------------------------------------------------------------------ */
+/* ---- hubs ------------------------------------------------------------------
+ */
 
 /* The client hub at `address` (made if need be; an address that is no
  * node, e.g. "client/app").  Client hubs live until recycled or the mesh
@@ -522,8 +523,8 @@ typedef enum {
 } durable_read_outcome_t;
 
 typedef void (*durable_read_cb)(durable_read_outcome_t outcome,
-                                const durable_node_t *node,
-                                const char *message, void *data);
+                                const durable_node_t *node, const char *message,
+                                void *data);
 
 int durable_mesh_read(durable_mesh_t *mesh, const char *path,
                       durable_read_cb cb, void *data, durable_error_t *err);
@@ -553,13 +554,13 @@ void *durable_hub_data(const durable_hub_t *hub);
 int durable_hub_timer(durable_hub_t *hub, uint32_t ms, const char *type,
                       const char *payload, durable_error_t *err);
 
-
-/* ---- durable streams ------------------------------------------------------ */
+/* ---- durable streams ------------------------------------------------------
+ */
 
 /* A durable stream is saved nodes, satellites of its owner `key`:
  *
  *   {key}/_DurableStream/{ns}                                  DurableStream
- *   {key}/_DurableStream/{ns}/_DurableStreamItem/000000000001  DurableStreamItem
+ *   {key}/_DurableStream/{ns}/_DurableStreamItem/000000000001 DurableStreamItem
  *
  * The stream node carries LastSequence, the lease (Subscriber, LeaseEpoch,
  * SubscribedAt), the acknowledged Checkpoint (CheckpointAt) and the orphan
@@ -586,17 +587,18 @@ int durable_stream_items_ns(const durable_stream_id_t *id, char *out,
 /* One item as a consumer or reader sees it (borrowed for the callback). */
 typedef struct durable_item_s {
   durable_stream_id_t stream;
-  int64_t sequence;          /* from 1, contiguous per stream */
-  const char *payload;       /* JSON text exactly as produced */
-  int64_t appended_at;       /* ms since the epoch; 0 when the source has none */
+  int64_t sequence;    /* from 1, contiguous per stream */
+  const char *payload; /* JSON text exactly as produced */
+  int64_t appended_at; /* ms since the epoch; 0 when the source has none */
   const durable_node_t *node; /* the node the item was read from */
 } durable_item_t;
 
 typedef struct durable_stream_options_s {
-  uint32_t holder_probe_ms; /* a claim waits this long for the holder's ping: 5000 */
-  uint32_t reclaim_ms;      /* a refused consumer claims again after: 30000 */
-  uint32_t backoff_min_ms;  /* a failed consumer starts over after: 1000, */
-  uint32_t backoff_max_ms;  /*   doubling up to: 60000 */
+  uint32_t
+      holder_probe_ms; /* a claim waits this long for the holder's ping: 5000 */
+  uint32_t reclaim_ms; /* a refused consumer claims again after: 30000 */
+  uint32_t backoff_min_ms; /* a failed consumer starts over after: 1000, */
+  uint32_t backoff_max_ms; /*   doubling up to: 60000 */
 } durable_stream_options_t;
 
 /* Set the stream timings of a mesh (0 fields keep their defaults).  Call

@@ -29,17 +29,22 @@ static int under(const char *path, const char *prefix) {
 
 int durable__access_covers(const durable__strv_t *grants, const char *owner) {
   for (size_t i = 0; i < grants->count; i++)
-    if (under(owner, grants->items[i])) return 1;
+    if (under(owner, grants->items[i]))
+      return 1;
   return 0;
 }
 
 int durable__access_reaches(const durable__strv_t *grants, const char *ns) {
   char owner[DURABLE_PATH_MAX + 1];
-  if (*ns == '\0') return grants->count > 0;
-  if (durable_path_owner(ns, owner, sizeof owner) < 0) return 0;
-  if (durable__access_covers(grants, owner)) return 1;
+  if (*ns == '\0')
+    return grants->count > 0;
+  if (durable_path_owner(ns, owner, sizeof owner) < 0)
+    return 0;
+  if (durable__access_covers(grants, owner))
+    return 1;
   /* a grant below the namespace makes some of its children readable */
   for (size_t i = 0; i < grants->count; i++)
-    if (under(grants->items[i], ns)) return 1;
+    if (under(grants->items[i], ns))
+      return 1;
   return 0;
 }

@@ -163,8 +163,8 @@ typedef struct durable__backend_s {
   /* Access grants: the prefixes `principal` may read. */
   int (*grants_of)(durable__conn_t *conn, const char *principal,
                    durable__strv_t *out, durable_error_t *err);
-  int (*grant)(durable__conn_t *conn, const char *principal,
-               const char *prefix, int add, durable_error_t *err);
+  int (*grant)(durable__conn_t *conn, const char *principal, const char *prefix,
+               int add, durable_error_t *err);
 
   /* Hearing about other processes' commits.  watch_start runs on the loop
    * thread and calls durable__store_changed_elsewhere() (store.h) for each

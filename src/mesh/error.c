@@ -11,8 +11,8 @@
 
 const char *durable_strerror(int code) {
   switch (code) {
-#define XX(name, value, text) \
-  case value:                 \
+#define XX(name, value, text)                                                  \
+  case value:                                                                  \
     return text;
     DURABLE_ERRNO_MAP(XX)
 #undef XX
@@ -24,8 +24,8 @@ const char *durable_strerror(int code) {
 
 const char *durable_err_name(int code) {
   switch (code) {
-#define XX(name, value, text) \
-  case value:                 \
+#define XX(name, value, text)                                                  \
+  case value:                                                                  \
     return #name;
     DURABLE_ERRNO_MAP(XX)
 #undef XX

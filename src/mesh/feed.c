@@ -37,8 +37,8 @@ struct durable_watch_s {
   int flags;
   durable_change_cb cb;
   void *data;
-  json_t *known;   /* id -> version */
-  json_t *seen;    /* during a re-sync: ids the re-read found */
+  json_t *known; /* id -> version */
+  json_t *seen;  /* during a re-sync: ids the re-read found */
   wstate_t state;
   int resync_pending; /* a signal arrived while reading */
   int job_in_flight;
@@ -55,13 +55,15 @@ typedef struct {
 
 static feed_t *feed_of(durable_store_t *store) {
   void **slot = durable__store_feed_slot(store);
-  if (*slot == NULL) *slot = calloc(1, sizeof(feed_t));
+  if (*slot == NULL)
+    *slot = calloc(1, sizeof(feed_t));
   return *slot;
 }
 
 static void unlink_watch(durable_watch_t *w) {
   feed_t *feed = feed_of(w->store);
-  for (durable_watch_t **p = feed ? &feed->head : NULL; p && *p; p = &(*p)->next)
+  for (durable_watch_t **p = feed ? &feed->head : NULL; p && *p;
+       p = &(*p)->next)
     if (*p == w) {
       *p = w->next;
       break;
@@ -69,7 +71,8 @@ static void unlink_watch(durable_watch_t *w) {
 }
 
 static void free_buffer(durable_watch_t *w) {
-  for (size_t i = 0; i < w->nbuf; i++) durable_node_free(w->buffer[i].node);
+  for (size_t i = 0; i < w->nbuf; i++)
+    durable_node_free(w->buffer[i].node);
   free(w->buffer);
   w->buffer = NULL;
   w->nbuf = 0;
@@ -90,14 +93,17 @@ static int apply(durable_watch_t *w, durable_change_kind_t kind,
   json_t *known = json_object_get(w->known, node->id);
   int64_t have = known ? json_integer_value(known) : 0;
   if (kind == DURABLE_CHANGE_REMOVED) {
-    if (known == NULL || have > node->version) return 1; /* stale */
+    if (known == NULL || have > node->version)
+      return 1; /* stale */
     json_object_del(w->known, node->id);
   } else {
-    if (known && have >= node->version) return 1; /* seen */
+    if (known && have >= node->version)
+      return 1; /* seen */
     json_object_set_new(w->known, node->id, json_integer(node->version));
     kind = known ? DURABLE_CHANGE_UPDATED : DURABLE_CHANGE_ADDED;
   }
-  if (emit) w->cb(w, kind, node, w->data);
+  if (emit)
+    w->cb(w, kind, node, w->data);
   return !w->closed;
 }
 
@@ -111,8 +117,10 @@ static void replay_buffer(durable_watch_t *w) {
   w->nbuf = 0;
   size_t i = 0;
   for (; i < n; i++)
-    if (!apply(w, buf[i].kind, buf[i].node, 1)) break;
-  for (size_t k = 0; k < n; k++) durable_node_free(buf[k].node);
+    if (!apply(w, buf[i].kind, buf[i].node, 1))
+      break;
+  for (size_t k = 0; k < n; k++)
+    durable_node_free(buf[k].node);
   free(buf);
 }
 
@@ -129,7 +137,8 @@ static void read_done(durable_watch_t *w) {
   if (w->state == W_READING_INITIAL) {
     w->state = W_LIVE;
     w->cb(w, DURABLE_CHANGE_SYNCED, NULL, w->data);
-    if (w->closed) return;
+    if (w->closed)
+      return;
   } else {
     /* children known before but not found now were removed elsewhere */
     const char *id;
@@ -137,21 +146,27 @@ static void read_done(durable_watch_t *w) {
     void *tmp;
     w->state = W_LIVE;
     json_object_foreach_safe(w->known, tmp, id, v) {
-      if (json_object_get(w->seen, id)) continue;
+      if (json_object_get(w->seen, id))
+        continue;
       /* copy the id: apply() deletes the key it points into */
       char path[DURABLE_PATH_MAX + 1], gone_id[DURABLE_SEGMENT_MAX + 1];
       snprintf(gone_id, sizeof gone_id, "%s", id);
       snprintf(path, sizeof path, "%s%s%s", w->ns, *w->ns ? "/" : "", id);
-      durable_node_t gone = {.ns = w->ns, .id = gone_id, .path = path,
-                             .node_type = "", .main_node = "",
+      durable_node_t gone = {.ns = w->ns,
+                             .id = gone_id,
+                             .path = path,
+                             .node_type = "",
+                             .main_node = "",
                              .version = json_integer_value(v)};
-      if (!apply(w, DURABLE_CHANGE_REMOVED, &gone, 1)) return;
+      if (!apply(w, DURABLE_CHANGE_REMOVED, &gone, 1))
+        return;
     }
     json_decref(w->seen);
     w->seen = NULL;
   }
   replay_buffer(w);
-  if (!w->closed && w->resync_pending) start_resync(w);
+  if (!w->closed && w->resync_pending)
+    start_resync(w);
 }
 
 static void on_page(durable__job_t *job) {
@@ -166,14 +181,16 @@ static void on_page(durable__job_t *job) {
     /* The store is unreachable: stay as we are and re-read on the next
      * signal (a backend signals "anything changed" after it reconnects). */
     w->resync_pending = 1;
-    if (w->state == W_READING_RESYNC) w->state = W_LIVE;
+    if (w->state == W_READING_RESYNC)
+      w->state = W_LIVE;
     durable__job_free(job);
     return;
   }
   int emit = w->state == W_READING_RESYNC || (w->flags & DURABLE_WATCH_INITIAL);
   for (size_t i = 0; i < job->nodes.count; i++) {
     durable_node_t *node = job->nodes.items[i];
-    if (w->seen) json_object_set_new(w->seen, node->id, json_true());
+    if (w->seen)
+      json_object_set_new(w->seen, node->id, json_true());
     if (!apply(w, DURABLE_CHANGE_ADDED, node, emit)) {
       durable__job_free(job);
       return;
@@ -204,13 +221,16 @@ static void read_page(durable_watch_t *w, const char *after) {
 /* ---- entry points -------------------------------------------------------- */
 
 int durable_store_watch(durable_store_t *store, const char *ns, int flags,
-                        durable_change_cb cb, void *data,
-                        durable_watch_t **out, durable_error_t *err) {
+                        durable_change_cb cb, void *data, durable_watch_t **out,
+                        durable_error_t *err) {
   *out = NULL;
-  if (cb == NULL) return durable__error(err, DURABLE_EINVAL, "watch has no callback");
-  if (ns == NULL) return durable__error(err, DURABLE_EINVAL, "namespace is missing");
+  if (cb == NULL)
+    return durable__error(err, DURABLE_EINVAL, "watch has no callback");
+  if (ns == NULL)
+    return durable__error(err, DURABLE_EINVAL, "namespace is missing");
   int rc = *ns ? durable_path_check(ns, err) : 0;
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   if (durable__store_closing(store))
     return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing",
                           durable_store_name(store));
@@ -218,7 +238,8 @@ int durable_store_watch(durable_store_t *store, const char *ns, int flags,
   durable_watch_t *w = calloc(1, sizeof(*w));
   if (feed == NULL || w == NULL || (w->ns = strdup(ns)) == NULL ||
       (w->known = json_object()) == NULL) {
-    if (w) free_watch(w);
+    if (w)
+      free_watch(w);
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
   w->store = store;
@@ -234,15 +255,18 @@ int durable_store_watch(durable_store_t *store, const char *ns, int flags,
 }
 
 void durable_watch_close(durable_watch_t *w) {
-  if (w == NULL || w->closed) return;
+  if (w == NULL || w->closed)
+    return;
   w->closed = 1;
   unlink_watch(w);
-  if (!w->job_in_flight) free_watch(w);
+  if (!w->job_in_flight)
+    free_watch(w);
 }
 
 void durable__feed_close_all(durable_store_t *store) {
   feed_t *feed = feed_of(store);
-  while (feed && feed->head) durable_watch_close(feed->head);
+  while (feed && feed->head)
+    durable_watch_close(feed->head);
 }
 
 void durable__feed_free(durable_store_t *store) {
@@ -253,16 +277,19 @@ void durable__feed_free(durable_store_t *store) {
 
 void durable__feed_dispatch(durable_store_t *store, durable__job_t *job) {
   feed_t *feed = feed_of(store);
-  if (feed == NULL) return;
+  if (feed == NULL)
+    return;
   for (size_t i = 0; i < job->nevents; i++) {
     durable__event_t *ev = &job->events[i];
     for (durable_watch_t *w = feed->head, *next; w; w = next) {
       next = w->next; /* the callback may close w */
-      if (strcmp(w->ns, ev->node->ns) != 0) continue;
+      if (strcmp(w->ns, ev->node->ns) != 0)
+        continue;
       if (w->state != W_LIVE) {
         durable__event_t *b = realloc(w->buffer, (w->nbuf + 1) * sizeof(*b));
         durable_node_t *copy = b ? durable_node_dup(ev->node) : NULL;
-        if (b) w->buffer = b;
+        if (b)
+          w->buffer = b;
         if (copy == NULL) { /* cannot buffer: re-read instead */
           w->resync_pending = 1;
           continue;
@@ -280,17 +307,21 @@ void durable__store_on_foreign(durable_store_t *store,
                                void (*fn)(void *data, const char *ns),
                                void *data) {
   feed_t *feed = feed_of(store);
-  if (feed == NULL) return;
+  if (feed == NULL)
+    return;
   feed->foreign = fn;
   feed->foreign_data = data;
 }
 
 void durable__store_changed_elsewhere(durable_store_t *store, const char *ns) {
   feed_t *feed = feed_of(store);
-  if (feed == NULL) return;
-  if (feed->foreign) feed->foreign(feed->foreign_data, ns);
+  if (feed == NULL)
+    return;
+  if (feed->foreign)
+    feed->foreign(feed->foreign_data, ns);
   for (durable_watch_t *w = feed->head; w; w = w->next) {
-    if (ns && strcmp(ns, w->ns) != 0) continue;
+    if (ns && strcmp(ns, w->ns) != 0)
+      continue;
     if (w->job_in_flight)
       w->resync_pending = 1; /* re-read once the current read ends */
     else if (w->state == W_READING_INITIAL)

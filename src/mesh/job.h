@@ -23,13 +23,13 @@
 
 typedef enum {
   JOB_GET = 1,
-  JOB_QUERY,    /* children of ns after `after`, at most `limit` */
+  JOB_QUERY, /* children of ns after `after`, at most `limit` */
   JOB_EXISTS,
-  JOB_ITEMS,    /* read_items: 12-digit ids after `num` */
-  JOB_LAST,     /* last_item */
+  JOB_ITEMS, /* read_items: 12-digit ids after `num` */
+  JOB_LAST,  /* last_item */
   JOB_WRITE,
-  JOB_GRANT,    /* num = 1 add, 0 revoke */
-  JOB_TYPE,     /* every node of NodeType `id`, path after `after` */
+  JOB_GRANT, /* num = 1 add, 0 revoke */
+  JOB_TYPE,  /* every node of NodeType `id`, path after `after` */
 } durable__job_kind_t;
 
 /* The statement a write queued (write.c). */
@@ -55,8 +55,8 @@ typedef struct {
   durable__action_t action;
   char *new_node_type, *new_content; /* a mutator's output */
   int64_t created_at, updated_at;
-  durable_node_t *old;     /* the row read for update (a removal's event) */
-  durable__outcome_t out;  /* the queued statement's outcome */
+  durable_node_t *old;    /* the row read for update (a removal's event) */
+  durable__outcome_t out; /* the queued statement's outcome */
 } durable__write_op_t;
 
 /* A change a write made, for the feed: the node as written (content NULL

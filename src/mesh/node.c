@@ -8,16 +8,20 @@
 #include <string.h>
 
 static char *dup_or_null(const char *s, int *failed) {
-  if (s == NULL) return NULL;
+  if (s == NULL)
+    return NULL;
   char *d = strdup(s);
-  if (d == NULL) *failed = 1;
+  if (d == NULL)
+    *failed = 1;
   return d;
 }
 
 durable_node_t *durable_node_dup(const durable_node_t *node) {
-  if (node == NULL) return NULL;
+  if (node == NULL)
+    return NULL;
   durable_node_t *d = calloc(1, sizeof(*d));
-  if (d == NULL) return NULL;
+  if (d == NULL)
+    return NULL;
   int failed = 0;
   d->ns = dup_or_null(node->ns, &failed);
   d->id = dup_or_null(node->id, &failed);
@@ -36,7 +40,8 @@ durable_node_t *durable_node_dup(const durable_node_t *node) {
 }
 
 void durable_node_free(durable_node_t *node) {
-  if (node == NULL) return;
+  if (node == NULL)
+    return;
   free(node->ns);
   free(node->id);
   free(node->path);
@@ -50,7 +55,8 @@ int durable__nodes_push(durable__nodes_t *list, durable_node_t *node) {
   if (list->count == list->cap) {
     size_t cap = list->cap ? list->cap * 2 : 16;
     durable_node_t **items = realloc(list->items, cap * sizeof(*items));
-    if (items == NULL) return DURABLE_ENOMEM;
+    if (items == NULL)
+      return DURABLE_ENOMEM;
     list->items = items;
     list->cap = cap;
   }
@@ -59,7 +65,8 @@ int durable__nodes_push(durable__nodes_t *list, durable_node_t *node) {
 }
 
 void durable__nodes_free(durable__nodes_t *list) {
-  for (size_t i = 0; i < list->count; i++) durable_node_free(list->items[i]);
+  for (size_t i = 0; i < list->count; i++)
+    durable_node_free(list->items[i]);
   free(list->items);
   list->items = NULL;
   list->count = list->cap = 0;
@@ -69,18 +76,21 @@ int durable__strv_push(durable__strv_t *v, const char *s) {
   if (v->count == v->cap) {
     size_t cap = v->cap ? v->cap * 2 : 8;
     char **items = realloc(v->items, cap * sizeof(*items));
-    if (items == NULL) return DURABLE_ENOMEM;
+    if (items == NULL)
+      return DURABLE_ENOMEM;
     v->items = items;
     v->cap = cap;
   }
   char *d = strdup(s);
-  if (d == NULL) return DURABLE_ENOMEM;
+  if (d == NULL)
+    return DURABLE_ENOMEM;
   v->items[v->count++] = d;
   return 0;
 }
 
 void durable__strv_free(durable__strv_t *v) {
-  for (size_t i = 0; i < v->count; i++) free(v->items[i]);
+  for (size_t i = 0; i < v->count; i++)
+    free(v->items[i]);
   free(v->items);
   v->items = NULL;
   v->count = v->cap = 0;

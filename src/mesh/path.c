@@ -20,20 +20,26 @@
  * surrogates), or 0 when it is not valid. */
 static size_t utf8_len(const unsigned char *s) {
   unsigned char c = s[0];
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) return (s[1] & 0xC0) == 0x80 ? 2 : 0;
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xC2 && c <= 0xDF)
+    return (s[1] & 0xC0) == 0x80 ? 2 : 0;
   if (c >= 0xE0 && c <= 0xEF) {
-    if ((s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-    if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
-    if (c == 0xED && s[1] > 0x9F) return 0; /* surrogate */
+    if ((s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80)
+      return 0;
+    if (c == 0xE0 && s[1] < 0xA0)
+      return 0; /* overlong */
+    if (c == 0xED && s[1] > 0x9F)
+      return 0; /* surrogate */
     return 3;
   }
   if (c >= 0xF0 && c <= 0xF4) {
-    if ((s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 ||
-        (s[3] & 0xC0) != 0x80)
+    if ((s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
       return 0;
-    if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
-    if (c == 0xF4 && s[1] > 0x8F) return 0; /* above U+10FFFF */
+    if (c == 0xF0 && s[1] < 0x90)
+      return 0; /* overlong */
+    if (c == 0xF4 && s[1] > 0x8F)
+      return 0; /* above U+10FFFF */
     return 4;
   }
   return 0;
@@ -62,14 +68,16 @@ static const char *shown(const char *path, char *buf, size_t size) {
   return buf;
 }
 
-#define REFUSE(...)                                                       \
+#define REFUSE(...)                                                            \
   durable__error(err, DURABLE_EINVAL, "path '%s' is invalid: " __VA_ARGS__)
 
 int durable_path_check(const char *path, durable_error_t *err) {
   char q[200];
-  if (path == NULL) return durable__error(err, DURABLE_EINVAL, "path is missing");
+  if (path == NULL)
+    return durable__error(err, DURABLE_EINVAL, "path is missing");
   size_t len = strlen(path);
-  if (len == 0) return durable__error(err, DURABLE_EINVAL, "path is empty");
+  if (len == 0)
+    return durable__error(err, DURABLE_EINVAL, "path is empty");
   if (len > DURABLE_PATH_MAX)
     return REFUSE("longer than %d bytes (%zu)", shown(path, q, sizeof q),
                   DURABLE_PATH_MAX, len);
@@ -82,7 +90,8 @@ int durable_path_check(const char *path, durable_error_t *err) {
       if (n == 0)
         return REFUSE("empty segment (no leading, trailing or doubled '/')",
                       shown(path, q, sizeof q));
-      if ((n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+      if ((n == 1 && seg[0] == '.') ||
+          (n == 2 && seg[0] == '.' && seg[1] == '.'))
         return REFUSE("segment '%.*s' is not allowed", shown(path, q, sizeof q),
                       (int)n, (const char *)seg);
       if (n > DURABLE_SEGMENT_MAX)
@@ -91,17 +100,20 @@ int durable_path_check(const char *path, durable_error_t *err) {
       if (first) {
         if (seg[0] == '_')
           return REFUSE("the first segment (the partition) must not begin "
-                        "with '_'", shown(path, q, sizeof q));
+                        "with '_'",
+                        shown(path, q, sizeof q));
         if (n > DURABLE_PARTITION_MAX)
           return REFUSE("the first segment (the partition) is longer than "
-                        "%d bytes", shown(path, q, sizeof q),
-                        DURABLE_PARTITION_MAX);
+                        "%d bytes",
+                        shown(path, q, sizeof q), DURABLE_PARTITION_MAX);
         if (n >= 3 && strncasecmp((const char *)seg, "pg_", 3) == 0)
           return REFUSE("the first segment (the partition) must not begin "
-                        "with 'pg_'", shown(path, q, sizeof q));
+                        "with 'pg_'",
+                        shown(path, q, sizeof q));
         first = 0;
       }
-      if (*p == '\0') break;
+      if (*p == '\0')
+        break;
       seg = ++p;
       continue;
     }
@@ -125,9 +137,11 @@ size_t durable__owner_len(const char *path) {
 }
 
 int durable_path_owner(const char *path, char *out, size_t size) {
-  if (out == NULL || durable_path_check(path, NULL) < 0) return DURABLE_EINVAL;
+  if (out == NULL || durable_path_check(path, NULL) < 0)
+    return DURABLE_EINVAL;
   size_t n = durable__owner_len(path);
-  if (n + 1 > size) return DURABLE_EINVAL;
+  if (n + 1 > size)
+    return DURABLE_EINVAL;
   memcpy(out, path, n);
   out[n] = '\0';
   return (int)n;
@@ -139,7 +153,8 @@ static int has_segment(const char *path, const char *seg) {
   for (const char *s = path; (s = strstr(s, seg)) != NULL; s++) {
     int starts = s == path || s[-1] == '/';
     int ends = s[n] == '\0' || s[n] == '/';
-    if (starts && ends) return 1;
+    if (starts && ends)
+      return 1;
   }
   return 0;
 }
@@ -147,7 +162,8 @@ static int has_segment(const char *path, const char *seg) {
 const char *durable_path_table(const char *path) {
   const char *table = DURABLE__PRIMARY_TABLE;
   size_t best = 0;
-  if (path == NULL) return table;
+  if (path == NULL)
+    return table;
   for (size_t i = 0; i < durable__mapping_count; i++) {
     size_t n = strlen(durable__mappings[i].segment);
     if (n > best && has_segment(path, durable__mappings[i].segment)) {
@@ -175,7 +191,8 @@ durable__place_t durable__path_place(const char *path, char *partition_buf,
                                      size_t size) {
   durable__place_t place;
   size_t n = strcspn(path, "/");
-  if (n >= size) n = size - 1; /* checked paths never exceed the partition max */
+  if (n >= size)
+    n = size - 1; /* checked paths never exceed the partition max */
   memcpy(partition_buf, path, n);
   partition_buf[n] = '\0';
   place.partition = partition_buf;

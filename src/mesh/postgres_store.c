@@ -98,9 +98,11 @@ static char *format(const char *fmt, ...) {
   va_start(ap, fmt);
   int n = vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
-  if (n < 0) return NULL;
+  if (n < 0)
+    return NULL;
   char *s = malloc((size_t)n + 1);
-  if (s == NULL) return NULL;
+  if (s == NULL)
+    return NULL;
   va_start(ap, fmt);
   vsnprintf(s, (size_t)n + 1, fmt, ap);
   va_end(ap);
@@ -117,7 +119,8 @@ static void one_line(char *dst, size_t size, const char *src) {
       space = n > 0;
       continue;
     }
-    if (space && n + 2 < size) dst[n++] = ' ';
+    if (space && n + 2 < size)
+      dst[n++] = ' ';
     space = 0;
     dst[n++] = *src;
   }
@@ -130,18 +133,22 @@ static char *mask_password(const char *url) {
   /* each "***" stands for a "password" key or a ':' of at least as many
    * bytes, so twice the length is always enough */
   char *out = malloc(len * 2 + 8);
-  if (out == NULL) return NULL;
+  if (out == NULL)
+    return NULL;
   size_t o = 0, i = 0;
   const char *p = NULL;
-  if (strncmp(url, "postgresql://", 13) == 0) p = url + 13;
-  if (strncmp(url, "postgres://", 11) == 0) p = url + 11;
+  if (strncmp(url, "postgresql://", 13) == 0)
+    p = url + 13;
+  if (strncmp(url, "postgres://", 11) == 0)
+    p = url + 11;
   if (p != NULL) {
     /* URI: user:password@host... and ?password=... */
     size_t auth = (size_t)(p - url);
     size_t end = auth + strcspn(p, "/?");
     size_t at = end, colon = end;
     for (size_t k = auth; k < end; k++)
-      if (url[k] == '@') at = k;
+      if (url[k] == '@')
+        at = k;
     for (size_t k = auth; k < at; k++)
       if (url[k] == ':') {
         colon = k;
@@ -155,7 +162,8 @@ static char *mask_password(const char *url) {
         i = at;
         continue;
       }
-      if (url[i] == '?') in_query = 1;
+      if (url[i] == '?')
+        in_query = 1;
       if (in_query && (url[i] == '?' || url[i] == '&') &&
           strncmp(url + i + 1, "password=", 9) == 0) {
         memcpy(out + o, url + i, 10);
@@ -163,7 +171,8 @@ static char *mask_password(const char *url) {
         memcpy(out + o, "***", 3);
         o += 3;
         i += 10;
-        while (i < len && url[i] != '&' && url[i] != '#') i++;
+        while (i < len && url[i] != '&' && url[i] != '#')
+          i++;
         continue;
       }
       out[o++] = url[i++];
@@ -179,17 +188,23 @@ static char *mask_password(const char *url) {
     while (i < len && url[i] != '=' && url[i] != ' ' && url[i] != '\t')
       out[o++] = url[i++];
     int is_password = i - key == 8 && strncmp(url + key, "password", 8) == 0;
-    while (i < len && (url[i] == ' ' || url[i] == '\t')) out[o++] = url[i++];
-    if (i < len && url[i] == '=') out[o++] = url[i++];
-    while (i < len && (url[i] == ' ' || url[i] == '\t')) out[o++] = url[i++];
+    while (i < len && (url[i] == ' ' || url[i] == '\t'))
+      out[o++] = url[i++];
+    if (i < len && url[i] == '=')
+      out[o++] = url[i++];
+    while (i < len && (url[i] == ' ' || url[i] == '\t'))
+      out[o++] = url[i++];
     size_t value = i;
     if (i < len && url[i] == '\'') {
       for (i++; i < len && url[i] != '\''; i++)
-        if (url[i] == '\\' && i + 1 < len) i++;
-      if (i < len) i++;
+        if (url[i] == '\\' && i + 1 < len)
+          i++;
+      if (i < len)
+        i++;
     } else {
       for (; i < len && url[i] != ' ' && url[i] != '\t'; i++)
-        if (url[i] == '\\' && i + 1 < len) i++;
+        if (url[i] == '\\' && i + 1 < len)
+          i++;
     }
     if (is_password && i > value) {
       memcpy(out + o, "***", 3);
@@ -221,8 +236,10 @@ static void quiet_notices(void *arg, const char *message) {
  * (class 08 connection exceptions, 57P01..57P03 shutdown / cannot connect).
  */
 static int is_lost(PGconn *pg, const char *sqlstate) {
-  if (pg == NULL || PQstatus(pg) != CONNECTION_OK) return 1;
-  if (sqlstate == NULL) return 0;
+  if (pg == NULL || PQstatus(pg) != CONNECTION_OK)
+    return 1;
+  if (sqlstate == NULL)
+    return 0;
   return strncmp(sqlstate, "08", 2) == 0 || strcmp(sqlstate, "57P01") == 0 ||
          strcmp(sqlstate, "57P02") == 0 || strcmp(sqlstate, "57P03") == 0;
 }
@@ -258,7 +275,8 @@ static PGconn *open_pg(const char *url, int for_watch, char *why, size_t size) {
   while (st != PGRES_POLLING_OK) {
     if (st == PGRES_POLLING_FAILED) {
       one_line(why, size, PQerrorMessage(pg));
-      if (*why == '\0') snprintf(why, size, "connection failed");
+      if (*why == '\0')
+        snprintf(why, size, "connection failed");
       PQfinish(pg);
       return NULL;
     }
@@ -267,7 +285,8 @@ static PGconn *open_pg(const char *url, int for_watch, char *why, size_t size) {
       struct pollfd p = {PQsocket(pg),
                          st == PGRES_POLLING_READING ? POLLIN : POLLOUT, 0};
       int r = left > 0 ? poll(&p, 1, (int)left) : 0;
-      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && errno == EINTR)
+        continue;
       if (r <= 0) {
         if (r == 0)
           snprintf(why, size, "timed out after %d s",
@@ -298,15 +317,19 @@ typedef struct {
 
 static size_t hash(const char *s) {
   uint64_t h = 1469598103934665603u; /* FNV-1a */
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211u;
   return (size_t)h;
 }
 
 static slot_t *smap_find(const smap_t *m, const char *key) {
-  if (m->cap == 0) return NULL;
+  if (m->cap == 0)
+    return NULL;
   for (size_t i = hash(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-    if (m->slots[i].key == NULL) return NULL;
-    if (strcmp(m->slots[i].key, key) == 0) return &m->slots[i];
+    if (m->slots[i].key == NULL)
+      return NULL;
+    if (strcmp(m->slots[i].key, key) == 0)
+      return &m->slots[i];
   }
 }
 
@@ -319,11 +342,14 @@ static int smap_set(smap_t *m, const char *key, unsigned value) {
   if ((m->count + 1) * 4 > m->cap * 3) { /* keep the load under 3/4 */
     size_t cap = m->cap ? m->cap * 2 : 64;
     slot_t *slots = calloc(cap, sizeof(*slots));
-    if (slots == NULL) return DURABLE_ENOMEM;
+    if (slots == NULL)
+      return DURABLE_ENOMEM;
     for (size_t i = 0; i < m->cap; i++) {
-      if (m->slots[i].key == NULL) continue;
+      if (m->slots[i].key == NULL)
+        continue;
       size_t j = hash(m->slots[i].key) & (cap - 1);
-      while (slots[j].key != NULL) j = (j + 1) & (cap - 1);
+      while (slots[j].key != NULL)
+        j = (j + 1) & (cap - 1);
       slots[j] = m->slots[i];
     }
     free(m->slots);
@@ -331,9 +357,11 @@ static int smap_set(smap_t *m, const char *key, unsigned value) {
     m->cap = cap;
   }
   char *k = strdup(key);
-  if (k == NULL) return DURABLE_ENOMEM;
+  if (k == NULL)
+    return DURABLE_ENOMEM;
   size_t j = hash(key) & (m->cap - 1);
-  while (m->slots[j].key != NULL) j = (j + 1) & (m->cap - 1);
+  while (m->slots[j].key != NULL)
+    j = (j + 1) & (m->cap - 1);
   m->slots[j].key = k;
   m->slots[j].value = value;
   m->count++;
@@ -341,7 +369,8 @@ static int smap_set(smap_t *m, const char *key, unsigned value) {
 }
 
 static void smap_clear(smap_t *m) {
-  for (size_t i = 0; i < m->cap; i++) free(m->slots[i].key);
+  for (size_t i = 0; i < m->cap; i++)
+    free(m->slots[i].key);
   free(m->slots);
   m->slots = NULL;
   m->cap = m->count = 0;
@@ -355,31 +384,31 @@ enum { STEP_PLAIN, STEP_READ, STEP_WRITE, STEP_COMMIT };
 
 typedef struct {
   int kind;
-  int op;              /* STEP_WRITE: OP_INSERT, OP_UPSERT, OP_UPDATE, ... */
-  const char *sql;     /* plain SQL, or NULL for the prepared `name` */
+  int op;          /* STEP_WRITE: OP_INSERT, OP_UPSERT, OP_UPDATE, ... */
+  const char *sql; /* plain SQL, or NULL for the prepared `name` */
   char name[32];
   int n;
   const char *vals[8];
-  char *buf;           /* owns the copied values, `subject`, `partition` */
-  const char *what;    /* for messages: "insert", "get", ... */
-  const char *subject; /* for messages: the path */
-  const char *partition; /* forgotten when its relation is missing */
+  char *buf;               /* owns the copied values, `subject`, `partition` */
+  const char *what;        /* for messages: "insert", "get", ... */
+  const char *subject;     /* for messages: the path */
+  const char *partition;   /* forgotten when its relation is missing */
   durable__outcome_t *out; /* STEP_WRITE */
-  char rows[32];       /* insert/upsert: the many-row form of `name` */
+  char rows[32];           /* insert/upsert: the many-row form of `name` */
 } step_t;
 
 struct durable__conn_s {
   PGconn *pg;
-  char *name;        /* the URL with its password masked, for messages */
-  int in_tx;         /* between begin and commit / rollback */
-  int tx_sent;       /* the BEGIN of the open transaction has been sent */
-  int broken;        /* the protocol went astray: only disconnect now */
-  step_t *queue;     /* statements not sent yet, in order */
+  char *name;    /* the URL with its password masked, for messages */
+  int in_tx;     /* between begin and commit / rollback */
+  int tx_sent;   /* the BEGIN of the open transaction has been sent */
+  int broken;    /* the protocol went astray: only disconnect now */
+  step_t *queue; /* statements not sent yet, in order */
   size_t queued, queue_cap;
-  smap_t stmts;      /* "op table partition" -> n of prepared "durable_n" */
+  smap_t stmts; /* "op table partition" -> n of prepared "durable_n" */
   unsigned next_stmt;
   unsigned resets;   /* DEALLOCATE ALLs so far: names taken before are void */
-  smap_t partitions;       /* partition -> 1 when all its tables exist */
+  smap_t partitions; /* partition -> 1 when all its tables exist */
   durable__strv_t created; /* partitions created by the open transaction */
   char sqlstate[6];        /* of the last error */
 };
@@ -394,11 +423,15 @@ static int pg_error(durable__conn_t *c, const PGresult *res, int code,
       res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
   char line[400];
   snprintf(c->sqlstate, sizeof(c->sqlstate), "%s", state ? state : "");
-  if (msg == NULL || *msg == '\0') msg = res ? PQresultErrorMessage(res) : "";
-  if (*msg == '\0') msg = PQerrorMessage(c->pg);
-  if (*msg == '\0') msg = "unknown error";
+  if (msg == NULL || *msg == '\0')
+    msg = res ? PQresultErrorMessage(res) : "";
+  if (*msg == '\0')
+    msg = PQerrorMessage(c->pg);
+  if (*msg == '\0')
+    msg = "unknown error";
   one_line(line, sizeof(line), msg);
-  if (code == 0) code = is_lost(c->pg, state) ? DURABLE_EUNAVAIL : DURABLE_EIO;
+  if (code == 0)
+    code = is_lost(c->pg, state) ? DURABLE_EUNAVAIL : DURABLE_EIO;
   const char *sep = subject && *subject ? " " : "";
   if (code == DURABLE_EUNAVAIL)
     return durable__error(err, code, "store '%s' unavailable (%s%s%s): %s",
@@ -415,7 +448,8 @@ static int missing_relation(const durable__conn_t *c) {
 
 static void forget_partition(durable__conn_t *c, const char *partition) {
   slot_t *s = smap_find(&c->partitions, partition);
-  if (s != NULL) s->value = 0;
+  if (s != NULL)
+    s->value = 0;
 }
 
 static int result_ok(const PGresult *res) {
@@ -464,18 +498,19 @@ static step_t *push_step(durable__conn_t *c, int kind, durable_error_t *err) {
 }
 
 static void clear_queue(durable__conn_t *c) {
-  for (size_t i = 0; i < c->queued; i++) free(c->queue[i].buf);
+  for (size_t i = 0; i < c->queued; i++)
+    free(c->queue[i].buf);
   c->queued = 0;
 }
 
 /* A write's result into its outcome. */
 static void take_outcome(const step_t *s, const PGresult *res) {
   durable__outcome_t *o = s->out;
-  if (o == NULL) return;
+  if (o == NULL)
+    return;
   if (s->op == OP_REMOVE) {
-    o->status = strcmp(PQcmdTuples((PGresult *)res), "0") == 0
-                    ? DURABLE_ENOTFOUND
-                    : 0;
+    o->status =
+        strcmp(PQcmdTuples((PGresult *)res), "0") == 0 ? DURABLE_ENOTFOUND : 0;
     return;
   }
   if (PQntuples(res) != 1) { /* DO NOTHING, or no row to update */
@@ -485,8 +520,8 @@ static void take_outcome(const step_t *s, const PGresult *res) {
   o->status = 0;
   o->version = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
   o->created_at = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-  o->inserted = s->op == OP_UPSERT ? PQgetvalue(res, 0, 2)[0] == 't'
-                                   : s->op == OP_INSERT;
+  o->inserted =
+      s->op == OP_UPSERT ? PQgetvalue(res, 0, 2)[0] == 't' : s->op == OP_INSERT;
 }
 
 /* The outcomes of `n` writes sent as one many-row statement: each returned
@@ -532,19 +567,24 @@ typedef struct {
 static size_t run_length(durable__conn_t *c, size_t first) {
   const step_t *s = &c->queue[first];
   size_t j = first + 1;
-  if (s->kind != STEP_WRITE || s->rows[0] == '\0') return 1;
+  if (s->kind != STEP_WRITE || s->rows[0] == '\0')
+    return 1;
   smap_t keys = {0};
   char key[2 * DURABLE_PATH_MAX + 4];
   for (; j < c->queued && j - first < ROWS_MAX; j++) {
     const step_t *t = &c->queue[j];
-    if (t->kind != STEP_WRITE || strcmp(t->rows, s->rows) != 0) break;
-    if (s->op != OP_UPSERT) continue;
+    if (t->kind != STEP_WRITE || strcmp(t->rows, s->rows) != 0)
+      break;
+    if (s->op != OP_UPSERT)
+      continue;
     if (keys.count == 0) { /* the first row's key, once there is a second */
       snprintf(key, sizeof key, "%s\n%s", s->vals[0], s->vals[1]);
-      if (smap_set(&keys, key, 1) != 0) break;
+      if (smap_set(&keys, key, 1) != 0)
+        break;
     }
     snprintf(key, sizeof key, "%s\n%s", t->vals[0], t->vals[1]);
-    if (smap_find(&keys, key) != NULL || smap_set(&keys, key, 1) != 0) break;
+    if (smap_find(&keys, key) != NULL || smap_set(&keys, key, 1) != 0)
+      break;
   }
   smap_clear(&keys);
   return j - first;
@@ -560,13 +600,16 @@ static char *array_of(const step_t *steps, size_t n, int col) {
       len += 1 + (*p == '"' || *p == '\\');
   }
   char *out = malloc(len), *o = out;
-  if (out == NULL) return NULL;
+  if (out == NULL)
+    return NULL;
   *o++ = '{';
   for (size_t k = 0; k < n; k++) {
-    if (k) *o++ = ',';
+    if (k)
+      *o++ = ',';
     *o++ = '"';
     for (const char *p = steps[k].vals[col]; *p; p++) {
-      if (*p == '"' || *p == '\\') *o++ = '\\';
+      if (*p == '"' || *p == '\\')
+        *o++ = '\\';
       *o++ = *p;
     }
     *o++ = '"';
@@ -580,18 +623,20 @@ static char *array_of(const step_t *steps, size_t n, int col) {
 static int send_planned(PGconn *pg, step_t *steps, const sent_t *p) {
   const step_t *s = &steps[p->first];
   if (!p->rows)
-    return s->sql ? PQsendQueryParams(pg, s->sql, 0, NULL, NULL, NULL, NULL, 0)
-                  : PQsendQueryPrepared(pg, s->name, s->n, s->vals, NULL, NULL,
-                                        0);
+    return s->sql
+               ? PQsendQueryParams(pg, s->sql, 0, NULL, NULL, NULL, NULL, 0)
+               : PQsendQueryPrepared(pg, s->name, s->n, s->vals, NULL, NULL, 0);
   char *arrays[8];
   int ok = 1;
   for (int col = 0; col < 8; col++)
-    if ((arrays[col] = array_of(s, p->count, col)) == NULL) ok = 0;
+    if ((arrays[col] = array_of(s, p->count, col)) == NULL)
+      ok = 0;
   /* libpq copies the parameters into its buffer at once */
   if (ok)
-    ok = PQsendQueryPrepared(pg, s->rows, 8, (const char *const *)arrays,
-                             NULL, NULL, 0);
-  for (int col = 0; col < 8; col++) free(arrays[col]);
+    ok = PQsendQueryPrepared(pg, s->rows, 8, (const char *const *)arrays, NULL,
+                             NULL, 0);
+  for (int col = 0; col < 8; col++)
+    free(arrays[col]);
   return ok;
 }
 
@@ -616,9 +661,12 @@ static int drain(durable__conn_t *c, PGresult **last, int *unknown,
   size_t count = c->queued, nplan = 0, sent = 0, got = 0;
   PGresult *bad = NULL;
   int broken = 0, rc = 0, committed = 0, refused = 0;
-  if (last != NULL) *last = NULL;
-  if (unknown != NULL) *unknown = 0;
-  if (count == 0) return 0;
+  if (last != NULL)
+    *last = NULL;
+  if (unknown != NULL)
+    *unknown = 0;
+  if (count == 0)
+    return 0;
   sent_t *plan = malloc(count * sizeof(*plan));
   if (plan == NULL) {
     clear_queue(c);
@@ -631,13 +679,18 @@ static int drain(durable__conn_t *c, PGresult **last, int *unknown,
   }
   size_t bad_at = nplan, commit_at = nplan;
   c->sqlstate[0] = '\0';
-  if (c->in_tx) c->tx_sent = 1;
-  if (!PQenterPipelineMode(pg)) broken = 1;
+  if (c->in_tx)
+    c->tx_sent = 1;
+  if (!PQenterPipelineMode(pg))
+    broken = 1;
   for (; !broken && sent < nplan; sent++) {
-    if (c->queue[plan[sent].first].kind == STEP_COMMIT) commit_at = sent;
-    if (!send_planned(pg, c->queue, &plan[sent])) broken = 1;
+    if (c->queue[plan[sent].first].kind == STEP_COMMIT)
+      commit_at = sent;
+    if (!send_planned(pg, c->queue, &plan[sent]))
+      broken = 1;
   }
-  if (!broken && !PQpipelineSync(pg)) broken = 1;
+  if (!broken && !PQpipelineSync(pg))
+    broken = 1;
   for (; !broken && got < sent; got++) {
     const sent_t *p = &plan[got];
     step_t *s = &c->queue[p->first];
@@ -678,12 +731,14 @@ static int drain(durable__conn_t *c, PGresult **last, int *unknown,
   }
   if (!broken) {
     PGresult *r = PQgetResult(pg);
-    if (r == NULL || PQresultStatus(r) != PGRES_PIPELINE_SYNC) broken = 1;
+    if (r == NULL || PQresultStatus(r) != PGRES_PIPELINE_SYNC)
+      broken = 1;
     PQclear(r);
   }
   if (PQpipelineStatus(pg) != PQ_PIPELINE_OFF && !PQexitPipelineMode(pg))
     broken = 1;
-  if (broken) c->broken = 1;
+  if (broken)
+    c->broken = 1;
 
   if (committed) {
     rc = 0; /* saved: whatever the connection does now */
@@ -691,7 +746,8 @@ static int drain(durable__conn_t *c, PGresult **last, int *unknown,
     const step_t *s = &c->queue[plan[bad_at].first];
     rc = pg_error(c, bad, broken ? DURABLE_EUNAVAIL : 0, err, s->what,
                   s->subject);
-    if (missing_relation(c) && s->partition) forget_partition(c, s->partition);
+    if (missing_relation(c) && s->partition)
+      forget_partition(c, s->partition);
   } else if (broken) {
     const step_t *s = &c->queue[plan[got < nplan ? got : nplan - 1].first];
     rc = pg_error(c, NULL, DURABLE_EUNAVAIL, err, s->what, s->subject);
@@ -706,10 +762,9 @@ static int drain(durable__conn_t *c, PGresult **last, int *unknown,
     const char *state = bad ? PQresultErrorField(bad, PG_DIAG_SQLSTATE) : NULL;
     const char *severity =
         bad ? PQresultErrorField(bad, PG_DIAG_SEVERITY_NONLOCALIZED) : NULL;
-    int proof = state != NULL &&
-                (bad_at < commit_at ||
-                 (bad_at == commit_at && severity != NULL &&
-                  strcmp(severity, "ERROR") == 0));
+    int proof = state != NULL && (bad_at < commit_at ||
+                                  (bad_at == commit_at && severity != NULL &&
+                                   strcmp(severity, "ERROR") == 0));
     *unknown = !proof;
   }
   PQclear(bad);
@@ -731,7 +786,8 @@ static PGresult *run(durable__conn_t *c, const char *name, int n,
   c->sqlstate[0] = '\0';
   if (c->queued == 0) {
     res = PQexecPrepared(c->pg, name, n, vals, NULL, NULL, 0);
-    if (result_ok(res)) return res;
+    if (result_ok(res))
+      return res;
     *rc = pg_error(c, res, 0, err, op, subject);
     PQclear(res);
     return NULL;
@@ -743,7 +799,8 @@ static PGresult *run(durable__conn_t *c, const char *name, int n,
   }
   snprintf(s->name, sizeof(s->name), "%s", name);
   s->n = n;
-  for (int i = 0; i < n && i < 8; i++) s->vals[i] = vals[i];
+  for (int i = 0; i < n && i < 8; i++)
+    s->vals[i] = vals[i];
   s->what = op;
   s->subject = subject;
   *rc = drain(c, &res, NULL, err);
@@ -753,7 +810,6 @@ static PGresult *run(durable__conn_t *c, const char *name, int n,
 }
 
 /* ---- prepared statements ------------------------------------------------ */
-
 
 /* The SQL of an operation; `rel` is the quoted "partition".table. */
 static char *op_sql(durable__conn_t *c, int op, const char *rel) {
@@ -791,14 +847,15 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel) {
   case OP_UPSERT:
     /* xmax is 0 in a row this statement inserted, our transaction's id in
      * one it updated: the usual way to tell the two apart */
-    return format("INSERT INTO %s (" NODE_COLS ") VALUES ($1, $2, $3, $4, "
-                  "$5, $6, nextval('public.durable_version'), $7, $8) "
-                  "ON CONFLICT (namespace, id) DO UPDATE SET "
-                  "path = EXCLUDED.path, node_type = EXCLUDED.node_type, "
-                  "content = EXCLUDED.content, main_node = EXCLUDED.main_node, "
-                  "version = EXCLUDED.version, updated_at = EXCLUDED.updated_at "
-                  "RETURNING version, created_at, xmax = 0",
-                  rel);
+    return format(
+        "INSERT INTO %s (" NODE_COLS ") VALUES ($1, $2, $3, $4, "
+        "$5, $6, nextval('public.durable_version'), $7, $8) "
+        "ON CONFLICT (namespace, id) DO UPDATE SET "
+        "path = EXCLUDED.path, node_type = EXCLUDED.node_type, "
+        "content = EXCLUDED.content, main_node = EXCLUDED.main_node, "
+        "version = EXCLUDED.version, updated_at = EXCLUDED.updated_at "
+        "RETURNING version, created_at, xmax = 0",
+        rel);
   case OP_INSERT_ROWS:
   case OP_UPSERT_ROWS:
     /* One statement for many rows, each parameter an array: far less work
@@ -834,7 +891,8 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel) {
     char *names[16];
     for (const char *const *t = durable__tables(); *t && n < 16; t++) {
       names[n] = PQescapeLiteral(c->pg, *t, strlen(*t));
-      if (names[n] == NULL) break;
+      if (names[n] == NULL)
+        break;
       len += strlen(names[n++]) + 2;
     }
     char *list = malloc(len + 1);
@@ -842,7 +900,8 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel) {
     if (list != NULL) {
       list[0] = '\0';
       for (size_t i = 0; i < n; i++) {
-        if (i) strcat(list, ", ");
+        if (i)
+          strcat(list, ", ");
         strcat(list, names[i]);
       }
       sql = format("SELECT count(*) = %zu FROM pg_catalog.pg_class c JOIN "
@@ -851,7 +910,8 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel) {
                    "c.relname IN (%s)",
                    n, list);
     }
-    for (size_t i = 0; i < n; i++) PQfreemem(names[i]);
+    for (size_t i = 0; i < n; i++)
+      PQfreemem(names[i]);
     free(list);
     return sql;
   }
@@ -881,7 +941,8 @@ static int statement(durable__conn_t *c, int op, const durable__place_t *place,
                      char name[32], durable_error_t *err) {
   char *key = place ? format("%c %s %s", op, place->table, place->partition)
                     : format("%c", op);
-  if (key == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (key == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   slot_t *s = smap_find(&c->stmts, key);
   if (s != NULL) {
     snprintf(name, 32, "durable_%u", s->value);
@@ -897,7 +958,8 @@ static int statement(durable__conn_t *c, int op, const durable__place_t *place,
       return rc;
     }
     PGresult *res = PQexec(c->pg, "DEALLOCATE ALL");
-    if (!result_ok(res)) rc = pg_error(c, res, 0, err, "deallocate", "");
+    if (!result_ok(res))
+      rc = pg_error(c, res, 0, err, "deallocate", "");
     PQclear(res);
     if (rc != 0) {
       free(key);
@@ -912,11 +974,13 @@ static int statement(durable__conn_t *c, int op, const durable__place_t *place,
     char *schema =
         PQescapeIdentifier(c->pg, place->partition, strlen(place->partition));
     char *table = PQescapeIdentifier(c->pg, place->table, strlen(place->table));
-    if (schema && table) rel = format("%s.%s", schema, table);
+    if (schema && table)
+      rel = format("%s.%s", schema, table);
     PQfreemem(schema);
     PQfreemem(table);
   }
-  if (place == NULL || rel != NULL) sql = op_sql(c, op, rel);
+  if (place == NULL || rel != NULL)
+    sql = op_sql(c, op, rel);
   free(rel);
   if (sql == NULL) {
     free(key);
@@ -951,13 +1015,16 @@ static int partition_exists(durable__conn_t *c, const char *partition,
   }
   char name[32];
   int rc = statement(c, OP_CHECK, NULL, name, err);
-  if (rc != 0) return rc;
+  if (rc != 0)
+    return rc;
   const char *vals[1] = {partition};
   PGresult *res = run(c, name, 1, vals, &rc, err, "check partition", partition);
-  if (res == NULL) return rc;
+  if (res == NULL)
+    return rc;
   *exists = PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
   PQclear(res);
-  if (*exists) return smap_set(&c->partitions, partition, 1);
+  if (*exists)
+    return smap_set(&c->partitions, partition, 1);
   return 0;
 }
 
@@ -971,12 +1038,14 @@ static int ensure_partition(durable__conn_t *c, const char *partition,
                             durable_error_t *err) {
   int exists = 0;
   int rc = partition_exists(c, partition, &exists, err);
-  if (rc != 0 || exists) return rc;
+  if (rc != 0 || exists)
+    return rc;
 
   int own = !c->in_tx; /* not expected, but then it gets its own transaction */
   if (own) {
     step_t *b = push_step(c, STEP_PLAIN, err);
-    if (b == NULL) return err->code;
+    if (b == NULL)
+      return err->code;
     b->sql = "BEGIN";
     b->what = "begin";
     c->in_tx = 1;
@@ -985,7 +1054,8 @@ static int ensure_partition(durable__conn_t *c, const char *partition,
   const char *vals[1] = {partition};
   PGresult *res = NULL;
   rc = statement(c, OP_LOCK, NULL, lock, err);
-  if (rc == 0) rc = statement(c, OP_ENSURE, NULL, ensure, err);
+  if (rc == 0)
+    rc = statement(c, OP_ENSURE, NULL, ensure, err);
   if (rc == 0)
     res = run(c, lock, 1, vals, &rc, err, "lock partition", partition);
   PQclear(res);
@@ -993,8 +1063,10 @@ static int ensure_partition(durable__conn_t *c, const char *partition,
   if (rc == 0)
     res = run(c, ensure, 1, vals, &rc, err, "create partition", partition);
   PQclear(res);
-  if (rc == 0) rc = smap_set(&c->partitions, partition, 1);
-  if (rc == 0 && !own) rc = durable__strv_push(&c->created, partition);
+  if (rc == 0)
+    rc = smap_set(&c->partitions, partition, 1);
+  if (rc == 0 && !own)
+    rc = durable__strv_push(&c->created, partition);
   if (own) {
     clear_queue(c);
     if (c->tx_sent) {
@@ -1004,7 +1076,8 @@ static int ensure_partition(durable__conn_t *c, const char *partition,
       PQclear(res);
     }
     c->in_tx = c->tx_sent = 0;
-    if (rc != 0) forget_partition(c, partition);
+    if (rc != 0)
+      forget_partition(c, partition);
   }
   return rc;
 }
@@ -1062,7 +1135,8 @@ static int bootstrap(durable__conn_t *c, durable_error_t *err) {
                          script, "COMMIT"};
   for (size_t i = 0; rc == 0 && !current && i < 4; i++) {
     PGresult *res = PQexec(c->pg, steps[i]);
-    if (!result_ok(res)) rc = pg_error(c, res, 0, err, "bootstrap", "");
+    if (!result_ok(res))
+      rc = pg_error(c, res, 0, err, "bootstrap", "");
     PQclear(res);
   }
   if (rc != 0 && PQtransactionStatus(c->pg) != PQTRANS_IDLE)
@@ -1072,8 +1146,10 @@ static int bootstrap(durable__conn_t *c, durable_error_t *err) {
 }
 
 static void pg_disconnect(durable__conn_t *c) {
-  if (c == NULL) return;
-  if (c->pg != NULL) PQfinish(c->pg); /* the server rolls back an open tx */
+  if (c == NULL)
+    return;
+  if (c->pg != NULL)
+    PQfinish(c->pg); /* the server rolls back an open tx */
   smap_clear(&c->stmts);
   smap_clear(&c->partitions);
   durable__strv_free(&c->created);
@@ -1128,7 +1204,8 @@ static int pg_begin(durable__conn_t *c, durable_error_t *err) {
   /* A backend that was ended while we were idle has said so on the socket:
    * reading it now (never blocking) finds out before anything is sent, so
    * the engine reconnects instead of meeting the loss mid-commit. */
-  if (!c->broken) PQconsumeInput(c->pg);
+  if (!c->broken)
+    PQconsumeInput(c->pg);
   if (c->broken || PQstatus(c->pg) != CONNECTION_OK) /* drop it, reconnect */
     return pg_error(c, NULL, DURABLE_EUNAVAIL, err, "begin", "");
   /* Queued: it goes with the first statement that is sent.  PostgreSQL
@@ -1136,7 +1213,8 @@ static int pg_begin(durable__conn_t *c, durable_error_t *err) {
    * COMMITTED reads the latest commit after the lock is granted. */
   clear_queue(c);
   step_t *s = push_step(c, STEP_PLAIN, err);
-  if (s == NULL) return err->code;
+  if (s == NULL)
+    return err->code;
   s->sql = "BEGIN";
   s->what = "begin";
   c->in_tx = 1;
@@ -1150,7 +1228,8 @@ static int pg_flush(durable__conn_t *c, durable_error_t *err) {
 
 static int pg_commit(durable__conn_t *c, int *unknown, durable_error_t *err) {
   *unknown = 0;
-  if (!c->in_tx) return 0;
+  if (!c->in_tx)
+    return 0;
   if (!c->tx_sent && c->queued <= 1) { /* a BEGIN alone: nothing to do */
     end_tx(c, 1);
     return 0;
@@ -1170,8 +1249,7 @@ static int pg_commit(durable__conn_t *c, int *unknown, durable_error_t *err) {
 }
 
 static void pg_rollback(durable__conn_t *c) {
-  if (c->in_tx && c->tx_sent && !c->broken &&
-      PQstatus(c->pg) == CONNECTION_OK)
+  if (c->in_tx && c->tx_sent && !c->broken && PQstatus(c->pg) == CONNECTION_OK)
     PQclear(PQexec(c->pg, "ROLLBACK"));
   end_tx(c, 0);
 }
@@ -1180,13 +1258,15 @@ static void pg_rollback(durable__conn_t *c) {
 
 static durable_node_t *node_of_row(const PGresult *res, int row) {
   durable_node_t *n = calloc(1, sizeof(*n));
-  if (n == NULL) return NULL;
+  if (n == NULL)
+    return NULL;
   char **fields[6] = {&n->ns,        &n->id,      &n->path,
                       &n->node_type, &n->content, &n->main_node};
   int failed = 0;
   for (int i = 0; i < 6; i++) {
     *fields[i] = strdup(PQgetvalue(res, row, i));
-    if (*fields[i] == NULL) failed = 1;
+    if (*fields[i] == NULL)
+      failed = 1;
   }
   n->version = strtoll(PQgetvalue(res, row, 6), NULL, 10);
   n->created_at = strtoll(PQgetvalue(res, row, 7), NULL, 10);
@@ -1205,7 +1285,8 @@ static int prepare_read(durable__conn_t *c, int op, durable__place_t place,
   int exists = 0;
   int rc = partition_exists(c, place.partition, &exists, err);
   *absent = rc == 0 && !exists;
-  if (rc != 0 || *absent) return rc;
+  if (rc != 0 || *absent)
+    return rc;
   rc = statement(c, op, &place, name, err);
   if (rc != 0 && !c->in_tx && missing_relation(c)) {
     forget_partition(c, place.partition); /* dropped since we looked */
@@ -1219,7 +1300,8 @@ static int prepare_read(durable__conn_t *c, int op, durable__place_t place,
  * means "absent"; inside one the error stands (the transaction is spoiled). */
 static int read_failed(durable__conn_t *c, durable__place_t place, int rc,
                        int *absent) {
-  if (missing_relation(c)) forget_partition(c, place.partition);
+  if (missing_relation(c))
+    forget_partition(c, place.partition);
   if (!c->in_tx && missing_relation(c)) {
     *absent = 1;
     return 0;
@@ -1240,16 +1322,19 @@ static int pg_get(durable__conn_t *c, durable__place_t place, const char *ns,
   if (rc == 0 && !absent) {
     const char *vals[2] = {ns, id};
     res = run(c, name, 2, vals, &rc, err, "get", path);
-    if (res == NULL) rc = read_failed(c, place, rc, &absent);
+    if (res == NULL)
+      rc = read_failed(c, place, rc, &absent);
   }
-  if (rc != 0) return rc;
+  if (rc != 0)
+    return rc;
   if (absent || PQntuples(res) == 0) {
     PQclear(res);
     return durable__error(err, DURABLE_ENOTFOUND, "'%s' not found", path);
   }
   *out = node_of_row(res, 0);
   PQclear(res);
-  if (*out == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (*out == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   return 0;
 }
 
@@ -1272,11 +1357,13 @@ static int pg_list(durable__conn_t *c, durable__place_t place, const char *ns,
   char name[32], lim[24];
   int absent = 0;
   int rc = prepare_read(c, OP_LIST, place, name, &absent, err);
-  if (rc != 0 || absent) return rc;
+  if (rc != 0 || absent)
+    return rc;
   snprintf(lim, sizeof(lim), "%zu", limit);
   const char *vals[3] = {ns, after ? after : "", lim};
   PGresult *res = run(c, name, 3, vals, &rc, err, "list", ns);
-  if (res == NULL) return read_failed(c, place, rc, &absent);
+  if (res == NULL)
+    return read_failed(c, place, rc, &absent);
   rc = push_rows(res, out, err);
   PQclear(res);
   return rc;
@@ -1288,11 +1375,13 @@ static int pg_list_type(durable__conn_t *c, durable__place_t place,
   char name[32], lim[24];
   int absent = 0;
   int rc = prepare_read(c, OP_LIST_TYPE, place, name, &absent, err);
-  if (rc != 0 || absent) return rc;
+  if (rc != 0 || absent)
+    return rc;
   snprintf(lim, sizeof(lim), "%zu", limit);
   const char *vals[3] = {node_type, after ? after : "", lim};
   PGresult *res = run(c, name, 3, vals, &rc, err, "list by type", node_type);
-  if (res == NULL) return read_failed(c, place, rc, &absent);
+  if (res == NULL)
+    return read_failed(c, place, rc, &absent);
   rc = push_rows(res, out, err);
   PQclear(res);
   return rc;
@@ -1301,11 +1390,11 @@ static int pg_list_type(durable__conn_t *c, durable__place_t place,
 /* Every schema that holds the node tables is a partition. */
 static int pg_partitions(durable__conn_t *c, durable__strv_t *out,
                          durable_error_t *err) {
-  PGresult *res = PQexec(c->pg,
-                         "SELECT n.nspname FROM pg_namespace n WHERE EXISTS "
-                         "(SELECT 1 FROM pg_class t WHERE t.relnamespace = n.oid "
-                         "AND t.relname = 'mesh_nodes' AND t.relkind = 'r') "
-                         "ORDER BY n.nspname");
+  PGresult *res =
+      PQexec(c->pg, "SELECT n.nspname FROM pg_namespace n WHERE EXISTS "
+                    "(SELECT 1 FROM pg_class t WHERE t.relnamespace = n.oid "
+                    "AND t.relname = 'mesh_nodes' AND t.relkind = 'r') "
+                    "ORDER BY n.nspname");
   int rc = 0;
   if (!result_ok(res)) {
     rc = pg_error(c, res, 0, err, "partitions", "");
@@ -1334,12 +1423,15 @@ static int pg_max_id(durable__conn_t *c, durable__place_t place, const char *ns,
   if (rc == 0 && !absent) {
     const char *vals[4] = {ns, lo, hi, w};
     res = run(c, name, 4, vals, &rc, err, "max id", ns);
-    if (res == NULL) rc = read_failed(c, place, rc, &absent);
+    if (res == NULL)
+      rc = read_failed(c, place, rc, &absent);
   }
-  if (rc != 0) return rc;
+  if (rc != 0)
+    return rc;
   *out = strdup(!absent && PQntuples(res) ? PQgetvalue(res, 0, 0) : "");
   PQclear(res);
-  if (*out == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (*out == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   return 0;
 }
 
@@ -1349,13 +1441,15 @@ static int pg_max_id(durable__conn_t *c, durable__place_t place, const char *ns,
 static int prepare_write(durable__conn_t *c, int op, durable__place_t place,
                          char name[32], durable_error_t *err) {
   int rc = ensure_partition(c, place.partition, err);
-  if (rc == 0) rc = statement(c, op, &place, name, err);
+  if (rc == 0)
+    rc = statement(c, op, &place, name, err);
   return rc;
 }
 
 /* A write failed on a relation that vanished: create it again next time. */
 static int write_failed(durable__conn_t *c, durable__place_t place, int rc) {
-  if (missing_relation(c)) forget_partition(c, place.partition);
+  if (missing_relation(c))
+    forget_partition(c, place.partition);
   return rc;
 }
 
@@ -1377,7 +1471,8 @@ static int queue_write(durable__conn_t *c, int op, durable__place_t place,
       rc = statement(c, op == OP_INSERT ? OP_INSERT_ROWS : OP_UPSERT_ROWS,
                      &place, rows, err);
   } while (rc == 0 && resets != c->resets);
-  if (rc != 0) return write_failed(c, place, rc);
+  if (rc != 0)
+    return write_failed(c, place, rc);
   const char *vals[8];
   int n;
   if (node != NULL) {
@@ -1402,10 +1497,12 @@ static int queue_write(durable__conn_t *c, int op, durable__place_t place,
   /* one block: the values, then the subject (the path) and the partition */
   size_t len[10], total = 0;
   int k = n == 8 ? 8 : 3;
-  for (int i = 0; i < k; i++) total += (len[i] = strlen(vals[i])) + 1;
+  for (int i = 0; i < k; i++)
+    total += (len[i] = strlen(vals[i])) + 1;
   total += (len[k] = strlen(place.partition)) + 1;
   step_t *s = push_step(c, STEP_WRITE, err);
-  if (s == NULL) return err->code;
+  if (s == NULL)
+    return err->code;
   if ((s->buf = malloc(total)) == NULL) {
     c->queued--;
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
@@ -1422,7 +1519,8 @@ static int queue_write(durable__conn_t *c, int op, durable__place_t place,
   snprintf(s->rows, sizeof(s->rows), "%s", rows);
   s->op = op;
   s->n = n;
-  for (int i = 0; i < n; i++) s->vals[i] = copies[i];
+  for (int i = 0; i < n; i++)
+    s->vals[i] = copies[i];
   s->subject = copies[2]; /* the path */
   s->partition = copies[k];
   s->what = op == OP_INSERT   ? "insert"
@@ -1502,14 +1600,17 @@ static int pg_grants_of(durable__conn_t *c, const char *principal,
                         durable__strv_t *out, durable_error_t *err) {
   char name[32];
   int rc = statement(c, OP_GRANTS, NULL, name, err);
-  if (rc != 0) return rc;
+  if (rc != 0)
+    return rc;
   const char *vals[1] = {principal};
   PGresult *res = run(c, name, 1, vals, &rc, err, "grants of", principal);
-  if (res == NULL) return rc;
+  if (res == NULL)
+    return rc;
   for (int i = 0, n = PQntuples(res); rc == 0 && i < n; i++)
     rc = durable__strv_push(out, PQgetvalue(res, i, 0));
   PQclear(res);
-  if (rc != 0) return durable__error(err, rc, "out of memory");
+  if (rc != 0)
+    return durable__error(err, rc, "out of memory");
   return 0;
 }
 
@@ -1517,7 +1618,8 @@ static int pg_grant(durable__conn_t *c, const char *principal,
                     const char *prefix, int add, durable_error_t *err) {
   char name[32];
   int rc = statement(c, add ? OP_GRANT_ADD : OP_GRANT_DEL, NULL, name, err);
-  if (rc != 0) return rc;
+  if (rc != 0)
+    return rc;
   const char *vals[2] = {principal, prefix};
   PGresult *res =
       run(c, name, 2, vals, &rc, err, add ? "grant" : "revoke", principal);
@@ -1551,13 +1653,15 @@ struct durable__watch_src_s {
 static void watch_connect(durable__watch_src_t *src);
 
 static void watch_maybe_done(durable__watch_src_t *src) {
-  if (!src->stopping || src->pending > 0) return;
+  if (!src->stopping || src->pending > 0)
+    return;
   void (*done)(void *) = src->done;
   void *data = src->done_data;
   free(src->url);
   free(src->instance);
   free(src);
-  if (done != NULL) done(data);
+  if (done != NULL)
+    done(data);
 }
 
 static void watch_handle_closed(uv_handle_t *handle) {
@@ -1566,10 +1670,13 @@ static void watch_handle_closed(uv_handle_t *handle) {
   watch_maybe_done(src);
 }
 
-static void watch_retry_cb(uv_timer_t *timer) { watch_connect(timer->data); }
+static void watch_retry_cb(uv_timer_t *timer) {
+  watch_connect(timer->data);
+}
 
 static void watch_retry(durable__watch_src_t *src) {
-  if (src->stopping) return;
+  if (src->stopping)
+    return;
   uv_timer_start(&src->timer, watch_retry_cb, src->backoff_ms, 0);
   src->backoff_ms *= 2;
   if (src->backoff_ms > WATCH_BACKOFF_MAX_MS)
@@ -1587,13 +1694,15 @@ static void watch_poll_closed(uv_handle_t *handle) {
 }
 
 static void watch_lost(durable__watch_src_t *src) {
-  if (!src->polling) return;
+  if (!src->polling)
+    return;
   src->polling = 0;
   uv_close((uv_handle_t *)&src->poll, watch_poll_closed);
 }
 
 static void watch_deliver(durable__watch_src_t *src, PGnotify *n) {
-  if (strcmp(n->relname, CHANNEL) != 0) return;
+  if (strcmp(n->relname, CHANNEL) != 0)
+    return;
   const char *nl = strchr(n->extra, '\n');
   if (nl == NULL) { /* not ours to parse: assume the worst */
     durable__store_changed_elsewhere(src->store, NULL);
@@ -1621,7 +1730,8 @@ static void watch_readable(uv_poll_t *handle, int status, int events) {
     return;
   }
   watch_drain(src);
-  if (PQstatus(src->pg) != CONNECTION_OK) watch_lost(src);
+  if (PQstatus(src->pg) != CONNECTION_OK)
+    watch_lost(src);
 }
 
 /* Threadpool: connect and LISTEN, blocking (bounded by the 5 s deadline).
@@ -1629,7 +1739,8 @@ static void watch_readable(uv_poll_t *handle, int status, int events) {
 static void watch_connect_work(uv_work_t *work) {
   durable__watch_src_t *src = work->data;
   src->fresh = open_pg(src->url, 1, src->why, sizeof(src->why));
-  if (src->fresh == NULL) return;
+  if (src->fresh == NULL)
+    return;
   PGresult *res = PQexec(src->fresh, "LISTEN " CHANNEL);
   if (PQresultStatus(res) != PGRES_COMMAND_OK) {
     one_line(src->why, sizeof(src->why), PQerrorMessage(src->fresh));
@@ -1645,7 +1756,8 @@ static void watch_connect_done(uv_work_t *work, int status) {
   src->fresh = NULL;
   src->pending--;
   if (src->stopping || pg == NULL || status != 0) {
-    if (pg != NULL) PQfinish(pg);
+    if (pg != NULL)
+      PQfinish(pg);
     watch_retry(src);
     watch_maybe_done(src);
     return;
@@ -1664,11 +1776,13 @@ static void watch_connect_done(uv_work_t *work, int status) {
   uv_poll_start(&src->poll, UV_READABLE, watch_readable);
   watch_drain(src); /* anything that came with the LISTEN's reply */
   /* Commits made while we were not listening were not heard: re-sync. */
-  if (!src->stopping) durable__store_changed_elsewhere(src->store, NULL);
+  if (!src->stopping)
+    durable__store_changed_elsewhere(src->store, NULL);
 }
 
 static void watch_connect(durable__watch_src_t *src) {
-  if (src->stopping) return;
+  if (src->stopping)
+    return;
   src->work.data = src;
   if (uv_queue_work(src->loop, &src->work, watch_connect_work,
                     watch_connect_done) != 0) {
@@ -1685,7 +1799,8 @@ static int pg_watch_start(durable_store_t *store, const char *url,
   durable__watch_src_t *src = calloc(1, sizeof(*src));
   if (src == NULL || (src->url = strdup(url)) == NULL ||
       (src->instance = strdup(instance)) == NULL) {
-    if (src != NULL) free(src->url);
+    if (src != NULL)
+      free(src->url);
     free(src);
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }

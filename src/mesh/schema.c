@@ -33,8 +33,8 @@ const size_t durable__mapping_count =
 
 /* Distinct tables in order, built once from the constant mapping list
  * (under uv_once: worker threads may be the first to ask). */
-static const char *tables[sizeof(durable__mappings) /
-                              sizeof(durable__mappings[0]) + 2];
+static const char
+    *tables[sizeof(durable__mappings) / sizeof(durable__mappings[0]) + 2];
 static uv_once_t tables_once = UV_ONCE_INIT;
 
 static void build_tables(void) {
@@ -43,8 +43,10 @@ static void build_tables(void) {
   for (size_t i = 0; i < durable__mapping_count; i++) {
     int seen = 0;
     for (size_t j = 0; j < n; j++)
-      if (strcmp(tables[j], durable__mappings[i].table) == 0) seen = 1;
-    if (!seen) tables[n++] = durable__mappings[i].table;
+      if (strcmp(tables[j], durable__mappings[i].table) == 0)
+        seen = 1;
+    if (!seen)
+      tables[n++] = durable__mappings[i].table;
   }
   tables[n] = NULL;
 }
@@ -61,7 +63,8 @@ typedef struct {
 } sbuf;
 
 static void sb_add(sbuf *b, const char *fmt, ...) {
-  if (b->cap && b->s == NULL) return; /* failed earlier */
+  if (b->cap && b->s == NULL)
+    return; /* failed earlier */
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(NULL, 0, fmt, ap);
@@ -103,16 +106,17 @@ static char *sqlite_script(void) {
     node_table_columns(&b, "TEXT", "INTEGER");
     sb_add(&b, ") WITHOUT ROWID;\n");
   }
-  sb_add(&b,
-         /* read grants: principal may read owners at or under prefix */
-         "CREATE TABLE IF NOT EXISTS durable_grants (principal TEXT NOT NULL, "
-         "prefix TEXT NOT NULL, PRIMARY KEY (principal, prefix)) WITHOUT ROWID;\n"
-         /* the commit log: each write transaction's id with the namespaces
-          * it changed, for other processes, and the last version it wrote,
-          * which the next one counts on from (sqlite_store.c) */
-         "CREATE TABLE IF NOT EXISTS durable_commits (commit_id INTEGER NOT "
-         "NULL, namespace TEXT NOT NULL, version INTEGER NOT NULL, "
-         "PRIMARY KEY (commit_id, namespace)) WITHOUT ROWID;\n");
+  sb_add(
+      &b,
+      /* read grants: principal may read owners at or under prefix */
+      "CREATE TABLE IF NOT EXISTS durable_grants (principal TEXT NOT NULL, "
+      "prefix TEXT NOT NULL, PRIMARY KEY (principal, prefix)) WITHOUT ROWID;\n"
+      /* the commit log: each write transaction's id with the namespaces
+       * it changed, for other processes, and the last version it wrote,
+       * which the next one counts on from (sqlite_store.c) */
+      "CREATE TABLE IF NOT EXISTS durable_commits (commit_id INTEGER NOT "
+      "NULL, namespace TEXT NOT NULL, version INTEGER NOT NULL, "
+      "PRIMARY KEY (commit_id, namespace)) WITHOUT ROWID;\n");
   return b.s;
 }
 

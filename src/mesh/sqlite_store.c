@@ -67,8 +67,8 @@
 #define LOG_KEEP 16384
 #define LOG_PRUNE 256
 
-#define NODE_COLUMNS                                                          \
-  "namespace, id, path, node_type, content, main_node, version, "            \
+#define NODE_COLUMNS                                                           \
+  "namespace, id, path, node_type, content, main_node, version, "              \
   "created_at, updated_at"
 
 /* Statements of each node table, prepared lazily per connection. */
@@ -108,8 +108,9 @@ static const char *const op_sql[OP_COUNT] = {
                    "main_node = ?6, version = ?7, updated_at = ?9 "
                    "WHERE namespace = ?1 AND id = ?2 RETURNING created_at",
     [OP_REMOVE] = "DELETE FROM %s WHERE namespace = ?1 AND id = ?2",
-    [OP_LIST_TYPE] = "SELECT " NODE_COLUMNS " FROM %s "
-                     "WHERE node_type = ?1 AND path > ?2 ORDER BY path LIMIT ?3",
+    [OP_LIST_TYPE] =
+        "SELECT " NODE_COLUMNS " FROM %s "
+        "WHERE node_type = ?1 AND path > ?2 ORDER BY path LIMIT ?3",
 };
 
 /* Statements that are not per table. */
@@ -158,8 +159,8 @@ static const char *const misc_sql[S_COUNT] = {
 
 struct durable__conn_s {
   sqlite3 *db;
-  char *file;      /* for messages; MEMORY_NAME for the in-memory store */
-  size_t ntables;  /* entries of durable__tables() */
+  char *file;     /* for messages; MEMORY_NAME for the in-memory store */
+  size_t ntables; /* entries of durable__tables() */
   sqlite3_stmt **table_stmts; /* ntables * OP_COUNT, NULL until first use */
   sqlite3_stmt *stmts[S_COUNT];
   int64_t commit_id; /* of the open write transaction; 0 until taken */
@@ -204,7 +205,8 @@ static int parse_url(const char *url, url_parts *p, durable_error_t *err) {
 
 static int single_connection(const char *url) {
   url_parts p;
-  if (parse_url(url, &p, NULL) != 0) return 0;
+  if (parse_url(url, &p, NULL) != 0)
+    return 0;
   free(p.file);
   return p.memory;
 }
@@ -215,7 +217,8 @@ static int single_connection(const char *url) {
 static int one_line(durable_error_t *err, int code) {
   if (err != NULL)
     for (char *s = err->message; *s; s++)
-      if (*s == '\n' || *s == '\r') *s = ' ';
+      if (*s == '\n' || *s == '\r')
+        *s = ' ';
   return code;
 }
 
@@ -248,8 +251,8 @@ static int sql_fail(durable__conn_t *c, int rc, const char *what,
 
 static int prepare(durable__conn_t *c, const char *sql, sqlite3_stmt **out,
                    durable_error_t *err) {
-  int rc = sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, out,
-                              NULL);
+  int rc =
+      sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL);
   if (rc != SQLITE_OK) {
     *out = NULL;
     return sql_fail(c, rc, "prepare", err);
@@ -284,7 +287,8 @@ static sqlite3_stmt *table_stmt(durable__conn_t *c, durable__place_t place,
   if (*slot == NULL) {
     char sql[512];
     snprintf(sql, sizeof(sql), op_sql[op], tables[t]);
-    if (prepare(c, sql, slot, err) != 0) return NULL;
+    if (prepare(c, sql, slot, err) != 0)
+      return NULL;
   }
   return *slot;
 }
@@ -314,10 +318,12 @@ static int run(durable__conn_t *c, sqlite3_stmt *st, const char *what,
  * here is NOT NULL). */
 static char *column_dup(sqlite3_stmt *st, int i) {
   const unsigned char *text = sqlite3_column_text(st, i);
-  if (text == NULL) return NULL;
+  if (text == NULL)
+    return NULL;
   size_t n = (size_t)sqlite3_column_bytes(st, i);
   char *s = malloc(n + 1);
-  if (s == NULL) return NULL;
+  if (s == NULL)
+    return NULL;
   memcpy(s, text, n);
   s[n] = '\0';
   return s;
@@ -326,7 +332,8 @@ static char *column_dup(sqlite3_stmt *st, int i) {
 /* The node in the current row of a statement selecting NODE_COLUMNS. */
 static durable_node_t *row_node(sqlite3_stmt *st) {
   durable_node_t *node = calloc(1, sizeof(*node));
-  if (node == NULL) return NULL;
+  if (node == NULL)
+    return NULL;
   node->ns = column_dup(st, 0);
   node->id = column_dup(st, 1);
   node->path = column_dup(st, 2);
@@ -348,9 +355,11 @@ static durable_node_t *row_node(sqlite3_stmt *st) {
  * their first use: one more than the newest in the log, and the version it
  * wrote last.  The write lock (BEGIN IMMEDIATE) keeps them ours. */
 static int take_commit_id(durable__conn_t *c, durable_error_t *err) {
-  if (c->commit_id != 0) return 0;
+  if (c->commit_id != 0)
+    return 0;
   sqlite3_stmt *st = misc_stmt(c, S_LAST_COMMIT, err);
-  if (st == NULL) return err->code;
+  if (st == NULL)
+    return err->code;
   int rc = sqlite3_step(st);
   c->commit_id = 1;
   c->version = 0;
@@ -371,7 +380,8 @@ static int take_commit_id(durable__conn_t *c, durable_error_t *err) {
 static int take_version(durable__conn_t *c, int64_t *version,
                         durable_error_t *err) {
   int rc = take_commit_id(c, err);
-  if (rc != 0) return rc;
+  if (rc != 0)
+    return rc;
   *version = ++c->version;
   return 0;
 }
@@ -380,7 +390,8 @@ static int take_version(durable__conn_t *c, int64_t *version,
 static int read_counter(durable__conn_t *c, int64_t *newest, int64_t *oldest,
                         durable_error_t *err) {
   sqlite3_stmt *st = misc_stmt(c, S_COUNTER, err);
-  if (st == NULL) return err->code;
+  if (st == NULL)
+    return err->code;
   int rc = sqlite3_step(st);
   *newest = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
   *oldest = rc == SQLITE_ROW ? sqlite3_column_int64(st, 1) : 0;
@@ -393,11 +404,13 @@ static int read_counter(durable__conn_t *c, int64_t *newest, int64_t *oldest,
 /* ---- connections ------------------------------------------------------ */
 
 static void close_conn(durable__conn_t *c) {
-  if (c == NULL) return;
+  if (c == NULL)
+    return;
   if (c->table_stmts != NULL)
     for (size_t i = 0; i < c->ntables * OP_COUNT; i++)
       sqlite3_finalize(c->table_stmts[i]);
-  for (int i = 0; i < S_COUNT; i++) sqlite3_finalize(c->stmts[i]);
+  for (int i = 0; i < S_COUNT; i++)
+    sqlite3_finalize(c->stmts[i]);
   /* close_v2: a statement left behind must not leak the handle */
   sqlite3_close_v2(c->db);
   free(c->table_stmts);
@@ -419,7 +432,8 @@ static int journal_mode_cb(void *arg, int ncols, char **values, char **names) {
 static const char *fs_problem(const char *file, char *buf, size_t size) {
   struct stat st;
   if (stat(file, &st) == 0) {
-    if (access(file, R_OK | W_OK) != 0) return strerror(errno);
+    if (access(file, R_OK | W_OK) != 0)
+      return strerror(errno);
   } else if (errno != ENOENT) {
     return strerror(errno);
   }
@@ -488,11 +502,14 @@ static int migrate(durable__conn_t *c) {
                               "SELECT 1 FROM sqlite_master WHERE type = "
                               "'table' AND name = 'durable_meta'",
                               -1, &st, NULL);
-  if (rc != SQLITE_OK) return rc;
+  if (rc != SQLITE_OK)
+    return rc;
   rc = sqlite3_step(st);
   sqlite3_finalize(st);
-  if (rc == SQLITE_DONE) return SQLITE_OK; /* nothing to migrate */
-  if (rc != SQLITE_ROW) return rc;
+  if (rc == SQLITE_DONE)
+    return SQLITE_OK; /* nothing to migrate */
+  if (rc != SQLITE_ROW)
+    return rc;
   return sqlite3_exec(c->db, sql, NULL, NULL, NULL);
 }
 
@@ -504,7 +521,8 @@ static int open_conn(const char *url, int bootstrap, durable__conn_t **out,
                      durable_error_t *err) {
   url_parts p;
   int rc = parse_url(url, &p, err);
-  if (rc != 0) return rc;
+  if (rc != 0)
+    return rc;
 
   durable__conn_t *c = calloc(1, sizeof(*c));
   if (c == NULL) {
@@ -512,17 +530,17 @@ static int open_conn(const char *url, int bootstrap, durable__conn_t **out,
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
   c->file = p.file;
-  for (const char *const *t = durable__tables(); *t; t++) c->ntables++;
+  for (const char *const *t = durable__tables(); *t; t++)
+    c->ntables++;
   c->table_stmts = calloc(c->ntables * OP_COUNT, sizeof(*c->table_stmts));
   if (c->table_stmts == NULL) {
     close_conn(c);
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
 
-  rc = sqlite3_open_v2(c->file, &c->db,
-                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                           SQLITE_OPEN_NOMUTEX,
-                       NULL);
+  rc = sqlite3_open_v2(
+      c->file, &c->db,
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
   if (rc != SQLITE_OK) {
     rc = open_fail(c, rc, "open", err);
     close_conn(c);
@@ -547,9 +565,10 @@ static int open_conn(const char *url, int bootstrap, durable__conn_t **out,
     if (!p.memory) {
       /* WAL is a property of the file: readers never wait for the writer,
        * and commits are one append + (with FULL) one fsync. */
-      rc = sqlite3_exec(c->db, "PRAGMA journal_mode=WAL", journal_mode_cb,
-                        mode, NULL);
-      if (rc != SQLITE_OK) goto fail_journal;
+      rc = sqlite3_exec(c->db, "PRAGMA journal_mode=WAL", journal_mode_cb, mode,
+                        NULL);
+      if (rc != SQLITE_OK)
+        goto fail_journal;
       if (strcmp(mode, "wal") != 0) {
         durable__error(err, DURABLE_EUNAVAIL,
                        "cannot open SQLite file '%s': WAL journal refused "
@@ -563,7 +582,8 @@ static int open_conn(const char *url, int bootstrap, durable__conn_t **out,
                       p.relaxed ? "PRAGMA synchronous=NORMAL"
                                 : "PRAGMA synchronous=FULL",
                       NULL, NULL, NULL);
-    if (rc != SQLITE_OK) goto fail_sync;
+    if (rc != SQLITE_OK)
+      goto fail_sync;
 
     char *script = durable__schema_script(DURABLE__SQLITE);
     if (script == NULL) {
@@ -574,9 +594,12 @@ static int open_conn(const char *url, int bootstrap, durable__conn_t **out,
      * waits for the first instead of interleaving with it; also the write
      * that proves the file writable. */
     rc = sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-    if (rc == SQLITE_OK) rc = sqlite3_exec(c->db, script, NULL, NULL, NULL);
-    if (rc == SQLITE_OK) rc = migrate(c);
-    if (rc == SQLITE_OK) rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+      rc = sqlite3_exec(c->db, script, NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+      rc = migrate(c);
+    if (rc == SQLITE_OK)
+      rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
     free(script);
     if (rc != SQLITE_OK) {
       rc = open_fail(c, rc, "create schema", err);
@@ -604,7 +627,9 @@ static int connect_(const char *url, durable__conn_t **out,
   return open_conn(url, 1, out, err);
 }
 
-static void disconnect(durable__conn_t *conn) { close_conn(conn); }
+static void disconnect(durable__conn_t *conn) {
+  close_conn(conn);
+}
 
 /* ---- transactions ----------------------------------------------------- */
 
@@ -625,14 +650,16 @@ static int commit(durable__conn_t *c, int *unknown, durable_error_t *err) {
   int rc = st ? run(c, st, "commit", err) : err->code;
   /* Whether a failed COMMIT left anything on disk is not ours to know. */
   *unknown = rc != 0 && st != NULL;
-  if (rc != 0) rollback(c);
+  if (rc != 0)
+    rollback(c);
   return rc;
 }
 
 static void rollback(durable__conn_t *c) {
   /* SQLite may already have rolled back by itself (e.g. after SQLITE_FULL);
    * a ROLLBACK then would only fail. */
-  if (sqlite3_get_autocommit(c->db)) return;
+  if (sqlite3_get_autocommit(c->db))
+    return;
   durable_error_t ignored;
   sqlite3_stmt *st = misc_stmt(c, S_ROLLBACK, &ignored);
   if (st == NULL || run(c, st, "rollback", &ignored) != 0)
@@ -647,7 +674,8 @@ static int get(durable__conn_t *c, durable__place_t place, const char *ns,
   (void)for_update; /* BEGIN IMMEDIATE already holds the only write lock */
   *out = NULL;
   sqlite3_stmt *st = table_stmt(c, place, OP_GET, err);
-  if (st == NULL) return err->code;
+  if (st == NULL)
+    return err->code;
   bind_text(st, 1, ns);
   bind_text(st, 2, id);
   int rc = sqlite3_step(st);
@@ -675,7 +703,8 @@ static int collect_rows(durable__conn_t *c, sqlite3_stmt *st,
     durable_node_t *node = row_node(st);
     /* on failure the list did not take the node: it is still ours */
     if (node == NULL || durable__nodes_push(out, node) != 0) {
-      if (node != NULL) durable_node_free(node);
+      if (node != NULL)
+        durable_node_free(node);
       done_with(st);
       return durable__error(err, DURABLE_ENOMEM, "out of memory");
     }
@@ -687,9 +716,11 @@ static int collect_rows(durable__conn_t *c, sqlite3_stmt *st,
 static int list(durable__conn_t *c, durable__place_t place, const char *ns,
                 const char *after, size_t limit, durable__nodes_t *out,
                 durable_error_t *err) {
-  if (limit == 0) return 0;
+  if (limit == 0)
+    return 0;
   sqlite3_stmt *st = table_stmt(c, place, OP_LIST, err);
-  if (st == NULL) return err->code;
+  if (st == NULL)
+    return err->code;
   bind_text(st, 1, ns);
   bind_text(st, 2, after);
   sqlite3_bind_int64(st, 3, limit > INT64_MAX ? INT64_MAX : (int64_t)limit);
@@ -708,9 +739,11 @@ static int partitions(durable__conn_t *c, durable__strv_t *out,
 static int list_type(durable__conn_t *c, durable__place_t place,
                      const char *node_type, const char *after, size_t limit,
                      durable__nodes_t *out, durable_error_t *err) {
-  if (limit == 0) return 0;
+  if (limit == 0)
+    return 0;
   sqlite3_stmt *st = table_stmt(c, place, OP_LIST_TYPE, err);
-  if (st == NULL) return err->code;
+  if (st == NULL)
+    return err->code;
   bind_text(st, 1, node_type);
   bind_text(st, 2, after);
   sqlite3_bind_int64(st, 3, limit > INT64_MAX ? INT64_MAX : (int64_t)limit);
@@ -728,7 +761,8 @@ static int max_id(durable__conn_t *c, durable__place_t place, const char *ns,
   memset(high, '9', (size_t)width);
   low[width] = high[width] = '\0';
   sqlite3_stmt *st = table_stmt(c, place, OP_MAX_ID, err);
-  if (st == NULL) return err->code;
+  if (st == NULL)
+    return err->code;
   bind_text(st, 1, ns);
   bind_text(st, 2, low);
   bind_text(st, 3, high);
@@ -739,8 +773,10 @@ static int max_id(durable__conn_t *c, durable__place_t place, const char *ns,
   else if (rc == SQLITE_DONE)
     *out = strdup("");
   done_with(st);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sql_fail(c, rc, "max id", err);
-  if (*out == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+    return sql_fail(c, rc, "max id", err);
+  if (*out == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   return 0;
 }
 
@@ -764,7 +800,8 @@ static int write_node(durable__conn_t *c, durable__place_t place, int op,
                       const durable_node_t *node, int64_t version,
                       durable__outcome_t *out, durable_error_t *err) {
   sqlite3_stmt *st = table_stmt(c, place, op, err);
-  if (st == NULL) return err->code;
+  if (st == NULL)
+    return err->code;
   bind_node(st, node, version);
   int64_t created_at = node->created_at;
   int rc;
@@ -775,10 +812,12 @@ static int write_node(durable__conn_t *c, durable__place_t place, int op,
       rc = sqlite3_step(st); /* RETURNING: finish the statement */
     }
     done_with(st);
-    if (rc != SQLITE_DONE) return sql_fail(c, rc, "update", err);
+    if (rc != SQLITE_DONE)
+      return sql_fail(c, rc, "update", err);
   } else {
     rc = run(c, st, op == OP_INSERT ? "insert" : "update", err);
-    if (rc != 0) return rc;
+    if (rc != 0)
+      return rc;
   }
   if (sqlite3_changes(c->db) == 0) {
     out->status = op == OP_INSERT ? DURABLE_EEXIST : DURABLE_ENOTFOUND;
@@ -795,8 +834,10 @@ static int insert(durable__conn_t *c, durable__place_t place,
                   durable_error_t *err) {
   int64_t version;
   int rc = take_version(c, &version, err);
-  if (rc == 0) rc = write_node(c, place, OP_INSERT, node, version, out, err);
-  if (rc == 0 && out->status != 0) c->version--; /* unused: give it back */
+  if (rc == 0)
+    rc = write_node(c, place, OP_INSERT, node, version, out, err);
+  if (rc == 0 && out->status != 0)
+    c->version--; /* unused: give it back */
   return rc;
 }
 
@@ -807,9 +848,11 @@ static int upsert(durable__conn_t *c, durable__place_t place,
                   durable_error_t *err) {
   int64_t version;
   int rc = take_version(c, &version, err);
-  if (rc == 0) rc = write_node(c, place, OP_INSERT, node, version, out, err);
+  if (rc == 0)
+    rc = write_node(c, place, OP_INSERT, node, version, out, err);
   out->inserted = rc == 0 && out->status == 0;
-  if (rc != 0 || out->inserted) return rc;
+  if (rc != 0 || out->inserted)
+    return rc;
   return write_node(c, place, OP_REFRESH, node, version, out, err);
 }
 
@@ -825,11 +868,13 @@ static int remove_(durable__conn_t *c, durable__place_t place, const char *ns,
                    const char *id, durable__outcome_t *out,
                    durable_error_t *err) {
   sqlite3_stmt *st = table_stmt(c, place, OP_REMOVE, err);
-  if (st == NULL) return err->code;
+  if (st == NULL)
+    return err->code;
   bind_text(st, 1, ns);
   bind_text(st, 2, id);
   int rc = run(c, st, "remove", err);
-  if (rc != 0) return rc;
+  if (rc != 0)
+    return rc;
   out->status = sqlite3_changes(c->db) == 0 ? DURABLE_ENOTFOUND : 0;
   return 0;
 }
@@ -852,26 +897,32 @@ static int changed(durable__conn_t *c, const durable__strv_t *namespaces,
                    durable_error_t *err) {
   (void)instance;
   *commit_id = 0;
-  if (namespaces == NULL || namespaces->count == 0) return 0;
+  if (namespaces == NULL || namespaces->count == 0)
+    return 0;
   /* a transaction of removals only has taken no id yet */
   int rc = take_commit_id(c, err);
-  if (rc != 0) return rc;
+  if (rc != 0)
+    return rc;
   int64_t id = c->commit_id;
   sqlite3_stmt *st = misc_stmt(c, S_LOG, err);
-  if (st == NULL) return err->code;
+  if (st == NULL)
+    return err->code;
   for (size_t i = 0; i < namespaces->count; i++) {
     sqlite3_bind_int64(st, 1, id);
     bind_text(st, 2, namespaces->items[i]);
     sqlite3_bind_int64(st, 3, c->version);
     rc = run(c, st, "log change", err);
-    if (rc != 0) return rc;
+    if (rc != 0)
+      return rc;
   }
   if (id % LOG_PRUNE == 0 && id > LOG_KEEP) {
     st = misc_stmt(c, S_PRUNE, err);
-    if (st == NULL) return err->code;
+    if (st == NULL)
+      return err->code;
     sqlite3_bind_int64(st, 1, id - LOG_KEEP);
     rc = run(c, st, "prune the commit log", err);
-    if (rc != 0) return rc;
+    if (rc != 0)
+      return rc;
   }
   *commit_id = id;
   return 0;
@@ -882,7 +933,8 @@ static int changed(durable__conn_t *c, const durable__strv_t *namespaces,
 static int grants_of(durable__conn_t *c, const char *principal,
                      durable__strv_t *out, durable_error_t *err) {
   sqlite3_stmt *st = misc_stmt(c, S_GRANTS_OF, err);
-  if (st == NULL) return err->code;
+  if (st == NULL)
+    return err->code;
   bind_text(st, 1, principal);
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -899,7 +951,8 @@ static int grants_of(durable__conn_t *c, const char *principal,
 static int grant(durable__conn_t *c, const char *principal, const char *prefix,
                  int add, durable_error_t *err) {
   sqlite3_stmt *st = misc_stmt(c, add ? S_GRANT_ADD : S_GRANT_DEL, err);
-  if (st == NULL) return err->code;
+  if (st == NULL)
+    return err->code;
   bind_text(st, 1, principal);
   bind_text(st, 2, prefix);
   return run(c, st, add ? "grant" : "revoke", err);
@@ -931,7 +984,7 @@ struct durable__watch_src_s {
   uv_work_t work;
   int in_flight; /* a poll is queued or running: it owns conn */
   int stopping;
-  int64_t last;  /* the commit id seen; written on the loop only */
+  int64_t last;         /* the commit id seen; written on the loop only */
   int64_t data_version; /* touched by the poll only (after start) */
   /* the poll's answer, read by after_poll */
   int poll_rc;
@@ -946,9 +999,11 @@ struct durable__watch_src_s {
 static int read_data_version(durable__conn_t *c, int64_t *out,
                              durable_error_t *err) {
   sqlite3_stmt *st = misc_stmt(c, S_DATA_VERSION, err);
-  if (st == NULL) return err->code;
+  if (st == NULL)
+    return err->code;
   int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) *out = sqlite3_column_int64(st, 0);
+  if (rc == SQLITE_ROW)
+    *out = sqlite3_column_int64(st, 0);
   done_with(st);
   return rc == SQLITE_ROW ? 0 : sql_fail(c, rc, "read data_version", err);
 }
@@ -961,9 +1016,11 @@ static int read_changes(durable__conn_t *c, int64_t last, int64_t *current,
                         durable_error_t *err) {
   sqlite3_stmt *b = misc_stmt(c, S_READ_BEGIN, err);
   sqlite3_stmt *q = misc_stmt(c, S_CHANGED_SINCE, err);
-  if (b == NULL || q == NULL) return err->code;
+  if (b == NULL || q == NULL)
+    return err->code;
   int rc = run(c, b, "begin read", err);
-  if (rc != 0) return rc;
+  if (rc != 0)
+    return rc;
   int64_t oldest = 0;
   rc = read_counter(c, current, &oldest, err);
   *gap = rc == 0 && *current > last && oldest > last + 1;
@@ -1000,19 +1057,22 @@ static void poll_work(uv_work_t *req) {
   w->current = w->last;
   w->gap = 0;
   w->poll_rc = read_data_version(w->conn, &version, &w->err);
-  if (w->poll_rc != 0 || version == w->data_version) return;
+  if (w->poll_rc != 0 || version == w->data_version)
+    return;
   w->poll_rc = read_changes(w->conn, w->last, &w->current, &w->namespaces,
                             &w->gap, &w->err);
   /* Remember the version only once its changes are read: a failed read is
    * retried on the next tick instead of being skipped. */
-  if (w->poll_rc == 0) w->data_version = version;
+  if (w->poll_rc == 0)
+    w->data_version = version;
 }
 
 static void watch_closed(uv_handle_t *handle) {
   durable__watch_src_t *w = handle->data;
   close_conn(w->conn);
   reset_namespaces(w);
-  if (w->done != NULL) w->done(w->done_data);
+  if (w->done != NULL)
+    w->done(w->done_data);
   free(w);
 }
 
@@ -1032,8 +1092,7 @@ static void after_poll(uv_work_t *req, int status) {
        * what we had not read yet: anything may have changed */
       durable__store_commits_all_own(w->store, w->last, w->current);
       durable__store_changed_elsewhere(w->store, NULL);
-    } else if (!durable__store_commits_all_own(w->store, w->last,
-                                               w->current)) {
+    } else if (!durable__store_commits_all_own(w->store, w->last, w->current)) {
       /* Every namespace changed in the range, ours included: telling a
        * watch about its own commit again is a harmless duplicate. */
       for (size_t i = 0; i < w->namespaces.count && !w->stopping; i++)
@@ -1048,7 +1107,8 @@ static void after_poll(uv_work_t *req, int status) {
 
 static void timer_cb(uv_timer_t *timer) {
   durable__watch_src_t *w = timer->data;
-  if (w->in_flight || w->stopping) return;
+  if (w->in_flight || w->stopping)
+    return;
   w->in_flight = 1;
   w->work.data = w;
   if (uv_queue_work(timer->loop, &w->work, poll_work, after_poll) != 0)
@@ -1061,19 +1121,23 @@ static int watch_start(durable_store_t *store, const char *url,
   (void)instance;
   *out = NULL;
   /* A private in-memory database has no other process to hear. */
-  if (single_connection(url)) return 0;
+  if (single_connection(url))
+    return 0;
 
   durable__watch_src_t *w = calloc(1, sizeof(*w));
-  if (w == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (w == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   w->store = store;
   int rc = open_conn(url, 0, &w->conn, err);
   /* The starting point is read here, on the loop thread, rather than in the
    * first poll: a commit made between watch_start and that poll would
    * otherwise count as already seen.  It is two reads of a WAL file, which
    * never wait for a writer. */
-  if (rc == 0) rc = read_data_version(w->conn, &w->data_version, err);
+  if (rc == 0)
+    rc = read_data_version(w->conn, &w->data_version, err);
   int64_t oldest;
-  if (rc == 0) rc = read_counter(w->conn, &w->last, &oldest, err);
+  if (rc == 0)
+    rc = read_counter(w->conn, &w->last, &oldest, err);
   if (rc != 0) {
     close_conn(w->conn);
     free(w);
@@ -1103,10 +1167,12 @@ static int watch_start(durable_store_t *store, const char *url,
 static void watch_stop(durable__watch_src_t *w, void (*done)(void *data),
                        void *data) {
   if (w == NULL) { /* nothing was started (an in-memory store) */
-    if (done != NULL) done(data);
+    if (done != NULL)
+      done(data);
     return;
   }
-  if (w->stopping) return;
+  if (w->stopping)
+    return;
   w->stopping = 1;
   w->done = done;
   w->done_data = data;

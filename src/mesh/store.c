@@ -82,7 +82,9 @@ struct durable_store_s {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-uv_loop_t *durable__store_loop(durable_store_t *store) { return store->loop; }
+uv_loop_t *durable__store_loop(durable_store_t *store) {
+  return store->loop;
+}
 
 const char *durable_store_name(const durable_store_t *store) {
   return store->name;
@@ -96,14 +98,19 @@ const char *durable__store_instance(durable_store_t *store) {
   return store->instance;
 }
 
-void **durable__store_feed_slot(durable_store_t *store) { return &store->feed; }
+void **durable__store_feed_slot(durable_store_t *store) {
+  return &store->feed;
+}
 
-int durable__store_closing(durable_store_t *store) { return store->closing; }
+int durable__store_closing(durable_store_t *store) {
+  return store->closing;
+}
 
 static const durable__backend_t *backend_for(const char *url) {
-  if (strncmp(url, "sqlite:", 7) == 0) return &durable__sqlite_backend;
-  if (strncmp(url, "postgresql:", 11) == 0 || strncmp(url, "postgres:", 9) == 0 ||
-      strchr(url, '=') != NULL)
+  if (strncmp(url, "sqlite:", 7) == 0)
+    return &durable__sqlite_backend;
+  if (strncmp(url, "postgresql:", 11) == 0 ||
+      strncmp(url, "postgres:", 9) == 0 || strchr(url, '=') != NULL)
     return &durable__postgres_backend;
   return NULL;
 }
@@ -111,7 +118,8 @@ static const durable__backend_t *backend_for(const char *url) {
 /* The URL with any password replaced by "***", for messages and logs. */
 static char *masked(const char *url) {
   char *s = strdup(url);
-  if (s == NULL) return NULL;
+  if (s == NULL)
+    return NULL;
   /* scheme://user:password@host */
   char *scheme = strstr(s, "://");
   char *at = scheme ? strchr(scheme + 3, '@') : NULL;
@@ -133,14 +141,16 @@ static char *masked(const char *url) {
 durable__job_t *durable__job_new(durable_store_t *store,
                                  durable__job_kind_t kind) {
   durable__job_t *job = calloc(1, sizeof(*job));
-  if (job == NULL) return NULL;
+  if (job == NULL)
+    return NULL;
   job->store = store;
   job->kind = kind;
   return job;
 }
 
 void durable__job_free(durable__job_t *job) {
-  if (job == NULL) return;
+  if (job == NULL)
+    return;
   free(job->principal);
   free(job->path);
   free(job->ns);
@@ -156,7 +166,8 @@ void durable__job_free(durable__job_t *job) {
 /* ---- own commits (SQLite's watch source asks about them) ---------------- */
 
 static void remember_commit(durable_store_t *store, int64_t id) {
-  if (id <= 0) return;
+  if (id <= 0)
+    return;
   uv_mutex_lock(&store->lock);
   if (store->own_count == store->own_cap) {
     size_t cap = store->own_cap ? store->own_cap * 2 : 64;
@@ -181,15 +192,18 @@ int durable__store_commits_all_own(durable_store_t *store, int64_t after,
   size_t keep = 0;
   for (size_t i = 0; i < store->own_count; i++) {
     int64_t id = store->own_commits[i];
-    if (id <= after) continue;
+    if (id <= after)
+      continue;
     if (id <= upto) {
-      if (id != want) all = 0;
+      if (id != want)
+        all = 0;
       want = id + 1;
     } else {
       store->own_commits[keep++] = id;
     }
   }
-  if (want != upto + 1) all = 0;
+  if (want != upto + 1)
+    all = 0;
   store->own_count = keep;
   uv_mutex_unlock(&store->lock);
   return all;
@@ -199,8 +213,10 @@ int durable__store_commits_all_own(durable_store_t *store, int64_t after,
 
 /* Hand `n` finished jobs back to the loop. */
 static void finish(durable_store_t *store, durable__job_t **jobs, size_t n) {
-  if (n == 0) return;
-  for (size_t i = 0; i + 1 < n; i++) jobs[i]->next = jobs[i + 1];
+  if (n == 0)
+    return;
+  for (size_t i = 0; i + 1 < n; i++)
+    jobs[i]->next = jobs[i + 1];
   jobs[n - 1]->next = NULL;
   uv_mutex_lock(&store->lock);
   if (store->done_tail)
@@ -213,12 +229,14 @@ static void finish(durable_store_t *store, durable__job_t **jobs, size_t n) {
 }
 
 static int ensure_conn(worker_t *w, durable_error_t *err) {
-  if (w->conn) return 0;
+  if (w->conn)
+    return 0;
   return w->store->be->connect(w->store->url, &w->conn, err);
 }
 
 static void drop_conn(worker_t *w) {
-  if (w->conn) w->store->be->disconnect(w->conn);
+  if (w->conn)
+    w->store->be->disconnect(w->conn);
   w->conn = NULL;
 }
 
@@ -237,11 +255,13 @@ static void run_read(worker_t *w, durable__job_t *job) {
   if (job->status == DURABLE_EUNAVAIL) {
     /* the connection died: one fresh try, since a read has no effect */
     drop_conn(w);
-    if (ensure_conn(w, &err) < 0) return;
+    if (ensure_conn(w, &err) < 0)
+      return;
     durable__nodes_free(&job->nodes);
     job->status = 0;
     durable__read_run(w->store->be, w->conn, job);
-    if (job->status == DURABLE_EUNAVAIL) drop_conn(w);
+    if (job->status == DURABLE_EUNAVAIL)
+      drop_conn(w);
   }
 }
 
@@ -260,8 +280,10 @@ static int commit_group(worker_t *w, durable__job_t **jobs, size_t n,
   durable_store_t *store = w->store;
   const durable__backend_t *be = store->be;
   int rc = ensure_conn(w, err);
-  if (rc < 0) return rc;
-  if ((rc = be->begin(w->conn, err)) < 0) goto rollback;
+  if (rc < 0)
+    return rc;
+  if ((rc = be->begin(w->conn, err)) < 0)
+    goto rollback;
   int risky = 0;
   for (size_t i = 0; i < n; i++) {
     rc = durable__writes_apply(be, w->conn, jobs[i]);
@@ -273,7 +295,8 @@ static int commit_group(worker_t *w, durable__job_t **jobs, size_t n,
   }
   if (risky) {
     /* Outcomes first, so that a job that failed half-way is undone. */
-    if ((rc = be->flush(w->conn, err)) < 0) goto rollback;
+    if ((rc = be->flush(w->conn, err)) < 0)
+      goto rollback;
     for (size_t i = 0; i < n; i++) {
       if (durable__writes_settle(jobs[i])) {
         *err = jobs[i]->err;
@@ -290,18 +313,22 @@ static int commit_group(worker_t *w, durable__job_t **jobs, size_t n,
   if (rc == 0 && namespaces.count > 0)
     rc = be->changed(w->conn, &namespaces, store->instance, &commit_id, err);
   durable__strv_free(&namespaces);
-  if (rc < 0) goto rollback;
+  if (rc < 0)
+    goto rollback;
   int unknown = 0;
   if ((rc = be->commit(w->conn, &unknown, err)) < 0) {
     if (!unknown) { /* certainly not committed: as a rollback */
-      for (size_t i = 0; i < n; i++) durable__writes_reset(jobs[i]);
-      if (rc == DURABLE_EUNAVAIL) drop_conn(w);
+      for (size_t i = 0; i < n; i++)
+        durable__writes_reset(jobs[i]);
+      if (rc == DURABLE_EUNAVAIL)
+        drop_conn(w);
       return rc;
     }
     /* The commit's outcome is unknown: it may have landed.  Say so rather
      * than retry a write that might then be applied twice. */
     for (size_t i = 0; i < n; i++) {
-      if (jobs[i]->status < 0) continue;
+      if (jobs[i]->status < 0)
+        continue;
       durable__writes_reset(jobs[i]);
       durable__error(&jobs[i]->err, rc,
                      "%s: the commit did not complete (%s); the write may or "
@@ -309,19 +336,23 @@ static int commit_group(worker_t *w, durable__job_t **jobs, size_t n,
                      store->name, err->message);
       jobs[i]->status = rc;
     }
-    if (rc == DURABLE_EUNAVAIL) drop_conn(w);
+    if (rc == DURABLE_EUNAVAIL)
+      drop_conn(w);
     return 0;
   }
   /* No job left can have failed after a write: it would have been risky. */
   for (size_t i = 0; i < n; i++)
-    if (!jobs[i]->settled) durable__writes_settle(jobs[i]);
+    if (!jobs[i]->settled)
+      durable__writes_settle(jobs[i]);
   remember_commit(store, commit_id);
   return 0;
 
 rollback:
   be->rollback(w->conn);
-  for (size_t i = 0; i < n; i++) durable__writes_reset(jobs[i]);
-  if (rc == DURABLE_EUNAVAIL) drop_conn(w);
+  for (size_t i = 0; i < n; i++)
+    durable__writes_reset(jobs[i]);
+  if (rc == DURABLE_EUNAVAIL)
+    drop_conn(w);
   return rc;
 }
 
@@ -350,11 +381,12 @@ static void run_grant(worker_t *w, durable__job_t *job) {
   durable_error_t err = {0};
   int rc = ensure_conn(w, &err);
   if (rc == 0)
-    rc = w->store->be->grant(w->conn, job->principal, job->path,
-                             (int)job->num, &err);
+    rc = w->store->be->grant(w->conn, job->principal, job->path, (int)job->num,
+                             &err);
   if (rc < 0) {
     fail_job(job, &err);
-    if (rc == DURABLE_EUNAVAIL) drop_conn(w);
+    if (rc == DURABLE_EUNAVAIL)
+      drop_conn(w);
   }
 }
 
@@ -395,7 +427,8 @@ static void worker_main(void *arg) {
         w->head = w->head->next;
       }
     }
-    if (w->head == NULL) w->tail = NULL;
+    if (w->head == NULL)
+      w->tail = NULL;
     __atomic_store_n(&w->queued, w->head != NULL, __ATOMIC_RELEASE);
     uv_mutex_unlock(&store->lock);
 
@@ -418,9 +451,10 @@ static void worker_main(void *arg) {
 
 void durable__job_submit(durable__job_t *job) {
   durable_store_t *store = job->store;
-  worker_t *w = (job->kind == JOB_WRITE || job->kind == JOB_GRANT || store->single)
-                    ? &store->writer
-                    : &store->reader;
+  worker_t *w =
+      (job->kind == JOB_WRITE || job->kind == JOB_GRANT || store->single)
+          ? &store->writer
+          : &store->reader;
   job->next = NULL;
   uv_mutex_lock(&store->lock);
   if (w->tail)
@@ -429,7 +463,8 @@ void durable__job_submit(durable__job_t *job) {
     w->head = job;
   w->tail = job;
   __atomic_store_n(&w->queued, 1, __ATOMIC_RELEASE);
-  if (w->sleeping) uv_cond_signal(&w->wake);
+  if (w->sleeping)
+    uv_cond_signal(&w->wake);
   uv_mutex_unlock(&store->lock);
 }
 
@@ -443,7 +478,8 @@ static void deliver(durable__job_t *job) {
     return;
   }
   const durable_node_t **nodes = NULL;
-  if (job->nodes.count > 0) nodes = (const durable_node_t **)job->nodes.items;
+  if (job->nodes.count > 0)
+    nodes = (const durable_node_t **)job->nodes.items;
   durable_result_t res = {
       .status = job->status,
       .message = job->status < 0 ? job->err.message : NULL,
@@ -454,7 +490,8 @@ static void deliver(durable__job_t *job) {
       .value = job->value,
       .data = job->data,
   };
-  if (job->cb) job->cb(&res);
+  if (job->cb)
+    job->cb(&res);
   durable__job_free(job);
 }
 
@@ -467,7 +504,8 @@ static void on_async(uv_async_t *handle) {
     durable__job_t *job = store->done_head;
     store->done_head = store->done_tail = NULL;
     uv_mutex_unlock(&store->lock);
-    if (job == NULL) break;
+    if (job == NULL)
+      break;
     while (job) {
       durable__job_t *next = job->next;
       deliver(job);
@@ -506,8 +544,8 @@ static int start_worker(durable_store_t *store, worker_t *w) {
 static void make_instance(char *out, size_t size) {
   unsigned char r[8] = {0};
   uv_random(NULL, NULL, r, sizeof r, 0, NULL);
-  snprintf(out, size, "%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)uv_os_getpid(),
-           r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+  snprintf(out, size, "%d-%02x%02x%02x%02x%02x%02x%02x%02x",
+           (int)uv_os_getpid(), r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
 }
 
 int durable_store_open(uv_loop_t *loop, const char *url, durable_store_t **out,
@@ -519,9 +557,11 @@ int durable_store_open(uv_loop_t *loop, const char *url, durable_store_t **out,
   if (be == NULL)
     return durable__error(err, DURABLE_EINVAL,
                           "store '%s' is not a known kind (use sqlite:PATH, "
-                          "sqlite::memory: or postgresql://...)", url);
+                          "sqlite::memory: or postgresql://...)",
+                          url);
   durable_store_t *store = calloc(1, sizeof(*store));
-  if (store == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (store == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   store->loop = loop;
   store->be = be;
   store->url = strdup(url);
@@ -589,7 +629,8 @@ static void free_store(durable_store_t *store) {
   free(store->url);
   free(store->name);
   free(store);
-  if (cb) cb(data);
+  if (cb)
+    cb(data);
 }
 
 static void on_async_closed(uv_handle_t *handle) {
@@ -605,7 +646,8 @@ static void on_src_stopped(void *data) {
 static void finish_close(durable_store_t *store) {
   worker_t *workers[] = {&store->writer, &store->reader};
   for (size_t i = 0; i < 2; i++) {
-    if (!workers[i]->started) continue;
+    if (!workers[i]->started)
+      continue;
     uv_thread_join(&workers[i]->thread);
     uv_cond_destroy(&workers[i]->wake);
   }
@@ -617,7 +659,8 @@ static void finish_close(durable_store_t *store) {
 
 void durable_store_close(durable_store_t *store, void (*cb)(void *data),
                          void *data) {
-  if (store == NULL) return;
+  if (store == NULL)
+    return;
   store->close_cb = cb;
   store->close_data = data;
   store->closing = 1;
@@ -625,7 +668,8 @@ void durable_store_close(durable_store_t *store, void (*cb)(void *data),
   uv_mutex_lock(&store->lock);
   store->stopping = 1;
   uv_cond_signal(&store->writer.wake);
-  if (!store->single) uv_cond_signal(&store->reader.wake);
+  if (!store->single)
+    uv_cond_signal(&store->reader.wake);
   uv_mutex_unlock(&store->lock);
   /* on_async sees the workers gone (each sends one last wake-up) */
   uv_async_send(&store->async);
@@ -646,7 +690,8 @@ static int list_children(const durable__backend_t *be, durable__conn_t *conn,
   snprintf(probe, sizeof probe, "%s%sx", ns, *ns ? "/" : "");
   durable__place_t place = durable__path_place(probe, part, sizeof part);
   int rc = be->list(conn, place, ns, after, limit + 1, out, err);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   for (size_t i = 0; i < durable__mapping_count; i++) {
     const char *seg = durable__mappings[i].segment;
     snprintf(probe, sizeof probe, "%s%s%s", ns, *ns ? "/" : "", seg);
@@ -655,22 +700,25 @@ static int list_children(const durable__backend_t *be, durable__conn_t *conn,
       continue;
     durable_node_t *node = NULL;
     rc = be->get(conn, other, ns, seg, 0, &node, err);
-    if (rc == DURABLE_ENOTFOUND) continue;
-    if (rc < 0) return rc;
+    if (rc == DURABLE_ENOTFOUND)
+      continue;
+    if (rc < 0)
+      return rc;
     /* insert in id order */
     if ((rc = durable__nodes_push(out, node)) < 0) {
       durable_node_free(node);
       return rc;
     }
-    for (size_t k = out->count - 1; k > 0 &&
-         strcmp(out->items[k - 1]->id, out->items[k]->id) > 0; k--) {
+    for (size_t k = out->count - 1;
+         k > 0 && strcmp(out->items[k - 1]->id, out->items[k]->id) > 0; k--) {
       durable_node_t *t = out->items[k - 1];
       out->items[k - 1] = out->items[k];
       out->items[k] = t;
     }
   }
   *more = out->count > limit;
-  while (out->count > limit) durable_node_free(out->items[--out->count]);
+  while (out->count > limit)
+    durable_node_free(out->items[--out->count]);
   return 0;
 }
 
@@ -684,9 +732,9 @@ static void read_get(const durable__backend_t *be, durable__conn_t *conn,
     snprintf(owner, sizeof owner, "%.*s", (int)durable__owner_len(job->path),
              job->path);
     if (!durable__access_covers(grants, owner)) {
-      job->status = durable__error(&job->err, DURABLE_EACCES,
-                                   "'%s' may not read '%s'", job->principal,
-                                   job->path);
+      job->status =
+          durable__error(&job->err, DURABLE_EACCES, "'%s' may not read '%s'",
+                         job->principal, job->path);
       return;
     }
   }
@@ -705,20 +753,22 @@ static void read_query(const durable__backend_t *be, durable__conn_t *conn,
                        durable__job_t *job, const durable__strv_t *grants) {
   if (job->path != NULL) {
     /* path:P, one row or none: absence is an empty result, not an error */
-    if (job->after && strcmp(job->id, job->after) <= 0) return;
+    if (job->after && strcmp(job->id, job->after) <= 0)
+      return;
     read_get(be, conn, job, grants);
     if (job->status == DURABLE_ENOTFOUND) {
       job->status = 0;
     } else if (job->status == 0) {
       job->status = durable__nodes_push(&job->nodes, job->node);
-      if (job->status == 0) job->node = NULL;
+      if (job->status == 0)
+        job->node = NULL;
     }
     return;
   }
   if (grants && !durable__access_reaches(grants, job->ns)) {
-    job->status = durable__error(&job->err, DURABLE_EACCES,
-                                 "'%s' may not read under '%s'",
-                                 job->principal, job->ns);
+    job->status =
+        durable__error(&job->err, DURABLE_EACCES,
+                       "'%s' may not read under '%s'", job->principal, job->ns);
     return;
   }
   /* Filtering may drop rows: keep reading pages until `limit` rows pass or
@@ -730,7 +780,8 @@ static void read_query(const durable__backend_t *be, durable__conn_t *conn,
     durable__nodes_t page = {0};
     int more = 0;
     size_t want = job->limit - job->nodes.count;
-    rc = list_children(be, conn, job->ns, cursor, want, &page, &more, &job->err);
+    rc =
+        list_children(be, conn, job->ns, cursor, want, &page, &more, &job->err);
     if (rc < 0) {
       durable__nodes_free(&page);
       break;
@@ -738,19 +789,23 @@ static void read_query(const durable__backend_t *be, durable__conn_t *conn,
     if (page.count > 0) {
       free(cursor);
       cursor = strdup(page.items[page.count - 1]->id);
-      if (cursor == NULL) rc = DURABLE_ENOMEM;
+      if (cursor == NULL)
+        rc = DURABLE_ENOMEM;
     }
     for (size_t i = 0; i < page.count; i++) {
-      if (rc == 0 && (grants == NULL ||
-                      durable__access_covers(grants, page.items[i]->main_node))) {
+      if (rc == 0 &&
+          (grants == NULL ||
+           durable__access_covers(grants, page.items[i]->main_node))) {
         rc = durable__nodes_push(&job->nodes, page.items[i]);
-        if (rc == 0) continue;
+        if (rc == 0)
+          continue;
       }
       durable_node_free(page.items[i]);
     }
     free(page.items);
     job->more = more;
-    if (!more || job->nodes.count >= job->limit) break;
+    if (!more || job->nodes.count >= job->limit)
+      break;
   }
   free(cursor);
   job->status = rc;
@@ -768,9 +823,9 @@ static void read_items(const durable__backend_t *be, durable__conn_t *conn,
     char owner[DURABLE_PATH_MAX + 1];
     durable_path_owner(job->ns, owner, sizeof owner);
     if (!durable__access_covers(grants, owner)) {
-      job->status = durable__error(&job->err, DURABLE_EACCES,
-                                   "'%s' may not read '%s'", job->principal,
-                                   job->ns);
+      job->status =
+          durable__error(&job->err, DURABLE_EACCES, "'%s' may not read '%s'",
+                         job->principal, job->ns);
       return;
     }
   }
@@ -804,7 +859,8 @@ static void read_last(const durable__backend_t *be, durable__conn_t *conn,
   durable__place_t place = durable__path_place(probe, part, sizeof part);
   char *id = NULL;
   int rc = be->max_id(conn, place, job->ns, 12, &id, &job->err);
-  if (rc == 0) job->value = id && *id ? strtoll(id, NULL, 10) : 0;
+  if (rc == 0)
+    job->value = id && *id ? strtoll(id, NULL, 10) : 0;
   free(id);
   job->status = rc;
 }
@@ -830,7 +886,8 @@ static void read_type(const durable__backend_t *be, durable__conn_t *conn,
     }
   durable__strv_free(&parts);
   if (rc == 0 && job->nodes.count > 1)
-    qsort(job->nodes.items, job->nodes.count, sizeof(*job->nodes.items), by_path);
+    qsort(job->nodes.items, job->nodes.count, sizeof(*job->nodes.items),
+          by_path);
   if (rc == 0 && grants) {
     size_t keep = 0;
     for (size_t i = 0; i < job->nodes.count; i++) {
@@ -861,12 +918,24 @@ void durable__read_run(const durable__backend_t *be, durable__conn_t *conn,
   const durable__strv_t *g = restricted ? &grants : NULL;
   switch (job->kind) {
   case JOB_GET:
-  case JOB_EXISTS: read_get(be, conn, job, g); break;
-  case JOB_QUERY: read_query(be, conn, job, g); break;
-  case JOB_ITEMS: read_items(be, conn, job, g); break;
-  case JOB_LAST: read_last(be, conn, job); break;
-  case JOB_TYPE: read_type(be, conn, job, g); break;
-  default: job->status = DURABLE_EINVAL; break;
+  case JOB_EXISTS:
+    read_get(be, conn, job, g);
+    break;
+  case JOB_QUERY:
+    read_query(be, conn, job, g);
+    break;
+  case JOB_ITEMS:
+    read_items(be, conn, job, g);
+    break;
+  case JOB_LAST:
+    read_last(be, conn, job);
+    break;
+  case JOB_TYPE:
+    read_type(be, conn, job, g);
+    break;
+  default:
+    job->status = DURABLE_EINVAL;
+    break;
   }
   durable__strv_free(&grants);
 }
@@ -875,7 +944,8 @@ void durable__read_run(const durable__backend_t *be, durable__conn_t *conn,
 
 /* The principal a job runs as: NULL for the platform. */
 static int set_principal(durable__job_t *job, const char *principal) {
-  if (principal == NULL || strcmp(principal, DURABLE_PLATFORM) == 0) return 0;
+  if (principal == NULL || strcmp(principal, DURABLE_PLATFORM) == 0)
+    return 0;
   job->principal = strdup(principal);
   return job->principal ? 0 : DURABLE_ENOMEM;
 }
@@ -891,7 +961,8 @@ static int path_job(durable_store_t *store, durable__job_kind_t kind,
                     const char *principal, const char *path,
                     durable__job_t **out, durable_error_t *err) {
   int rc = durable_path_check(path, err);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   if (store->closing)
     return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing", store->name);
   durable__job_t *job = durable__job_new(store, kind);
@@ -924,21 +995,26 @@ int durable_store_exists(durable_store_t *store, const char *principal,
 int durable_store_query(durable_store_t *store, const char *principal,
                         const char *query, const char *after, size_t limit,
                         durable_done_cb cb, void *data, durable_error_t *err) {
-  if (query == NULL) return durable__error(err, DURABLE_EINVAL, "query is missing");
-  if (limit == 0) limit = QUERY_LIMIT_DEFAULT;
+  if (query == NULL)
+    return durable__error(err, DURABLE_EINVAL, "query is missing");
+  if (limit == 0)
+    limit = QUERY_LIMIT_DEFAULT;
   if (limit > QUERY_LIMIT_MAX)
-    return durable__error(err, DURABLE_EINVAL,
-                          "query limit %zu is above %d", limit, QUERY_LIMIT_MAX);
+    return durable__error(err, DURABLE_EINVAL, "query limit %zu is above %d",
+                          limit, QUERY_LIMIT_MAX);
   durable__job_t *job;
   int rc;
   if (strncmp(query, "path:", 5) == 0) {
     rc = path_job(store, JOB_QUERY, principal, query + 5, &job, err);
-    if (rc < 0) return rc;
+    if (rc < 0)
+      return rc;
   } else if (strncmp(query, "namespace:", 10) == 0) {
     const char *ns = query + 10;
-    if (*ns != '\0' && (rc = durable_path_check(ns, err)) < 0) return rc;
+    if (*ns != '\0' && (rc = durable_path_check(ns, err)) < 0)
+      return rc;
     if (store->closing)
-      return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing", store->name);
+      return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing",
+                            store->name);
     job = durable__job_new(store, JOB_QUERY);
     if (job == NULL || set_principal(job, principal) < 0 ||
         (job->ns = strdup(ns)) == NULL) {
@@ -947,7 +1023,8 @@ int durable_store_query(durable_store_t *store, const char *principal,
     }
   } else if (strncmp(query, "type:", 5) == 0 && query[5] != '\0') {
     if (store->closing)
-      return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing", store->name);
+      return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing",
+                            store->name);
     job = durable__job_new(store, JOB_TYPE);
     if (job == NULL || set_principal(job, principal) < 0 ||
         (job->id = strdup(query + 5)) == NULL) {
@@ -957,7 +1034,8 @@ int durable_store_query(durable_store_t *store, const char *principal,
   } else {
     return durable__error(err, DURABLE_EINVAL,
                           "query '%s' is not understood (use namespace:NS, "
-                          "path:P or type:T)", query);
+                          "path:P or type:T)",
+                          query);
   }
   job->limit = limit;
   if (after && *after && (job->after = strdup(after)) == NULL) {
@@ -971,7 +1049,8 @@ int durable_store_read_items(durable_store_t *store, const char *principal,
                              const char *items_ns, int64_t after, size_t limit,
                              durable_done_cb cb, void *data,
                              durable_error_t *err) {
-  if (limit == 0) limit = QUERY_LIMIT_DEFAULT;
+  if (limit == 0)
+    limit = QUERY_LIMIT_DEFAULT;
   if (limit > QUERY_LIMIT_MAX)
     return durable__error(err, DURABLE_EINVAL, "read limit %zu is above %d",
                           limit, QUERY_LIMIT_MAX);
@@ -980,7 +1059,8 @@ int durable_store_read_items(durable_store_t *store, const char *principal,
                           (long long)after);
   durable__job_t *job;
   int rc = path_job(store, JOB_ITEMS, principal, items_ns, &job, err);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   free(job->ns);
   job->ns = job->path; /* the items namespace itself */
   job->path = NULL;
@@ -994,7 +1074,8 @@ int durable_store_last_item(durable_store_t *store, const char *items_ns,
                             durable_error_t *err) {
   durable__job_t *job;
   int rc = path_job(store, JOB_LAST, NULL, items_ns, &job, err);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   free(job->ns);
   job->ns = job->path;
   job->path = NULL;
@@ -1008,7 +1089,8 @@ static int grant_job(durable_store_t *store, const char *principal,
     return durable__error(err, DURABLE_EINVAL, "principal is missing");
   durable__job_t *job;
   int rc = path_job(store, JOB_GRANT, NULL, prefix, &job, err);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   if ((job->principal = strdup(principal)) == NULL) {
     durable__job_free(job);
     return durable__error(err, DURABLE_ENOMEM, "out of memory");

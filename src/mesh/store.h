@@ -51,8 +51,6 @@ int durable__path_split(const char *path, char **ns, char **id);
 durable__place_t durable__path_place(const char *path, char *partition_buf,
                                      size_t size);
 
-
-
 /* For feed.c and write.c. */
 const durable__backend_t *durable__store_backend(durable_store_t *store);
 const char *durable__store_instance(durable_store_t *store);

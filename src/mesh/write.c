@@ -37,15 +37,17 @@
  * from the read; the second read sees the row. */
 #define RACE_RETRIES 3
 
-static int check_json(const char *text, const char *path, durable_error_t *err) {
+static int check_json(const char *text, const char *path,
+                      durable_error_t *err) {
   json_error_t je;
   /* INT_AS_REAL: integers beyond 64 bits are still JSON; we only check
    * the text here and keep it as written. */
   json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
   if (j == NULL)
-    return durable__error(err, DURABLE_EINVAL,
-                          "content of '%s' is not JSON: %s at line %d column %d",
-                          path, je.text, je.line, je.column);
+    return durable__error(
+        err, DURABLE_EINVAL,
+        "content of '%s' is not JSON: %s at line %d column %d", path, je.text,
+        je.line, je.column);
   json_decref(j);
   return 0;
 }
@@ -70,13 +72,15 @@ int durable__writes_prepare(durable__job_t *job, const durable_write_t *w,
     durable__write_op_t *op = &job->writes[i];
     job->nwrites = i + 1;
     int rc = durable_path_check(w[i].path, err);
-    if (rc < 0) return rc;
+    if (rc < 0)
+      return rc;
     switch (w[i].kind) {
     case DURABLE_WRITE_PUT:
     case DURABLE_WRITE_CREATE:
     case DURABLE_WRITE_REPLACE: {
       const char *content = w[i].content ? w[i].content : "{}";
-      if ((rc = check_json(content, w[i].path, err)) < 0) return rc;
+      if ((rc = check_json(content, w[i].path, err)) < 0)
+        return rc;
       op->content = strdup(content);
       op->node_type = strdup(w[i].node_type ? w[i].node_type : "");
       if (op->content == NULL || op->node_type == NULL)
@@ -119,14 +123,16 @@ static void op_forget(durable__write_op_t *op) {
 }
 
 void durable__writes_reset(durable__job_t *job) {
-  for (size_t i = 0; i < job->nevents; i++) durable_node_free(job->events[i].node);
+  for (size_t i = 0; i < job->nevents; i++)
+    durable_node_free(job->events[i].node);
   free(job->events);
   job->events = NULL;
   job->nevents = 0;
   if (job->kind == JOB_WRITE) {
     durable_node_free(job->node);
     job->node = NULL;
-    for (size_t i = 0; i < job->nwrites; i++) op_forget(&job->writes[i]);
+    for (size_t i = 0; i < job->nwrites; i++)
+      op_forget(&job->writes[i]);
   }
   job->settled = 0;
   job->status = 0;
@@ -144,7 +150,8 @@ void durable__writes_free(durable__job_t *job) {
   job->nwrites = 0;
 }
 
-/* ---- step 1: decide and queue --------------------------------------------- */
+/* ---- step 1: decide and queue ---------------------------------------------
+ */
 
 /* Queue `action` for `node`.  Returns the backend's code (a failure of the
  * transaction). */
@@ -156,14 +163,21 @@ static int queue(const durable__backend_t *be, durable__conn_t *conn,
   op->out.status = DURABLE__PENDING;
   int rc;
   switch (action) {
-  case ACT_INSERT: rc = be->insert(conn, place, node, &op->out, err); break;
-  case ACT_UPSERT: rc = be->upsert(conn, place, node, &op->out, err); break;
-  case ACT_UPDATE: rc = be->update(conn, place, node, &op->out, err); break;
+  case ACT_INSERT:
+    rc = be->insert(conn, place, node, &op->out, err);
+    break;
+  case ACT_UPSERT:
+    rc = be->upsert(conn, place, node, &op->out, err);
+    break;
+  case ACT_UPDATE:
+    rc = be->update(conn, place, node, &op->out, err);
+    break;
   default:
     rc = be->remove(conn, place, op->ns, op->id, &op->out, err);
     break;
   }
-  if (rc < 0) op->action = ACT_NONE;
+  if (rc < 0)
+    op->action = ACT_NONE;
   return rc;
 }
 
@@ -198,7 +212,8 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
   for (int attempt = 0;; attempt++) {
     durable_node_t *cur = NULL;
     int rc = be->get(conn, place, op->ns, op->id, 1, &cur, err);
-    if (rc < 0 && rc != DURABLE_ENOTFOUND) return rc;
+    if (rc < 0 && rc != DURABLE_ENOTFOUND)
+      return rc;
     memset(err, 0, sizeof *err);
 
     switch (op->kind) {
@@ -212,10 +227,9 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
         int64_t v = cur->version;
         durable_node_free(cur);
         *refused = 1;
-        return durable__error(err, DURABLE_ECONFLICT,
-                              "node '%s' is at version %lld, not %lld",
-                              op->path, (long long)v,
-                              (long long)op->expected_version);
+        return durable__error(
+            err, DURABLE_ECONFLICT, "node '%s' is at version %lld, not %lld",
+            op->path, (long long)v, (long long)op->expected_version);
       }
       break;
     case DURABLE_WRITE_DELETE:
@@ -234,17 +248,19 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
         free(content);
         free(node_type);
         durable_node_free(cur);
-        if (rc == 0) return 0; /* nothing to write */
+        if (rc == 0)
+          return 0; /* nothing to write */
         *refused = 1;
         if (rc < 0)
-          return durable__error(err, rc, "update of '%s' refused: %s",
-                                op->path, durable_strerror(rc));
+          return durable__error(err, rc, "update of '%s' refused: %s", op->path,
+                                durable_strerror(rc));
         if (content == NULL)
           return durable__error(err, DURABLE_EINVAL,
                                 "update of '%s' gave no content", op->path);
         return err->code; /* not JSON: check_json said so */
       }
-      if (node_type == NULL) node_type = strdup(cur ? cur->node_type : "");
+      if (node_type == NULL)
+        node_type = strdup(cur ? cur->node_type : "");
       op->new_content = content;
       op->new_node_type = node_type;
       if (node_type == NULL) {
@@ -269,8 +285,10 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
     /* Absent (a mutator creating the node): insert, and learn at once
      * whether another process inserted it since the read. */
     rc = queue(be, conn, place, op, ACT_INSERT, &node, err);
-    if (rc == 0) rc = be->flush(conn, err);
-    if (rc < 0) return rc;
+    if (rc == 0)
+      rc = be->flush(conn, err);
+    if (rc < 0)
+      return rc;
     if (op->out.status == DURABLE_EEXIST && attempt < RACE_RETRIES) {
       op_forget(op);
       continue; /* read again: now it is there */
@@ -302,7 +320,8 @@ int durable__writes_risky(const durable__job_t *job) {
   int may_fail = job->status < 0;
   for (size_t i = 0; i < job->nwrites; i++) {
     const durable__write_op_t *op = &job->writes[i];
-    if (op->action == ACT_NONE) continue;
+    if (op->action == ACT_NONE)
+      continue;
     actions++;
     /* only an insert is ever refused by the database: an upsert never is,
      * and an update or a removal acts on the row read for update */
@@ -315,28 +334,34 @@ int durable__writes_risky(const durable__job_t *job) {
 
 int durable__writes_namespaces(const durable__job_t *job,
                                durable__strv_t *out) {
-  if (job->status < 0) return 0;
+  if (job->status < 0)
+    return 0;
   const char *last = NULL;
   for (size_t i = 0; i < job->nwrites; i++) {
     const durable__write_op_t *op = &job->writes[i];
-    if (op->action == ACT_NONE || op->out.status < 0) continue;
+    if (op->action == ACT_NONE || op->out.status < 0)
+      continue;
     /* writes of one job mostly share a namespace: check the last first */
-    if (last != NULL && strcmp(last, op->ns) == 0) continue;
+    if (last != NULL && strcmp(last, op->ns) == 0)
+      continue;
     int seen = 0;
     for (size_t j = out->count; j > 0 && !seen; j--)
       seen = strcmp(out->items[j - 1], op->ns) == 0;
-    if (!seen && durable__strv_push(out, op->ns) < 0) return DURABLE_ENOMEM;
+    if (!seen && durable__strv_push(out, op->ns) < 0)
+      return DURABLE_ENOMEM;
     last = op->ns;
   }
   return 0;
 }
 
-/* ---- step 2: settle -------------------------------------------------------- */
+/* ---- step 2: settle --------------------------------------------------------
+ */
 
 static int record(durable__job_t *job, durable_change_kind_t kind,
                   const durable_node_t *node) {
   durable_node_t *copy = durable_node_dup(node);
-  if (copy == NULL) return DURABLE_ENOMEM;
+  if (copy == NULL)
+    return DURABLE_ENOMEM;
   if (kind == DURABLE_CHANGE_REMOVED) {
     free(copy->content);
     copy->content = NULL;
@@ -355,7 +380,8 @@ int durable__writes_settle(durable__job_t *job) {
   durable__write_op_t *failed = NULL;
   for (size_t i = 0; i < job->nwrites; i++) {
     durable__write_op_t *op = &job->writes[i];
-    if (op->action == ACT_NONE) continue;
+    if (op->action == ACT_NONE)
+      continue;
     if (op->out.status == 0)
       changed = 1;
     else if (failed == NULL)
@@ -368,28 +394,33 @@ int durable__writes_settle(durable__job_t *job) {
     else if (code == DURABLE_ENOTFOUND)
       durable__error(&job->err, code, "no node at '%s'", failed->path);
     else if (code == DURABLE__PENDING) /* a backend broke its promise */
-      code = durable__error(&job->err, DURABLE_EIO,
-                            "write of '%s': its outcome never came",
-                            failed->path);
+      code =
+          durable__error(&job->err, DURABLE_EIO,
+                         "write of '%s': its outcome never came", failed->path);
     else
-      durable__error(&job->err, code, "write of '%s' failed: %s",
-                     failed->path, durable_strerror(code));
+      durable__error(&job->err, code, "write of '%s' failed: %s", failed->path,
+                     durable_strerror(code));
     job->status = code;
   }
-  if (job->status < 0) return changed;
+  if (job->status < 0)
+    return changed;
 
   job->events = calloc(job->nwrites, sizeof(*job->events));
-  if (job->events == NULL) goto nomem;
+  if (job->events == NULL)
+    goto nomem;
   /* result->node: the last write's node (none after a removal); a mutator
    * that wrote nothing leaves it as it was */
   size_t last = job->nwrites;
   for (size_t i = job->nwrites; i > 0 && last == job->nwrites; i--)
-    if (job->writes[i - 1].action != ACT_NONE) last = i - 1;
+    if (job->writes[i - 1].action != ACT_NONE)
+      last = i - 1;
   for (size_t i = 0; i < job->nwrites; i++) {
     durable__write_op_t *op = &job->writes[i];
-    if (op->action == ACT_NONE) continue; /* a mutator that wrote nothing */
+    if (op->action == ACT_NONE)
+      continue; /* a mutator that wrote nothing */
     if (op->action == ACT_REMOVE) {
-      if (record(job, DURABLE_CHANGE_REMOVED, op->old) < 0) goto nomem;
+      if (record(job, DURABLE_CHANGE_REMOVED, op->old) < 0)
+        goto nomem;
       continue;
     }
     durable_node_t node = {
@@ -414,8 +445,8 @@ int durable__writes_settle(durable__job_t *job) {
 
 nomem:
   /* The rows are written (or about to be): only the report is lost. */
-  job->status = durable__error(&job->err, DURABLE_ENOMEM,
-                               "out of memory after writing");
+  job->status =
+      durable__error(&job->err, DURABLE_ENOMEM, "out of memory after writing");
   return 0;
 }
 
@@ -428,7 +459,8 @@ int durable_store_write(durable_store_t *store, const durable_write_t *writes,
     return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing",
                           durable_store_name(store));
   durable__job_t *job = durable__job_new(store, JOB_WRITE);
-  if (job == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (job == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   int rc = durable__writes_prepare(job, writes, count, err);
   if (rc < 0) {
     durable__job_free(job);
@@ -443,16 +475,20 @@ int durable_store_write(durable_store_t *store, const durable_write_t *writes,
 int durable_store_put(durable_store_t *store, const char *path,
                       const char *node_type, const char *content,
                       durable_done_cb cb, void *data, durable_error_t *err) {
-  durable_write_t w = {.kind = DURABLE_WRITE_PUT, .path = path,
-                       .node_type = node_type, .content = content};
+  durable_write_t w = {.kind = DURABLE_WRITE_PUT,
+                       .path = path,
+                       .node_type = node_type,
+                       .content = content};
   return durable_store_write(store, &w, 1, cb, data, err);
 }
 
 int durable_store_create(durable_store_t *store, const char *path,
                          const char *node_type, const char *content,
                          durable_done_cb cb, void *data, durable_error_t *err) {
-  durable_write_t w = {.kind = DURABLE_WRITE_CREATE, .path = path,
-                       .node_type = node_type, .content = content};
+  durable_write_t w = {.kind = DURABLE_WRITE_CREATE,
+                       .path = path,
+                       .node_type = node_type,
+                       .content = content};
   return durable_store_write(store, &w, 1, cb, data, err);
 }
 
@@ -465,7 +501,9 @@ int durable_store_delete(durable_store_t *store, const char *path,
 int durable_store_update(durable_store_t *store, const char *path,
                          durable_mutate_fn mutate, void *arg,
                          durable_done_cb cb, void *data, durable_error_t *err) {
-  durable_write_t w = {.kind = DURABLE_WRITE_MUTATE, .path = path,
-                       .mutate = mutate, .mutate_arg = arg};
+  durable_write_t w = {.kind = DURABLE_WRITE_MUTATE,
+                       .path = path,
+                       .mutate = mutate,
+                       .mutate_arg = arg};
   return durable_store_write(store, &w, 1, cb, data, err);
 }

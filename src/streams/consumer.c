@@ -102,15 +102,18 @@ typedef struct {
 
 static int ask(consumer_t *c, const char *type, json_t *payload,
                durable_response_cb cb, ask_t *a, durable_error_t *err) {
-  char *text = payload ? json_dumps(payload, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
+  char *text =
+      payload ? json_dumps(payload, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
   json_decref(payload);
-  if (text == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (text == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   a->c = c;
   durable_hub_ref(c->hub);
   int rc = durable_hub_request(durable_mesh_reads_hub(c->mesh), c->path, type,
                                text, 0, cb, a, err);
   free(text);
-  if (rc < 0) durable_hub_unref(c->hub);
+  if (rc < 0)
+    durable_hub_unref(c->hub);
   return rc;
 }
 
@@ -135,20 +138,24 @@ static void stop_reading(consumer_t *c) {
   c->orphan_watch = NULL;
 }
 
-/* ---- failures ----------------------------------------------------------------------- */
+/* ---- failures
+ * ----------------------------------------------------------------------- */
 
 static void failure(consumer_t *c, int64_t seq, const char *why) {
   stop_reading(c);
-  if (leaving(c)) return;
+  if (leaving(c))
+    return;
   durable_stream_options_t o = durable__stream_options(c->mesh);
   uint64_t delay = o.backoff_min_ms;
   for (int i = 0; i < c->attempt && i < 6 && delay < o.backoff_max_ms; i++)
     delay *= 2;
-  if (delay > o.backoff_max_ms) delay = o.backoff_max_ms;
+  if (delay > o.backoff_max_ms)
+    delay = o.backoff_max_ms;
   c->attempt++;
   durable__stream_name_t n;
   char at[48] = "";
-  if (seq > 0) snprintf(at, sizeof at, " at item %lld", (long long)seq);
+  if (seq > 0)
+    snprintf(at, sizeof at, " at item %lld", (long long)seq);
   durable_mesh_log(c->mesh, DURABLE_LOG_ERROR,
                    "Durable stream consumer %s stopped on %s%s (%s); the item "
                    "was NOT acknowledged and is retried from the checkpoint "
@@ -160,7 +167,8 @@ static void failure(consumer_t *c, int64_t seq, const char *why) {
   arm(c, c->msg_retry, (uint32_t)delay);
 }
 
-/* ---- the turn (runs as a message of the hub) -------------------------------------------- */
+/* ---- the turn (runs as a message of the hub)
+ * -------------------------------------------- */
 
 static void on_ack(const durable_response_t *res) {
   ask_t *a = res->data;
@@ -181,7 +189,8 @@ static void on_ack(const durable_response_t *res) {
                "Durable stream %s: the acknowledgement of item %lld was "
                "refused — %s",
                name_of(c, &n), (long long)a->seq,
-               j ? json_string_value(json_object_get(j, "Reason")) : "no answer");
+               j ? json_string_value(json_object_get(j, "Reason"))
+                 : "no answer");
       durable_reply_fail(a->turn, DURABLE_ECONFLICT, m); /* fenced */
     }
     json_decref(j);
@@ -225,13 +234,15 @@ static void on_turn(durable_hub_t *hub, const durable_msg_t *msg,
   json_decref(j);
   if (c->turn_node == NULL || seq != c->turn_seq) {
     char m[DURABLE_PATH_MAX + 80];
-    snprintf(m, sizeof m, "durable stream turn %s#%lld arrived without its item",
-             c->ns, (long long)seq);
+    snprintf(m, sizeof m,
+             "durable stream turn %s#%lld arrived without its item", c->ns,
+             (long long)seq);
     durable_reply_fail(reply, DURABLE_EFAILED, m);
     return;
   }
   ask_t *a = calloc(1, sizeof(*a));
-  durable_reply_t *done = a ? durable__reply_callback(hub, on_handler_done, a) : NULL;
+  durable_reply_t *done =
+      a ? durable__reply_callback(hub, on_handler_done, a) : NULL;
   if (done == NULL) {
     free(a);
     durable_reply_fail(reply, DURABLE_ENOMEM, "out of memory");
@@ -266,7 +277,8 @@ static void on_turn_done(const durable_response_t *res) {
   int64_t seq = a->seq;
   free(a);
   clear_turn(c);
-  if (c->state != C_CONSUMING || gen != c->gen) return;
+  if (c->state != C_CONSUMING || gen != c->gen)
+    return;
   if (res->status == 0) {
     c->checkpoint = seq;
     consume_next(c);
@@ -285,24 +297,29 @@ static void on_turn_done(const durable_response_t *res) {
   }
 }
 
-/* ---- consuming ------------------------------------------------------------------------------ */
+/* ---- consuming
+ * ------------------------------------------------------------------------------
+ */
 
-static void on_pulled(durable__pull_t *pull, int status, const durable_item_t *item,
-                      const char *message, void *data) {
+static void on_pulled(durable__pull_t *pull, int status,
+                      const durable_item_t *item, const char *message,
+                      void *data) {
   consumer_t *c = data;
   (void)pull;
   if (status < 0) {
     failure(c, c->checkpoint + 1, message);
     return;
   }
-  if (leaving(c)) return; /* an item boundary: nothing new starts */
+  if (leaving(c))
+    return; /* an item boundary: nothing new starts */
   c->turn_seq = item->sequence;
   c->turn_node = durable_node_dup(item->node);
   c->turn_payload = strdup(item->payload);
   c->turn_appended_at = item->appended_at;
   ask_t *a = calloc(1, sizeof(*a));
   char payload[48];
-  snprintf(payload, sizeof payload, "{\"Sequence\":%lld}", (long long)item->sequence);
+  snprintf(payload, sizeof payload, "{\"Sequence\":%lld}",
+           (long long)item->sequence);
   durable_error_t err = {0};
   if (a == NULL || c->turn_node == NULL || c->turn_payload == NULL) {
     free(a);
@@ -316,19 +333,24 @@ static void on_pulled(durable__pull_t *pull, int status, const durable_item_t *i
   /* a request to itself: the handler runs as a turn of this hub, and the
    * recycle's quiesce waits for it like any pending request */
   if (durable_hub_request(c->hub, durable_hub_address(c->hub), c->msg_turn,
-                          payload, TURN_TIMEOUT_MS, on_turn_done, a, &err) < 0) {
+                          payload, TURN_TIMEOUT_MS, on_turn_done, a,
+                          &err) < 0) {
     free(a);
     clear_turn(c);
-    if (!leaving(c)) failure(c, item->sequence, err.message);
+    if (!leaving(c))
+      failure(c, item->sequence, err.message);
   }
 }
 
 static void consume_next(consumer_t *c) {
-  if (leaving(c) || c->pull == NULL) return;
+  if (leaving(c) || c->pull == NULL)
+    return;
   durable__pull_next(c->pull, on_pulled, c);
 }
 
-/* ---- claiming ---------------------------------------------------------------------------------- */
+/* ---- claiming
+ * ----------------------------------------------------------------------------------
+ */
 
 static void on_orphan_signal(durable_watch_t *w, durable_change_kind_t kind,
                              const durable_node_t *node, void *data) {
@@ -338,10 +360,12 @@ static void on_orphan_signal(durable_watch_t *w, durable_change_kind_t kind,
       strcmp(node->id, c->ns) != 0)
     return;
   durable__stream_state_t s;
-  if (durable__state_decode(node->content, node->path, &s) < 0) return;
+  if (durable__state_decode(node->content, node->path, &s) < 0)
+    return;
   int free_now = s.subscriber == NULL;
   durable__state_free(&s);
-  if (free_now) claim(c); /* the orphan event */
+  if (free_now)
+    claim(c); /* the orphan event */
 }
 
 static void release_granted(consumer_t *c, int64_t epoch);
@@ -360,7 +384,8 @@ static void on_claim(const durable_response_t *res) {
   durable__stream_name_t n;
   if (c->state == C_STOPPED || gen != c->gen) {
     /* the hub left while the claim was out: give a lease it got back */
-    if (granted) release_granted(c, epoch);
+    if (granted)
+      release_granted(c, epoch);
   } else if (res->status < 0) {
     failure(c, 0, res->message);
   } else if (granted) {
@@ -368,7 +393,8 @@ static void on_claim(const durable_response_t *res) {
     c->epoch = epoch;
     c->checkpoint = checkpoint;
     char takeover[DURABLE_PATH_MAX + 32] = "";
-    if (took) snprintf(takeover, sizeof takeover, ", taken over from %s", took);
+    if (took)
+      snprintf(takeover, sizeof takeover, ", taken over from %s", took);
     /* the stream hub logs the grant at info: one line per lease */
     durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
                      "Durable stream consumer %s holds %s (epoch %lld%s); "
@@ -376,8 +402,9 @@ static void on_claim(const durable_response_t *res) {
                      hub_name(c), name_of(c, &n), (long long)epoch, takeover,
                      (long long)checkpoint);
     durable_error_t err = {0};
-    c->pull = durable__pull_new(c->mesh, &(durable_stream_id_t){c->ns, c->key},
-                                checkpoint, c->has_source ? &c->source : NULL, &err);
+    c->pull =
+        durable__pull_new(c->mesh, &(durable_stream_id_t){c->ns, c->key},
+                          checkpoint, c->has_source ? &c->source : NULL, &err);
     if (c->pull == NULL) {
       failure(c, checkpoint + 1, err.message);
     } else {
@@ -385,10 +412,11 @@ static void on_claim(const durable_response_t *res) {
       consume_next(c);
     }
   } else {
-    durable_mesh_log(c->mesh, DURABLE_LOG_INFO,
-                     "Durable stream consumer %s: %s is held by %s; waiting for "
-                     "it to be released",
-                     hub_name(c), name_of(c, &n), holder ? holder : "another");
+    durable_mesh_log(
+        c->mesh, DURABLE_LOG_INFO,
+        "Durable stream consumer %s: %s is held by %s; waiting for "
+        "it to be released",
+        hub_name(c), name_of(c, &n), holder ? holder : "another");
     c->state = C_WAITING;
     if (c->wake_pending) { /* released meanwhile? ask again at once */
       c->wake_pending = 0;
@@ -408,7 +436,8 @@ static void on_claim(const durable_response_t *res) {
 }
 
 static void claim(consumer_t *c) {
-  if (leaving(c)) return;
+  if (leaving(c))
+    return;
   stop_reading(c);
   c->state = C_CLAIMING;
   c->gen++;
@@ -426,7 +455,8 @@ static void claim(consumer_t *c) {
   }
 }
 
-/* ---- start, wake, timers ------------------------------------------------------------------ */
+/* ---- start, wake, timers
+ * ------------------------------------------------------------------ */
 
 static void on_exists(const durable_result_t *res) {
   consumer_t *c = res->data;
@@ -443,10 +473,11 @@ static void on_exists(const durable_result_t *res) {
       c->wake_pending = 0; /* the stream appeared after we looked */
       claim(c);
     } else {
-      durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
-                       "Durable stream consumer %s: %s does not exist — dormant "
-                       "until a wake",
-                       hub_name(c), name_of(c, &n));
+      durable_mesh_log(
+          c->mesh, DURABLE_LOG_DEBUG,
+          "Durable stream consumer %s: %s does not exist — dormant "
+          "until a wake",
+          hub_name(c), name_of(c, &n));
       c->state = C_DORMANT;
     }
   }
@@ -462,8 +493,8 @@ static void start(consumer_t *c) {
   durable_error_t err = {0};
   durable_hub_ref(c->hub);
   /* a listing read, never a point read, and never a create */
-  if (durable_store_exists(durable_mesh_store(c->mesh), NULL, c->path, on_exists,
-                           c, &err) < 0) {
+  if (durable_store_exists(durable_mesh_store(c->mesh), NULL, c->path,
+                           on_exists, c, &err) < 0) {
     durable_hub_unref(c->hub);
     failure(c, 0, err.message);
   }
@@ -485,7 +516,8 @@ static void on_retry(durable_hub_t *hub, const durable_msg_t *msg,
                      durable_reply_t *reply, void *data) {
   consumer_t *c = data;
   (void)hub;
-  if (c->state == C_BACKOFF && current_gen(c, msg)) claim(c);
+  if (c->state == C_BACKOFF && current_gen(c, msg))
+    claim(c);
   durable_reply_ok(reply, NULL);
 }
 
@@ -493,11 +525,14 @@ static void on_reclaim(durable_hub_t *hub, const durable_msg_t *msg,
                        durable_reply_t *reply, void *data) {
   consumer_t *c = data;
   (void)hub;
-  if (c->state == C_WAITING && current_gen(c, msg)) claim(c);
+  if (c->state == C_WAITING && current_gen(c, msg))
+    claim(c);
   durable_reply_ok(reply, NULL);
 }
 
-/* ---- leaving ---------------------------------------------------------------------------------- */
+/* ---- leaving
+ * ----------------------------------------------------------------------------------
+ */
 
 static void on_released(const durable_response_t *res) {
   ask_t *a = res->data;
@@ -508,11 +543,12 @@ static void on_released(const durable_response_t *res) {
                      "Durable stream consumer %s released %s: %s", hub_name(c),
                      name_of(c, &n), res->payload);
   else
-    durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
-                     "Durable stream consumer %s could not release %s; the next "
-                     "claimant takes it over once this address stops answering "
-                     "(%s)",
-                     hub_name(c), name_of(c, &n), res->message);
+    durable_mesh_log(
+        c->mesh, DURABLE_LOG_WARN,
+        "Durable stream consumer %s could not release %s; the next "
+        "claimant takes it over once this address stops answering "
+        "(%s)",
+        hub_name(c), name_of(c, &n), res->message);
   durable_hub_unref(c->hub);
   free(a);
 }
@@ -534,7 +570,8 @@ static void on_dispose(durable_hub_t *hub, void *data) {
   stop_reading(c);
   clear_turn(c);
   /* the item in flight is done (the quiesce waited for its turn): let go */
-  if (held && c->epoch > 0) release_granted(c, c->epoch);
+  if (held && c->epoch > 0)
+    release_granted(c, c->epoch);
 }
 
 static void consumer_free(void *data) {
@@ -546,12 +583,15 @@ static void consumer_free(void *data) {
   free(c);
 }
 
-/* ---- declaring ---------------------------------------------------------------------------------- */
+/* ---- declaring
+ * ----------------------------------------------------------------------------------
+ */
 
 static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
                           durable_error_t *err) {
   consumer_t *c = calloc(1, sizeof(*c));
-  if (c == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (c == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   c->hub = hub;
   c->mesh = durable_hub_mesh(hub);
   c->cfg = *cfg;
@@ -563,7 +603,8 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
     snprintf(key, sizeof key, "%s", durable_hub_address(hub));
   c->ns = strdup(cfg->ns);
   c->key = strdup(key);
-  if (c->ns == NULL || c->key == NULL) rc = DURABLE_ENOMEM;
+  if (c->ns == NULL || c->key == NULL)
+    rc = DURABLE_ENOMEM;
   durable_stream_id_t id = {.ns = c->ns, .key = c->key};
   if (rc < 0) {
     durable__error(err, rc, "the consumer of '%s' at hub '%s' has no key",
@@ -575,7 +616,8 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
     if (cfg->source_of) {
       rc = cfg->source_of(hub, &c->source, cfg->data);
       if (rc < 0)
-        durable__error(err, rc, "the consumer of '%s' at hub '%s' has no source",
+        durable__error(err, rc,
+                       "the consumer of '%s' at hub '%s' has no source",
                        cfg->ns, durable_hub_address(hub));
       c->has_source = rc == 0;
       /* every claim reads from the source again: keep its namespace here,
@@ -584,7 +626,8 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
         snprintf(c->source_ns, sizeof c->source_ns, "%s", c->source.items_ns);
         c->source.items_ns = c->source_ns;
       }
-      if (rc > 0) rc = 0;
+      if (rc > 0)
+        rc = 0;
     }
   }
   if (rc < 0) {
@@ -611,7 +654,8 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
   return 0;
 }
 
-static void consumer_init(durable_hub_t *hub, durable_reply_t *done, void *data) {
+static void consumer_init(durable_hub_t *hub, durable_reply_t *done,
+                          void *data) {
   durable_error_t err = {0};
   if (start_consumer(hub, data, &err) < 0)
     durable_reply_fail(done, err.code, err.message);
@@ -630,8 +674,10 @@ int durable_node_type_consume(durable_node_type_t *type,
                               const durable_consumer_t *consumer,
                               durable_error_t *err) {
   int rc = check_consumer(consumer, err);
-  if (rc < 0) return rc;
-  if (type == NULL) return durable__error(err, DURABLE_EINVAL, "no node type");
+  if (rc < 0)
+    return rc;
+  if (type == NULL)
+    return durable__error(err, DURABLE_EINVAL, "no node type");
   /* the configuration lives as long as the mesh: keep a copy with it */
   durable_consumer_t *copy = malloc(sizeof(*copy));
   char *ns = strdup(consumer->ns);
@@ -643,15 +689,18 @@ int durable_node_type_consume(durable_node_type_t *type,
   *copy = *consumer;
   copy->ns = ns;
   rc = durable_node_type_on_init(type, consumer_init, copy);
-  if (rc == 0) rc = durable__node_type_keep(type, copy, ns);
-  if (rc == 0) rc = durable__consumed_add(type->mesh, type->name, ns);
+  if (rc == 0)
+    rc = durable__node_type_keep(type, copy, ns);
+  if (rc == 0)
+    rc = durable__consumed_add(type->mesh, type->name, ns);
   return rc < 0 ? durable__error(err, rc, "out of memory") : 0;
 }
 
 int durable_hub_consume(durable_hub_t *hub, const durable_consumer_t *consumer,
                         durable_error_t *err) {
   int rc = check_consumer(consumer, err);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   if (durable_hub_run_level(hub) != DURABLE_HUB_STARTED)
     return durable__error(err, DURABLE_ESHUTDOWN,
                           "hub '%s' is not started and cannot consume",

@@ -16,8 +16,8 @@
 
 typedef struct {
   durable_stream_options_t options;
-  durable__map_t ensured;   /* stream paths made or seen by this process */
-  durable__map_t consumed;  /* "NodeType\nfamily" served by this process */
+  durable__map_t ensured;  /* stream paths made or seen by this process */
+  durable__map_t consumed; /* "NodeType\nfamily" served by this process */
 } streams_mesh_t;
 
 static const char mesh_key; /* the attachment's key: its address */
@@ -35,7 +35,8 @@ static streams_mesh_t *mesh_state(durable_mesh_t *mesh) {
 
 static int install(durable_mesh_t *mesh) {
   streams_mesh_t *m = calloc(1, sizeof(*m));
-  if (m == NULL) return DURABLE_ENOMEM;
+  if (m == NULL)
+    return DURABLE_ENOMEM;
   m->options = (durable_stream_options_t){
       .holder_probe_ms = 5000,
       .reclaim_ms = 30000,
@@ -55,11 +56,16 @@ int (*const durable__mesh_installs[])(durable_mesh_t *mesh) = {install, NULL};
 void durable_mesh_stream_options(durable_mesh_t *mesh,
                                  const durable_stream_options_t *options) {
   streams_mesh_t *m = mesh_state(mesh);
-  if (m == NULL || options == NULL) return;
-  if (options->holder_probe_ms) m->options.holder_probe_ms = options->holder_probe_ms;
-  if (options->reclaim_ms) m->options.reclaim_ms = options->reclaim_ms;
-  if (options->backoff_min_ms) m->options.backoff_min_ms = options->backoff_min_ms;
-  if (options->backoff_max_ms) m->options.backoff_max_ms = options->backoff_max_ms;
+  if (m == NULL || options == NULL)
+    return;
+  if (options->holder_probe_ms)
+    m->options.holder_probe_ms = options->holder_probe_ms;
+  if (options->reclaim_ms)
+    m->options.reclaim_ms = options->reclaim_ms;
+  if (options->backoff_min_ms)
+    m->options.backoff_min_ms = options->backoff_min_ms;
+  if (options->backoff_max_ms)
+    m->options.backoff_max_ms = options->backoff_max_ms;
 }
 
 durable_stream_options_t durable__stream_options(durable_mesh_t *mesh) {

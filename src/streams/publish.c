@@ -36,8 +36,9 @@ static void finish(publish_t *p, int status, int64_t seq, const char *why) {
   if (status < 0) {
     durable_stream_id_t id = {.ns = p->ns, .key = p->key};
     char message[DURABLE_PATH_MAX + 1024];
-    snprintf(message, sizeof message, "Appending to durable stream %s failed: %s",
-             durable__stream_name(&id).text, why ? why : durable_strerror(status));
+    snprintf(
+        message, sizeof message, "Appending to durable stream %s failed: %s",
+        durable__stream_name(&id).text, why ? why : durable_strerror(status));
     p->cb(status, 0, message, p->data);
   } else {
     p->cb(0, seq, NULL, p->data);
@@ -59,13 +60,15 @@ static void on_appended(const durable_response_t *res) {
       finish(p, DURABLE_EIO, 0, "the stream hub gave no sequence");
     return;
   }
-  int refused = res->status == DURABLE_ENOTFOUND || res->status == DURABLE_ESHUTDOWN;
+  int refused =
+      res->status == DURABLE_ENOTFOUND || res->status == DURABLE_ESHUTDOWN;
   if (refused && !p->resent) {
     durable_stream_id_t id = {.ns = p->ns, .key = p->key};
-    durable_mesh_log(p->mesh, DURABLE_LOG_WARN,
-                     "[DurableStreams] %s: the stream node refused "
-                     "durable.append (%s); ensuring it exists and resending once",
-                     durable__stream_name(&id).text, res->message);
+    durable_mesh_log(
+        p->mesh, DURABLE_LOG_WARN,
+        "[DurableStreams] %s: the stream node refused "
+        "durable.append (%s); ensuring it exists and resending once",
+        durable__stream_name(&id).text, res->message);
     p->resent = 1;
     durable__directory_forget(p->mesh, p->path);
     ensure(p);
@@ -84,7 +87,8 @@ static void send_append(publish_t *p) {
                                       &err)
                 : durable__error(&err, DURABLE_ENOMEM, "out of memory");
   free(text);
-  if (rc < 0) finish(p, rc, 0, err.message);
+  if (rc < 0)
+    finish(p, rc, 0, err.message);
 }
 
 static void on_ensured(const durable_result_t *res) {
@@ -110,22 +114,26 @@ static void ensure(publish_t *p) {
                                           on_ensured, p, &err)
                    : durable__error(&err, DURABLE_ENOMEM, "out of memory");
   free(content);
-  if (rc < 0) finish(p, rc, 0, err.message);
+  if (rc < 0)
+    finish(p, rc, 0, err.message);
 }
 
 int durable_publish(durable_hub_t *hub, const durable_stream_id_t *id,
                     const char *payload, durable_sequence_cb cb, void *data,
                     durable_error_t *err) {
   int rc = durable_stream_check(id, err);
-  if (rc < 0) return rc;
-  if (cb == NULL) return durable__error(err, DURABLE_EINVAL, "callback is missing");
+  if (rc < 0)
+    return rc;
+  if (cb == NULL)
+    return durable__error(err, DURABLE_EINVAL, "callback is missing");
   durable__stream_name_t name = durable__stream_name(id);
   if (payload == NULL || strspn(payload, " \t\r\n") == strlen(payload))
     return durable__error(err, DURABLE_EINVAL,
                           "A durable stream item for %s needs a payload.",
                           name.text);
   json_error_t je;
-  json_t *j = json_loads(payload, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
+  json_t *j =
+      json_loads(payload, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
   if (j == NULL)
     return durable__error(err, DURABLE_EINVAL,
                           "A durable stream item for %s is not JSON: %s at "
@@ -141,7 +149,8 @@ int durable_publish(durable_hub_t *hub, const durable_stream_id_t *id,
   if (p == NULL || (p->ns = strdup(id->ns)) == NULL ||
       (p->key = strdup(id->key)) == NULL || (p->path = strdup(path)) == NULL ||
       (p->payload = strdup(payload)) == NULL) {
-    if (p) publish_free(p);
+    if (p)
+      publish_free(p);
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
   p->mesh = mesh;

@@ -40,7 +40,7 @@ struct durable__pull_s {
   char *ns, *key, *stream_path, *items_ns;
   durable_source_t source;
   int custom;
-  int64_t next;     /* the sequence released next */
+  int64_t next;      /* the sequence released next */
   int64_t read_upto; /* own items: the highest sequence read so far */
   char *round_after; /* custom source: the id cursor of the current round */
   slot_t *buf;
@@ -57,7 +57,8 @@ struct durable__pull_s {
 };
 
 static void pull_free(durable__pull_t *p) {
-  for (size_t i = 0; i < p->nbuf; i++) durable_node_free(p->buf[i].node);
+  for (size_t i = 0; i < p->nbuf; i++)
+    durable_node_free(p->buf[i].node);
   free(p->buf);
   free(p->ns);
   free(p->key);
@@ -68,15 +69,19 @@ static void pull_free(durable__pull_t *p) {
 }
 
 /* Insert in sequence order; a second copy of a sequence replaces the first. */
-static int buffer_put(durable__pull_t *p, int64_t seq, const durable_node_t *node) {
+static int buffer_put(durable__pull_t *p, int64_t seq,
+                      const durable_node_t *node) {
   size_t lo = 0, hi = p->nbuf;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (p->buf[mid].seq < seq) lo = mid + 1;
-    else hi = mid;
+    if (p->buf[mid].seq < seq)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   durable_node_t *copy = durable_node_dup(node);
-  if (copy == NULL) return DURABLE_ENOMEM;
+  if (copy == NULL)
+    return DURABLE_ENOMEM;
   if (lo < p->nbuf && p->buf[lo].seq == seq) {
     durable_node_free(p->buf[lo].node);
     p->buf[lo].node = copy;
@@ -104,12 +109,14 @@ static void deliver_error(durable__pull_t *p, int status, const char *message) {
   durable__pull_cb cb = p->cb;
   p->cb = NULL;
   p->failed = 1;
-  if (cb) cb(p, status, NULL, message, p->cb_data);
+  if (cb)
+    cb(p, status, NULL, message, p->cb_data);
 }
 
 /* Release the next item if it is there; else read when there is reason to. */
 static void try_deliver(durable__pull_t *p) {
-  if (p->closed || p->failed || p->cb == NULL) return;
+  if (p->closed || p->failed || p->cb == NULL)
+    return;
   /* drop what the cursor has passed (duplicates) */
   size_t drop = 0;
   while (drop < p->nbuf && p->buf[drop].seq < p->next)
@@ -151,7 +158,8 @@ static void try_deliver(durable__pull_t *p) {
     free(payload);
     return;
   }
-  if (!p->reading && (p->more || p->dirty || !p->started)) read_more(p);
+  if (!p->reading && (p->more || p->dirty || !p->started))
+    read_more(p);
 }
 
 static void on_page(const durable_result_t *res) {
@@ -170,12 +178,14 @@ static void on_page(const durable_result_t *res) {
     const durable_node_t *node = res->nodes[i];
     int64_t seq = p->custom ? p->source.sequence_of(node, p->source.data)
                             : durable__item_sequence(node->id);
-    if (!p->custom && seq > p->read_upto) p->read_upto = seq;
+    if (!p->custom && seq > p->read_upto)
+      p->read_upto = seq;
     if (p->custom && seq >= p->next + AHEAD_MAX) {
       p->round_again = 1;
       continue;
     }
-    if (seq < p->next) continue;
+    if (seq < p->next)
+      continue;
     if (buffer_put(p, seq, node) < 0) {
       deliver_error(p, DURABLE_ENOMEM, "out of memory");
       return;
@@ -208,8 +218,8 @@ static void read_more(durable__pull_t *p) {
                              p, &err);
   } else {
     int64_t after = p->next - 1 > p->read_upto ? p->next - 1 : p->read_upto;
-    rc = durable_store_read_items(store, NULL, p->items_ns, after, PAGE, on_page,
-                                  p, &err);
+    rc = durable_store_read_items(store, NULL, p->items_ns, after, PAGE,
+                                  on_page, p, &err);
   }
   if (rc < 0) {
     p->reading = 0;
@@ -222,16 +232,20 @@ static void on_signal(durable_watch_t *w, durable_change_kind_t kind,
                       const durable_node_t *node, void *data) {
   durable__pull_t *p = data;
   (void)w;
-  if (kind == DURABLE_CHANGE_REMOVED) return;
+  if (kind == DURABLE_CHANGE_REMOVED)
+    return;
   if (!p->custom && node != NULL) {
-    if (strcmp(node->id, p->ns) != 0) return; /* another family's stream */
+    if (strcmp(node->id, p->ns) != 0)
+      return; /* another family's stream */
     /* an ack or a claim also updates the stream node: only new items count */
     json_t *j = json_loads(node->content ? node->content : "", 0, NULL);
     json_int_t last = json_integer_value(json_object_get(j, "LastSequence"));
     json_decref(j);
-    if (last <= p->read_upto) return;
+    if (last <= p->read_upto)
+      return;
   }
-  if (p->custom && p->round_after != NULL) p->round_again = 1;
+  if (p->custom && p->round_after != NULL)
+    p->round_again = 1;
   if (p->reading || p->cb == NULL)
     p->dirty = 1;
   else
@@ -243,7 +257,8 @@ durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
                                    const durable_source_t *source,
                                    durable_error_t *err) {
   char path[DURABLE_PATH_MAX + 1], items[DURABLE_PATH_MAX + 32];
-  if (durable_stream_check(id, err) < 0) return NULL;
+  if (durable_stream_check(id, err) < 0)
+    return NULL;
   durable_stream_path(id, path, sizeof path);
   durable_stream_items_ns(id, items, sizeof items);
   if (source && (source->items_ns == NULL || source->sequence_of == NULL ||
@@ -253,7 +268,8 @@ durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
                    "payload_of");
     return NULL;
   }
-  if (source && durable_path_check(source->items_ns, err) < 0) return NULL;
+  if (source && durable_path_check(source->items_ns, err) < 0)
+    return NULL;
   durable__pull_t *p = calloc(1, sizeof(*p));
   if (p == NULL) {
     durable__error(err, DURABLE_ENOMEM, "out of memory");
@@ -263,7 +279,8 @@ durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
   p->next = after + 1;
   p->read_upto = after;
   p->custom = source != NULL;
-  if (source) p->source = *source;
+  if (source)
+    p->source = *source;
   p->ns = strdup(id->ns);
   p->key = strdup(id->key);
   p->stream_path = strdup(path);
@@ -293,15 +310,18 @@ void durable__pull_next(durable__pull_t *p, durable__pull_cb cb, void *data) {
 }
 
 void durable__pull_close(durable__pull_t *p) {
-  if (p == NULL || p->closed) return;
+  if (p == NULL || p->closed)
+    return;
   p->closed = 1;
   p->cb = NULL;
   durable_watch_close(p->watch);
   p->watch = NULL;
-  if (!p->reading) pull_free(p);
+  if (!p->reading)
+    pull_free(p);
 }
 
-/* ---- durable_read: the plain, unleased reader ------------------------------------ */
+/* ---- durable_read: the plain, unleased reader
+ * ------------------------------------ */
 
 struct durable_reader_s {
   durable__pull_t *pull;
@@ -311,18 +331,21 @@ struct durable_reader_s {
   int in_cb;
 };
 
-static void on_pulled(durable__pull_t *pull, int status, const durable_item_t *item,
-                      const char *message, void *data) {
+static void on_pulled(durable__pull_t *pull, int status,
+                      const durable_item_t *item, const char *message,
+                      void *data) {
   durable_reader_t *r = data;
   (void)pull;
   r->in_cb++;
   r->cb(r, status, item, message, r->data);
   r->in_cb--;
   if (r->closed) {
-    if (r->in_cb == 0) free(r);
+    if (r->in_cb == 0)
+      free(r);
     return;
   }
-  if (status == 0) durable__pull_next(r->pull, on_pulled, r);
+  if (status == 0)
+    durable__pull_next(r->pull, on_pulled, r);
 }
 
 int durable_read(durable_mesh_t *mesh, const durable_stream_id_t *id,
@@ -330,12 +353,14 @@ int durable_read(durable_mesh_t *mesh, const durable_stream_id_t *id,
                  durable_reader_cb cb, void *data, durable_reader_t **out,
                  durable_error_t *err) {
   *out = NULL;
-  if (cb == NULL) return durable__error(err, DURABLE_EINVAL, "callback is missing");
+  if (cb == NULL)
+    return durable__error(err, DURABLE_EINVAL, "callback is missing");
   if (after < 0)
     return durable__error(err, DURABLE_EINVAL, "sequence %lld is negative",
                           (long long)after);
   durable_reader_t *r = calloc(1, sizeof(*r));
-  if (r == NULL) return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  if (r == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   durable_error_t e = {0};
   r->pull = durable__pull_new(mesh, id, after, source, &e);
   if (r->pull == NULL) {
@@ -350,8 +375,10 @@ int durable_read(durable_mesh_t *mesh, const durable_stream_id_t *id,
 }
 
 void durable_reader_close(durable_reader_t *r) {
-  if (r == NULL || r->closed) return;
+  if (r == NULL || r->closed)
+    return;
   r->closed = 1;
   durable__pull_close(r->pull);
-  if (r->in_cb == 0) free(r);
+  if (r->in_cb == 0)
+    free(r);
 }

@@ -40,9 +40,11 @@ static int part_payload(const durable_node_t *node, char **payload, void *data,
 
 int durable_source_document_parts(const char *doc_path, char *items_ns,
                                   size_t size, durable_source_t *out) {
-  if (doc_path == NULL || items_ns == NULL || out == NULL) return DURABLE_EINVAL;
+  if (doc_path == NULL || items_ns == NULL || out == NULL)
+    return DURABLE_EINVAL;
   size_t len = strlen(doc_path);
-  while (len > 0 && doc_path[len - 1] == '/') len--;
+  while (len > 0 && doc_path[len - 1] == '/')
+    len--;
   int n = snprintf(items_ns, size, "%.*s/" PART_SEGMENT, (int)len, doc_path);
   if (n < 0 || (size_t)n >= size || durable_path_check(items_ns, NULL) < 0)
     return DURABLE_EINVAL;

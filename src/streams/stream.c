@@ -22,12 +22,14 @@ int durable_stream_check(const durable_stream_id_t *id, durable_error_t *err) {
   if (blank || strchr(ns, '/') != NULL)
     return durable__error(err, DURABLE_EINVAL,
                           "A durable stream needs a non-empty Namespace "
-                          "without '/' (was '%s').", ns ? ns : "");
+                          "without '/' (was '%s').",
+                          ns ? ns : "");
   const char *key = id->key;
   if (key == NULL || strspn(key, " \t\r\n") == strlen(key))
     return durable__error(err, DURABLE_EINVAL,
                           "Durable stream '%s' needs the owning node's path "
-                          "as Key.", ns);
+                          "as Key.",
+                          ns);
   char path[DURABLE_PATH_MAX + 1];
   if (durable_stream_path(id, path, sizeof path) < 0)
     return durable__error(err, DURABLE_EINVAL,
@@ -42,7 +44,8 @@ int durable_stream_check(const durable_stream_id_t *id, durable_error_t *err) {
 
 int durable_stream_path(const durable_stream_id_t *id, char *out, size_t size) {
   size_t klen = strlen(id->key);
-  while (klen > 0 && id->key[klen - 1] == '/') klen--; /* trailing '/' trimmed */
+  while (klen > 0 && id->key[klen - 1] == '/')
+    klen--; /* trailing '/' trimmed */
   int n = snprintf(out, size, "%.*s/" DURABLE__STREAM_SEGMENT "/%s", (int)klen,
                    id->key, id->ns);
   return n < 0 || (size_t)n >= size ? DURABLE_EINVAL : n;
@@ -51,7 +54,8 @@ int durable_stream_path(const durable_stream_id_t *id, char *out, size_t size) {
 int durable_stream_items_ns(const durable_stream_id_t *id, char *out,
                             size_t size) {
   int n = durable_stream_path(id, out, size);
-  if (n < 0) return n;
+  if (n < 0)
+    return n;
   int m = snprintf(out + n, size - (size_t)n, "/" DURABLE__ITEM_SEGMENT);
   return m < 0 || (size_t)(n + m) >= size ? DURABLE_EINVAL : n + m;
 }
@@ -62,7 +66,8 @@ durable__stream_name_t durable__stream_name(const durable_stream_id_t *id) {
   return name;
 }
 
-/* ---- times and ids ---------------------------------------------------------- */
+/* ---- times and ids ----------------------------------------------------------
+ */
 
 void durable__iso_time(int64_t ms, char out[32]) {
   time_t secs = (time_t)(ms / 1000);
@@ -73,16 +78,20 @@ void durable__iso_time(int64_t ms, char out[32]) {
 }
 
 int64_t durable__parse_time(const char *text) {
-  if (text == NULL) return 0;
+  if (text == NULL)
+    return 0;
   struct tm tm = {0};
   int ms = 0;
   char *rest = strptime(text, "%Y-%m-%dT%H:%M:%S", &tm);
-  if (rest == NULL) return 0;
+  if (rest == NULL)
+    return 0;
   if (*rest == '.') {
     int digits = 0;
     for (rest++; *rest >= '0' && *rest <= '9'; rest++, digits++)
-      if (digits < 3) ms = ms * 10 + (*rest - '0');
-    for (; digits < 3; digits++) ms *= 10;
+      if (digits < 3)
+        ms = ms * 10 + (*rest - '0');
+    for (; digits < 3; digits++)
+      ms *= 10;
   }
   return (int64_t)timegm(&tm) * 1000 + ms;
 }
@@ -92,15 +101,18 @@ void durable__item_id(int64_t sequence, char out[13]) {
 }
 
 int64_t durable__item_sequence(const char *id) {
-  if (id == NULL || strlen(id) != 12 || strspn(id, "0123456789") != 12) return 0;
+  if (id == NULL || strlen(id) != 12 || strspn(id, "0123456789") != 12)
+    return 0;
   return strtoll(id, NULL, 10);
 }
 
-/* ---- the stream node's state ---------------------------------------------------- */
+/* ---- the stream node's state
+ * ---------------------------------------------------- */
 
 int durable__str_set(char **field, const char *value) {
   char *copy = NULL;
-  if (value && (copy = strdup(value)) == NULL) return DURABLE_ENOMEM;
+  if (value && (copy = strdup(value)) == NULL)
+    return DURABLE_ENOMEM;
   free(*field);
   *field = copy;
   return 0;
@@ -155,7 +167,8 @@ int durable__state_decode(const char *content, const char *stream_path,
     out->ns = strdup(ns);
     out->key = strdup(key);
   }
-  if (out->ns == NULL || out->key == NULL) rc = DURABLE_ENOMEM;
+  if (out->ns == NULL || out->key == NULL)
+    rc = DURABLE_ENOMEM;
   if (j && rc == 0) {
     out->last_sequence = int_of(j, "LastSequence");
     out->lease_epoch = int_of(j, "LeaseEpoch");
@@ -164,16 +177,19 @@ int durable__state_decode(const char *content, const char *stream_path,
     out->checkpoint_at = durable__parse_time(str_of(j, "CheckpointAt"));
     out->orphaned_at = durable__parse_time(str_of(j, "OrphanedAt"));
     if (durable__str_set(&out->subscriber, str_of(j, "Subscriber")) < 0 ||
-        durable__str_set(&out->last_subscriber, str_of(j, "LastSubscriber")) < 0)
+        durable__str_set(&out->last_subscriber, str_of(j, "LastSubscriber")) <
+            0)
       rc = DURABLE_ENOMEM;
   }
   json_decref(j);
-  if (rc < 0) durable__state_free(out);
+  if (rc < 0)
+    durable__state_free(out);
   return rc;
 }
 
 static json_t *time_or_null(int64_t ms) {
-  if (ms == 0) return json_null();
+  if (ms == 0)
+    return json_null();
   char buf[32];
   durable__iso_time(ms, buf);
   return json_string(buf);
@@ -185,7 +201,8 @@ static json_t *str_or_null(const char *s) {
 
 char *durable__state_encode(const durable__stream_state_t *s) {
   json_t *j = json_object();
-  if (j == NULL) return NULL;
+  if (j == NULL)
+    return NULL;
   json_object_set_new(j, "Namespace", json_string(s->ns));
   json_object_set_new(j, "Key", json_string(s->key));
   json_object_set_new(j, "LastSequence", json_integer(s->last_sequence));
@@ -201,12 +218,14 @@ char *durable__state_encode(const durable__stream_state_t *s) {
   return text;
 }
 
-/* ---- items ---------------------------------------------------------------------- */
+/* ---- items
+ * ---------------------------------------------------------------------- */
 
 char *durable__item_encode(int64_t sequence, const char *payload,
                            int64_t appended_at) {
   json_t *j = json_object();
-  if (j == NULL) return NULL;
+  if (j == NULL)
+    return NULL;
   json_object_set_new(j, "Sequence", json_integer(sequence));
   json_object_set_new(j, "PayloadJson", json_string(payload));
   json_object_set_new(j, "AppendedAt", time_or_null(appended_at));
@@ -219,7 +238,8 @@ int durable__item_decode(const durable_node_t *node, char **payload,
                          int64_t *appended_at, durable_error_t *err) {
   json_error_t je;
   *payload = NULL;
-  json_t *j = json_loads(node->content ? node->content : "", JSON_DECODE_ANY, &je);
+  json_t *j =
+      json_loads(node->content ? node->content : "", JSON_DECODE_ANY, &je);
   const char *text = j ? str_of(j, "PayloadJson") : NULL;
   if (text == NULL) {
     json_decref(j);
@@ -231,13 +251,15 @@ int durable__item_decode(const durable_node_t *node, char **payload,
   if (p == NULL) {
     int rc = durable__error(err, DURABLE_EINVAL,
                             "Durable stream item %s could not be read as "
-                            "JSON: %s", node->path, je.text);
+                            "JSON: %s",
+                            node->path, je.text);
     json_decref(j);
     return rc;
   }
   json_decref(p);
   *payload = strdup(text);
-  if (appended_at) *appended_at = durable__parse_time(str_of(j, "AppendedAt"));
+  if (appended_at)
+    *appended_at = durable__parse_time(str_of(j, "AppendedAt"));
   json_decref(j);
   return *payload ? 0 : DURABLE_ENOMEM;
 }

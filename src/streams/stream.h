@@ -85,8 +85,7 @@ typedef void (*durable__pull_cb)(durable__pull_t *pull, int status,
                                  const durable_item_t *item,
                                  const char *message, void *data);
 durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
-                                   const durable_stream_id_t *id,
-                                   int64_t after,
+                                   const durable_stream_id_t *id, int64_t after,
                                    const durable_source_t *source,
                                    durable_error_t *err);
 /* Ask for the next item: `cb` runs once, when it is there (maybe much

@@ -68,7 +68,8 @@ typedef struct {
 
 static const char shub_key;
 
-/* ---- the chain ---------------------------------------------------------------- */
+/* ---- the chain
+ * ---------------------------------------------------------------- */
 
 static void pump(shub_t *sh);
 
@@ -82,7 +83,8 @@ static op_t *pop(shub_t *sh) {
   op_t *op = sh->head;
   if (op) {
     sh->head = op->next;
-    if (sh->head == NULL) sh->tail = NULL;
+    if (sh->head == NULL)
+      sh->tail = NULL;
   }
   return op;
 }
@@ -126,7 +128,8 @@ static void retry_head(shub_t *sh, int code, const char *message) {
   pump(sh);
 }
 
-/* ---- writes of the state ---------------------------------------------------------- */
+/* ---- writes of the state
+ * ---------------------------------------------------------- */
 
 typedef void (*written_fn)(shub_t *sh, const durable_result_t *res);
 
@@ -156,14 +159,16 @@ static void on_written(const durable_result_t *res) {
 /* Write `next` as the stream node's content at the version read, after
  * `extra` writes (items) in the same transaction.  Takes `next`. */
 static void write_state(shub_t *sh, durable__stream_state_t *next,
-                        durable_write_t *extra, size_t nextra, written_fn then) {
+                        durable_write_t *extra, size_t nextra,
+                        written_fn then) {
   write_ctx_t *w = calloc(1, sizeof(*w));
   char *content = durable__state_encode(next);
   durable_write_t *writes = calloc(nextra + 1, sizeof(*writes));
   durable_error_t err = {0};
   int rc = DURABLE_ENOMEM;
   if (w && content && writes) {
-    for (size_t i = 0; i < nextra; i++) writes[i] = extra[i];
+    for (size_t i = 0; i < nextra; i++)
+      writes[i] = extra[i];
     writes[nextra] = (durable_write_t){.kind = DURABLE_WRITE_REPLACE,
                                        .path = sh->path,
                                        .node_type = DURABLE__STREAM_TYPE,
@@ -175,7 +180,8 @@ static void write_state(shub_t *sh, durable__stream_state_t *next,
     durable_hub_ref(sh->hub);
     rc = durable_store_write(durable_mesh_store(sh->mesh), writes, nextra + 1,
                              on_written, w, &err);
-    if (rc < 0) durable_hub_unref(sh->hub);
+    if (rc < 0)
+      durable_hub_unref(sh->hub);
   }
   free(content);
   free(writes);
@@ -183,17 +189,22 @@ static void write_state(shub_t *sh, durable__stream_state_t *next,
     durable__state_free(next);
     free(w);
     durable_result_t res = {.status = rc,
-                            .message = err.message[0] ? err.message : "out of memory"};
+                            .message =
+                                err.message[0] ? err.message : "out of memory"};
     then(sh, &res);
   }
 }
 
-static int64_t now_ms(void) { return durable__now_ms(); }
+static int64_t now_ms(void) {
+  return durable__now_ms();
+}
 
-/* ---- wake the owner -------------------------------------------------------------------- */
+/* ---- wake the owner
+ * -------------------------------------------------------------------- */
 
-static void on_owner_read(durable_read_outcome_t outcome, const durable_node_t *node,
-                          const char *message, void *data) {
+static void on_owner_read(durable_read_outcome_t outcome,
+                          const durable_node_t *node, const char *message,
+                          void *data) {
   shub_t *sh = data;
   (void)node;
   durable_stream_id_t id = id_of(sh);
@@ -207,33 +218,35 @@ static void on_owner_read(durable_read_outcome_t outcome, const durable_node_t *
   char type[DURABLE_PATH_MAX];
   snprintf(type, sizeof type, "durable.wake:%s", sh->state.ns);
   durable_hub_t *owner = durable_mesh_find(sh->mesh, sh->state.key);
-  if (outcome == DURABLE_READ_PRESENT && owner && !durable__hub_handles(owner, type)) {
+  if (outcome == DURABLE_READ_PRESENT && owner &&
+      !durable__hub_handles(owner, type)) {
     /* the owner's NodeType consumes no such stream in this process */
     sh->woken = 1;
-    durable_mesh_log(sh->mesh, DURABLE_LOG_DEBUG,
-                     "[DurableStreams] %s: the owner %s (%s) has no consumer of "
-                     "%s in this process",
-                     name.text, sh->state.key, durable_hub_node_type(owner),
-                     sh->state.ns);
+    durable_mesh_log(
+        sh->mesh, DURABLE_LOG_DEBUG,
+        "[DurableStreams] %s: the owner %s (%s) has no consumer of "
+        "%s in this process",
+        name.text, sh->state.key, durable_hub_node_type(owner), sh->state.ns);
   } else if (outcome == DURABLE_READ_PRESENT) {
     sh->woken = 1;
     json_t *j = json_pack("{s:s, s:s}", "Namespace", sh->state.ns, "Key",
                           sh->state.key);
     char *text = j ? json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
     durable_error_t err = {0};
-    if (text == NULL ||
-        durable_hub_post(durable_mesh_reads_hub(sh->mesh), sh->state.key, type,
-                         text, &err) < 0)
+    if (text == NULL || durable_hub_post(durable_mesh_reads_hub(sh->mesh),
+                                         sh->state.key, type, text, &err) < 0)
       durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
                        "[DurableStreams] %s: items are waiting but waking the "
-                       "owner %s failed", name.text, sh->state.key);
+                       "owner %s failed",
+                       name.text, sh->state.key);
     free(text);
     json_decref(j);
   } else {
     /* an owner that is no node is not woken again this orphan period (a
      * consumer of such a stream sits on an always-on hub); one that could
      * not be told apart from absent is tried again on the next append */
-    if (outcome == DURABLE_READ_ABSENT) sh->woken = 1;
+    if (outcome == DURABLE_READ_ABSENT)
+      sh->woken = 1;
     durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
                      "[DurableStreams] %s: items are waiting but the owner %s "
                      "could not be woken (%s%s%s)",
@@ -245,8 +258,10 @@ static void on_owner_read(durable_read_outcome_t outcome, const durable_node_t *
 }
 
 static void wake_owner(shub_t *sh) {
-  if (sh->waking || sh->woken) return; /* once per orphan period */
-  if (sh->mesh->closing) return; /* the next host to start wakes it */
+  if (sh->waking || sh->woken)
+    return; /* once per orphan period */
+  if (sh->mesh->closing)
+    return; /* the next host to start wakes it */
   sh->waking = 1;
   durable_hub_ref(sh->hub);
   durable_error_t err = {0};
@@ -256,12 +271,15 @@ static void wake_owner(shub_t *sh) {
     durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
                      "[DurableStreams] %s: items are waiting but waking the "
                      "owner %s failed (%s)",
-                     durable__stream_name(&id).text, sh->state.key, err.message);
+                     durable__stream_name(&id).text, sh->state.key,
+                     err.message);
     durable_hub_unref(sh->hub);
   }
 }
 
-/* ---- append ------------------------------------------------------------------------------ */
+/* ---- append
+ * ------------------------------------------------------------------------------
+ */
 
 static void appended(shub_t *sh, const durable_result_t *res) {
   /* the batch run_append wrote, not the appends in the chain now: more may
@@ -292,11 +310,13 @@ static void appended(shub_t *sh, const durable_result_t *res) {
   int64_t first = sh->state.last_sequence - (int64_t)n + 1;
   for (size_t i = 0; i < n; i++) {
     op_t *op = pop(sh);
-    reply_json(op->reply, json_pack("{s:I}", "Sequence", (json_int_t)(first + (int64_t)i)));
+    reply_json(op->reply, json_pack("{s:I}", "Sequence",
+                                    (json_int_t)(first + (int64_t)i)));
     op_free(op);
   }
   sh->next_seq = sh->state.last_sequence + 1;
-  if (sh->state.subscriber == NULL) wake_owner(sh);
+  if (sh->state.subscriber == NULL)
+    wake_owner(sh);
   sh->busy = 0;
   pump(sh);
 }
@@ -312,7 +332,7 @@ static void run_append(shub_t *sh) {
     return;
   }
   durable_write_t *items = calloc(n, sizeof(*items));
-  char (*paths)[DURABLE_PATH_MAX + 48] = calloc(n, sizeof(*paths));
+  char(*paths)[DURABLE_PATH_MAX + 48] = calloc(n, sizeof(*paths));
   char **contents = calloc(n, sizeof(char *));
   int ok = items && paths && contents;
   int64_t now = now_ms();
@@ -337,13 +357,16 @@ static void run_append(shub_t *sh) {
     durable__state_free(&next);
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
   }
-  for (size_t i = 0; contents && i < n; i++) free(contents[i]);
+  for (size_t i = 0; contents && i < n; i++)
+    free(contents[i]);
   free(contents);
   free(paths);
   free(items);
 }
 
-/* ---- claim --------------------------------------------------------------------------------- */
+/* ---- claim
+ * ---------------------------------------------------------------------------------
+ */
 
 static void granted(shub_t *sh, const durable_result_t *res) {
   if (res->status == DURABLE_ECONFLICT || res->status == DURABLE_ENOTFOUND) {
@@ -362,13 +385,14 @@ static void granted(shub_t *sh, const durable_result_t *res) {
   durable__stream_name_t name = durable__stream_name(&id);
   const durable__stream_state_t *s = &sh->state;
   if (sh->holder)
-    durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
-                     "[DurableStreams] %s: %s TOOK OVER the lease from %s, which "
-                     "did not answer within %u ms; resuming after acknowledged "
-                     "sequence %lld (epoch %lld)",
-                     name.text, s->subscriber, sh->holder,
-                     durable__stream_options(sh->mesh).holder_probe_ms,
-                     (long long)s->checkpoint, (long long)s->lease_epoch);
+    durable_mesh_log(
+        sh->mesh, DURABLE_LOG_WARN,
+        "[DurableStreams] %s: %s TOOK OVER the lease from %s, which "
+        "did not answer within %u ms; resuming after acknowledged "
+        "sequence %lld (epoch %lld)",
+        name.text, s->subscriber, sh->holder,
+        durable__stream_options(sh->mesh).holder_probe_ms,
+        (long long)s->checkpoint, (long long)s->lease_epoch);
   else
     durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
                      "[DurableStreams] %s: lease granted to %s (epoch %lld, "
@@ -432,7 +456,8 @@ static void run_claim(shub_t *sh) {
   durable_error_t err = {0};
   durable_hub_ref(sh->hub);
   if (sh->holder == NULL ||
-      durable_hub_request(durable_mesh_reads_hub(sh->mesh), holder, "ping", NULL,
+      durable_hub_request(durable_mesh_reads_hub(sh->mesh), holder, "ping",
+                          NULL,
                           durable__stream_options(sh->mesh).holder_probe_ms,
                           on_holder_ping, sh, &err) < 0) {
     durable_hub_unref(sh->hub);
@@ -440,7 +465,8 @@ static void run_claim(shub_t *sh) {
   }
 }
 
-/* ---- ack and release ------------------------------------------------------------------------ */
+/* ---- ack and release
+ * ------------------------------------------------------------------------ */
 
 static int fenced(shub_t *sh, const op_t *op) {
   const durable__stream_state_t *s = &sh->state;
@@ -469,9 +495,10 @@ static void run_ack(shub_t *sh) {
     snprintf(reason, sizeof reason,
              "fenced: the lease is held by %s at epoch %lld, not by %s at "
              "epoch %lld",
-             s->subscriber ? s->subscriber : "nobody", (long long)s->lease_epoch,
-             op->subscriber, (long long)op->epoch);
-    reply_json(op->reply, json_pack("{s:b, s:s}", "Accepted", 0, "Reason", reason));
+             s->subscriber ? s->subscriber : "nobody",
+             (long long)s->lease_epoch, op->subscriber, (long long)op->epoch);
+    reply_json(op->reply,
+               json_pack("{s:b, s:s}", "Accepted", 0, "Reason", reason));
     next_op(sh);
     return;
   }
@@ -508,7 +535,8 @@ static void released(shub_t *sh, const durable_result_t *res) {
                    (long long)s->checkpoint, (long long)s->last_sequence);
   reply_json(sh->head->reply, json_pack("{s:b}", "Released", 1));
   sh->woken = 0; /* a new orphan period */
-  if (s->last_sequence > s->checkpoint) wake_owner(sh);
+  if (s->last_sequence > s->checkpoint)
+    wake_owner(sh);
   next_op(sh);
 }
 
@@ -530,14 +558,23 @@ static void run_release(shub_t *sh) {
   write_state(sh, &next, NULL, 0, released);
 }
 
-/* ---- loading the state --------------------------------------------------------------------- */
+/* ---- loading the state
+ * --------------------------------------------------------------------- */
 
 static void run_head(shub_t *sh) {
   switch (sh->head->kind) {
-  case OP_APPEND: run_append(sh); break;
-  case OP_CLAIM: run_claim(sh); break;
-  case OP_ACK: run_ack(sh); break;
-  case OP_RELEASE: run_release(sh); break;
+  case OP_APPEND:
+    run_append(sh);
+    break;
+  case OP_CLAIM:
+    run_claim(sh);
+    break;
+  case OP_ACK:
+    run_ack(sh);
+    break;
+  case OP_RELEASE:
+    run_release(sh);
+    break;
   }
 }
 
@@ -584,7 +621,8 @@ static void on_state_read(const durable_result_t *res) {
 }
 
 static void pump(shub_t *sh) {
-  if (sh->busy) return;
+  if (sh->busy)
+    return;
   while (sh->dead && sh->head) {
     /* Left (its quiesce budget ran out): what was queued never ran and was
      * answered ShuttingDown already; running it now would duplicate what a
@@ -593,7 +631,8 @@ static void pump(shub_t *sh) {
     durable_reply_fail(op->reply, DURABLE_ESHUTDOWN, "the stream hub left");
     op_free(op);
   }
-  if (sh->head == NULL) return;
+  if (sh->head == NULL)
+    return;
   sh->busy = 1;
   if (!sh->have_state) {
     durable_error_t err = {0};
@@ -610,7 +649,9 @@ static void pump(shub_t *sh) {
   }
 }
 
-/* ---- requests ---------------------------------------------------------------------------- */
+/* ---- requests
+ * ----------------------------------------------------------------------------
+ */
 
 static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
                        durable_reply_t *reply, void *data) {
@@ -619,13 +660,19 @@ static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
   json_error_t je;
   json_t *j = json_loads(msg->payload, 0, &je);
   op_t *op = calloc(1, sizeof(*op));
-  const char *sub = j ? json_string_value(json_object_get(j, "Subscriber")) : NULL;
-  const char *payload = j ? json_string_value(json_object_get(j, "PayloadJson")) : NULL;
+  const char *sub =
+      j ? json_string_value(json_object_get(j, "Subscriber")) : NULL;
+  const char *payload =
+      j ? json_string_value(json_object_get(j, "PayloadJson")) : NULL;
   const char *bad = NULL;
-  if (sh == NULL) bad = "is not a durable stream hub";
-  else if (j == NULL || op == NULL) bad = "got a request that is not JSON";
-  else if (kind == OP_APPEND && payload == NULL) bad = "got an append without PayloadJson";
-  else if (kind != OP_APPEND && sub == NULL) bad = "got a request without Subscriber";
+  if (sh == NULL)
+    bad = "is not a durable stream hub";
+  else if (j == NULL || op == NULL)
+    bad = "got a request that is not JSON";
+  else if (kind == OP_APPEND && payload == NULL)
+    bad = "got an append without PayloadJson";
+  else if (kind != OP_APPEND && sub == NULL)
+    bad = "got a request without Subscriber";
   if (bad) {
     char message[DURABLE_PATH_MAX + 96];
     snprintf(message, sizeof message, "%s %s", durable_hub_address(hub), bad);
@@ -646,22 +693,26 @@ static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
     durable_reply_fail(reply, DURABLE_ENOMEM, "out of memory");
     return;
   }
-  if (sh->tail) sh->tail->next = op;
-  else sh->head = op;
+  if (sh->tail)
+    sh->tail->next = op;
+  else
+    sh->head = op;
   sh->tail = op;
   pump(sh);
 }
 
 static void shub_free(void *data) {
   shub_t *sh = data;
-  while (sh->head) op_free(pop(sh)); /* replies ended with the hub */
+  while (sh->head)
+    op_free(pop(sh)); /* replies ended with the hub */
   durable__state_free(&sh->state);
   free(sh->holder);
   free(sh->path);
   free(sh);
 }
 
-static void stream_hub_init(durable_hub_t *hub, durable_reply_t *done, void *data) {
+static void stream_hub_init(durable_hub_t *hub, durable_reply_t *done,
+                            void *data) {
   (void)data;
   shub_t *sh = calloc(1, sizeof(*sh));
   if (sh == NULL || (sh->path = strdup(durable_hub_address(hub))) == NULL) {
@@ -684,17 +735,20 @@ static void stream_hub_init(durable_hub_t *hub, durable_reply_t *done, void *dat
 static void stream_hub_dispose(durable_hub_t *hub, void *data) {
   (void)data;
   shub_t *sh = durable__hub_attached(hub, &shub_key);
-  if (sh) sh->dead = 1;
+  if (sh)
+    sh->dead = 1;
 }
 
 int durable__stream_hub_install(durable_mesh_t *mesh) {
   durable_node_type_t *t = durable_mesh_node_type(mesh, DURABLE__STREAM_TYPE);
-  if (t == NULL) return DURABLE_ENOMEM;
+  if (t == NULL)
+    return DURABLE_ENOMEM;
   /* a closing mesh stops stream hubs after the consumers, whose releases
    * they still have to take */
   t->late = 1;
   int rc = durable_node_type_on_init(t, stream_hub_init, NULL);
-  if (rc == 0) rc = durable_node_type_on_dispose(t, stream_hub_dispose, NULL);
+  if (rc == 0)
+    rc = durable_node_type_on_dispose(t, stream_hub_dispose, NULL);
   static const struct {
     const char *type;
     op_kind_t kind;

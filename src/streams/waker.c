@@ -60,7 +60,8 @@ static void on_owner_read(const durable_result_t *res) {
   if (res->status == 0 &&
       durable__consumed_has(w->mesh, res->node->node_type, w->family)) {
     durable_error_t err = {0};
-    if (durable_mesh_read(w->mesh, w->key, on_owner_active, w, &err) == 0) return;
+    if (durable_mesh_read(w->mesh, w->key, on_owner_active, w, &err) == 0)
+      return;
   }
   wake_free(w); /* absent, or no consumer of that family here */
 }
@@ -75,8 +76,8 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node,
   durable__stream_state_t s;
   if (mesh->closing || durable__state_decode(node->content, node->path, &s) < 0)
     return;
-  int unheld = s.subscriber == NULL ||
-               (at_start && strcmp(s.subscriber, s.key) == 0);
+  int unheld =
+      s.subscriber == NULL || (at_start && strcmp(s.subscriber, s.key) == 0);
   int waiting = s.last_sequence > s.checkpoint && unheld;
   if (waiting) {
     wake_t *w = calloc(1, sizeof(*w));
@@ -84,8 +85,8 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node,
     if (w && (w->family = strdup(s.ns)) && (w->key = strdup(s.key))) {
       w->mesh = mesh;
       /* read the owner first: only a NodeType served here is activated */
-      if (durable_store_get(durable_mesh_store(mesh), NULL, s.key, on_owner_read,
-                            w, &err) < 0)
+      if (durable_store_get(durable_mesh_store(mesh), NULL, s.key,
+                            on_owner_read, w, &err) < 0)
         wake_free(w);
     } else if (w) {
       wake_free(w);
@@ -158,7 +159,8 @@ static void on_foreign(void *data, const char *ns) {
 }
 
 int durable_mesh_host(durable_mesh_t *mesh, durable_error_t *err) {
-  if (mesh == NULL) return durable__error(err, DURABLE_EINVAL, "no mesh");
+  if (mesh == NULL)
+    return durable__error(err, DURABLE_EINVAL, "no mesh");
   durable__store_on_foreign(durable_mesh_store(mesh), on_foreign, mesh);
   scan(mesh, "type:" DURABLE__STREAM_TYPE, 1);
   return 0;

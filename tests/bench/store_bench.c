@@ -64,8 +64,10 @@ static int cmp_double(const void *a, const void *b) {
 
 static double median(const double *v, int n) {
   double s[64];
-  if (n <= 0) return 0;
-  if (n > 64) n = 64;
+  if (n <= 0)
+    return 0;
+  if (n > 64)
+    n = 64;
   memcpy(s, v, (size_t)n * sizeof *s);
   qsort(s, (size_t)n, sizeof *s, cmp_double);
   return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
@@ -78,9 +80,11 @@ static const char *num(double x) {
   char *out = bufs[k++ & 7], tmp[32];
   snprintf(tmp, sizeof tmp, "%.0f", x < 0 ? -x : x);
   size_t n = strlen(tmp), o = 0;
-  if (x < 0) out[o++] = '-';
+  if (x < 0)
+    out[o++] = '-';
   for (size_t i = 0; i < n; i++) {
-    if (i && (n - i) % 3 == 0) out[o++] = ',';
+    if (i && (n - i) % 3 == 0)
+      out[o++] = ',';
     out[o++] = tmp[i];
   }
   out[o] = 0;
@@ -95,7 +99,8 @@ static const char *runs(const double *v, int n, double scale, const char *fmt) {
   size_t o = 0;
   out[o++] = '(';
   for (int i = 0; i < n && o < 200; i++) {
-    if (i) out[o++] = ' ';
+    if (i)
+      out[o++] = ' ';
     o += (size_t)snprintf(out + o, 256 - o, fmt, v[i] * scale);
   }
   snprintf(out + o, 256 - o, ")");
@@ -105,8 +110,10 @@ static const char *runs(const double *v, int n, double scale, const char *fmt) {
 static long rss_kib(void) {
   long pages = 0, resident = 0;
   FILE *f = fopen("/proc/self/statm", "r");
-  if (f == NULL) return -1;
-  if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = -1;
+  if (f == NULL)
+    return -1;
+  if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+    resident = -1;
   fclose(f);
   return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
@@ -123,8 +130,9 @@ static void die(const char *fmt, ...) {
 }
 
 static void item_content(char *buf, size_t size, long long seq) {
-  snprintf(buf, size, "{\"Sequence\":%lld,\"PayloadJson\":\"{\\\"i\\\":%lld}\"}",
-           seq, seq);
+  snprintf(buf, size,
+           "{\"Sequence\":%lld,\"PayloadJson\":\"{\\\"i\\\":%lld}\"}", seq,
+           seq);
 }
 
 /* ---- options ------------------------------------------------------------ */
@@ -168,9 +176,9 @@ typedef struct {
   uv_loop_t loop;
   uv_timer_t watchdog;
   durable_store_t *store;
-  const char *what;     /* what we are waiting for, for the stall message */
-  uint64_t progress;    /* bumped by every callback */
-  uint64_t seen;        /* progress at the last watchdog tick */
+  const char *what;  /* what we are waiting for, for the stall message */
+  uint64_t progress; /* bumped by every callback */
+  uint64_t seen;     /* progress at the last watchdog tick */
   int idle_ticks;
 } ctx_t;
 
@@ -192,14 +200,16 @@ static void run_until(ctx_t *c, const int *flag, const char *what) {
   c->idle_ticks = 0;
   c->seen = c->progress;
   uv_timer_start(&c->watchdog, watchdog_tick, 1000, 1000);
-  while (!*flag) uv_run(&c->loop, UV_RUN_ONCE);
+  while (!*flag)
+    uv_run(&c->loop, UV_RUN_ONCE);
   uv_timer_stop(&c->watchdog);
 }
 
 static void ctx_open(ctx_t *c, const char *url) {
   durable_error_t err = {0};
   memset(c, 0, sizeof *c);
-  if (uv_loop_init(&c->loop) != 0) die("uv_loop_init failed");
+  if (uv_loop_init(&c->loop) != 0)
+    die("uv_loop_init failed");
   uv_timer_init(&c->loop, &c->watchdog);
   c->watchdog.data = c;
   int rc = durable_store_open(&c->loop, url, &c->store, &err);
@@ -208,7 +218,9 @@ static void ctx_open(ctx_t *c, const char *url) {
         durable_err_name(rc));
 }
 
-static void closed_cb(void *data) { *(int *)data = 1; }
+static void closed_cb(void *data) {
+  *(int *)data = 1;
+}
 
 static void ctx_close(ctx_t *c) {
   int closed = 0;
@@ -238,14 +250,16 @@ static void w_done(const durable_result_t *r) {
   if (r->status < 0)
     die("put failed: %s (%s)", r->message ? r->message : "",
         durable_err_name(r->status));
-  if (++d->done == d->n) d->finished = 1;
+  if (++d->done == d->n)
+    d->finished = 1;
   w_issue(d);
 }
 
 static void w_issue(wdrv_t *d) {
   char path[256], content[128];
   durable_error_t err = {0};
-  if (d->issuing) return; /* a callback run from inside a put */
+  if (d->issuing)
+    return; /* a callback run from inside a put */
   d->issuing = 1;
   while (d->issued < d->n && d->issued - d->done < d->inflight) {
     long i = d->issued++;
@@ -269,10 +283,11 @@ static double store_puts(ctx_t *c, const char *prefix, long n, long inflight) {
   return (double)n / (now_s() - t0);
 }
 
-/* ---- (1) the plain loops of one-row commits ------------------------------- */
+/* ---- (1) the plain loops of one-row commits -------------------------------
+ */
 
-#define PLAIN_COLUMNS                                                         \
-  "namespace, id, path, node_type, content, main_node, version, "            \
+#define PLAIN_COLUMNS                                                          \
+  "namespace, id, path, node_type, content, main_node, version, "              \
   "created_at, updated_at"
 
 typedef struct {
@@ -299,7 +314,8 @@ static void plain_sqlite_open(plain_sqlite_t *p, const char *file) {
                         "PRIMARY KEY (namespace, id)) WITHOUT ROWID;",
                         NULL, NULL, NULL),
            "setup");
-  sq_check(p->db, sqlite3_prepare_v2(p->db, "BEGIN IMMEDIATE", -1, &p->begin, NULL),
+  sq_check(p->db,
+           sqlite3_prepare_v2(p->db, "BEGIN IMMEDIATE", -1, &p->begin, NULL),
            "prepare");
   sq_check(p->db, sqlite3_prepare_v2(p->db, "COMMIT", -1, &p->commit, NULL),
            "prepare");
@@ -421,7 +437,8 @@ static double plain_pg_rows(plain_pg_t *p, const char *ns, long n) {
     snprintf(ver, sizeof ver, "%" PRId64, ++version);
     snprintf(ts, sizeof ts, "%" PRId64, wall_ms());
     vals[0] = ns, vals[1] = id, vals[2] = path, vals[3] = "BenchNode";
-    vals[4] = content, vals[5] = path, vals[6] = ver, vals[7] = ts, vals[8] = ts;
+    vals[4] = content, vals[5] = path, vals[6] = ver, vals[7] = ts,
+    vals[8] = ts;
     PGresult *res =
         PQexecPrepared(p->conn, "plain_insert", 9, vals, NULL, NULL, 0);
     pg_ok(p->conn, res, "insert");
@@ -451,13 +468,15 @@ static void fill_done(const durable_result_t *r) {
     die("batch write failed: %s (%s)", r->message ? r->message : "",
         durable_err_name(r->status));
   f->inflight--;
-  if (f->inflight == 0 && f->next > f->n) f->finished = 1;
+  if (f->inflight == 0 && f->next > f->n)
+    f->finished = 1;
   fill_issue(f);
 }
 
 static void fill_issue(fill_t *f) {
   durable_error_t err = {0};
-  if (f->issuing) return;
+  if (f->issuing)
+    return;
   f->issuing = 1;
   while (f->next <= f->n && f->inflight < FILL_INFLIGHT) {
     size_t k = 0;
@@ -485,7 +504,8 @@ static double fill_stream(ctx_t *c, const char *items_ns, long n) {
   f.writes = calloc(FILL_BATCH, sizeof *f.writes);
   f.paths = calloc(FILL_BATCH, sizeof *f.paths);
   f.contents = calloc(FILL_BATCH, sizeof *f.contents);
-  if (!f.writes || !f.paths || !f.contents) die("out of memory");
+  if (!f.writes || !f.paths || !f.contents)
+    die("out of memory");
   double t0 = now_s();
   fill_issue(&f);
   run_until(c, &f.finished, "filling the stream");
@@ -514,7 +534,8 @@ static void r_done(const durable_result_t *r) {
         durable_err_name(r->status));
   for (size_t i = 0; i < r->count; i++) {
     int64_t seq = strtoll(r->nodes[i]->id, NULL, 10);
-    if (seq != d->after + 1) d->order_ok = 0;
+    if (seq != d->after + 1)
+      d->order_ok = 0;
     d->after = seq;
   }
   d->rows += (long)r->count;
@@ -559,10 +580,12 @@ static double raw_sqlite_range(sqlite3 *db, const char *ns, int64_t after,
   static sqlite3 *st_db;
   char cursor[32];
   if (st_db != db) {
-    if (st) sqlite3_finalize(st);
+    if (st)
+      sqlite3_finalize(st);
     st = NULL;
     st_db = db;
-    if (db == NULL) return 0; /* just finalize */
+    if (db == NULL)
+      return 0; /* just finalize */
     sq_check(db,
              sqlite3_prepare_v2(db,
                                 "SELECT " PLAIN_COLUMNS
@@ -595,7 +618,8 @@ static double raw_sqlite_range(sqlite3 *db, const char *ns, int64_t after,
     sq_check(db, rc, "raw range read");
     sqlite3_reset(st);
     *rows += page;
-    if (page < PAGE) break;
+    if (page < PAGE)
+      break;
   }
   return now_s() - t0;
 }
@@ -618,10 +642,12 @@ static double raw_pg_range(PGconn *conn, const char *ns, int64_t after,
       for (int col = 0; col < 9; col++)
         sink += (size_t)PQgetlength(res, i, col) +
                 (size_t)(PQgetvalue(res, i, col)[0] != 0);
-    if (n) snprintf(cursor, sizeof cursor, "%s", PQgetvalue(res, n - 1, 1));
+    if (n)
+      snprintf(cursor, sizeof cursor, "%s", PQgetvalue(res, n - 1, 1));
     PQclear(res);
     *rows += n;
-    if (n < PAGE) break;
+    if (n < PAGE)
+      break;
   }
   return now_s() - t0;
 }
@@ -629,10 +655,10 @@ static double raw_pg_range(PGconn *conn, const char *ns, int64_t after,
 /* ---- one store: figures (1) and (2) -------------------------------------- */
 
 typedef struct {
-  const char *label;     /* "SQLite" / "PostgreSQL" */
-  const char *url;       /* store URL */
-  const char *partition; /* first path segment of everything written */
-  const char *plain_name;  /* "plain sqlite loop" / "plain libpq loop" */
+  const char *label;      /* "SQLite" / "PostgreSQL" */
+  const char *url;        /* store URL */
+  const char *partition;  /* first path segment of everything written */
+  const char *plain_name; /* "plain sqlite loop" / "plain libpq loop" */
   /* the plain one-row commit loop */
   double (*plain_rows)(void *plain, const char *ns, long n);
   void *plain;
@@ -721,7 +747,8 @@ static void run_target(target_t *t) {
     full[r] = store_range(&c, items_ns, 0, &rows);
     check_rows("store full read", rows, n);
     long rss = rss_kib();
-    if (rss > rss_peak) rss_peak = rss;
+    if (rss > rss_peak)
+      rss_peak = rss;
     raw_full[r] = t->raw_range(t->raw, items_ns, 0, &rows);
     check_rows("raw full read", rows, n);
     r_full_tail[r] = full[r] / median(tail, TAIL_REPS);
@@ -732,12 +759,13 @@ static void run_target(target_t *t) {
            num((double)tail_after), num((double)tail_want));
   printf("  %-44s %12.3f ms        %s\n", label, median(tail, TAIL_REPS) * 1e3,
          runs(tail, TAIL_REPS, 1e3, "%.2f"));
-  printf("  %-44s %12.1f ms        %s\n", "store: all items from 0, pages of 1000",
-         median(full, reps) * 1e3, runs(full, reps, 1e3, "%.0f"));
+  printf("  %-44s %12.1f ms        %s\n",
+         "store: all items from 0, pages of 1000", median(full, reps) * 1e3,
+         runs(full, reps, 1e3, "%.0f"));
   printf("  %-44s %12s rows/s\n", "store: full read rate",
          num(n / median(full, reps)));
-  printf("  %-44s %12.0fx           (issue #2: >= 100)\n",
-         "ratio full / tail", median(r_full_tail, reps));
+  printf("  %-44s %12.0fx           (issue #2: >= 100)\n", "ratio full / tail",
+         median(r_full_tail, reps));
   printf("  %-44s %12.3f ms        %s\n", "raw: tail read",
          median(raw_tail, TAIL_REPS) * 1e3,
          runs(raw_tail, TAIL_REPS, 1e3, "%.2f"));
@@ -758,7 +786,8 @@ static void run_target(target_t *t) {
   ctx_close(&c);
 }
 
-/* ---- SQLite ----------------------------------------------------------------- */
+/* ---- SQLite -----------------------------------------------------------------
+ */
 
 typedef struct {
   char file[512];
@@ -772,8 +801,7 @@ static double sqlite_plain_rows(void *p, const char *ns, long n) {
 static void sqlite_raw_open(void *p, const char *partition) {
   raw_sqlite_t *r = p;
   (void)partition;
-  sq_check(NULL,
-           sqlite3_open_v2(r->file, &r->db, SQLITE_OPEN_READONLY, NULL),
+  sq_check(NULL, sqlite3_open_v2(r->file, &r->db, SQLITE_OPEN_READONLY, NULL),
            "open store file read-only");
 }
 
@@ -783,7 +811,7 @@ static double sqlite_raw_range(void *p, const char *ns, int64_t after,
 }
 
 static void rm_rf_dir(const char *dir) {
-  static const char *const names[] = {"store.db", "store.db-wal",
+  static const char *const names[] = {"store.db",     "store.db-wal",
                                       "store.db-shm", "plain.db",
                                       "plain.db-wal", "plain.db-shm"};
   char f[600];
@@ -797,7 +825,8 @@ static void rm_rf_dir(const char *dir) {
 
 static char tmpdir[256];
 static void cleanup_tmpdir(void) {
-  if (tmpdir[0]) rm_rf_dir(tmpdir);
+  if (tmpdir[0])
+    rm_rf_dir(tmpdir);
   tmpdir[0] = 0;
 }
 
@@ -805,7 +834,8 @@ static void run_sqlite(void) {
   const char *base = getenv("TMPDIR");
   snprintf(tmpdir, sizeof tmpdir, "%s/durable-bench.XXXXXX",
            base && *base ? base : "/tmp");
-  if (mkdtemp(tmpdir) == NULL) die("mkdtemp: %s", strerror(errno));
+  if (mkdtemp(tmpdir) == NULL)
+    die("mkdtemp: %s", strerror(errno));
   atexit(cleanup_tmpdir);
 
   char url[600], plain_file[600];
@@ -816,8 +846,8 @@ static void run_sqlite(void) {
   snprintf(plain_file, sizeof plain_file, "%s/plain.db", tmpdir);
   plain_sqlite_open(&plain, plain_file);
 
-  printf("\n== SQLite %s: %s (WAL, synchronous=FULL) ==\n", sqlite3_libversion(),
-         url);
+  printf("\n== SQLite %s: %s (WAL, synchronous=FULL) ==\n",
+         sqlite3_libversion(), url);
   target_t t = {.label = "SQLite",
                 .url = url,
                 .partition = "Bench",
@@ -835,7 +865,8 @@ static void run_sqlite(void) {
   cleanup_tmpdir();
 }
 
-/* ---- PostgreSQL -------------------------------------------------------------- */
+/* ---- PostgreSQL
+ * -------------------------------------------------------------- */
 
 typedef struct {
   const char *url;
@@ -857,8 +888,9 @@ static void pg_raw_open(void *p, const char *partition) {
            schema);
   PQfreemem(schema);
   PGresult *res = PQprepare(r->conn, "raw_range", sql, 3, NULL);
-  pg_ok(r->conn, res, "prepare raw range read (is the partition's schema "
-                      "named after the partition?)");
+  pg_ok(r->conn, res,
+        "prepare raw range read (is the partition's schema "
+        "named after the partition?)");
   PQclear(res);
 }
 
@@ -900,11 +932,13 @@ static void run_postgres(const char *url) {
                 .raw = &raw,
                 .raw_open = pg_raw_open};
   run_target(&t);
-  if (raw.conn) PQfinish(raw.conn);
+  if (raw.conn)
+    PQfinish(raw.conn);
   plain_pg_close(&plain);
 }
 
-/* ---- main --------------------------------------------------------------------- */
+/* ---- main
+ * --------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
@@ -931,13 +965,15 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (opt.reps > 64) opt.reps = 64;
+  if (opt.reps > 64)
+    opt.reps = 64;
   setvbuf(stdout, NULL, _IOLBF, 0);
 
   printf("store_bench: durable %s, %ld writes per run, %ld items, medians of "
          "%d runs (tail reads: %d)\n",
          DURABLE_VERSION_STRING, opt.writes, opt.items, opt.reps, TAIL_REPS);
-  if (opt.only == NULL || strcmp(opt.only, "sqlite") == 0) run_sqlite();
+  if (opt.only == NULL || strcmp(opt.only, "sqlite") == 0)
+    run_sqlite();
   if (opt.only == NULL || strcmp(opt.only, "postgres") == 0) {
     const char *pg = getenv("DURABLE_TEST_PG");
     if (pg && *pg)

@@ -49,7 +49,7 @@ static const char *check_context(void) {
 #define CASE_SECONDS 90
 
 static const char *g_url;
-static char g_run[64];         /* the run's partition */
+static char g_run[64];          /* the run's partition */
 static char g_sqlite_file[512]; /* the file of a "sqlite:FILE" URL, or "" */
 static int g_memory;
 
@@ -69,7 +69,9 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int strcmp_ptr(const char **x, const char **y) { return strcmp(*x, *y); }
+static int strcmp_ptr(const char **x, const char **y) {
+  return strcmp(*x, *y);
+}
 
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -100,7 +102,9 @@ static durable_store_t *open_store(uv_loop_t *loop) {
   return store;
 }
 
-static void closed_cb(void *data) { ++*(int *)data; }
+static void closed_cb(void *data) {
+  ++*(int *)data;
+}
 
 static void close_store(durable_store_t *store) {
   int closed = 0;
@@ -123,13 +127,13 @@ static void case_end(void) {
   CHECK_LOOP_CLOSES(&T.loop);
 }
 
-#define SKIP(...)                                                            \
-  do {                                                                       \
-    printf("# SKIP ");                                                       \
-    printf(__VA_ARGS__);                                                     \
-    printf("\n");                                                            \
-    fflush(stdout);                                                          \
-    exit(77);                                                                \
+#define SKIP(...)                                                              \
+  do {                                                                         \
+    printf("# SKIP ");                                                         \
+    printf(__VA_ARGS__);                                                       \
+    printf("\n");                                                              \
+    fflush(stdout);                                                            \
+    exit(77);                                                                  \
   } while (0)
 
 /* ---- results ------------------------------------------------------------ */
@@ -148,7 +152,8 @@ typedef struct {
 
 static void res_reset(res_t *r) {
   durable_node_free(r->node);
-  for (size_t i = 0; i < r->count; i++) durable_node_free(r->nodes[i]);
+  for (size_t i = 0; i < r->count; i++)
+    durable_node_free(r->nodes[i]);
   free(r->nodes);
   memset(r, 0, sizeof(*r));
 }
@@ -218,12 +223,12 @@ static int put_(res_t *r, const char *path, const char *type,
                 const char *content) {
   durable_error_t e = {0};
   res_reset(r);
-  submitted(durable_store_put(T.store, path, type, content, res_cb, r, &e),
-            &e, "put", path);
+  submitted(durable_store_put(T.store, path, type, content, res_cb, r, &e), &e,
+            "put", path);
   res_wait(r);
   return r->status;
 }
-#define PUT(r, path, type, content) \
+#define PUT(r, path, type, content)                                            \
   (g_line = __LINE__, put_(r, path, type, content))
 
 static int create_(res_t *r, const char *path, const char *type,
@@ -235,7 +240,7 @@ static int create_(res_t *r, const char *path, const char *type,
   res_wait(r);
   return r->status;
 }
-#define CREATE(r, path, type, content) \
+#define CREATE(r, path, type, content)                                         \
   (g_line = __LINE__, create_(r, path, type, content))
 
 static int delete_(res_t *r, const char *path) {
@@ -263,13 +268,13 @@ static int query_(res_t *r, const char *principal, const char *query,
                   const char *after, size_t limit) {
   durable_error_t e = {0};
   res_reset(r);
-  submitted(durable_store_query(T.store, principal, query, after, limit,
-                                res_cb, r, &e),
+  submitted(durable_store_query(T.store, principal, query, after, limit, res_cb,
+                                r, &e),
             &e, "query", query);
   res_wait(r);
   return r->status;
 }
-#define QUERY(r, principal, query, after, limit) \
+#define QUERY(r, principal, query, after, limit)                               \
   (g_line = __LINE__, query_(r, principal, query, after, limit))
 
 static int exists_(res_t *r, const char *principal, const char *path) {
@@ -280,7 +285,7 @@ static int exists_(res_t *r, const char *principal, const char *path) {
   res_wait(r);
   return r->status;
 }
-#define EXISTS(r, principal, path) \
+#define EXISTS(r, principal, path)                                             \
   (g_line = __LINE__, exists_(r, principal, path))
 
 static int read_items_(res_t *r, const char *principal, const char *ns,
@@ -293,7 +298,7 @@ static int read_items_(res_t *r, const char *principal, const char *ns,
   res_wait(r);
   return r->status;
 }
-#define READ_ITEMS(r, principal, ns, after, limit) \
+#define READ_ITEMS(r, principal, ns, after, limit)                             \
   (g_line = __LINE__, read_items_(r, principal, ns, after, limit))
 
 static int last_item_(res_t *r, const char *ns) {
@@ -310,17 +315,16 @@ static int grant_(res_t *r, int revoke, const char *principal,
                   const char *prefix) {
   durable_error_t e = {0};
   res_reset(r);
-  int rc = revoke ? durable_store_revoke(T.store, principal, prefix, res_cb,
-                                         r, &e)
-                  : durable_store_grant(T.store, principal, prefix, res_cb, r,
-                                        &e);
+  int rc = revoke
+               ? durable_store_revoke(T.store, principal, prefix, res_cb, r, &e)
+               : durable_store_grant(T.store, principal, prefix, res_cb, r, &e);
   submitted(rc, &e, revoke ? "revoke" : "grant", prefix);
   res_wait(r);
   return r->status;
 }
-#define GRANT(r, principal, prefix) \
+#define GRANT(r, principal, prefix)                                            \
   (g_line = __LINE__, grant_(r, 0, principal, prefix))
-#define REVOKE(r, principal, prefix) \
+#define REVOKE(r, principal, prefix)                                           \
   (g_line = __LINE__, grant_(r, 1, principal, prefix))
 
 /* Refused submissions: the code comes back at once, `err` says why, and the
@@ -336,17 +340,18 @@ static void refused_(int rc, const durable_error_t *e, int want,
             durable_err_name(want), durable_err_name(rc), e->message);
   CHECK_EQ_CODE(e->code, want);
   CHECK_MSG(e->message[0] != '\0', "%s: refused without a message", what);
-  for (int i = 0; i < 3; i++) uv_run(&T.loop, UV_RUN_NOWAIT);
+  for (int i = 0; i < 3; i++)
+    uv_run(&T.loop, UV_RUN_NOWAIT);
   CHECK_EQ_INT(g_stray_calls, 0);
 }
 /* REFUSED(EINVAL, durable_store_put(T.store, ..., stray_cb, NULL, &e)): the
  * call is made with a durable_error_t named `e` in scope. */
-#define REFUSED(want, call)                                                  \
-  do {                                                                       \
-    g_line = __LINE__;                                                       \
-    durable_error_t e;                                                       \
-    memset(&e, 0, sizeof(e));                                                \
-    refused_((call), &e, DURABLE_##want, #call);                             \
+#define REFUSED(want, call)                                                    \
+  do {                                                                         \
+    g_line = __LINE__;                                                         \
+    durable_error_t e;                                                         \
+    memset(&e, 0, sizeof(e));                                                  \
+    refused_((call), &e, DURABLE_##want, #call);                               \
   } while (0)
 
 /* ---- node checks -------------------------------------------------------- */
@@ -371,14 +376,16 @@ static void check_node_(const durable_node_t *n, const char *path,
   char owner[1200];
   CHECK_GE_INT(durable_path_owner(path, owner, sizeof(owner)), 1);
   CHECK_EQ_STR(n->main_node, owner);
-  if (type != NULL) CHECK_EQ_STR(n->node_type, type);
-  if (content != NULL) CHECK_EQ_STR(n->content, content);
+  if (type != NULL)
+    CHECK_EQ_STR(n->node_type, type);
+  if (content != NULL)
+    CHECK_EQ_STR(n->content, content);
   CHECK_GT_INT(n->version, 0);
   CHECK_LE_INT(n->created_at, n->updated_at);
   CHECK_GE_INT(n->created_at, g_case_start_ms - 60000);
   CHECK_LE_INT(n->updated_at, now_ms() + 60000);
 }
-#define CHECK_NODE(n, path, type, content) \
+#define CHECK_NODE(n, path, type, content)                                     \
   (g_line = __LINE__, check_node_(n, path, type, content))
 
 /* ---- cases -------------------------------------------------------------- */
@@ -387,7 +394,8 @@ static void case_open_close(void) {
   case_begin("open_close");
   const char *name = durable_store_name(T.store);
   CHECK(name != NULL);
-  if (strncmp(g_url, "sqlite:", 7) == 0) CHECK_EQ_STR(name, g_url);
+  if (strncmp(g_url, "sqlite:", 7) == 0)
+    CHECK_EQ_STR(name, g_url);
   case_end();
 
   /* A URL no store understands: refused at open, naming the store, and
@@ -549,7 +557,8 @@ enum { MUT_INCREMENT, MUT_NOTHING, MUT_FAIL, MUT_BAD_JSON, MUT_SET_TYPE };
 static char *dupstr(const char *s) {
   size_t n = strlen(s) + 1;
   char *d = malloc(n);
-  if (d) memcpy(d, s, n);
+  if (d)
+    memcpy(d, s, n);
   return d;
 }
 
@@ -574,7 +583,8 @@ static int mutate(const durable_node_t *current, char **content,
   char buf[64];
   snprintf(buf, sizeof(buf), "{\"n\":%d}", n + 1);
   *content = dupstr(buf);
-  if (mode == MUT_SET_TYPE) *node_type = dupstr("Counter");
+  if (mode == MUT_SET_TYPE)
+    *node_type = dupstr("Counter");
   return 1;
 }
 
@@ -652,7 +662,9 @@ static void case_batch(void) {
   durable_write_t ok[3] = {
       {.kind = DURABLE_WRITE_PUT, .path = P("a"), .content = "{\"i\":1}"},
       {.kind = DURABLE_WRITE_CREATE, .path = P("b"), .content = "{\"i\":2}"},
-      {.kind = DURABLE_WRITE_PUT, .path = P("c"), .node_type = "C",
+      {.kind = DURABLE_WRITE_PUT,
+       .path = P("c"),
+       .node_type = "C",
        .content = "{\"i\":3}"},
   };
   CHECK_OK(WRITE(&r, ok, 3));
@@ -680,7 +692,9 @@ static void case_batch(void) {
   int64_t va = r.node->version;
   durable_write_t stale[2] = {
       {.kind = DURABLE_WRITE_PUT, .path = P("a"), .content = "{\"i\":9}"},
-      {.kind = DURABLE_WRITE_REPLACE, .path = P("c"), .content = "{}",
+      {.kind = DURABLE_WRITE_REPLACE,
+       .path = P("c"),
+       .content = "{}",
        .expected_version = 1},
   };
   CHECK_EQ_CODE(WRITE(&r, stale, 2), DURABLE_ECONFLICT);
@@ -704,8 +718,7 @@ static void case_batch(void) {
       {.kind = DURABLE_WRITE_PUT, .path = P("w"), .content = "{}"},
       {.kind = DURABLE_WRITE_PUT, .path = P("v"), .content = "{nope"},
   };
-  REFUSED(EINVAL,
-          durable_store_write(T.store, badjson, 3, stray_cb, NULL, &e));
+  REFUSED(EINVAL, durable_store_write(T.store, badjson, 3, stray_cb, NULL, &e));
   CHECK_EQ_CODE(GET(&r, NULL, P("z")), DURABLE_ENOTFOUND);
   CHECK_EQ_CODE(GET(&r, NULL, P("w")), DURABLE_ENOTFOUND);
   res_reset(&r);
@@ -714,7 +727,8 @@ static void case_batch(void) {
 
 static void check_ids(const res_t *r, const char *const *ids, size_t n) {
   CHECK_EQ_INT(r->count, n);
-  for (size_t i = 0; i < n; i++) CHECK_EQ_STR(r->nodes[i]->id, ids[i]);
+  for (size_t i = 0; i < n; i++)
+    CHECK_EQ_STR(r->nodes[i]->id, ids[i]);
 }
 
 static void case_query(void) {
@@ -780,9 +794,8 @@ static void case_query(void) {
   CHECK_EQ_INT(r.count, 0);
 
   /* Queries that are not queries. */
-  REFUSED(EINVAL,
-          durable_store_query(T.store, NULL, "bogus", NULL, 0, stray_cb, NULL,
-                              &e));
+  REFUSED(EINVAL, durable_store_query(T.store, NULL, "bogus", NULL, 0, stray_cb,
+                                      NULL, &e));
   REFUSED(EINVAL, durable_store_query(T.store, NULL, "namespace:a//b", NULL, 0,
                                       stray_cb, NULL, &e));
   REFUSED(EINVAL, durable_store_query(T.store, NULL, "path:a/../b", NULL, 0,
@@ -848,8 +861,7 @@ static void case_items(void) {
   for (int i = 0; i < 10; i++) {
     char content[32];
     snprintf(content, sizeof(content), "{\"seq\":%d}", order[i]);
-    CHECK_OK(PUT(&r, item_path(items, order[i]), "DurableStreamItem",
-                 content));
+    CHECK_OK(PUT(&r, item_path(items, order[i]), "DurableStreamItem", content));
     CHECK_NODE(r.node, item_path(items, order[i]), "DurableStreamItem",
                content);
     CHECK_EQ_STR(r.node->main_node, P("doc"));
@@ -857,8 +869,8 @@ static void case_items(void) {
   /* A child that is not a sequence is not an item. */
   CHECK_OK(PUT(&r, P("doc/_DurableStream/Log/_DurableStreamItem/x"), "", "{}"));
   /* Another stream's items are not these. */
-  CHECK_OK(PUT(&r, item_path(P("doc/_DurableStream/Other/_DurableStreamItem"),
-                             50),
+  CHECK_OK(PUT(&r,
+               item_path(P("doc/_DurableStream/Other/_DurableStreamItem"), 50),
                "", "{}"));
 
   CHECK_OK(READ_ITEMS(&r, NULL, items, 0, 100));
@@ -925,7 +937,8 @@ static void case_placement(void) {
   };
   char paths[3][3][700];
   for (int i = 0; i < 3; i++) {
-    snprintf(paths[i][0], sizeof(paths[i][0]), "%s", P("%s", owners[i].owner_rel));
+    snprintf(paths[i][0], sizeof(paths[i][0]), "%s",
+             P("%s", owners[i].owner_rel));
     snprintf(paths[i][1], sizeof(paths[i][1]), "%.600s/_DurableStream/Log",
              paths[i][0]);
     snprintf(paths[i][2], sizeof(paths[i][2]), "%.600s/_DurableStreamItem",
@@ -935,8 +948,8 @@ static void case_placement(void) {
     for (int s = 1; s <= 3; s++) {
       char content[32];
       snprintf(content, sizeof(content), "{\"seq\":%d}", s);
-      CHECK_OK(PUT(&r, item_path(paths[i][2], s), "DurableStreamItem",
-                   content));
+      CHECK_OK(
+          PUT(&r, item_path(paths[i][2], s), "DurableStreamItem", content));
     }
   }
   for (int i = 0; i < 3; i++) {
@@ -997,7 +1010,8 @@ static void case_content_bytes(void) {
   snprintf(q, sizeof(q), "namespace:%s", T.ns);
   CHECK_OK(QUERY(&r, NULL, q, NULL, 0));
   CHECK_EQ_INT(r.count, 5);
-  for (size_t i = 0; i < 5; i++) CHECK_EQ_STR(r.nodes[i]->content, contents[i]);
+  for (size_t i = 0; i < 5; i++)
+    CHECK_EQ_STR(r.nodes[i]->content, contents[i]);
 
   /* A large node (1 MiB string) round-trips too. */
   size_t n = 1 << 20;
@@ -1038,8 +1052,8 @@ static void case_content_numbers(void) {
 static void case_bad_json(void) {
   case_begin("bad_json");
   res_t r = {0};
-  const char *bad[] = {"not json", "{\"a\":1", "", "{}x", "{'a':1}",
-                       "{\"a\":\"\xff\"}", "{} {}"};
+  const char *bad[] = {"not json", "{\"a\":1",         "",     "{}x",
+                       "{'a':1}",  "{\"a\":\"\xff\"}", "{} {}"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     REFUSED(EINVAL, durable_store_put(T.store, P("doc"), "Doc", bad[i],
                                       stray_cb, NULL, &e));
@@ -1075,11 +1089,9 @@ static void case_bad_paths(void) {
   strcpy(longpart + DURABLE_PARTITION_MAX + 1, "/a");
 
   const char *paths[] = {
-      "",           P("a//b"),        P("a/"),         P("./a"),
-      P("../a"),    P("a\x01"),       P("a\nb"),       P("a\x7f"),
-      P("a\\b"),    P("a\xff"),       P("\xc0\xaf"),   "/a/b",
-      "_x/a",       "pg_x/a",         longp,           longseg,
-      longpart,
+      "",        P("a//b"),  P("a/"),   P("./a"),   P("../a"),     P("a\x01"),
+      P("a\nb"), P("a\x7f"), P("a\\b"), P("a\xff"), P("\xc0\xaf"), "/a/b",
+      "_x/a",    "pg_x/a",   longp,     longseg,    longpart,
   };
   for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
     const char *p = paths[i];
@@ -1103,9 +1115,9 @@ static void case_bad_paths(void) {
   {
     durable_error_t e;
     memset(&e, 0, sizeof(e));
-    CHECK_EQ_CODE(durable_store_put(T.store, P("a//b"), "X", "{}", stray_cb,
-                                    NULL, &e),
-                  DURABLE_EINVAL);
+    CHECK_EQ_CODE(
+        durable_store_put(T.store, P("a//b"), "X", "{}", stray_cb, NULL, &e),
+        DURABLE_EINVAL);
     CHECK_CONTAINS(e.message, P("a//b"));
   }
   /* Nothing was written. */
@@ -1135,8 +1147,7 @@ static void case_sql_in_paths(void) {
   CHECK_OK(GET(&r, NULL, literal));
   CHECK_NODE(r.node, literal, "Evil", content);
   g_case_start_ms = case_start;
-  CHECK_OK(QUERY(&r, NULL, "namespace:x'; DROP TABLE mesh_nodes; --", NULL,
-                 0));
+  CHECK_OK(QUERY(&r, NULL, "namespace:x'; DROP TABLE mesh_nodes; --", NULL, 0));
   CHECK_GE_INT(r.count, 1);
   CHECK_OK(QUERY(&r, NULL, "path:x'; DROP TABLE mesh_nodes; --/a", NULL, 0));
   CHECK_EQ_INT(r.count, 1);
@@ -1179,8 +1190,8 @@ static void case_sql_in_paths(void) {
   /* The tables are all still there. */
   CHECK_OK(PUT(&r, P("after/doc"), "", "{}"));
   CHECK_OK(PUT(&r, P("after/T/_ThreadMessage/m"), "", "{}"));
-  CHECK_OK(PUT(&r, item_path(P("after/doc/_DurableStream/L/_DurableStreamItem"),
-                             1),
+  CHECK_OK(PUT(&r,
+               item_path(P("after/doc/_DurableStream/L/_DurableStreamItem"), 1),
                "", "{}"));
   CHECK_OK(GET(&r, NULL, P("after/doc")));
   res_reset(&r);
@@ -1200,9 +1211,9 @@ typedef struct {
   durable_watch_t *watch;
   ev_t *ev;
   size_t n, cap;
-  int synced;        /* SYNCED count */
-  size_t synced_at;  /* index of the first SYNCED */
-  int closed;        /* durable_watch_close was called */
+  int synced;               /* SYNCED count */
+  size_t synced_at;         /* index of the first SYNCED */
+  int closed;               /* durable_watch_close was called */
   void (*on_first)(void *); /* once, at the first event */
   void *on_first_arg;
 } feed_t;
@@ -1222,7 +1233,8 @@ static void change_cb(durable_watch_t *watch, durable_change_kind_t kind,
   e->kind = (int)kind;
   if (kind == DURABLE_CHANGE_SYNCED) {
     CHECK(node == NULL);
-    if (f->synced++ == 0) f->synced_at = f->n;
+    if (f->synced++ == 0)
+      f->synced_at = f->n;
   } else {
     CHECK(kind == DURABLE_CHANGE_ADDED || kind == DURABLE_CHANGE_UPDATED ||
           kind == DURABLE_CHANGE_REMOVED);
@@ -1245,7 +1257,8 @@ static void change_cb(durable_watch_t *watch, durable_change_kind_t kind,
 }
 
 static void feed_free(feed_t *f) {
-  for (size_t i = 0; i < f->n; i++) free(f->ev[i].id);
+  for (size_t i = 0; i < f->n; i++)
+    free(f->ev[i].id);
   free(f->ev);
   f->ev = NULL;
   f->n = f->cap = 0;
@@ -1292,10 +1305,14 @@ static int want_pred(void *arg) {
 
 static const char *kind_name(int kind) {
   switch (kind) {
-  case DURABLE_CHANGE_ADDED: return "ADDED";
-  case DURABLE_CHANGE_UPDATED: return "UPDATED";
-  case DURABLE_CHANGE_REMOVED: return "REMOVED";
-  case DURABLE_CHANGE_SYNCED: return "SYNCED";
+  case DURABLE_CHANGE_ADDED:
+    return "ADDED";
+  case DURABLE_CHANGE_UPDATED:
+    return "UPDATED";
+  case DURABLE_CHANGE_REMOVED:
+    return "REMOVED";
+  case DURABLE_CHANGE_SYNCED:
+    return "SYNCED";
   }
   return "?";
 }
@@ -1318,8 +1335,8 @@ static long wait_event_(feed_t *f, size_t from, int kind, const char *id,
   }
   return feed_find(f, from, kind, id, min_version);
 }
-#define WAIT_EVENT(f, from, kind, id, v)                                      \
-  (g_line = __LINE__,                                                        \
+#define WAIT_EVENT(f, from, kind, id, v)                                       \
+  (g_line = __LINE__,                                                          \
    wait_event_(f, from, DURABLE_CHANGE_##kind, id, v, WAIT_MS))
 
 static void case_feed(void) {
@@ -1331,7 +1348,8 @@ static void case_feed(void) {
   const char *initial[] = {"a", "b", "c"};
   for (int i = 0; i < 3; i++) {
     CHECK_OK(PUT(&r, P("ns/%s", initial[i]), "N", "{}"));
-    if (i == 0) va = r.node->version;
+    if (i == 0)
+      va = r.node->version;
   }
   /* Not children of ns. */
   CHECK_OK(PUT(&r, P("ns/a/deeper"), "N", "{}"));
@@ -1343,7 +1361,8 @@ static void case_feed(void) {
   CHECK_MSG(check_run_until(&T.loop, &f.synced, WAIT_MS), "no SYNCED");
   for (int i = 0; i < 3; i++) {
     long at = feed_find(&f, 0, DURABLE_CHANGE_ADDED, initial[i], 0);
-    if (at < 0 || (size_t)at > f.synced_at) feed_dump(&f);
+    if (at < 0 || (size_t)at > f.synced_at)
+      feed_dump(&f);
     CHECK_GE_INT(at, 0);
     CHECK_LT_INT(at, (long)f.synced_at); /* before SYNCED */
   }
@@ -1412,8 +1431,8 @@ static void case_feed(void) {
 
   {
     durable_watch_t *wp = NULL;
-    REFUSED(EINVAL, durable_store_watch(T.store, "a//b", 0, change_cb, &f, &wp,
-                                        &e));
+    REFUSED(EINVAL,
+            durable_store_watch(T.store, "a//b", 0, change_cb, &f, &wp, &e));
   }
   feed_free(&f);
   feed_free(&g);
@@ -1441,24 +1460,29 @@ static void gap_put(int slot, int id) {
   char content[64];
   snprintf(content, sizeof(content), "{\"id\":%d,\"slot\":%d}", id, slot);
   const char *p = P("gap/i%03d", id);
-  submitted(durable_store_put(G.writer, p, "G", content, res_cb, &G.put[slot],
-                              &e),
-            &e, "put", p);
+  submitted(
+      durable_store_put(G.writer, p, "G", content, res_cb, &G.put[slot], &e),
+      &e, "put", p);
 }
 
 /* Fired from inside the first change callback: while the initial result
  * is being read. */
 static void gap_reput(void *arg) {
   (void)arg;
-  for (int i = 0; i < GAP_REPUT; i++) gap_put(GAP_IDS + i, i);
+  for (int i = 0; i < GAP_REPUT; i++)
+    gap_put(GAP_IDS + i, i);
 }
 
 static void gap_idle_cb(uv_idle_t *idle) {
-  if (G.next < GAP_IDS) gap_put(G.next, G.next), G.next++;
-  if (G.next == GAP_IDS) uv_idle_stop(idle);
+  if (G.next < GAP_IDS)
+    gap_put(G.next, G.next), G.next++;
+  if (G.next == GAP_IDS)
+    uv_idle_stop(idle);
 }
 
-static void gap_idle_closed_cb(uv_handle_t *h) { *(int *)h->data = 1; }
+static void gap_idle_closed_cb(uv_handle_t *h) {
+  *(int *)h->data = 1;
+}
 
 static int gap_all_seen(void *arg) {
   (void)arg;
@@ -1469,18 +1493,22 @@ static int gap_all_seen(void *arg) {
     if (e->kind != DURABLE_CHANGE_ADDED && e->kind != DURABLE_CHANGE_UPDATED)
       continue;
     int id = -1;
-    if (sscanf(e->id, "i%d", &id) != 1 || id < 0 || id >= GAP_IDS) continue;
-    if (e->version > G.seen[id]) G.seen[id] = e->version;
+    if (sscanf(e->id, "i%d", &id) != 1 || id < 0 || id >= GAP_IDS)
+      continue;
+    if (e->version > G.seen[id])
+      G.seen[id] = e->version;
   }
   for (int i = 0; i < GAP_IDS; i++)
-    if (G.seen[i] < G.final[i]) return 0;
+    if (G.seen[i] < G.final[i])
+      return 0;
   return 1;
 }
 
 static int gap_puts_done(void *arg) {
   (void)arg;
   for (int i = 0; i < GAP_IDS + GAP_REPUT; i++)
-    if (!G.put[i].calls) return 0;
+    if (!G.put[i].calls)
+      return 0;
   return 1;
 }
 
@@ -1491,7 +1519,8 @@ static void feed_no_gap(void) {
   char ns[400];
   snprintf(ns, sizeof(ns), "%s", P("gap"));
   /* Queued before the watch exists, committed while it is set up. */
-  for (int i = 0; i < GAP_BEFORE; i++) gap_put(i, i);
+  for (int i = 0; i < GAP_BEFORE; i++)
+    gap_put(i, i);
   f.on_first = gap_reput;
   feed_watch(&f, T.store, ns, DURABLE_WATCH_INITIAL);
   /* The rest one per loop iteration, so that they interleave with the
@@ -1532,7 +1561,8 @@ static void feed_no_gap(void) {
          GAP_IDS + GAP_REPUT);
   feed_close(&f);
   feed_free(&f);
-  for (int i = 0; i < GAP_IDS + GAP_REPUT; i++) res_reset(&G.put[i]);
+  for (int i = 0; i < GAP_IDS + GAP_REPUT; i++)
+    res_reset(&G.put[i]);
 }
 
 static void case_feed_no_gap(void) {
@@ -1545,7 +1575,8 @@ static void case_feed_no_gap(void) {
 /* The same with the writes made by another store on the same URL: the
  * path of another process's commits (PostgreSQL NOTIFY, SQLite polling). */
 static void case_feed_no_gap_other_store(void) {
-  if (g_memory) SKIP("a private in-memory store has no other writer");
+  if (g_memory)
+    SKIP("a private in-memory store has no other writer");
   case_begin("feed_no_gap_other_store");
   G.writer = open_store(&T.loop);
   feed_no_gap();
@@ -1556,7 +1587,8 @@ static void case_feed_no_gap_other_store(void) {
 /* Another store on the same URL (another connection; for SQLite, what
  * another process would do): its commits reach this store's watch. */
 static void case_feed_other_store(void) {
-  if (g_memory) SKIP("a private in-memory store has no other writer");
+  if (g_memory)
+    SKIP("a private in-memory store has no other writer");
   case_begin("feed_other_store");
   res_t r = {0};
   durable_store_t *mine = T.store;
@@ -1647,8 +1679,7 @@ static void case_access(void) {
   check_items(&r, 0, 2);
   CHECK_OK(EXISTS(&r, alice, owner));
   CHECK_EQ_INT(r.value, 1);
-  CHECK_EQ_CODE(GET(&r, alice, P("P/owner/_X/y")),
-                DURABLE_ENOTFOUND);
+  CHECK_EQ_CODE(GET(&r, alice, P("P/owner/_X/y")), DURABLE_ENOTFOUND);
   /* ... but not its siblings. */
   CHECK_EQ_CODE(GET(&r, alice, other), DURABLE_EACCES);
   CHECK_EQ_CODE(EXISTS(&r, alice, other), DURABLE_EACCES);
@@ -1679,8 +1710,8 @@ static void case_access(void) {
   CHECK_EQ_CODE(READ_ITEMS(&r, alice, items, 0, 10), DURABLE_EACCES);
   CHECK_OK(GET(&r, bob, P("Space/doc"))); /* others keep theirs */
 
-  REFUSED(EINVAL, durable_store_grant(T.store, alice, "a//b", stray_cb, NULL,
-                                      &e));
+  REFUSED(EINVAL,
+          durable_store_grant(T.store, alice, "a//b", stray_cb, NULL, &e));
   /* Denied is not absent, for a node that is not there either: the answer
    * must not tell an ungranted reader what exists. */
   CHECK_EQ_CODE(GET(&r, alice, P("P/absent")), DURABLE_EACCES);
@@ -1713,7 +1744,8 @@ static void case_group_commit(void) {
     for (int j = 0; j < i; j++)
       CHECK_NE_INT(rs[i].node->version, rs[j].node->version);
   }
-  for (int i = 0; i < N; i++) res_reset(&rs[i]);
+  for (int i = 0; i < N; i++)
+    res_reset(&rs[i]);
   res_t r = {0};
   char q[400];
   snprintf(q, sizeof(q), "namespace:%s", P("gc"));
@@ -1747,7 +1779,8 @@ static void case_close_flushes(void) {
     res_reset(&rs[i]);
   }
   CHECK_LOOP_CLOSES(&T.loop);
-  if (g_memory) return;
+  if (g_memory)
+    return;
 
   CHECK_OK(uv_loop_init(&T.loop));
   T.store = open_store(&T.loop);
@@ -1784,8 +1817,10 @@ static void case_type_query(void) {
   CHECK_OK(QUERY(&r, NULL, q, NULL, 100));
   CHECK_EQ_INT(r.count, 4);
   const char *want[4] = {a, b, c, d};
-  qsort(want, 4, sizeof(*want), (int (*)(const void *, const void *))strcmp_ptr);
-  for (size_t i = 0; i < 4; i++) CHECK_EQ_STR(r.nodes[i]->path, want[i]);
+  qsort(want, 4, sizeof(*want),
+        (int (*)(const void *, const void *))strcmp_ptr);
+  for (size_t i = 0; i < 4; i++)
+    CHECK_EQ_STR(r.nodes[i]->path, want[i]);
   /* paging by path */
   CHECK_OK(QUERY(&r, NULL, q, NULL, 3));
   CHECK_EQ_INT(r.count, 3);
@@ -1843,7 +1878,8 @@ static const struct {
 
 static void remove_tree(const char *dir) {
   DIR *d = opendir(dir);
-  if (d == NULL) return;
+  if (d == NULL)
+    return;
   struct dirent *de;
   char path[1024];
   while ((de = readdir(d)) != NULL) {
@@ -1857,14 +1893,16 @@ static void remove_tree(const char *dir) {
 }
 
 static int usage(void) {
-  fprintf(stderr,
-          "usage: store_contract (URL | --temp-sqlite | --env VAR) [CASE...]\n");
+  fprintf(
+      stderr,
+      "usage: store_contract (URL | --temp-sqlite | --env VAR) [CASE...]\n");
   return 2;
 }
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
-  if (argc < 2) return usage();
+  if (argc < 2)
+    return usage();
   char tmpdir[] = "/tmp/durable-contract-XXXXXX";
   char url[1200];
   int temp = 0;
@@ -1878,7 +1916,8 @@ int main(int argc, char **argv) {
     snprintf(url, sizeof(url), "sqlite:%s/contract.db", tmpdir);
     g_url = url;
   } else if (strcmp(argv[1], "--env") == 0) {
-    if (argc < 3) return usage();
+    if (argc < 3)
+      return usage();
     const char *v = getenv(argv[2]);
     if (v == NULL || v[0] == '\0') {
       printf("SKIP: %s is not set, so the contract is not run on that store "
@@ -1895,7 +1934,8 @@ int main(int argc, char **argv) {
   if (!g_memory && strncmp(g_url, "sqlite:", 7) == 0) {
     snprintf(g_sqlite_file, sizeof(g_sqlite_file), "%s", g_url + 7);
     char *q = strchr(g_sqlite_file, '?');
-    if (q) *q = '\0';
+    if (q)
+      *q = '\0';
   }
   snprintf(g_run, sizeof(g_run), "ct%lld_%d", (long long)time(NULL),
            (int)getpid());
@@ -1905,7 +1945,8 @@ int main(int argc, char **argv) {
   for (int i = argi; i < argc; i++) {
     int known = 0;
     for (size_t c = 0; c < ncases; c++)
-      if (strcmp(argv[i], cases[c].name) == 0) known = 1;
+      if (strcmp(argv[i], cases[c].name) == 0)
+        known = 1;
     if (!known) {
       fprintf(stderr, "no case named %s\n", argv[i]);
       return usage();
@@ -1917,8 +1958,10 @@ int main(int argc, char **argv) {
     if (argi < argc) {
       int chosen = 0;
       for (int i = argi; i < argc; i++)
-        if (strcmp(argv[i], cases[c].name) == 0) chosen = 1;
-      if (!chosen) continue;
+        if (strcmp(argv[i], cases[c].name) == 0)
+          chosen = 1;
+      if (!chosen)
+        continue;
     }
     n++;
     fflush(stdout);
@@ -1960,6 +2003,7 @@ int main(int argc, char **argv) {
   }
   printf("# %s: %d passed, %d failed, %d skipped\n", g_url, passed, failed,
          skipped);
-  if (temp) remove_tree(tmpdir);
+  if (temp)
+    remove_tree(tmpdir);
   return failed ? 1 : 0;
 }

@@ -41,39 +41,40 @@
 #define CHECK__PRINT_CONTEXT() ((void)0)
 #endif
 
-#define CHECK__FAIL(...)                                                     \
-  do {                                                                       \
-    fflush(stdout);                                                          \
-    fprintf(stderr, "%s:%d: check failed: ", __FILE__, __LINE__);            \
-    fprintf(stderr, __VA_ARGS__);                                            \
-    CHECK__PRINT_CONTEXT();                                                  \
-    fprintf(stderr, "\n");                                                   \
-    fflush(stderr);                                                          \
-    abort();                                                                 \
+#define CHECK__FAIL(...)                                                       \
+  do {                                                                         \
+    fflush(stdout);                                                            \
+    fprintf(stderr, "%s:%d: check failed: ", __FILE__, __LINE__);              \
+    fprintf(stderr, __VA_ARGS__);                                              \
+    CHECK__PRINT_CONTEXT();                                                    \
+    fprintf(stderr, "\n");                                                     \
+    fflush(stderr);                                                            \
+    abort();                                                                   \
   } while (0)
 
-#define CHECK(expr)                                                          \
-  do {                                                                       \
-    if (!(expr)) CHECK__FAIL("%s", #expr);                                   \
+#define CHECK(expr)                                                            \
+  do {                                                                         \
+    if (!(expr))                                                               \
+      CHECK__FAIL("%s", #expr);                                                \
   } while (0)
 
-#define CHECK_MSG(expr, ...)                                                 \
-  do {                                                                       \
-    if (!(expr)) {                                                           \
-      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                        \
-      fprintf(stderr, __VA_ARGS__);                                          \
-      fprintf(stderr, "\n");                                                 \
-      CHECK__FAIL("%s", #expr);                                              \
-    }                                                                        \
+#define CHECK_MSG(expr, ...)                                                   \
+  do {                                                                         \
+    if (!(expr)) {                                                             \
+      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                          \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fprintf(stderr, "\n");                                                   \
+      CHECK__FAIL("%s", #expr);                                                \
+    }                                                                          \
   } while (0)
 
-#define CHECK__CMP_INT(a, op, b)                                             \
-  do {                                                                       \
-    long long check_a_ = (long long)(a);                                     \
-    long long check_b_ = (long long)(b);                                     \
-    if (!(check_a_ op check_b_))                                             \
-      CHECK__FAIL("%s %s %s (%lld %s %lld)", #a, #op, #b, check_a_, #op,     \
-                  check_b_);                                                 \
+#define CHECK__CMP_INT(a, op, b)                                               \
+  do {                                                                         \
+    long long check_a_ = (long long)(a);                                       \
+    long long check_b_ = (long long)(b);                                       \
+    if (!(check_a_ op check_b_))                                               \
+      CHECK__FAIL("%s %s %s (%lld %s %lld)", #a, #op, #b, check_a_, #op,       \
+                  check_b_);                                                   \
   } while (0)
 
 #define CHECK_EQ_INT(a, b) CHECK__CMP_INT(a, ==, b)
@@ -84,26 +85,26 @@
 #define CHECK_GE_INT(a, b) CHECK__CMP_INT(a, >=, b)
 
 /* NULL is printed as (null) and compares equal only to NULL. */
-#define CHECK_EQ_STR(a, b)                                                   \
-  do {                                                                       \
-    const char *check_a_ = (a);                                              \
-    const char *check_b_ = (b);                                              \
-    if (!((check_a_ == NULL && check_b_ == NULL) ||                          \
-          (check_a_ != NULL && check_b_ != NULL &&                           \
-           strcmp(check_a_, check_b_) == 0)))                                \
-      CHECK__FAIL("%s == %s (\"%s\" vs \"%s\")", #a, #b,                     \
-                  check_a_ ? check_a_ : "(null)",                            \
-                  check_b_ ? check_b_ : "(null)");                           \
+#define CHECK_EQ_STR(a, b)                                                     \
+  do {                                                                         \
+    const char *check_a_ = (a);                                                \
+    const char *check_b_ = (b);                                                \
+    if (!((check_a_ == NULL && check_b_ == NULL) ||                            \
+          (check_a_ != NULL && check_b_ != NULL &&                             \
+           strcmp(check_a_, check_b_) == 0)))                                  \
+      CHECK__FAIL("%s == %s (\"%s\" vs \"%s\")", #a, #b,                       \
+                  check_a_ ? check_a_ : "(null)",                              \
+                  check_b_ ? check_b_ : "(null)");                             \
   } while (0)
 
 /* `hay` contains `needle`. */
-#define CHECK_CONTAINS(hay, needle)                                          \
-  do {                                                                       \
-    const char *check_h_ = (hay);                                            \
-    const char *check_n_ = (needle);                                         \
-    if (check_h_ == NULL || strstr(check_h_, check_n_) == NULL)              \
-      CHECK__FAIL("%s contains %s (\"%s\" lacks \"%s\")", #hay, #needle,     \
-                  check_h_ ? check_h_ : "(null)", check_n_);                 \
+#define CHECK_CONTAINS(hay, needle)                                            \
+  do {                                                                         \
+    const char *check_h_ = (hay);                                              \
+    const char *check_n_ = (needle);                                           \
+    if (check_h_ == NULL || strstr(check_h_, check_n_) == NULL)                \
+      CHECK__FAIL("%s contains %s (\"%s\" lacks \"%s\")", #hay, #needle,       \
+                  check_h_ ? check_h_ : "(null)", check_n_);                   \
   } while (0)
 
 #ifdef DURABLE_H
@@ -113,14 +114,14 @@
 #endif
 
 /* Two status codes: printed with their names ("ENOTFOUND (-2)"). */
-#define CHECK_EQ_CODE(a, b)                                                  \
-  do {                                                                       \
-    long long check_a_ = (long long)(a);                                     \
-    long long check_b_ = (long long)(b);                                     \
-    if (check_a_ != check_b_)                                                \
-      CHECK__FAIL("%s == %s (%s (%lld) vs %s (%lld))", #a, #b,               \
-                  CHECK__CODE_NAME(check_a_), check_a_,                      \
-                  CHECK__CODE_NAME(check_b_), check_b_);                     \
+#define CHECK_EQ_CODE(a, b)                                                    \
+  do {                                                                         \
+    long long check_a_ = (long long)(a);                                       \
+    long long check_b_ = (long long)(b);                                       \
+    if (check_a_ != check_b_)                                                  \
+      CHECK__FAIL("%s == %s (%s (%lld) vs %s (%lld))", #a, #b,                 \
+                  CHECK__CODE_NAME(check_a_), check_a_,                        \
+                  CHECK__CODE_NAME(check_b_), check_b_);                       \
   } while (0)
 
 /* `expr` returns 0; anything else is printed with its name. */
@@ -150,16 +151,19 @@ static CHECK__UNUSED int check_run_until_fn(uv_loop_t *loop,
   check__deadline_t d;
   d.expired = 0;
   d.closed = 0;
-  if (uv_timer_init(loop, &d.timer) != 0) abort();
+  if (uv_timer_init(loop, &d.timer) != 0)
+    abort();
   d.timer.data = &d;
   if (uv_timer_start(&d.timer, check__deadline_cb, timeout_ms, 0) != 0)
     abort();
   /* The timer is active, so UV_RUN_ONCE blocks until some event: either the
    * work we wait for, or the deadline. */
-  while (!pred(arg) && !d.expired) uv_run(loop, UV_RUN_ONCE);
+  while (!pred(arg) && !d.expired)
+    uv_run(loop, UV_RUN_ONCE);
   uv_close((uv_handle_t *)&d.timer, check__deadline_closed_cb);
   /* Complete the timer's close so that `d` can leave the stack. */
-  while (!d.closed) uv_run(loop, UV_RUN_NOWAIT);
+  while (!d.closed)
+    uv_run(loop, UV_RUN_NOWAIT);
   return pred(arg);
 }
 
@@ -193,17 +197,17 @@ static CHECK__UNUSED void check__walk_cb(uv_handle_t *handle, void *arg) {
 
 /* uv_loop_close(loop) must return 0: nothing left on it.  Otherwise list
  * what is left and fail. */
-#define CHECK_LOOP_CLOSES(loop)                                              \
-  do {                                                                       \
-    uv_loop_t *check_l_ = (loop);                                            \
-    for (int check_i_ = 0; check_i_ < 3; check_i_++)                         \
-      uv_run(check_l_, UV_RUN_NOWAIT);                                       \
-    int check_rc_ = uv_loop_close(check_l_);                                 \
-    if (check_rc_ != 0) {                                                    \
-      uv_walk(check_l_, check__walk_cb, NULL);                               \
-      CHECK__FAIL("uv_loop_close(%s) == 0 (%s)", #loop,                      \
-                  uv_err_name(check_rc_));                                   \
-    }                                                                        \
+#define CHECK_LOOP_CLOSES(loop)                                                \
+  do {                                                                         \
+    uv_loop_t *check_l_ = (loop);                                              \
+    for (int check_i_ = 0; check_i_ < 3; check_i_++)                           \
+      uv_run(check_l_, UV_RUN_NOWAIT);                                         \
+    int check_rc_ = uv_loop_close(check_l_);                                   \
+    if (check_rc_ != 0) {                                                      \
+      uv_walk(check_l_, check__walk_cb, NULL);                                 \
+      CHECK__FAIL("uv_loop_close(%s) == 0 (%s)", #loop,                        \
+                  uv_err_name(check_rc_));                                     \
+    }                                                                          \
   } while (0)
 
 /* One named test of a unit's table. */
@@ -218,7 +222,8 @@ static CHECK__UNUSED int check_main(const check_test_t *tests, size_t n,
                                     int argc, char **argv) {
   int ran = 0;
   for (size_t t = 0; t < n; t++) {
-    if (argc > 1 && strcmp(argv[1], tests[t].name) != 0) continue;
+    if (argc > 1 && strcmp(argv[1], tests[t].name) != 0)
+      continue;
     tests[t].fn();
     printf("ok %zu - %s\n", t + 1, tests[t].name);
     fflush(stdout);

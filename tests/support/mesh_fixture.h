@@ -49,18 +49,23 @@ static void fx_log(durable_log_level_t level, const char *line, void *data) {
 #ifdef MESH_FIXTURE_ECHO_LOG
   fprintf(stderr, "  log: %s\n", line);
 #endif
-  int n = snprintf(f->log + f->log_len, sizeof f->log - f->log_len, "%s\n", line);
-  if (n > 0 && (size_t)n < sizeof f->log - f->log_len) f->log_len += (size_t)n;
+  int n =
+      snprintf(f->log + f->log_len, sizeof f->log - f->log_len, "%s\n", line);
+  if (n > 0 && (size_t)n < sizeof f->log - f->log_len)
+    f->log_len += (size_t)n;
 }
 
-static void fx_client_freed(void *data) { *(int *)data = 1; }
+static void fx_client_freed(void *data) {
+  *(int *)data = 1;
+}
 
 /* Open with `o` (store and log default to the fixture's). */
 CHECK__UNUSED static void fx_open_options(durable_mesh_options_t o) {
   durable_error_t err = {0};
   memset(&fx, 0, sizeof fx);
   CHECK_EQ_INT(uv_loop_init(&fx.loop), 0);
-  if (o.store == NULL) o.store = "sqlite::memory:";
+  if (o.store == NULL)
+    o.store = "sqlite::memory:";
   o.log = fx_log;
   o.log_data = &fx;
   int rc = durable_mesh_open(&fx.loop, &o, &fx.mesh, &err);
@@ -93,7 +98,9 @@ CHECK__UNUSED static void fx_put(const char *path, const char *type) {
   fx_put_content(path, type, "{}");
 }
 
-static void on_closed(void *data) { *(int *)data = 1; }
+static void on_closed(void *data) {
+  *(int *)data = 1;
+}
 
 CHECK__UNUSED static void fx_close(void) {
   durable_mesh_close(fx.mesh, on_closed, &fx.closed);
@@ -109,7 +116,8 @@ CHECK__UNUSED static durable_mesh_stats_t stats(void) {
   return st;
 }
 
-/* ---- requests and posts ---------------------------------------------------- */
+/* ---- requests and posts ----------------------------------------------------
+ */
 
 /* A sequence number for "what happened first" across callbacks. */
 static int events;
@@ -130,8 +138,10 @@ static void on_response(const durable_response_t *res) {
   c->status = res->status;
   c->order = ++events;
   c->at = uv_now(&fx.loop);
-  snprintf(c->payload, sizeof c->payload, "%s", res->payload ? res->payload : "");
-  snprintf(c->message, sizeof c->message, "%s", res->message ? res->message : "");
+  snprintf(c->payload, sizeof c->payload, "%s",
+           res->payload ? res->payload : "");
+  snprintf(c->message, sizeof c->message, "%s",
+           res->message ? res->message : "");
 }
 
 CHECK__UNUSED static void request_timed(durable_hub_t *from, const char *to,
@@ -156,7 +166,9 @@ CHECK__UNUSED static void post(durable_hub_t *from, const char *to,
   CHECK_MSG(rc == 0, "%s", err.message);
 }
 
-static int call_done(void *arg) { return ((call_t *)arg)->calls > 0; }
+static int call_done(void *arg) {
+  return ((call_t *)arg)->calls > 0;
+}
 
 CHECK__UNUSED static void wait_call(call_t *c) {
   CHECK(check_run_until_fn(&fx.loop, call_done, c, 5000));

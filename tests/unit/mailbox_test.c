@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- fixture (tests/support/mesh_fixture.h) -------------------------------- */
+/* ---- fixture (tests/support/mesh_fixture.h) --------------------------------
+ */
 
 static void on_handler(durable_node_type_t *t, const char *msg_type,
                        durable_handler_cb cb) {
@@ -32,16 +33,20 @@ static void on_handler(durable_node_type_t *t, const char *msg_type,
   CHECK_MSG(rc == 0, "%s", err.message);
 }
 
-/* ---- one message at a time ------------------------------------------------- */
+/* ---- one message at a time -------------------------------------------------
+ */
 
 static int depth, max_depth, handled;
 
 /* Enter/leave bracket every handler and response callback of these tests:
  * a turn that starts inside another turn shows as depth 2. */
 static void enter(void) {
-  if (++depth > max_depth) max_depth = depth;
+  if (++depth > max_depth)
+    max_depth = depth;
 }
-static void leave(void) { depth--; }
+static void leave(void) {
+  depth--;
+}
 
 static void probe_handler(durable_hub_t *hub, const durable_msg_t *msg,
                           durable_reply_t *reply, void *data) {
@@ -127,7 +132,8 @@ static void test_self_post_later_turn(void) {
   fx_close();
 }
 
-/* ---- order per sender ---------------------------------------------------------- */
+/* ---- order per sender
+ * ---------------------------------------------------------- */
 
 #define N_ORDER 100
 
@@ -167,10 +173,13 @@ static void test_order_per_sender(void) {
   char p[16];
   for (int i = 0; i < N_ORDER; i++) {
     snprintf(p, sizeof p, "%d", i);
-    if (i % 2 == 0) request(fx.client, "Space/rec", "rec", p, &calls[i]);
-    else post(fx.client, "Space/rec", "rec", p);
+    if (i % 2 == 0)
+      request(fx.client, "Space/rec", "rec", p, &calls[i]);
+    else
+      post(fx.client, "Space/rec", "rec", p);
     post(other, "Space/rec", "rec", p);
-    if (i == N_ORDER / 2) check_run_for(&fx.loop, 20); /* now it is active */
+    if (i == N_ORDER / 2)
+      check_run_for(&fx.loop, 20); /* now it is active */
   }
   for (int i = 0; i < 500 && (n_a < N_ORDER || n_b < N_ORDER); i++)
     check_run_for(&fx.loop, 10);
@@ -186,12 +195,14 @@ static void test_order_per_sender(void) {
     CHECK_EQ_CODE(calls[i].status, 0);
     snprintf(p, sizeof p, "%d", i);
     CHECK_EQ_STR(calls[i].payload, p);
-    if (i > 0) CHECK_LT_INT(calls[i - 2].order, calls[i].order);
+    if (i > 0)
+      CHECK_LT_INT(calls[i - 2].order, calls[i].order);
   }
   fx_close();
 }
 
-/* ---- a handler that finishes later ------------------------------------------------ */
+/* ---- a handler that finishes later
+ * ------------------------------------------------ */
 
 typedef struct {
   uv_timer_t timer;
@@ -200,7 +211,9 @@ typedef struct {
 
 static int slow_in_flight, fast_saw_slow_in_flight;
 
-static void later_closed(uv_handle_t *h) { free(h->data); }
+static void later_closed(uv_handle_t *h) {
+  free(h->data);
+}
 
 static void later_fire(uv_timer_t *timer) {
   later_t *l = timer->data;
@@ -318,7 +331,8 @@ static void test_finish_later_from_own_request(void) {
   fx_close();
 }
 
-/* ---- ping ------------------------------------------------------------------------ */
+/* ---- ping
+ * ------------------------------------------------------------------------ */
 
 static void ping_ok(durable_hub_t *from, const char *to) {
   call_t c = {0};

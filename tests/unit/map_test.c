@@ -25,11 +25,14 @@
  * it agrees with where the map really puts a key before relying on it. */
 static size_t fnv1a(const char *s) {
   uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return (size_t)h;
 }
 
-static void *val(size_t i) { return (void *)(uintptr_t)(i + 1); }
+static void *val(size_t i) {
+  return (void *)(uintptr_t)(i + 1);
+}
 
 /* Every key sits in the probe run from its home: no empty slot between its
  * home and its slot (cyclically), and iteration visits `count` keys, each
@@ -44,8 +47,8 @@ static void check_invariant(const durable__map_t *map) {
     CHECK_EQ_STR(map->keys[slot], key);
     for (size_t j = fnv1a(key) & mask; j != slot; j = (j + 1) & mask)
       CHECK_MSG(map->keys[j] != NULL,
-                "key '%s' at slot %zu, home %zu: slot %zu is empty", key,
-                slot, fnv1a(key) & mask, j);
+                "key '%s' at slot %zu, home %zu: slot %zu is empty", key, slot,
+                fnv1a(key) & mask, j);
     CHECK(durable__map_get(map, key) == value);
     seen++;
   }
@@ -115,7 +118,8 @@ static void make_pool(void) {
   for (unsigned k = 0; n < POOL; k++) {
     char key[16];
     snprintf(key, sizeof key, "c%u", k);
-    if ((fnv1a(key) & 15) == homes[n % 5]) strcpy(pool[n++], key);
+    if ((fnv1a(key) & 15) == homes[n % 5])
+      strcpy(pool[n++], key);
   }
 }
 
@@ -136,16 +140,19 @@ static void test_backward_shift_random(void) {
       int do_put = (int)((seed >> 20) & 1);
       /* at 12 keys a put, even a replacing one, may grow the table: stay
        * at 16 slots so the runs keep wrapping */
-      if (live >= 12) do_put = 0;
+      if (live >= 12)
+        do_put = 0;
       if (do_put) {
         void *v = val((size_t)step);
         CHECK_OK(durable__map_put(&map, pool[k], v));
-        if (ref[k] == NULL) live++;
+        if (ref[k] == NULL)
+          live++;
         ref[k] = v;
       } else {
         void *got = durable__map_del(&map, pool[k]);
         CHECK(got == ref[k]);
-        if (ref[k] != NULL) live--;
+        if (ref[k] != NULL)
+          live--;
         ref[k] = NULL;
       }
       CHECK_EQ_INT(map.count, live);
@@ -164,7 +171,8 @@ static void test_backward_shift_each(void) {
   make_pool();
   for (size_t gone = 0; gone < 12; gone++) {
     durable__map_t map = {0};
-    for (size_t k = 0; k < 12; k++) CHECK_OK(durable__map_put(&map, pool[k], val(k)));
+    for (size_t k = 0; k < 12; k++)
+      CHECK_OK(durable__map_put(&map, pool[k], val(k)));
     CHECK_EQ_INT(map.cap, 16);
     check_invariant(&map);
     CHECK(durable__map_del(&map, pool[gone]) == val(gone));
@@ -213,7 +221,8 @@ static void test_many(void) {
   /* delete two of every three, in a scattered order */
   for (size_t i = 0; i < MANY; i++) {
     size_t j = (i * 7919) % MANY;
-    if (j % 3 == 0) continue;
+    if (j % 3 == 0)
+      continue;
     snprintf(key, sizeof key, "Space/node-%zu", j);
     CHECK(durable__map_del(&map, key) == val(j));
   }

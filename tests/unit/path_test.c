@@ -22,10 +22,12 @@ static char *long_path(char *buf, size_t n) {
   buf[i++] = 'p';
   while (i < n) {
     buf[i++] = '/';
-    for (size_t k = 0; k < 200 && i < n; k++) buf[i++] = 'a';
+    for (size_t k = 0; k < 200 && i < n; k++)
+      buf[i++] = 'a';
   }
   /* never end on an empty segment */
-  if (buf[n - 1] == '/') buf[n - 1] = 'a';
+  if (buf[n - 1] == '/')
+    buf[n - 1] = 'a';
   buf[n] = '\0';
   return buf;
 }
@@ -44,7 +46,8 @@ static int contains_ci(const char *hay, const char *needle) {
     while (i < n && hay[i] &&
            tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
       i++;
-    if (i == n) return 1;
+    if (i == n)
+      return 1;
   }
   return 0;
 }
@@ -54,7 +57,8 @@ static int names_rule(const char *message, const char *words) {
   char buf[256];
   snprintf(buf, sizeof(buf), "%s", words);
   for (char *w = strtok(buf, "|"); w; w = strtok(NULL, "|"))
-    if (contains_ci(message, w)) return 1;
+    if (contains_ci(message, w))
+      return 1;
   return 0;
 }
 
@@ -73,7 +77,8 @@ static void refused(const char *path, size_t shown, const char *rule_words,
   CHECK_EQ_CODE(rc, DURABLE_EINVAL);
   CHECK_EQ_CODE(err.code, DURABLE_EINVAL);
   char named[64];
-  if (shown > sizeof(named) - 1) shown = sizeof(named) - 1;
+  if (shown > sizeof(named) - 1)
+    shown = sizeof(named) - 1;
   snprintf(named, shown + 1, "%s", path);
   if (named[0] != '\0' && strstr(err.message, named) == NULL) {
     fprintf(stderr, "path_test.c:%d: message does not name the path\n", line);
@@ -241,7 +246,7 @@ static void test_table(void) {
 }
 
 static void test_errors(void) {
-#define XX(name, value, text)                                                 \
+#define XX(name, value, text)                                                  \
   CHECK_EQ_INT(DURABLE_##name, value);                                         \
   CHECK_LT_INT(DURABLE_##name, 0);                                             \
   CHECK_EQ_STR(durable_err_name(DURABLE_##name), #name);                       \
@@ -265,7 +270,8 @@ static void test_errors(void) {
   };
   size_t n = sizeof(codes) / sizeof(codes[0]);
   for (size_t i = 0; i < n; i++)
-    for (size_t j = i + 1; j < n; j++) CHECK_NE_INT(codes[i], codes[j]);
+    for (size_t j = i + 1; j < n; j++)
+      CHECK_NE_INT(codes[i], codes[j]);
   printf("ok - durable_strerror / durable_err_name\n");
 }
 

@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- fixture (tests/support/mesh_fixture.h) -------------------------------- */
+/* ---- fixture (tests/support/mesh_fixture.h) --------------------------------
+ */
 
 static void fx_open_with(uint32_t request_timeout_ms) {
   fx_open_options(
@@ -37,7 +38,8 @@ static void on_handler(durable_node_type_t *t, const char *msg_type,
   CHECK_MSG(rc == 0, "%s", err.message);
 }
 
-/* ---- handlers ---------------------------------------------------------------- */
+/* ---- handlers
+ * ---------------------------------------------------------------- */
 
 static void echo_handler(durable_hub_t *hub, const durable_msg_t *msg,
                          durable_reply_t *reply, void *data) {
@@ -81,7 +83,8 @@ static void fail_handler(durable_hub_t *hub, const durable_msg_t *msg,
     durable_reply_fail(reply, DURABLE_EFAILED, "bad input: x");
 }
 
-/* ---- request and reply ------------------------------------------------------------- */
+/* ---- request and reply
+ * ------------------------------------------------------------- */
 
 static void test_reply_with_payload(void) {
   fx_open();
@@ -91,9 +94,8 @@ static void test_reply_with_payload(void) {
   fx_put("Space/echo", "Echo");
   call_t c = ask("Space/echo", "echo", "{\"n\":[1,2,3]}");
   CHECK_EQ_CODE(c.status, 0);
-  CHECK_EQ_STR(c.payload,
-               "{\"echo\":{\"n\":[1,2,3]},\"from\":\"client/test\","
-               "\"at\":\"Space/echo\"}");
+  CHECK_EQ_STR(c.payload, "{\"echo\":{\"n\":[1,2,3]},\"from\":\"client/test\","
+                          "\"at\":\"Space/echo\"}");
   CHECK_EQ_STR(c.message, "");
   /* no payload either way: JSON null */
   c = ask("Space/echo", "nil", NULL);
@@ -113,7 +115,8 @@ static void test_reply_with_payload(void) {
   fx_close();
 }
 
-/* ---- timeout ------------------------------------------------------------------------ */
+/* ---- timeout
+ * ------------------------------------------------------------------------ */
 
 static void test_timeout_late_reply_dropped(void) {
   fx_open_with(80); /* the mesh's default for requests that give none */
@@ -159,7 +162,8 @@ static void test_timeout_late_reply_dropped(void) {
   fx_close();
 }
 
-/* ---- NotFound -------------------------------------------------------------------------- */
+/* ---- NotFound
+ * -------------------------------------------------------------------------- */
 
 static void test_not_found_no_node(void) {
   fx_open();
@@ -184,8 +188,8 @@ static void test_not_found_no_node(void) {
 
 static void test_not_found_invalid_path(void) {
   fx_open();
-  static const char *bad[] = {"a//b", "/Space/x", "Space/x/", "_Part/x",
-                              "Space/../x", "", "Space/a\\b"};
+  static const char *bad[] = {"a//b",       "/Space/x", "Space/x/",  "_Part/x",
+                              "Space/../x", "",         "Space/a\\b"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     call_t c = ask(bad[i], "ping", NULL);
     CHECK_MSG(c.status == DURABLE_ENOTFOUND, "address '%s': %s (%d)", bad[i],
@@ -196,7 +200,9 @@ static void test_not_found_invalid_path(void) {
   fx_close();
 }
 
-/* ---- Failed ---------------------------------------------------------------------------- */
+/* ---- Failed
+ * ----------------------------------------------------------------------------
+ */
 
 static void test_failed_with_message(void) {
   fx_open();
@@ -235,7 +241,8 @@ static void test_no_handler(void) {
   fx_close();
 }
 
-/* ---- activation ------------------------------------------------------------------------ */
+/* ---- activation
+ * ------------------------------------------------------------------------ */
 
 static char trace[1024];
 
@@ -249,7 +256,9 @@ typedef struct {
   durable_reply_t *done;
 } step_later_t;
 
-static void step_later_closed(uv_handle_t *h) { free(h->data); }
+static void step_later_closed(uv_handle_t *h) {
+  free(h->data);
+}
 
 static void step_later_fire(uv_timer_t *timer) {
   step_later_t *s = timer->data;
@@ -329,19 +338,22 @@ static void test_activation_on_first_message(void) {
   CHECK_EQ_CODE(ask("Space/steps", "hello", "\"m4\"").status, 0);
   CHECK_EQ_STR(trace, "init1,init1-done,init2,\"m1\",\"m2\",\"m3\",\"m4\"");
   CHECK_EQ_INT(stats().activations, 1);
-  CHECK_EQ_INT(durable_hub_incarnation(durable_mesh_find(fx.mesh, "Space/steps")),
-               inc);
+  CHECK_EQ_INT(
+      durable_hub_incarnation(durable_mesh_find(fx.mesh, "Space/steps")), inc);
 
   /* durable_mesh_activate: cb(0) once Started; ENOTFOUND with no node */
   int act[2] = {0, 1};
-  CHECK_OK(durable_mesh_activate(fx.mesh, "Space/steps2", on_activated, act, &err));
+  CHECK_OK(
+      durable_mesh_activate(fx.mesh, "Space/steps2", on_activated, act, &err));
   CHECK(check_run_until(&fx.loop, &act[0], 5000));
   CHECK_EQ_CODE(act[1], 0);
-  CHECK_EQ_INT(durable_hub_run_level(durable_mesh_find(fx.mesh, "Space/steps2")),
-               DURABLE_HUB_STARTED);
+  CHECK_EQ_INT(
+      durable_hub_run_level(durable_mesh_find(fx.mesh, "Space/steps2")),
+      DURABLE_HUB_STARTED);
   CHECK_EQ_INT(stats().activations, 2);
   int none[2] = {0, 0};
-  CHECK_OK(durable_mesh_activate(fx.mesh, "Space/nobody", on_activated, none, &err));
+  CHECK_OK(
+      durable_mesh_activate(fx.mesh, "Space/nobody", on_activated, none, &err));
   CHECK(check_run_until(&fx.loop, &none[0], 5000));
   CHECK_EQ_CODE(none[1], DURABLE_ENOTFOUND);
   CHECK_EQ_INT(stats().activations, 2);
@@ -430,6 +442,7 @@ static const check_test_t tests[] = {
 
 int main(int argc, char **argv) {
   /* the tests read WARN lines from the log sink */
-  if (durable_log_threshold() < DURABLE_LOG_WARN) setenv("DURABLE_LOG", "warn", 1);
+  if (durable_log_threshold() < DURABLE_LOG_WARN)
+    setenv("DURABLE_LOG", "warn", 1);
   return check_main(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

@@ -26,7 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- fixture (tests/support/mesh_fixture.h) -------------------------------- */
+/* ---- fixture (tests/support/mesh_fixture.h) --------------------------------
+ */
 
 static void fx_open_with(uint32_t quiesce_budget_ms) {
   fx_open_options(
@@ -48,7 +49,9 @@ static void on_done(int status, const char *message, void *data) {
   d->order = ++events;
 }
 
-static int done_set(void *arg) { return ((done_t *)arg)->calls > 0; }
+static int done_set(void *arg) {
+  return ((done_t *)arg)->calls > 0;
+}
 
 static void recycle(const char *address, done_t *d) {
   durable_error_t err = {0};
@@ -62,7 +65,8 @@ static void wait_done(done_t *d, uint64_t ms) {
   CHECK_EQ_CODE(d->status, 0);
 }
 
-/* ---- the "Life" NodeType used by most tests ---------------------------------- *
+/* ---- the "Life" NodeType used by most tests
+ * ---------------------------------- *
  *
  *   init        counts activations of the type (inits)
  *   dispose x2  record their order and the run level they see
@@ -82,7 +86,7 @@ static uint64_t note_inc[8];
 static int notes;
 static int ticks, tick_ok;
 static uint64_t tick_inc;
-static call_t ask_inner; /* X's own request to Space/other */
+static call_t ask_inner;                    /* X's own request to Space/other */
 static durable_run_level_t ask_inner_level; /* X's level when it was answered */
 static int recycle_self_in_init;
 
@@ -105,8 +109,8 @@ static void life_init(durable_hub_t *hub, durable_reply_t *done, void *data) {
     /* a recycle asked while Starting takes effect once Started */
     recycle_self_in_init = 0;
     durable_error_t err = {0};
-    CHECK_OK(durable_mesh_recycle(durable_hub_mesh(hub), durable_hub_address(hub),
-                                  NULL, NULL, &err));
+    CHECK_OK(durable_mesh_recycle(durable_hub_mesh(hub),
+                                  durable_hub_address(hub), NULL, NULL, &err));
   }
   durable_reply_ok(done, NULL);
 }
@@ -140,7 +144,9 @@ typedef struct {
   durable_reply_t *reply;
 } later_t;
 
-static void later_closed(uv_handle_t *h) { free(h->data); }
+static void later_closed(uv_handle_t *h) {
+  free(h->data);
+}
 
 static void later_fire(uv_timer_t *timer) {
   later_t *l = timer->data;
@@ -181,7 +187,8 @@ static void note_handler(durable_hub_t *hub, const durable_msg_t *msg,
 }
 
 static void on_ask_inner(const durable_response_t *res) {
-  ask_inner_level = durable_hub_run_level(durable_mesh_find(fx.mesh, "Space/x"));
+  ask_inner_level =
+      durable_hub_run_level(durable_mesh_find(fx.mesh, "Space/x"));
   on_response(res);
 }
 
@@ -248,7 +255,8 @@ static durable_run_level_t level_of(const char *address) {
   return durable_hub_run_level(hub);
 }
 
-/* ---- recycle waits --------------------------------------------------------------- */
+/* ---- recycle waits
+ * --------------------------------------------------------------- */
 
 static void test_recycle_waits_for_handler(void) {
   fx_open();
@@ -309,11 +317,13 @@ static void test_quiescing_refuses_admits_replies(void) {
   CHECK_CONTAINS(err.message, "Space/x");
   CHECK_EQ_CODE(durable_hub_post(x, "Space/other", "note", NULL, &err),
                 DURABLE_ESHUTDOWN);
-  CHECK_EQ_CODE(durable_hub_timer(x, 10, "tick", NULL, &err), DURABLE_ESHUTDOWN);
+  CHECK_EQ_CODE(durable_hub_timer(x, 10, "tick", NULL, &err),
+                DURABLE_ESHUTDOWN);
 
   /* the read-issuing hub sends on its behalf */
   call_t on_behalf = {0};
-  request(durable_mesh_reads_hub(fx.mesh), "Space/other", "who", NULL, &on_behalf);
+  request(durable_mesh_reads_hub(fx.mesh), "Space/other", "who", NULL,
+          &on_behalf);
   wait_call(&on_behalf);
   CHECK_EQ_CODE(on_behalf.status, 0);
 
@@ -378,7 +388,8 @@ static void test_post_while_quiescing_reaches_next(void) {
   check_run_for(&fx.loop, 30);
   CHECK_EQ_INT(notes, 0); /* not on the leaving activation */
   wait_done(&d, 2000);
-  for (int i = 0; i < 100 && notes < 2; i++) check_run_for(&fx.loop, 10);
+  for (int i = 0; i < 100 && notes < 2; i++)
+    check_run_for(&fx.loop, 10);
   CHECK_EQ_INT(notes, 2);
   CHECK_NE_INT(note_inc[0], first);
   CHECK_EQ_INT(note_inc[1], note_inc[0]);
@@ -388,7 +399,8 @@ static void test_post_while_quiescing_reaches_next(void) {
   fx_close();
 }
 
-/* ---- the budget runs out -------------------------------------------------------- */
+/* ---- the budget runs out
+ * -------------------------------------------------------- */
 
 static void test_budget_runs_out(void) {
   fx_open_with(100);
@@ -427,7 +439,8 @@ static void test_budget_runs_out(void) {
   fx_close();
 }
 
-/* ---- dispose steps ------------------------------------------------------------- */
+/* ---- dispose steps
+ * ------------------------------------------------------------- */
 
 static void test_dispose_steps(void) {
   fx_open();
@@ -451,7 +464,8 @@ static void test_dispose_steps(void) {
   CHECK_LOOP_CLOSES(&fx.loop);
 }
 
-/* ---- hub timers ---------------------------------------------------------------- */
+/* ---- hub timers
+ * ---------------------------------------------------------------- */
 
 static void test_hub_timers(void) {
   fx_open();
@@ -481,7 +495,8 @@ static void test_hub_timers(void) {
 
   /* misuse */
   durable_error_t err = {0};
-  CHECK_EQ_CODE(durable_hub_timer(fx.client, 10, "", NULL, &err), DURABLE_EINVAL);
+  CHECK_EQ_CODE(durable_hub_timer(fx.client, 10, "", NULL, &err),
+                DURABLE_EINVAL);
   /* a client hub's timer posts to it (no handler: logged, no crash) */
   CHECK_OK(durable_hub_timer(fx.client, 10, "tick", NULL, &err));
   check_run_for(&fx.loop, 40);
@@ -512,7 +527,8 @@ static void wake_handler(durable_hub_t *hub, const durable_msg_t *msg,
   (void)hub;
   (void)msg;
   (void)data;
-  if (waiting_reply) durable_reply_ok(waiting_reply, "\"woken\"");
+  if (waiting_reply)
+    durable_reply_ok(waiting_reply, "\"woken\"");
   waiting_reply = NULL;
   durable_reply_ok(reply, NULL);
 }
@@ -528,7 +544,8 @@ static void test_timer_fires_while_quiescing(void) {
   fx_put("Space/w", "Waiter");
   call_t c = {0};
   request(fx.client, "Space/w", "wait", NULL, &c);
-  while (waiting_reply == NULL) uv_run(&fx.loop, UV_RUN_ONCE);
+  while (waiting_reply == NULL)
+    uv_run(&fx.loop, UV_RUN_ONCE);
   done_t d = {0};
   recycle("Space/w", &d); /* the timer is due in 100 ms, within the budget */
   wait_done(&d, 3000);
@@ -539,7 +556,8 @@ static void test_timer_fires_while_quiescing(void) {
   fx_close();
 }
 
-/* ---- the read-issuing hub -------------------------------------------------------- */
+/* ---- the read-issuing hub
+ * -------------------------------------------------------- */
 
 static void test_reads_hub_survives(void) {
   fx_open();
@@ -579,7 +597,8 @@ static void test_reads_hub_survives(void) {
   fx_close();
 }
 
-/* ---- mesh reads ------------------------------------------------------------------------ */
+/* ---- mesh reads
+ * ------------------------------------------------------------------------ */
 
 typedef struct {
   int calls;
@@ -601,7 +620,9 @@ static void on_read(durable_read_outcome_t outcome, const durable_node_t *node,
   snprintf(r->message, sizeof r->message, "%s", message ? message : "");
 }
 
-static int read_done(void *arg) { return ((read_t *)arg)->calls > 0; }
+static int read_done(void *arg) {
+  return ((read_t *)arg)->calls > 0;
+}
 
 static void mesh_read(const char *path, read_t *r) {
   durable_error_t err = {0};
@@ -695,14 +716,17 @@ static void test_read_reprobe_bounded(void) {
   fx_close();
 }
 
-/* ---- closing ------------------------------------------------------------------------ */
+/* ---- closing
+ * ------------------------------------------------------------------------ */
 
 typedef struct {
   uv_timer_t timer;
   durable_reply_t *done;
 } step_later_t;
 
-static void step_later_closed(uv_handle_t *h) { free(h->data); }
+static void step_later_closed(uv_handle_t *h) {
+  free(h->data);
+}
 
 static void step_later_fire(uv_timer_t *timer) {
   step_later_t *s = timer->data;
@@ -725,7 +749,8 @@ static void release_held(durable_hub_t *hub, void *data) {
   (void)hub;
   (void)data;
   for (int i = 0; i < nheld; i++)
-    if (held[i]) durable_reply_fail(held[i], DURABLE_ESHUTDOWN, "leaving");
+    if (held[i])
+      durable_reply_fail(held[i], DURABLE_ESHUTDOWN, "leaving");
   nheld = 0;
 }
 
@@ -745,8 +770,9 @@ static void test_close_with_pending(void) {
 
   call_t in_handler = {0}, starting = {0}, stuck = {0};
   slow_ms = 50;
-  request(fx.client, "Space/x", "slow", NULL, &in_handler); /* finishes at 50 ms */
-  request(fx.client, "Space/forever", "hold", NULL, &stuck);   /* never */
+  request(fx.client, "Space/x", "slow", NULL,
+          &in_handler); /* finishes at 50 ms */
+  request(fx.client, "Space/forever", "hold", NULL, &stuck); /* never */
   CHECK_EQ_CODE(ask("Space/x", "ask", NULL).status, 0); /* X waits on other */
   check_run_for(&fx.loop, 10);
   request(fx.client, "Space/late", "ping", NULL, &starting); /* in Starting */
@@ -755,9 +781,9 @@ static void test_close_with_pending(void) {
 
   durable_mesh_close(fx.mesh, on_closed, &fx.closed);
   /* nothing new starts on a closing mesh */
-  CHECK_EQ_CODE(durable_mesh_client(fx.mesh, "client/new", &(durable_hub_t *){0},
-                                    &err),
-                DURABLE_ESHUTDOWN);
+  CHECK_EQ_CODE(
+      durable_mesh_client(fx.mesh, "client/new", &(durable_hub_t *){0}, &err),
+      DURABLE_ESHUTDOWN);
   read_t r = {0};
   CHECK_EQ_CODE(durable_mesh_read(fx.mesh, "Space/x", on_read, &r, &err),
                 DURABLE_ESHUTDOWN);
@@ -783,7 +809,9 @@ typedef struct {
   int closed;
 } race_t;
 
-static void race_closed(uv_handle_t *h) { ((race_t *)h->data)->closed = 1; }
+static void race_closed(uv_handle_t *h) {
+  ((race_t *)h->data)->closed = 1;
+}
 
 static void race_fire(uv_timer_t *timer) {
   /* due in the same pass as the client's budget, and started before it */
@@ -826,10 +854,12 @@ static void test_recycle_cb_after_return(void) {
   fx_close();
 }
 
-/* ---- an activation that never finishes, a reply that outlives its mesh ---- */
+/* ---- an activation that never finishes, a reply that outlives its mesh ----
+ */
 
 static durable_reply_t *stuck_init;
-static void stuck_init_step(durable_hub_t *hub, durable_reply_t *done, void *data) {
+static void stuck_init_step(durable_hub_t *hub, durable_reply_t *done,
+                            void *data) {
   (void)hub;
   (void)data;
   stuck_init = done; /* kept, never finished while the mesh lives */
@@ -861,7 +891,8 @@ static const check_test_t tests[] = {
     {"recycle_waits_for_handler", test_recycle_waits_for_handler},
     {"quiescing_refuses_admits_replies", test_quiescing_refuses_admits_replies},
     {"fresh_activation_after_recycle", test_fresh_activation_after_recycle},
-    {"post_while_quiescing_reaches_next", test_post_while_quiescing_reaches_next},
+    {"post_while_quiescing_reaches_next",
+     test_post_while_quiescing_reaches_next},
     {"budget_runs_out", test_budget_runs_out},
     {"dispose_steps", test_dispose_steps},
     {"hub_timers", test_hub_timers},
@@ -878,6 +909,7 @@ static const check_test_t tests[] = {
 
 int main(int argc, char **argv) {
   /* the tests read WARN lines from the log sink */
-  if (durable_log_threshold() < DURABLE_LOG_WARN) setenv("DURABLE_LOG", "warn", 1);
+  if (durable_log_threshold() < DURABLE_LOG_WARN)
+    setenv("DURABLE_LOG", "warn", 1);
   return check_main(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

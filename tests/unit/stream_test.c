@@ -19,12 +19,16 @@ static const char *store_url = "sqlite::memory:";
 
 static void open_mesh(void) {
   fx_open_options((durable_mesh_options_t){.store = store_url});
-  durable_stream_options_t so = {.backoff_min_ms = 50, .backoff_max_ms = 200,
-                                 .reclaim_ms = 500, .holder_probe_ms = 300};
+  durable_stream_options_t so = {.backoff_min_ms = 50,
+                                 .backoff_max_ms = 200,
+                                 .reclaim_ms = 500,
+                                 .holder_probe_ms = 300};
   durable_mesh_stream_options(fx.mesh, &so);
 }
 
-static void close_mesh(void) { fx_close(); }
+static void close_mesh(void) {
+  fx_close();
+}
 
 /* publish and wait for the sequence */
 static int64_t got_seq;
@@ -40,8 +44,8 @@ static int64_t publish(const char *ns, const char *key, const char *payload) {
   durable_stream_id_t id = {ns, key};
   durable_error_t err = {0};
   got = 0;
-  CHECK_MSG(durable_publish(fx.client, &id, payload, on_seq, NULL, &err) == 0, "%s",
-            err.message);
+  CHECK_MSG(durable_publish(fx.client, &id, payload, on_seq, NULL, &err) == 0,
+            "%s", err.message);
   CHECK(check_run_until(&fx.loop, &got, 5000));
   return got_seq;
 }
@@ -55,7 +59,9 @@ typedef struct {
   uv_timer_t t;
   durable_reply_t *done;
 } later_t;
-static void on_later_closed(uv_handle_t *h) { free(h); }
+static void on_later_closed(uv_handle_t *h) {
+  free(h);
+}
 static void on_later(uv_timer_t *t) {
   later_t *l = (later_t *)t;
   active--;
@@ -69,7 +75,8 @@ static void probe(durable_hub_t *hub, const durable_item_t *item,
   char want[32];
   snprintf(want, sizeof want, "{\"v\":%lld}", (long long)item->sequence);
   CHECK_EQ_STR(item->payload, want);
-  if (++active > max_active) max_active = active;
+  if (++active > max_active)
+    max_active = active;
   handled[nhandled++] = item->sequence;
   later_t *l = malloc(sizeof *l);
   l->done = done;
@@ -78,7 +85,9 @@ static void probe(durable_hub_t *hub, const durable_item_t *item,
 }
 
 static int handled_at_least_n;
-static int handled_at_least(void *arg) { return nhandled >= *(int *)arg; }
+static int handled_at_least(void *arg) {
+  return nhandled >= *(int *)arg;
+}
 
 static void publish_range(const char *key, int a, int b) {
   for (int i = a; i <= b; i++) {
@@ -93,20 +102,23 @@ static void test_recycle_mid_stream(void) {
   nhandled = active = max_active = 0;
   durable_error_t err = {0};
   durable_consumer_t c = {.ns = "Probe", .handler = probe};
-  CHECK_OK(durable_node_type_consume(durable_mesh_node_type(fx.mesh, "ProbeNode"), &c,
-                                     &err));
+  CHECK_OK(durable_node_type_consume(
+      durable_mesh_node_type(fx.mesh, "ProbeNode"), &c, &err));
   fx_put("T/probe-recycle", "ProbeNode");
   publish_range("T/probe-recycle", 1, 40);
   handled_at_least_n = 12;
-  CHECK(check_run_until_fn(&fx.loop, handled_at_least, &handled_at_least_n, 10000));
+  CHECK(check_run_until_fn(&fx.loop, handled_at_least, &handled_at_least_n,
+                           10000));
   CHECK_OK(durable_mesh_recycle(fx.mesh, "T/probe-recycle", NULL, NULL, &err));
   publish_range("T/probe-recycle", 41, 60);
   handled_at_least_n = 60;
-  CHECK_MSG(check_run_until_fn(&fx.loop, handled_at_least, &handled_at_least_n, 20000),
+  CHECK_MSG(check_run_until_fn(&fx.loop, handled_at_least, &handled_at_least_n,
+                               20000),
             "handled %d; log:\n%s", nhandled, fx.log);
   check_run_for(&fx.loop, 300); /* quiet: a repeat would show here */
   CHECK_EQ_INT(nhandled, 60);
-  for (int i = 0; i < 60; i++) CHECK_EQ_INT(handled[i], i + 1);
+  for (int i = 0; i < 60; i++)
+    CHECK_EQ_INT(handled[i], i + 1);
   CHECK_EQ_INT(max_active, 1);
   CHECK_CONTAINS(fx.log, "lease granted to T/probe-recycle");
   CHECK_CONTAINS(fx.log, "ORPHANED: T/probe-recycle released the lease");
@@ -124,14 +136,16 @@ static void on_read(durable_reader_t *r, int status, const durable_item_t *item,
   read_seqs[nread++] = item->sequence;
 }
 static int read_n;
-static int read_at_least(void *arg) { return nread >= *(int *)arg; }
+static int read_at_least(void *arg) {
+  return nread >= *(int *)arg;
+}
 
 static void test_reader_and_stream_hub_recycle(void) {
   open_mesh();
   publish_range("T/plain", 1, 10);
   durable_error_t err = {0};
-  CHECK_OK(durable_mesh_recycle(fx.mesh, "T/plain/_DurableStream/Probe", NULL, NULL,
-                                &err));
+  CHECK_OK(durable_mesh_recycle(fx.mesh, "T/plain/_DurableStream/Probe", NULL,
+                                NULL, &err));
   publish_range("T/plain", 11, 20); /* continues: no gap, no reuse */
   durable_reader_t *r;
   nread = 0;
@@ -142,7 +156,8 @@ static void test_reader_and_stream_hub_recycle(void) {
   publish_range("T/plain", 21, 21); /* the live tail */
   read_n = 16;
   CHECK(check_run_until_fn(&fx.loop, read_at_least, &read_n, 5000));
-  for (int i = 0; i < 16; i++) CHECK_EQ_INT(read_seqs[i], i + 6);
+  for (int i = 0; i < 16; i++)
+    CHECK_EQ_INT(read_seqs[i], i + 6);
   durable_reader_close(r);
   close_mesh();
 }
@@ -165,12 +180,13 @@ static void test_close_releases(void) {
   nhandled = active = max_active = 0;
   durable_error_t err = {0};
   durable_consumer_t c = {.ns = "Probe", .handler = probe};
-  CHECK_OK(durable_node_type_consume(durable_mesh_node_type(fx.mesh, "ProbeNode"), &c,
-                                     &err));
+  CHECK_OK(durable_node_type_consume(
+      durable_mesh_node_type(fx.mesh, "ProbeNode"), &c, &err));
   fx_put("T/leaver", "ProbeNode");
   publish_range("T/leaver", 1, 5);
   handled_at_least_n = 3;
-  CHECK(check_run_until_fn(&fx.loop, handled_at_least, &handled_at_least_n, 10000));
+  CHECK(check_run_until_fn(&fx.loop, handled_at_least, &handled_at_least_n,
+                           10000));
   close_mesh(); /* mid-stream */
   CHECK_CONTAINS(fx.log, "ORPHANED: T/leaver released the lease");
   int before = nhandled;
@@ -178,8 +194,10 @@ static void test_close_releases(void) {
   open_mesh(); /* a later host: nobody consumes here; read the node */
   got_node = NULL;
   CHECK_OK(durable_store_get(durable_mesh_store(fx.mesh), NULL,
-                             "T/leaver/_DurableStream/Probe", on_get, NULL, &err));
-  while (got_node == NULL) uv_run(&fx.loop, UV_RUN_ONCE);
+                             "T/leaver/_DurableStream/Probe", on_get, NULL,
+                             &err));
+  while (got_node == NULL)
+    uv_run(&fx.loop, UV_RUN_ONCE);
   CHECK_CONTAINS(got_node->content, "\"Subscriber\":null");
   CHECK_CONTAINS(got_node->content, "\"LastSubscriber\":\"T/leaver\"");
   char want[64];
@@ -203,8 +221,8 @@ static void test_recycling_holder_keeps_lease(void) {
   probe_delay_ms = 400; /* the item in flight outlasts the claim below */
   durable_error_t err = {0};
   durable_consumer_t c = {.ns = "Probe", .handler = probe};
-  CHECK_OK(durable_node_type_consume(durable_mesh_node_type(fx.mesh, "ProbeNode"),
-                                     &c, &err));
+  CHECK_OK(durable_node_type_consume(
+      durable_mesh_node_type(fx.mesh, "ProbeNode"), &c, &err));
   fx_put("T/holder", "ProbeNode");
   publish_range("T/holder", 1, 1);
   CHECK(check_run_until(&fx.loop, &active, 5000)); /* item 1 in its handler */
