@@ -565,8 +565,18 @@ static int open_conn(const char *url, int bootstrap, durable__conn_t **out,
     if (!p.memory) {
       /* WAL is a property of the file: readers never wait for the writer,
        * and commits are one append + (with FULL) one fsync. */
-      rc = sqlite3_exec(c->db, "PRAGMA journal_mode=WAL", journal_mode_cb, mode,
-                        NULL);
+      /* Switching a new file to WAL takes an exclusive lock, and SQLite
+       * answers SQLITE_BUSY at once (no busy handler) when another process
+       * is bootstrapping the same file: wait for it, as the busy timeout
+       * would. */
+      for (int waited = 0;; waited += 10) {
+        rc = sqlite3_exec(c->db, "PRAGMA journal_mode=WAL", journal_mode_cb,
+                          mode, NULL);
+        if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) ||
+            waited >= BUSY_TIMEOUT_MS)
+          break;
+        uv_sleep(10);
+      }
       if (rc != SQLITE_OK)
         goto fail_journal;
       if (strcmp(mode, "wal") != 0) {
