@@ -806,18 +806,19 @@ void dlua_streams_release(dlua_mesh_t *m) {
 }
 
 /* mesh:_stream_options(holder_probe_ms, reclaim_ms, backoff_min_ms,
- * backoff_max_ms): 0 or nil keeps a default. */
+ * backoff_max_ms, liveness_ms): 0 or nil keeps a default. */
 static int m_stream_options(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  lua_Integer v[4];
-  for (int i = 0; i < 4; i++) {
+  lua_Integer v[5];
+  for (int i = 0; i < 5; i++) {
     v[i] = luaL_optinteger(L, 2 + i, 0);
     luaL_argcheck(L, v[i] >= 0 && v[i] <= UINT32_MAX, 2 + i, "out of range");
   }
   durable_stream_options_t o = {.holder_probe_ms = (uint32_t)v[0],
                                 .reclaim_ms = (uint32_t)v[1],
                                 .backoff_min_ms = (uint32_t)v[2],
-                                .backoff_max_ms = (uint32_t)v[3]};
+                                .backoff_max_ms = (uint32_t)v[3],
+                                .liveness_ms = (uint32_t)v[4]};
   durable_mesh_stream_options(m->mesh, &o);
   return 0;
 }

@@ -100,8 +100,8 @@ end
 ---is opened; a store that cannot be opened returns nil, message, code.
 ---`streams` sets the durable stream timings (durable_mesh_stream_options):
 ---holder_probe_ms (5000), reclaim_ms (30000), backoff_min_ms (1000),
----backoff_max_ms (60000); tests shrink them.
----@param opts { store?: string, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer } }
+---backoff_max_ms (60000), liveness_ms (1000); tests shrink them.
+---@param opts { store?: string, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
 ---@return durable.Mesh|nil mesh
 ---@return string? message
 ---@return string? code

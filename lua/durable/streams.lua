@@ -148,7 +148,8 @@ end
 
 -- ---- the mesh's stream timings -------------------------------------------------
 
-local OPTION_ORDER = { "holder_probe_ms", "reclaim_ms", "backoff_min_ms", "backoff_max_ms" }
+local OPTION_ORDER = { "holder_probe_ms", "reclaim_ms", "backoff_min_ms", "backoff_max_ms",
+  "liveness_ms" }
 local OPTION_KEYS = {}
 for _, k in ipairs(OPTION_ORDER) do OPTION_KEYS[k] = true end
 
@@ -158,7 +159,7 @@ function M.check_options(t)
   if t == nil then return end
   if type(t) ~= "table" then
     error("durable.open: 'streams' must be a table { holder_probe_ms =, reclaim_ms =, "
-      .. "backoff_min_ms =, backoff_max_ms = }", 3)
+      .. "backoff_min_ms =, backoff_max_ms =, liveness_ms = }", 3)
   end
   for k, v in pairs(t) do
     if not OPTION_KEYS[k] then
@@ -174,12 +175,14 @@ function M.check_options(t)
 end
 
 ---Apply the stream timings (defaults: the spec's 5 s holder probe, 30 s
----reclaim, backoff 1 s doubling to 60 s).  Before the first stream is used.
+---reclaim, backoff 1 s doubling to 60 s; a host asks every 1 s whether
+---other processes holding leases are alive).  Before the first stream is used.
 ---@param mesh durable.Mesh
----@param t? { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer }
+---@param t? { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer }
 function M.configure(mesh, t)
   if t == nil then return end
-  mesh:_stream_options(t.holder_probe_ms, t.reclaim_ms, t.backoff_min_ms, t.backoff_max_ms)
+  mesh:_stream_options(t.holder_probe_ms, t.reclaim_ms, t.backoff_min_ms, t.backoff_max_ms,
+    t.liveness_ms)
 end
 
 -- ---- producing -----------------------------------------------------------------------

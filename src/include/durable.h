@@ -157,6 +157,13 @@ void durable_store_close(durable_store_t *store, void (*cb)(void *data),
 /* The URL the store was opened with, with any password masked. */
 const char *durable_store_name(const durable_store_t *store);
 
+/* This open store's process instance, "HOST:PID:16hex" (at most
+ * DURABLE_INSTANCE_MAX bytes with its NUL): unique to one
+ * durable_store_open, and the name a lease carries for the process that
+ * holds it. */
+#define DURABLE_INSTANCE_MAX 80
+const char *durable_store_instance(const durable_store_t *store);
+
 /* The result every store callback receives.  Fields not set by an operation
  * are zero/NULL.  Everything is borrowed for the duration of the callback. */
 typedef struct durable_result_s {
@@ -215,6 +222,16 @@ int durable_store_read_items(durable_store_t *store, const char *principal,
 int durable_store_last_item(durable_store_t *store, const char *items_ns,
                             durable_done_cb cb, void *data,
                             durable_error_t *err);
+
+/* Whether the store opened as `instance` -- by this process or any other --
+ * is still open: result->value 1 alive, 0 gone.  The database itself
+ * answers: every open store holds a lock that it releases when the process
+ * dies (PostgreSQL: a session advisory lock on the store's LISTEN
+ * connection; SQLite: an OFD lock in the file FILE-live), so a process that
+ * is busy, however long, is alive, and a killed one is gone at once.  An
+ * instance that is not "HOST:PID:16hex" fails with DURABLE_EINVAL. */
+int durable_store_alive(durable_store_t *store, const char *instance,
+                        durable_done_cb cb, void *data, durable_error_t *err);
 
 /* ---- writes ------------------------------------------------------------ */
 
@@ -599,6 +616,8 @@ typedef struct durable_stream_options_s {
   uint32_t reclaim_ms; /* a refused consumer claims again after: 30000 */
   uint32_t backoff_min_ms; /* a failed consumer starts over after: 1000, */
   uint32_t backoff_max_ms; /*   doubling up to: 60000 */
+  uint32_t liveness_ms;    /* a host asks whether the other processes holding
+                              streams with waiting items are alive: 1000 */
 } durable_stream_options_t;
 
 /* Set the stream timings of a mesh (0 fields keep their defaults).  Call

@@ -166,11 +166,19 @@ typedef struct durable__backend_s {
   int (*grant)(durable__conn_t *conn, const char *principal, const char *prefix,
                int add, durable_error_t *err);
 
+  /* Liveness (durable_store_alive): *alive = 1 when the store whose
+   * instance has the liveness key `key` (durable__instance_key) still holds
+   * its lock.  watch_start takes this store's own lock, watch_stop (or the
+   * process's death) lets it go. */
+  int (*alive)(durable__conn_t *conn, uint64_t key, int *alive,
+               durable_error_t *err);
+
   /* Hearing about other processes' commits.  watch_start runs on the loop
    * thread and calls durable__store_changed_elsewhere() (store.h) for each
    * namespace another process changed, or with NULL when it may have missed
-   * some (after a reconnect): then everything re-syncs.  watch_stop closes
-   * its handles and calls `done` once they are closed. */
+   * some (after a reconnect): then everything re-syncs.  It also holds the
+   * liveness lock of `instance` for as long as it runs (see alive).
+   * watch_stop closes its handles and calls `done` once they are closed. */
   int (*watch_start)(durable_store_t *store, const char *url,
                      const char *instance, durable__watch_src_t **out,
                      durable_error_t *err);

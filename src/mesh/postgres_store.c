@@ -249,7 +249,7 @@ static int is_lost(PGconn *pg, const char *sqlstate) {
  * before "dbname" are defaults that the URL may override.  On failure
  * returns NULL with the reason in `why`. */
 static PGconn *open_pg(const char *url, int for_watch, char *why, size_t size) {
-  const char *keys[8], *vals[8];
+  const char *keys[10], *vals[10];
   int n = 0;
   keys[n] = "application_name", vals[n++] = "durable";
   if (for_watch) {
@@ -258,6 +258,12 @@ static PGconn *open_pg(const char *url, int for_watch, char *why, size_t size) {
     keys[n] = "keepalives_idle", vals[n++] = "10";
     keys[n] = "keepalives_interval", vals[n++] = "5";
     keys[n] = "keepalives_count", vals[n++] = "3";
+    /* ... and the server hears of a vanished client the same way: this
+     * session holds the process's liveness lock (see pg_alive), which
+     * should go within about 25 s of the machine, not hours */
+    keys[n] = "options", vals[n++] = "-c tcp_keepalives_idle=10 "
+                                     "-c tcp_keepalives_interval=5 "
+                                     "-c tcp_keepalives_count=3";
   }
   keys[n] = "dbname", vals[n++] = url;
   keys[n] = NULL, vals[n] = NULL;
@@ -475,7 +481,8 @@ enum {
   OP_GRANTS = 'G',
   OP_GRANT_ADD = 'A',
   OP_GRANT_DEL = 'R',
-  OP_LIST_TYPE = 'y'
+  OP_LIST_TYPE = 'y',
+  OP_ALIVE = 'v' /* is advisory lock ($1 high, $2 low half) held? */
 };
 
 /* Append a step; its strings must live until it is sent (a write's are
@@ -931,6 +938,13 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel) {
   case OP_GRANT_DEL:
     return format("DELETE FROM public.durable_grants WHERE principal = $1 "
                   "AND prefix = $2");
+  case OP_ALIVE:
+    /* a bigint key shows as classid (high half), objid (low), objsubid 1 */
+    return format("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks "
+                  "WHERE locktype = 'advisory' AND granted AND database = "
+                  "(SELECT oid FROM pg_catalog.pg_database WHERE datname = "
+                  "current_database()) AND classid = $1::oid AND "
+                  "objid = $2::oid AND objsubid = 1)");
   }
   return NULL;
 }
@@ -1627,6 +1641,31 @@ static int pg_grant(durable__conn_t *c, const char *principal,
   return rc;
 }
 
+/* ---- liveness ------------------------------------------------------------
+ *
+ * Each open store holds a session advisory lock on its liveness key, taken
+ * by the LISTEN connection below each time it connects: the server lets it
+ * go when that session ends -- the process died, or its connection was lost
+ * (the session's TCP keepalives bound how long a vanished machine takes).
+ * Asking is a read of pg_locks, which takes nothing.
+ */
+static int pg_alive(durable__conn_t *c, uint64_t key, int *alive,
+                    durable_error_t *err) {
+  char name[32], hi[16], lo[16];
+  int rc = statement(c, OP_ALIVE, NULL, name, err);
+  if (rc != 0)
+    return rc;
+  snprintf(hi, sizeof hi, "%u", (unsigned)(key >> 32));
+  snprintf(lo, sizeof lo, "%u", (unsigned)(key & 0xffffffffu));
+  const char *vals[2] = {hi, lo};
+  PGresult *res = run(c, name, 2, vals, &rc, err, "liveness of", lo);
+  if (res == NULL)
+    return rc;
+  *alive = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+  PQclear(res);
+  return 0;
+}
+
 /* ---- the change feed of other processes --------------------------------- */
 
 struct durable__watch_src_s {
@@ -1635,13 +1674,14 @@ struct durable__watch_src_s {
   char *url;
   char *instance;
   size_t instance_len;
-  PGconn *pg;       /* the LISTEN connection; loop thread; NULL while down */
-  uv_poll_t poll;   /* on PQsocket(pg) while `polling` */
-  uv_timer_t timer; /* reconnect backoff */
-  uv_work_t work;   /* a blocking connect on the threadpool */
-  PGconn *fresh;    /* what `work` made, read after it completes */
-  char why[256];    /* why the last connect failed: there is no log to tell
-                       yet, so it waits here for a debugger */
+  char lock_sql[96]; /* takes the liveness lock: see pg_alive */
+  PGconn *pg;        /* the LISTEN connection; loop thread; NULL while down */
+  uv_poll_t poll;    /* on PQsocket(pg) while `polling` */
+  uv_timer_t timer;  /* reconnect backoff */
+  uv_work_t work;    /* a blocking connect on the threadpool */
+  PGconn *fresh;     /* what `work` made, read after it completes */
+  char why[256];     /* why the last connect failed: there is no log to tell
+                        yet, so it waits here for a debugger */
   uint64_t backoff_ms;
   int polling;
   int pending; /* open handles + work in flight: done() when 0 after stop */
@@ -1734,20 +1774,29 @@ static void watch_readable(uv_poll_t *handle, int status, int events) {
     watch_lost(src);
 }
 
-/* Threadpool: connect and LISTEN, blocking (bounded by the 5 s deadline).
- * Touches only `url` (constant) and `fresh` / `why` (read after). */
+/* Connect, take the liveness lock and LISTEN, blocking (bounded by the 5 s
+ * deadline).  Touches only `url` and `lock_sql` (constant) and `fresh` /
+ * `why` (read after). */
 static void watch_connect_work(uv_work_t *work) {
   durable__watch_src_t *src = work->data;
   src->fresh = open_pg(src->url, 1, src->why, sizeof(src->why));
   if (src->fresh == NULL)
     return;
-  PGresult *res = PQexec(src->fresh, "LISTEN " CHANNEL);
-  if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+  /* pg_advisory_lock answers at once: the key is this store's alone (a
+   * session of ours that died holds nothing any more) */
+  PGresult *res = PQexec(src->fresh, src->lock_sql);
+  int ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+  PQclear(res);
+  if (ok) {
+    res = PQexec(src->fresh, "LISTEN " CHANNEL);
+    ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    PQclear(res);
+  }
+  if (!ok) {
     one_line(src->why, sizeof(src->why), PQerrorMessage(src->fresh));
     PQfinish(src->fresh);
     src->fresh = NULL;
   }
-  PQclear(res);
 }
 
 static void watch_connect_done(uv_work_t *work, int status) {
@@ -1804,6 +1853,15 @@ static int pg_watch_start(durable_store_t *store, const char *url,
     free(src);
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
+  uint64_t key;
+  if (durable__instance_key(instance, &key) < 0) {
+    free(src->url);
+    free(src->instance);
+    free(src);
+    return durable__error(err, DURABLE_EINVAL, "bad instance '%s'", instance);
+  }
+  snprintf(src->lock_sql, sizeof src->lock_sql, "SELECT pg_advisory_lock(%llu)",
+           (unsigned long long)key);
   src->store = store;
   src->loop = durable__store_loop(store);
   src->instance_len = strlen(instance);
@@ -1811,7 +1869,13 @@ static int pg_watch_start(durable_store_t *store, const char *url,
   uv_timer_init(src->loop, &src->timer);
   src->timer.data = src;
   src->pending = 1;
-  watch_connect(src);
+  /* The first connect runs here, blocking like the writer's did: once the
+   * store is open, its liveness lock is held, so no lease this process
+   * takes can look abandoned to the others.  Reconnects run on the pool. */
+  src->pending++;
+  src->work.data = src;
+  watch_connect_work(&src->work);
+  watch_connect_done(&src->work, 0);
   *out = src;
   return 0;
 }
@@ -1851,6 +1915,7 @@ const durable__backend_t durable__postgres_backend = {
     .changed = pg_changed,
     .grants_of = pg_grants_of,
     .grant = pg_grant,
+    .alive = pg_alive,
     .watch_start = pg_watch_start,
     .watch_stop = pg_watch_stop,
 };

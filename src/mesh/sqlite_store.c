@@ -47,6 +47,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -938,6 +939,76 @@ static int changed(durable__conn_t *c, const durable__strv_t *namespaces,
   return 0;
 }
 
+/* ---- liveness -----------------------------------------------------------
+ *
+ * Each open store (its watch source) holds an OFD write lock on one byte of
+ * FILE-live, at the offset of its liveness key; the kernel lets it go when
+ * the store closes or the process dies, however it dies.  Another process
+ * asks with F_OFD_GETLK, which takes nothing.  OFD locks, unlike classic
+ * POSIX record locks, belong to the open file, not to the process: two
+ * stores opened on one file in one process see each other's lock, and
+ * closing one file does not drop a lock held through another.
+ */
+#ifdef F_OFD_SETLK
+#define LIVE_SETLK F_OFD_SETLK
+#define LIVE_GETLK F_OFD_GETLK
+#else /* not Linux: classic locks, blind to stores of the same process */
+#define LIVE_SETLK F_SETLK
+#define LIVE_GETLK F_GETLK
+#endif
+
+static void live_path(const char *file, char *out, size_t size) {
+  snprintf(out, size, "%s-live", file);
+}
+
+static int live_hold(const char *file, uint64_t key, int *fd_out,
+                     durable_error_t *err) {
+  char path[4096];
+  live_path(file, path, sizeof path);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  struct flock fl = {.l_type = F_WRLCK,
+                     .l_whence = SEEK_SET,
+                     .l_start = (off_t)key,
+                     .l_len = 1};
+  if (fd < 0 || fcntl(fd, LIVE_SETLK, &fl) != 0) {
+    int e = errno;
+    if (fd >= 0)
+      close(fd);
+    return durable__error(err, DURABLE_EIO,
+                          "SQLite '%s': cannot hold the liveness lock in "
+                          "'%s': %s",
+                          file, path, strerror(e));
+  }
+  *fd_out = fd;
+  return 0;
+}
+
+static int alive(durable__conn_t *c, uint64_t key, int *out,
+                 durable_error_t *err) {
+  char path[4096];
+  live_path(c->file, path, sizeof path);
+  *out = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) /* no store ever held a lock here */
+    return errno == ENOENT ? 0
+                           : durable__error(err, DURABLE_EIO,
+                                            "SQLite '%s': cannot read '%s': %s",
+                                            c->file, path, strerror(errno));
+  struct flock fl = {.l_type = F_RDLCK,
+                     .l_whence = SEEK_SET,
+                     .l_start = (off_t)key,
+                     .l_len = 1};
+  int rc = fcntl(fd, LIVE_GETLK, &fl);
+  int e = errno;
+  close(fd);
+  if (rc != 0)
+    return durable__error(err, DURABLE_EIO,
+                          "SQLite '%s': cannot look at the locks of '%s': %s",
+                          c->file, path, strerror(e));
+  *out = fl.l_type != F_UNLCK;
+  return 0;
+}
+
 /* ---- grants ----------------------------------------------------------- */
 
 static int grants_of(durable__conn_t *c, const char *principal,
@@ -990,6 +1061,7 @@ static int grant(durable__conn_t *c, const char *principal, const char *prefix,
 struct durable__watch_src_s {
   durable_store_t *store;
   durable__conn_t *conn;
+  int live_fd; /* holds this store's liveness lock (see below) */
   uv_timer_t timer;
   uv_work_t work;
   int in_flight; /* a poll is queued or running: it owns conn */
@@ -1079,6 +1151,7 @@ static void poll_work(uv_work_t *req) {
 
 static void watch_closed(uv_handle_t *handle) {
   durable__watch_src_t *w = handle->data;
+  close(w->live_fd); /* lets the liveness lock go */
   close_conn(w->conn);
   reset_namespaces(w);
   if (w->done != NULL)
@@ -1128,17 +1201,22 @@ static void timer_cb(uv_timer_t *timer) {
 static int watch_start(durable_store_t *store, const char *url,
                        const char *instance, durable__watch_src_t **out,
                        durable_error_t *err) {
-  (void)instance;
   *out = NULL;
   /* A private in-memory database has no other process to hear. */
   if (single_connection(url))
     return 0;
 
+  uint64_t key;
+  if (durable__instance_key(instance, &key) < 0)
+    return durable__error(err, DURABLE_EINVAL, "bad instance '%s'", instance);
   durable__watch_src_t *w = calloc(1, sizeof(*w));
   if (w == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   w->store = store;
+  w->live_fd = -1;
   int rc = open_conn(url, 0, &w->conn, err);
+  if (rc == 0)
+    rc = live_hold(w->conn->file, key, &w->live_fd, err);
   /* The starting point is read here, on the loop thread, rather than in the
    * first poll: a commit made between watch_start and that poll would
    * otherwise count as already seen.  It is two reads of a WAL file, which
@@ -1149,6 +1227,8 @@ static int watch_start(durable_store_t *store, const char *url,
   if (rc == 0)
     rc = read_counter(w->conn, &w->last, &oldest, err);
   if (rc != 0) {
+    if (w->live_fd >= 0)
+      close(w->live_fd);
     close_conn(w->conn);
     free(w);
     return rc;
@@ -1164,6 +1244,7 @@ static int watch_start(durable_store_t *store, const char *url,
       uv_close((uv_handle_t *)&w->timer, watch_closed);
     }
   } else {
+    close(w->live_fd);
     close_conn(w->conn);
     free(w);
   }
@@ -1217,6 +1298,7 @@ const durable__backend_t durable__sqlite_backend = {
     .changed = changed,
     .grants_of = grants_of,
     .grant = grant,
+    .alive = alive,
     .watch_start = watch_start,
     .watch_stop = watch_stop,
 };

@@ -59,7 +59,7 @@ struct durable_store_s {
   const durable__backend_t *be;
   char *url;
   char *name;
-  char instance[40];
+  char instance[DURABLE_INSTANCE_MAX];
   int single; /* one connection: the writer also reads */
 
   uv_mutex_t lock; /* queues, done list, own commits, stopping */
@@ -95,6 +95,10 @@ const durable__backend_t *durable__store_backend(durable_store_t *store) {
 }
 
 const char *durable__store_instance(durable_store_t *store) {
+  return store->instance;
+}
+
+const char *durable_store_instance(const durable_store_t *store) {
   return store->instance;
 }
 
@@ -541,11 +545,32 @@ static int start_worker(durable_store_t *store, worker_t *w) {
   return 0;
 }
 
+/* "HOST:PID:16hex".  The host and pid tell an operator which process holds
+ * a lease; the random part makes the instance unique (a pid is reused) and
+ * is its liveness key.  Its top two bits are cleared here, so that the key
+ * is the whole hex part. */
 static void make_instance(char *out, size_t size) {
   unsigned char r[8] = {0};
   uv_random(NULL, NULL, r, sizeof r, 0, NULL);
-  snprintf(out, size, "%d-%02x%02x%02x%02x%02x%02x%02x%02x",
+  r[0] &= 0x3f;
+  char host[UV_MAXHOSTNAMESIZE] = "localhost";
+  size_t hlen = sizeof host;
+  if (uv_os_gethostname(host, &hlen) != 0)
+    snprintf(host, sizeof host, "localhost");
+  for (char *h = host; *h; h++)
+    if (*h == ':' || *h == '\n' || *h == '/')
+      *h = '-';
+  snprintf(out, size, "%.48s:%d:%02x%02x%02x%02x%02x%02x%02x%02x", host,
            (int)uv_os_getpid(), r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+}
+
+int durable__instance_key(const char *instance, uint64_t *key) {
+  const char *hex = instance ? strrchr(instance, ':') : NULL;
+  if (hex == NULL || strlen(hex + 1) != 16 ||
+      strspn(hex + 1, "0123456789abcdef") != 16)
+    return DURABLE_EINVAL;
+  *key = strtoull(hex + 1, NULL, 16) & ((UINT64_C(1) << 62) - 1);
+  return 0;
 }
 
 int durable_store_open(uv_loop_t *loop, const char *url, durable_store_t **out,
@@ -904,6 +929,18 @@ static void read_type(const durable__backend_t *be, durable__conn_t *conn,
   job->status = rc;
 }
 
+static void read_alive(const durable__backend_t *be, durable__conn_t *conn,
+                       durable__job_t *job) {
+  if (job->store->single) {
+    /* an in-memory store has one process, and one opening: this one */
+    job->value = strcmp(job->id, job->store->instance) == 0;
+    return;
+  }
+  int alive = 0;
+  job->status = be->alive(conn, (uint64_t)job->num, &alive, &job->err);
+  job->value = alive;
+}
+
 void durable__read_run(const durable__backend_t *be, durable__conn_t *conn,
                        durable__job_t *job) {
   durable__strv_t grants = {0};
@@ -932,6 +969,9 @@ void durable__read_run(const durable__backend_t *be, durable__conn_t *conn,
     break;
   case JOB_TYPE:
     read_type(be, conn, job, g);
+    break;
+  case JOB_ALIVE:
+    read_alive(be, conn, job);
     break;
   default:
     job->status = DURABLE_EINVAL;
@@ -1079,6 +1119,24 @@ int durable_store_last_item(durable_store_t *store, const char *items_ns,
   free(job->ns);
   job->ns = job->path;
   job->path = NULL;
+  return submit(job, cb, data);
+}
+
+int durable_store_alive(durable_store_t *store, const char *instance,
+                        durable_done_cb cb, void *data, durable_error_t *err) {
+  uint64_t key;
+  if (durable__instance_key(instance, &key) < 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "'%s' is not a store instance (HOST:PID:16hex)",
+                          instance ? instance : "");
+  if (store->closing)
+    return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing", store->name);
+  durable__job_t *job = durable__job_new(store, JOB_ALIVE);
+  if (job == NULL || (job->id = strdup(instance)) == NULL) {
+    durable__job_free(job);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  job->num = (int64_t)key;
   return submit(job, cb, data);
 }
 

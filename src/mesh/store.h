@@ -29,6 +29,11 @@ void durable__store_on_foreign(durable_store_t *store,
 int durable__store_commits_all_own(durable_store_t *store, int64_t after,
                                    int64_t upto);
 
+/* The liveness key of an instance "HOST:PID:16hex": its 16 hex digits,
+ * below 2^62 (a positive bigint for PostgreSQL's advisory locks, a byte
+ * offset for an OFD lock).  DURABLE_EINVAL for anything else. */
+int durable__instance_key(const char *instance, uint64_t *key);
+
 /* Fill `err` (may be NULL) and return `code`. */
 int durable__error(durable_error_t *err, int code, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -380,6 +380,8 @@ static void on_claim(const durable_response_t *res) {
   int64_t epoch = json_integer_value(json_object_get(j, "Epoch"));
   int64_t checkpoint = json_integer_value(json_object_get(j, "Checkpoint"));
   const char *holder = json_string_value(json_object_get(j, "Holder"));
+  const char *holder_instance =
+      json_string_value(json_object_get(j, "HolderInstance"));
   const char *took = json_string_value(json_object_get(j, "TookOverFrom"));
   durable__stream_name_t n;
   if (c->state == C_STOPPED || gen != c->gen) {
@@ -412,11 +414,13 @@ static void on_claim(const durable_response_t *res) {
       consume_next(c);
     }
   } else {
-    durable_mesh_log(
-        c->mesh, DURABLE_LOG_INFO,
-        "Durable stream consumer %s: %s is held by %s; waiting for "
-        "it to be released",
-        hub_name(c), name_of(c, &n), holder ? holder : "another");
+    durable_mesh_log(c->mesh, DURABLE_LOG_INFO,
+                     "Durable stream consumer %s: %s is held by %s%s%s%s; "
+                     "waiting for it to be released",
+                     hub_name(c), name_of(c, &n), holder ? holder : "another",
+                     holder_instance ? " (process " : "",
+                     holder_instance ? holder_instance : "",
+                     holder_instance ? ")" : "");
     c->state = C_WAITING;
     if (c->wake_pending) { /* released meanwhile? ask again at once */
       c->wake_pending = 0;

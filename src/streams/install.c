@@ -42,6 +42,7 @@ static int install(durable_mesh_t *mesh) {
       .reclaim_ms = 30000,
       .backoff_min_ms = 1000,
       .backoff_max_ms = 60000,
+      .liveness_ms = 1000,
   };
   if (durable__hub_attach(durable_mesh_reads_hub(mesh), &mesh_key, m,
                           mesh_state_free) < 0) {
@@ -66,6 +67,8 @@ void durable_mesh_stream_options(durable_mesh_t *mesh,
     m->options.backoff_min_ms = options->backoff_min_ms;
   if (options->backoff_max_ms)
     m->options.backoff_max_ms = options->backoff_max_ms;
+  if (options->liveness_ms)
+    m->options.liveness_ms = options->liveness_ms;
 }
 
 durable_stream_options_t durable__stream_options(durable_mesh_t *mesh) {

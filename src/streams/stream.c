@@ -3,7 +3,9 @@
  * stream (the stream node's state, an item's content) in JSON.
  *
  * The state keeps the spec's field names and order, so `durable get` shows
- * an operator exactly what the spec describes.  An item keeps its payload
+ * an operator exactly what the spec describes, with one addition:
+ * SubscriberInstance, the process that holds the lease (DESIGN 3.7), beside
+ * Subscriber, the hub address.  An item keeps its payload
  * as a JSON string (PayloadJson) so the text stays exactly as produced --
  * key order, "$type" first, number spellings -- whatever the store does with
  * JSON.
@@ -122,6 +124,7 @@ void durable__state_free(durable__stream_state_t *s) {
   free(s->ns);
   free(s->key);
   free(s->subscriber);
+  free(s->subscriber_instance);
   free(s->last_subscriber);
   memset(s, 0, sizeof *s);
 }
@@ -129,10 +132,13 @@ void durable__state_free(durable__stream_state_t *s) {
 int durable__state_copy(const durable__stream_state_t *from,
                         durable__stream_state_t *to) {
   *to = *from;
-  to->ns = to->key = to->subscriber = to->last_subscriber = NULL;
+  to->ns = to->key = to->subscriber = to->subscriber_instance =
+      to->last_subscriber = NULL;
   if (durable__str_set(&to->ns, from->ns) < 0 ||
       durable__str_set(&to->key, from->key) < 0 ||
       durable__str_set(&to->subscriber, from->subscriber) < 0 ||
+      durable__str_set(&to->subscriber_instance, from->subscriber_instance) <
+          0 ||
       durable__str_set(&to->last_subscriber, from->last_subscriber) < 0) {
     durable__state_free(to);
     return DURABLE_ENOMEM;
@@ -177,6 +183,8 @@ int durable__state_decode(const char *content, const char *stream_path,
     out->checkpoint_at = durable__parse_time(str_of(j, "CheckpointAt"));
     out->orphaned_at = durable__parse_time(str_of(j, "OrphanedAt"));
     if (durable__str_set(&out->subscriber, str_of(j, "Subscriber")) < 0 ||
+        durable__str_set(&out->subscriber_instance,
+                         str_of(j, "SubscriberInstance")) < 0 ||
         durable__str_set(&out->last_subscriber, str_of(j, "LastSubscriber")) <
             0)
       rc = DURABLE_ENOMEM;
@@ -207,6 +215,8 @@ char *durable__state_encode(const durable__stream_state_t *s) {
   json_object_set_new(j, "Key", json_string(s->key));
   json_object_set_new(j, "LastSequence", json_integer(s->last_sequence));
   json_object_set_new(j, "Subscriber", str_or_null(s->subscriber));
+  json_object_set_new(j, "SubscriberInstance",
+                      str_or_null(s->subscriber_instance));
   json_object_set_new(j, "LeaseEpoch", json_integer(s->lease_epoch));
   json_object_set_new(j, "SubscribedAt", time_or_null(s->subscribed_at));
   json_object_set_new(j, "Checkpoint", json_integer(s->checkpoint));

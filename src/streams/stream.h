@@ -20,6 +20,7 @@ typedef struct {
   char *ns, *key;
   int64_t last_sequence;
   char *subscriber;
+  char *subscriber_instance; /* the holder's process (store instance) */
   int64_t lease_epoch;
   int64_t subscribed_at;
   int64_t checkpoint;

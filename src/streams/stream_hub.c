@@ -6,9 +6,12 @@
  * chain per activation: one operation finishes -- store write, and for a
  * claim the ping of the holder -- before the next starts.  That is what
  * makes sequences contiguous and the lease exclusive within a process.
- * Across processes each operation is a compare-and-set on the stream node
- * (a replace at the version it read), so two stream hubs in two processes
- * cannot both win: the loser re-reads and decides again.
+ * Across processes each operation is a compare-and-set on the stream node:
+ * the part of the state it decided on -- LastSequence for an append, the
+ * lease for a claim, ack or release -- must not have moved since it was
+ * read, checked in the write transaction itself.  So two stream hubs in two
+ * processes cannot both win (the loser re-reads and decides again), while a
+ * producer's append and the holder's ack never get in each other's way.
  *
  *   request --> chain: [append append append] [claim] [ack] ...
  *                        one transaction        ping holder if held
@@ -55,14 +58,14 @@ typedef struct {
   char *path;
   char items_ns[DURABLE_PATH_MAX + 32];
   durable__stream_state_t state;
-  int64_t version;
   int have_state;
   int64_t next_seq; /* 0: derive again */
   op_t *head, *tail;
   int busy;
   int dead; /* the hub left: queued operations are not run any more */
   int waking, woken;
-  char *holder; /* a claim's probe in flight: the holder pinged */
+  char *holder;          /* a claim's probe in flight: the holder probed */
+  char *holder_instance; /* ... when it is in another process: which */
   size_t batch; /* appends in the transaction in flight (the chain's head) */
 } shub_t;
 
@@ -133,61 +136,131 @@ static void retry_head(shub_t *sh, int code, const char *message) {
 
 typedef void (*written_fn)(shub_t *sh, const durable_result_t *res);
 
+/* What an operation decided on, and so what it may change.  An append
+ * decided on LastSequence and changes only that; a claim, ack or release
+ * decided on the lease (holder, process, epoch, checkpoint) and changes only
+ * the lease's fields.  So an append and an ack made at once by two
+ * processes -- a producer and the holder -- both go through. */
+typedef enum { PART_TAIL, PART_LEASE } part_t;
+
 typedef struct {
   shub_t *sh;
   written_fn then;
-  durable__stream_state_t next; /* becomes the cached state on success */
+  part_t part;
+  durable__stream_state_t base; /* the state the decision was made on */
+  durable__stream_state_t next; /* the decision */
+  const char *path;
 } write_ctx_t;
+
+static int same_str(const char *a, const char *b) {
+  return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The compare-and-set, as a mutator (writer thread: touches only `arg`
+ * and what it allocates): refused with DURABLE_ECONFLICT when the part
+ * decided on moved since it was read, else the stored state with that part
+ * replaced by the decision. */
+static int mutate_state(const durable_node_t *current, char **content,
+                        char **node_type, void *arg) {
+  const write_ctx_t *w = arg;
+  const durable__stream_state_t *base = &w->base, *next = &w->next;
+  durable__stream_state_t cur;
+  if (current == NULL)
+    return DURABLE_ENOTFOUND;
+  if (durable__state_decode(current->content, w->path, &cur) < 0)
+    return DURABLE_ENOMEM;
+  int moved =
+      w->part == PART_TAIL
+          ? cur.last_sequence != base->last_sequence
+          : !same_str(cur.subscriber, base->subscriber) ||
+                !same_str(cur.subscriber_instance, base->subscriber_instance) ||
+                cur.lease_epoch != base->lease_epoch ||
+                cur.checkpoint != base->checkpoint;
+  int rc = moved ? DURABLE_ECONFLICT : 1;
+  if (!moved && w->part == PART_TAIL) {
+    cur.last_sequence = next->last_sequence;
+  } else if (!moved) {
+    if (durable__str_set(&cur.subscriber, next->subscriber) < 0 ||
+        durable__str_set(&cur.subscriber_instance, next->subscriber_instance) <
+            0 ||
+        durable__str_set(&cur.last_subscriber, next->last_subscriber) < 0)
+      rc = DURABLE_ENOMEM;
+    cur.lease_epoch = next->lease_epoch;
+    cur.subscribed_at = next->subscribed_at;
+    cur.checkpoint = next->checkpoint;
+    cur.checkpoint_at = next->checkpoint_at;
+    cur.orphaned_at = next->orphaned_at;
+  }
+  if (rc == 1) {
+    *content = durable__state_encode(&cur);
+    *node_type = strdup(DURABLE__STREAM_TYPE);
+    if (*content == NULL || *node_type == NULL)
+      rc = DURABLE_ENOMEM;
+  }
+  durable__state_free(&cur);
+  return rc;
+}
+
+static void write_ctx_free(write_ctx_t *w) {
+  durable__state_free(&w->base);
+  durable__state_free(&w->next);
+  free(w);
+}
 
 static void on_written(const durable_result_t *res) {
   write_ctx_t *w = res->data;
   shub_t *sh = w->sh;
-  if (res->status == 0) {
+  /* the stream node is the batch's last write: as stored, with what other
+   * processes changed in the part this operation did not decide on */
+  durable__stream_state_t stored;
+  if (res->status == 0 && res->node &&
+      durable__state_decode(res->node->content, sh->path, &stored) == 0) {
     durable__state_free(&sh->state);
-    sh->state = w->next;
-    /* the stream node is the batch's last write */
-    sh->version = res->node ? res->node->version : 0;
-    sh->have_state = res->node != NULL;
+    sh->state = stored;
+    sh->have_state = 1;
   } else {
-    durable__state_free(&w->next);
+    sh->have_state = 0;
   }
   w->then(sh, res);
   durable_hub_unref(sh->hub);
-  free(w);
+  write_ctx_free(w);
 }
 
-/* Write `next` as the stream node's content at the version read, after
- * `extra` writes (items) in the same transaction.  Takes `next`. */
-static void write_state(shub_t *sh, durable__stream_state_t *next,
+/* Write the decision `next` (made on the cached state) into the stream node,
+ * changing only `part`, after `extra` writes (items) in the same
+ * transaction.  Takes `next`. */
+static void write_state(shub_t *sh, part_t part, durable__stream_state_t *next,
                         durable_write_t *extra, size_t nextra,
                         written_fn then) {
   write_ctx_t *w = calloc(1, sizeof(*w));
-  char *content = durable__state_encode(next);
   durable_write_t *writes = calloc(nextra + 1, sizeof(*writes));
   durable_error_t err = {0};
   int rc = DURABLE_ENOMEM;
-  if (w && content && writes) {
+  if (w)
+    w->next = *next; /* taken */
+  else
+    durable__state_free(next);
+  if (w && writes && durable__state_copy(&sh->state, &w->base) == 0) {
     for (size_t i = 0; i < nextra; i++)
       writes[i] = extra[i];
-    writes[nextra] = (durable_write_t){.kind = DURABLE_WRITE_REPLACE,
-                                       .path = sh->path,
-                                       .node_type = DURABLE__STREAM_TYPE,
-                                       .content = content,
-                                       .expected_version = sh->version};
     w->sh = sh;
     w->then = then;
-    w->next = *next;
+    w->part = part;
+    w->path = sh->path;
+    writes[nextra] = (durable_write_t){.kind = DURABLE_WRITE_MUTATE,
+                                       .path = sh->path,
+                                       .mutate = mutate_state,
+                                       .mutate_arg = w};
     durable_hub_ref(sh->hub);
     rc = durable_store_write(durable_mesh_store(sh->mesh), writes, nextra + 1,
                              on_written, w, &err);
     if (rc < 0)
       durable_hub_unref(sh->hub);
   }
-  free(content);
   free(writes);
   if (rc < 0) {
-    durable__state_free(next);
-    free(w);
+    if (w)
+      write_ctx_free(w);
     durable_result_t res = {.status = rc,
                             .message =
                                 err.message[0] ? err.message : "out of memory"};
@@ -197,6 +270,17 @@ static void write_state(shub_t *sh, durable__stream_state_t *next,
 
 static int64_t now_ms(void) {
   return durable__now_ms();
+}
+
+/* This process, as a lease names it. */
+static const char *here(const shub_t *sh) {
+  return durable_store_instance(durable_mesh_store(sh->mesh));
+}
+
+static void forget_holder(shub_t *sh) {
+  free(sh->holder);
+  free(sh->holder_instance);
+  sh->holder = sh->holder_instance = NULL;
 }
 
 /* ---- wake the owner
@@ -352,7 +436,7 @@ static void run_append(shub_t *sh) {
   if (ok) {
     next.last_sequence = sh->next_seq + (int64_t)n - 1;
     sh->batch = n;
-    write_state(sh, &next, items, n, appended);
+    write_state(sh, PART_TAIL, &next, items, n, appended);
   } else {
     durable__state_free(&next);
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
@@ -370,21 +454,27 @@ static void run_append(shub_t *sh) {
 
 static void granted(shub_t *sh, const durable_result_t *res) {
   if (res->status == DURABLE_ECONFLICT || res->status == DURABLE_ENOTFOUND) {
-    free(sh->holder);
-    sh->holder = NULL;
+    forget_holder(sh);
     retry_head(sh, res->status, res->message);
     return;
   }
   if (res->status < 0) {
-    free(sh->holder);
-    sh->holder = NULL;
+    forget_holder(sh);
     fail_head(sh, res->status, res->message);
     return;
   }
   durable_stream_id_t id = id_of(sh);
   durable__stream_name_t name = durable__stream_name(&id);
   const durable__stream_state_t *s = &sh->state;
-  if (sh->holder)
+  if (sh->holder_instance)
+    durable_mesh_log(
+        sh->mesh, DURABLE_LOG_WARN,
+        "[DurableStreams] %s: %s TOOK OVER the lease from %s of process %s, "
+        "which is gone; resuming after acknowledged sequence %lld (epoch "
+        "%lld)",
+        name.text, s->subscriber, sh->holder, sh->holder_instance,
+        (long long)s->checkpoint, (long long)s->lease_epoch);
+  else if (sh->holder)
     durable_mesh_log(
         sh->mesh, DURABLE_LOG_WARN,
         "[DurableStreams] %s: %s TOOK OVER the lease from %s, which "
@@ -404,8 +494,7 @@ static void granted(shub_t *sh, const durable_result_t *res) {
                         (json_int_t)s->lease_epoch, "Checkpoint",
                         (json_int_t)s->checkpoint, "Holder", "TookOverFrom",
                         sh->holder ? json_string(sh->holder) : json_null());
-  free(sh->holder);
-  sh->holder = NULL;
+  forget_holder(sh);
   reply_json(sh->head->reply, j);
   next_op(sh);
 }
@@ -413,65 +502,116 @@ static void granted(shub_t *sh, const durable_result_t *res) {
 static void grant(shub_t *sh) {
   durable__stream_state_t next;
   if (durable__state_copy(&sh->state, &next) < 0 ||
-      durable__str_set(&next.subscriber, sh->head->subscriber) < 0) {
+      durable__str_set(&next.subscriber, sh->head->subscriber) < 0 ||
+      durable__str_set(&next.subscriber_instance, here(sh)) < 0) {
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
   next.lease_epoch++;
   next.subscribed_at = now_ms();
   next.orphaned_at = 0;
-  write_state(sh, &next, NULL, 0, granted);
+  write_state(sh, PART_LEASE, &next, NULL, 0, granted);
+}
+
+/* The holder is alive: refused, nothing written. */
+static void refuse(shub_t *sh) {
+  const durable__stream_state_t *s = &sh->state;
+  json_t *j = json_pack(
+      "{s:b, s:I, s:I, s:s, s:o, s:n}", "Granted", 0, "Epoch",
+      (json_int_t)s->lease_epoch, "Checkpoint", (json_int_t)s->checkpoint,
+      "Holder", sh->holder, "HolderInstance",
+      s->subscriber_instance ? json_string(s->subscriber_instance)
+                             : json_null(),
+      "TookOverFrom");
+  forget_holder(sh);
+  reply_json(sh->head->reply, j);
+  next_op(sh);
 }
 
 static void on_holder_ping(const durable_response_t *res) {
   shub_t *sh = res->data;
   /* a holder that is recycling is alive: its item in flight finishes and
    * its release is the orphan event the claimant waits for */
-  if (res->status == 0 || res->status == DURABLE_ESHUTDOWN) {
-    /* alive: refused, nothing written */
-    const durable__stream_state_t *s = &sh->state;
-    json_t *j = json_pack("{s:b, s:I, s:I, s:s, s:n}", "Granted", 0, "Epoch",
-                          (json_int_t)s->lease_epoch, "Checkpoint",
-                          (json_int_t)s->checkpoint, "Holder", sh->holder,
-                          "TookOverFrom");
-    free(sh->holder);
-    sh->holder = NULL;
-    reply_json(sh->head->reply, j);
-    next_op(sh);
-  } else {
+  if (res->status == 0 || res->status == DURABLE_ESHUTDOWN)
+    refuse(sh);
+  else
     grant(sh); /* unreachable within the budget: taken over */
+  durable_hub_unref(sh->hub);
+}
+
+static void on_holder_alive(const durable_result_t *res) {
+  shub_t *sh = res->data;
+  if (res->status == 0 && res->value == 0) {
+    grant(sh); /* its process is gone: taken over */
+  } else {
+    if (res->status < 0) {
+      /* cannot tell: leave it the lease; the claimant tries again later */
+      durable_stream_id_t id = id_of(sh);
+      durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
+                       "[DurableStreams] %s: could not tell whether process "
+                       "%s, which holds the lease, is alive (%s); leaving it "
+                       "the lease",
+                       durable__stream_name(&id).text, sh->holder_instance,
+                       res->message);
+    }
+    refuse(sh);
   }
   durable_hub_unref(sh->hub);
 }
 
+/* A claim.  The lease is free, or the claimant's already: granted.  Held
+ * by a hub of this process: is it alive?  Pinging it answers (reaching a
+ * node address activates its hub, so a node that holds a lease always
+ * answers).  Held in another process: is that process alive?  The
+ * database answers (durable_store_alive), however busy the process is, so
+ * a live holder keeps its lease through a handler of any length. */
 static void run_claim(shub_t *sh) {
-  const char *holder = sh->state.subscriber;
-  if (holder == NULL || strcmp(holder, sh->head->subscriber) == 0) {
+  const durable__stream_state_t *s = &sh->state;
+  const char *holder = s->subscriber;
+  /* a lease written before leases named processes counts as this one's */
+  int local = s->subscriber_instance == NULL ||
+              strcmp(s->subscriber_instance, here(sh)) == 0;
+  if (holder == NULL || (local && strcmp(holder, sh->head->subscriber) == 0)) {
     grant(sh);
     return;
   }
-  /* Held by someone else: are they alive?  Reaching a node address activates
-   * its hub, so a node that holds a lease always answers. */
   sh->holder = strdup(holder);
+  if (!local)
+    sh->holder_instance = strdup(s->subscriber_instance);
+  if (sh->holder == NULL || (!local && sh->holder_instance == NULL)) {
+    forget_holder(sh);
+    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
   durable_error_t err = {0};
   durable_hub_ref(sh->hub);
-  if (sh->holder == NULL ||
-      durable_hub_request(durable_mesh_reads_hub(sh->mesh), holder, "ping",
-                          NULL,
-                          durable__stream_options(sh->mesh).holder_probe_ms,
-                          on_holder_ping, sh, &err) < 0) {
+  int rc = local ? durable_hub_request(
+                       durable_mesh_reads_hub(sh->mesh), holder, "ping", NULL,
+                       durable__stream_options(sh->mesh).holder_probe_ms,
+                       on_holder_ping, sh, &err)
+                 : durable_store_alive(durable_mesh_store(sh->mesh),
+                                       sh->holder_instance, on_holder_alive, sh,
+                                       &err);
+  if (rc < 0) {
     durable_hub_unref(sh->hub);
-    grant(sh);
+    if (local)
+      grant(sh); /* cannot be reached at all */
+    else
+      fail_head(sh, rc, err.message);
   }
 }
 
 /* ---- ack and release
  * ------------------------------------------------------------------------ */
 
+/* Acks and releases come from hubs of this process (the stream hub lives
+ * where its requests come from): the lease must be theirs, here. */
 static int fenced(shub_t *sh, const op_t *op) {
   const durable__stream_state_t *s = &sh->state;
   return s->subscriber == NULL || strcmp(s->subscriber, op->subscriber) != 0 ||
-         s->lease_epoch != op->epoch;
+         s->lease_epoch != op->epoch ||
+         (s->subscriber_instance != NULL &&
+          strcmp(s->subscriber_instance, here(sh)) != 0);
 }
 
 static void acked(shub_t *sh, const durable_result_t *res) {
@@ -491,12 +631,14 @@ static void run_ack(shub_t *sh) {
   op_t *op = sh->head;
   const durable__stream_state_t *s = &sh->state;
   if (fenced(sh, op)) {
-    char reason[2 * DURABLE_PATH_MAX + 128];
+    char reason[2 * DURABLE_PATH_MAX + 2 * DURABLE_INSTANCE_MAX + 160];
     snprintf(reason, sizeof reason,
-             "fenced: the lease is held by %s at epoch %lld, not by %s at "
-             "epoch %lld",
+             "fenced: the lease is held by %s (process %s) at epoch %lld, "
+             "not by %s (process %s) at epoch %lld",
              s->subscriber ? s->subscriber : "nobody",
-             (long long)s->lease_epoch, op->subscriber, (long long)op->epoch);
+             s->subscriber_instance ? s->subscriber_instance : "-",
+             (long long)s->lease_epoch, op->subscriber, here(sh),
+             (long long)op->epoch);
     reply_json(op->reply,
                json_pack("{s:b, s:s}", "Accepted", 0, "Reason", reason));
     next_op(sh);
@@ -514,7 +656,7 @@ static void run_ack(shub_t *sh) {
   }
   next.checkpoint = op->sequence;
   next.checkpoint_at = now_ms();
-  write_state(sh, &next, NULL, 0, acked);
+  write_state(sh, PART_LEASE, &next, NULL, 0, acked);
 }
 
 static void released(shub_t *sh, const durable_result_t *res) {
@@ -554,8 +696,9 @@ static void run_release(shub_t *sh) {
     return;
   }
   durable__str_set(&next.subscriber, NULL);
+  durable__str_set(&next.subscriber_instance, NULL);
   next.orphaned_at = now_ms();
-  write_state(sh, &next, NULL, 0, released);
+  write_state(sh, PART_LEASE, &next, NULL, 0, released);
 }
 
 /* ---- loading the state
@@ -609,7 +752,6 @@ static void on_state_read(const durable_result_t *res) {
     if (durable__state_decode(res->node->content, sh->path, &sh->state) < 0) {
       fail_head(sh, DURABLE_ENOMEM, "out of memory");
     } else {
-      sh->version = res->node->version;
       sh->have_state = 1;
       if (sh->head->kind == OP_APPEND && sh->next_seq == 0)
         derive_next(sh);
@@ -706,7 +848,7 @@ static void shub_free(void *data) {
   while (sh->head)
     op_free(pop(sh)); /* replies ended with the hub */
   durable__state_free(&sh->state);
-  free(sh->holder);
+  forget_holder(sh);
   free(sh->path);
   free(sh);
 }

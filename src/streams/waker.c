@@ -11,6 +11,17 @@
  * consumer starts and claims) and woken.  At start the host does the same
  * for every stream, so items appended while no host ran are consumed.
  * Several hosts may act on one stream: the lease lets exactly one win.
+ *
+ * A stream held by another process is that process's business while it
+ * lives.  When it dies -- killed, its machine lost -- its leases stay
+ * written, and nothing appended wakes anyone, since the streams look held.
+ * So the host keeps the streams with waiting items that it saw held by
+ * other processes (the suspects), and every liveness_ms asks the database
+ * whether each of those processes is alive (durable_store_alive: a lock the
+ * database drops with the process, not a heartbeat, so a slow handler never
+ * looks dead).  A process found gone makes its streams unheld here: their
+ * owners are woken, and the claim takes the lease over (the stream hub asks
+ * the database once more before it does).
  */
 #include "stream.h"
 
@@ -66,20 +77,77 @@ static void on_owner_read(const durable_result_t *res) {
   wake_free(w); /* absent, or no consumer of that family here */
 }
 
-/* A stream node: wake its owner if it has work nobody holds.  At the
- * host's start, a stream still held by its owner's own address counts as
- * unheld: the process that held it is gone without releasing (a crash, a
- * second signal), and the owner activated here re-claims it as the same
- * subscriber.  (One host per store: see the README's limits.) */
+/* ---- the suspects
+ * --------------------------------------------------------------- */
+
+#define LIVENESS_MSG "durable.liveness"
+
+typedef struct {
+  durable_mesh_t *mesh;
+  durable__map_t suspects; /* stream path -> holder instance (malloc'ed) */
+  durable__map_t gone;     /* instances found dead (values unused) */
+  int asking;              /* liveness answers still to come */
+} waker_t;
+
+static const char waker_key;
+
+static waker_t *waker_of(durable_mesh_t *mesh) {
+  return durable__hub_attached(durable_mesh_reads_hub(mesh), &waker_key);
+}
+
+static void suspect_del(waker_t *wk, const char *path) {
+  free(durable__map_del(&wk->suspects, path));
+}
+
+static void suspect_put(waker_t *wk, const char *path, const char *instance) {
+  const char *known = durable__map_get(&wk->suspects, path);
+  if (known && strcmp(known, instance) == 0)
+    return;
+  char *copy = strdup(instance);
+  suspect_del(wk, path);
+  if (copy && durable__map_put(&wk->suspects, path, copy) < 0)
+    free(copy); /* forgotten: the next change of the stream brings it back */
+}
+
+static void waker_free(void *data) {
+  waker_t *wk = data;
+  const char *k;
+  void *v;
+  for (size_t i = 0; durable__map_next(&wk->suspects, &i, &k, &v);)
+    free(v);
+  durable__map_free(&wk->suspects);
+  durable__map_free(&wk->gone);
+  free(wk);
+}
+
+/* ---- looking at one stream
+ * ------------------------------------------------------ */
+
+/* A stream node: wake its owner if it has work nobody holds -- nobody, or
+ * a process found gone.  Held by another process that may be alive: a
+ * suspect, looked after by the liveness round below.  At the host's start,
+ * a lease written before leases named their process, by the owner's own
+ * address, counts as unheld: the owner activated here re-claims it as the
+ * same subscriber (what one host per store did). */
 static void consider(durable_mesh_t *mesh, const durable_node_t *node,
                      int at_start) {
   durable__stream_state_t s;
-  if (mesh->closing || durable__state_decode(node->content, node->path, &s) < 0)
+  waker_t *wk = waker_of(mesh);
+  if (mesh->closing || wk == NULL ||
+      durable__state_decode(node->content, node->path, &s) < 0)
     return;
-  int unheld =
-      s.subscriber == NULL || (at_start && strcmp(s.subscriber, s.key) == 0);
-  int waiting = s.last_sequence > s.checkpoint && unheld;
-  if (waiting) {
+  const char *here = durable_store_instance(durable_mesh_store(mesh));
+  const char *where = s.subscriber_instance;
+  int elsewhere = s.subscriber && where && strcmp(where, here) != 0;
+  int unheld = s.subscriber == NULL ||
+               (elsewhere && durable__map_get(&wk->gone, where) != NULL) ||
+               (at_start && where == NULL && strcmp(s.subscriber, s.key) == 0);
+  int waiting = s.last_sequence > s.checkpoint;
+  if (waiting && elsewhere && !unheld)
+    suspect_put(wk, node->path, where);
+  else
+    suspect_del(wk, node->path);
+  if (waiting && unheld) {
     wake_t *w = calloc(1, sizeof(*w));
     durable_error_t err = {0};
     if (w && (w->family = strdup(s.ns)) && (w->key = strdup(s.key))) {
@@ -93,6 +161,95 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node,
     }
   }
   durable__state_free(&s);
+}
+
+static void on_stream_read(const durable_result_t *res) {
+  durable_mesh_t *mesh = res->data;
+  if (res->status == 0)
+    consider(mesh, res->node, 0);
+  durable_hub_unref(durable_mesh_reads_hub(mesh));
+}
+
+/* ---- the liveness round
+ * --------------------------------------------------------- */
+
+typedef struct {
+  waker_t *wk;
+  char *instance;
+} ask_t;
+
+static void on_alive(const durable_result_t *res) {
+  ask_t *a = res->data;
+  waker_t *wk = a->wk;
+  durable_mesh_t *mesh = wk->mesh;
+  wk->asking--;
+  static char present;
+  if (res->status == 0 && res->value == 0 && !mesh->closing &&
+      durable__map_put(&wk->gone, a->instance, &present) == 0) {
+    durable_mesh_log(mesh, DURABLE_LOG_INFO,
+                     "[DurableStreams] process %s is gone: taking over the "
+                     "streams with waiting items it held",
+                     a->instance);
+    /* read each of its streams again: consider() now finds it unheld */
+    durable__strv_t paths = {0};
+    const char *k;
+    void *v;
+    for (size_t i = 0; durable__map_next(&wk->suspects, &i, &k, &v);)
+      if (strcmp(v, a->instance) == 0)
+        durable__strv_push(&paths, k);
+    for (size_t i = 0; i < paths.count; i++) {
+      suspect_del(wk, paths.items[i]);
+      durable_hub_ref(durable_mesh_reads_hub(mesh));
+      if (durable_store_get(durable_mesh_store(mesh), NULL, paths.items[i],
+                            on_stream_read, mesh, NULL) < 0)
+        durable_hub_unref(durable_mesh_reads_hub(mesh));
+    }
+    durable__strv_free(&paths);
+  }
+  durable_hub_unref(durable_mesh_reads_hub(mesh));
+  free(a->instance);
+  free(a);
+}
+
+/* Every liveness_ms, on the read-issuing hub: ask about each process that
+ * holds a suspect, once per round. */
+static void on_tick(durable_hub_t *hub, const durable_msg_t *msg,
+                    durable_reply_t *reply, void *data) {
+  waker_t *wk = data;
+  durable_mesh_t *mesh = wk->mesh;
+  (void)msg;
+  durable_reply_ok(reply, NULL);
+  if (mesh->closing)
+    return; /* no new round: the mesh is leaving */
+  if (wk->asking == 0) {
+    durable__map_t asked = {0};
+    const char *k;
+    void *v;
+    static char present;
+    for (size_t i = 0; durable__map_next(&wk->suspects, &i, &k, &v);) {
+      if (durable__map_get(&asked, v) != NULL ||
+          durable__map_put(&asked, v, &present) < 0)
+        continue;
+      ask_t *a = calloc(1, sizeof(*a));
+      if (a == NULL || (a->instance = strdup(v)) == NULL) {
+        free(a);
+        continue;
+      }
+      a->wk = wk;
+      durable_hub_ref(hub);
+      if (durable_store_alive(durable_mesh_store(mesh), a->instance, on_alive,
+                              a, NULL) < 0) {
+        durable_hub_unref(hub);
+        free(a->instance);
+        free(a);
+        continue;
+      }
+      wk->asking++;
+    }
+    durable__map_free(&asked);
+  }
+  durable_hub_timer(hub, durable__stream_options(mesh).liveness_ms,
+                    LIVENESS_MSG, "null", NULL);
 }
 
 typedef struct {
@@ -161,6 +318,23 @@ static void on_foreign(void *data, const char *ns) {
 int durable_mesh_host(durable_mesh_t *mesh, durable_error_t *err) {
   if (mesh == NULL)
     return durable__error(err, DURABLE_EINVAL, "no mesh");
+  durable_hub_t *reads = durable_mesh_reads_hub(mesh);
+  if (waker_of(mesh) == NULL) {
+    waker_t *wk = calloc(1, sizeof(*wk));
+    if (wk == NULL)
+      return durable__error(err, DURABLE_ENOMEM, "out of memory");
+    wk->mesh = mesh;
+    if (durable__hub_attach(reads, &waker_key, wk, waker_free) < 0) {
+      waker_free(wk);
+      return durable__error(err, DURABLE_ENOMEM, "out of memory");
+    }
+    int rc = durable__hub_on(reads, LIVENESS_MSG, on_tick, wk, err);
+    if (rc == 0)
+      rc = durable_hub_timer(reads, durable__stream_options(mesh).liveness_ms,
+                             LIVENESS_MSG, "null", err);
+    if (rc < 0)
+      return rc;
+  }
   durable__store_on_foreign(durable_mesh_store(mesh), on_foreign, mesh);
   scan(mesh, "type:" DURABLE__STREAM_TYPE, 1);
   return 0;

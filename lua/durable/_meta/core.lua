@@ -185,8 +185,8 @@ function core.stream_check(namespace, key) end
 function core.stream_path(namespace, key) end
 
 ---Set the mesh's stream timings (durable_mesh_stream_options); nil or 0
----keeps a default (5000, 30000, 1000, 60000 ms).
-function core.Mesh:_stream_options(holder_probe_ms, reclaim_ms, backoff_min_ms, backoff_max_ms) end
+---keeps a default (5000, 30000, 1000, 60000, 1000 ms).
+function core.Mesh:_stream_options(holder_probe_ms, reclaim_ms, backoff_min_ms, backoff_max_ms, liveness_ms) end
 
 ---Every hub of node_type consumes the family `namespace`.  spec =
 ---{ key_of = fn(hub) -> key | nil (the hub's address), source_of =
