@@ -340,7 +340,9 @@ static const cli_option_t streams_options[] = {
 typedef struct stream_row_s {
   char *stream, *ns, *key, *path;
   int64_t last, checkpoint, lag, epoch;
-  char *subscriber, *last_subscriber;                /* NULL for null */
+  char *subscriber, *last_subscriber; /* NULL for null */
+  char *instance;                     /* the holder's process, HOST:PID:16hex */
+  char process[DURABLE_INSTANCE_MAX]; /* ... as HOST:PID, or "-" */
   char *subscribed_at, *checkpoint_at, *orphaned_at; /* as stored, or NULL */
 } stream_row_t;
 
@@ -357,6 +359,7 @@ static void row_free(stream_row_t *r) {
   free(r->key);
   free(r->path);
   free(r->subscriber);
+  free(r->instance);
   free(r->last_subscriber);
   free(r->subscribed_at);
   free(r->checkpoint_at);
@@ -401,6 +404,11 @@ static int row_of(const durable_node_t *node, stream_row_t *r) {
   r->lag = r->last > r->checkpoint ? r->last - r->checkpoint : 0;
   r->epoch = int_field(j, "LeaseEpoch");
   r->subscriber = string_field(j, "Subscriber");
+  r->instance = string_field(j, "SubscriberInstance");
+  /* the random tail tells processes apart, not people: leave it to --json */
+  const char *tail = r->instance ? strrchr(r->instance, ':') : NULL;
+  snprintf(r->process, sizeof r->process, "%.*s",
+           tail ? (int)(tail - r->instance) : 1, tail ? r->instance : "-");
   r->last_subscriber = string_field(j, "LastSubscriber");
   r->subscribed_at = string_field(j, "SubscribedAt");
   r->checkpoint_at = string_field(j, "CheckpointAt");
@@ -434,6 +442,7 @@ static void print_row_json(const stream_row_t *r) {
   printf(",\"last\":%" PRId64 ",\"checkpoint\":%" PRId64 ",\"lag\":%" PRId64,
          r->last, r->checkpoint, r->lag);
   json_field("subscriber", r->subscriber, 0);
+  json_field("subscriber_instance", r->instance, 0);
   printf(",\"epoch\":%" PRId64, r->epoch);
   json_field("orphaned_at", r->orphaned_at, 0);
   json_field("last_subscriber", r->last_subscriber, 0);
@@ -453,11 +462,12 @@ static int width(int w, const char *s) {
 }
 
 static void print_table(const streams_state_t *st) {
-  int ws = 6, wl = 4, wc = 10, wg = 3, wsub = 10, we = 5;
+  int ws = 6, wl = 4, wc = 10, wg = 3, wsub = 10, wp = 7, we = 5;
   for (size_t i = 0; i < st->nrows; i++) {
     const stream_row_t *r = &st->rows[i];
     ws = width(ws, r->stream);
     wsub = width(wsub, r->subscriber);
+    wp = width(wp, r->process);
     if (digits(r->last) > wl)
       wl = digits(r->last);
     if (digits(r->checkpoint) > wc)
@@ -467,15 +477,15 @@ static void print_table(const streams_state_t *st) {
     if (digits(r->epoch) > we)
       we = digits(r->epoch);
   }
-  printf("%-*s  %*s  %*s  %*s  %-*s  %*s  %s\n", ws, "STREAM", wl, "LAST", wc,
-         "CHECKPOINT", wg, "LAG", wsub, "SUBSCRIBER", we, "EPOCH",
-         "ORPHANED_AT");
+  printf("%-*s  %*s  %*s  %*s  %-*s  %-*s  %*s  %s\n", ws, "STREAM", wl, "LAST",
+         wc, "CHECKPOINT", wg, "LAG", wsub, "SUBSCRIBER", wp, "PROCESS", we,
+         "EPOCH", "ORPHANED_AT");
   for (size_t i = 0; i < st->nrows; i++) {
     const stream_row_t *r = &st->rows[i];
-    printf("%-*s  %*" PRId64 "  %*" PRId64 "  %*" PRId64 "  %-*s  %*" PRId64
-           "  %s\n",
+    printf("%-*s  %*" PRId64 "  %*" PRId64 "  %*" PRId64
+           "  %-*s  %-*s  %*" PRId64 "  %s\n",
            ws, r->stream, wl, r->last, wc, r->checkpoint, wg, r->lag, wsub,
-           r->subscriber ? r->subscriber : "-", we, r->epoch,
+           r->subscriber ? r->subscriber : "-", wp, r->process, we, r->epoch,
            r->orphaned_at ? r->orphaned_at : "-");
   }
 }
@@ -568,12 +578,14 @@ const cli_command_t cli_streams_command = {
     "path order, one line each: STREAM (NAMESPACE@KEY), LAST (the last\n"
     "sequence appended), CHECKPOINT (the last acknowledged), LAG (LAST -\n"
     "CHECKPOINT; 0 when the checkpoint is ahead, as for a stream read from\n"
-    "a custom source), SUBSCRIBER (the lease holder, or -), EPOCH (the lease\n"
-    "epoch) and ORPHANED_AT (when the last holder left, or -).  A stream's\n"
+    "a custom source), SUBSCRIBER (the lease holder, or -), PROCESS (the\n"
+    "holder's process as HOST:PID, or -), EPOCH (the lease epoch) and\n"
+    "ORPHANED_AT (when the last holder left, or -).  A stream's\n"
     "whole state is its node: durable get @KEY/_DurableStream/NAMESPACE.\n"
     "\n"
     "  --json  JSON lines instead: stream, namespace, key, path, last,\n"
-    "          checkpoint, lag, subscriber, epoch, orphaned_at,\n"
+    "          checkpoint, lag, subscriber, subscriber_instance, epoch,\n"
+    "          orphaned_at,\n"
     "          last_subscriber, subscribed_at, checkpoint_at (null when unset)",
     streams_options,
     streams_main,

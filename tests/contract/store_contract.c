@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -327,6 +328,17 @@ static int grant_(res_t *r, int revoke, const char *principal,
 #define REVOKE(r, principal, prefix)                                           \
   (g_line = __LINE__, grant_(r, 1, principal, prefix))
 
+static int alive_(res_t *r, durable_store_t *store, const char *instance) {
+  durable_error_t e = {0};
+  res_reset(r);
+  submitted(durable_store_alive(store, instance, res_cb, r, &e), &e, "alive",
+            instance);
+  res_wait(r);
+  return r->status;
+}
+#define ALIVE(r, store, instance)                                              \
+  (g_line = __LINE__, alive_(r, store, instance))
+
 /* Refused submissions: the code comes back at once, `err` says why, and the
  * callback never runs (stray_cb counts it if it does). */
 static void stray_cb(const durable_result_t *result) {
@@ -410,6 +422,95 @@ static void case_open_close(void) {
   CHECK_EQ_CODE(err.code, rc);
   CHECK_CONTAINS(err.message, "nosuchstore:x");
   CHECK_LOOP_CLOSES(&loop);
+}
+
+/* Liveness.  Every open store holds a lock that the database lets go when
+ * the store closes or its process dies, however it dies; any store can ask
+ * whether an instance still holds it.  A lease is only as safe as this. */
+static void wait_gone(res_t *r, const char *instance) {
+  /* a server ends a session just after its client went: ask until then */
+  for (int i = 0; i < 100; i++) {
+    CHECK_OK(ALIVE(r, T.store, instance));
+    if (r->value == 0)
+      return;
+    sleep_ms(50);
+  }
+  CHECK_MSG(0, "%s still looks alive 5 s after it went", instance);
+}
+
+static void case_alive(void) {
+  /* a process that opens the store and is then killed with SIGKILL */
+  int fds[2] = {-1, -1};
+  pid_t child = -1;
+  if (!g_memory) {
+    CHECK_OK(pipe(fds));
+    child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives a failed case */
+      uv_loop_t loop;
+      uv_loop_init(&loop);
+      durable_store_t *store = open_store(&loop);
+      const char *mine = durable_store_instance(store);
+      if (write(fds[1], mine, strlen(mine) + 1) < 0)
+        _exit(1);
+      for (;;)
+        pause();
+    }
+    close(fds[1]);
+  }
+  case_begin("alive");
+  res_t r = {0};
+  const char *mine = durable_store_instance(T.store);
+  char pid[32];
+  snprintf(pid, sizeof pid, ":%d:", (int)getpid());
+  CHECK_CONTAINS(mine, pid);
+  CHECK_LT_INT((int)strlen(mine), DURABLE_INSTANCE_MAX);
+  CHECK_OK(ALIVE(&r, T.store, mine));
+  CHECK_EQ_INT((int)r.value, 1);
+  CHECK_OK(ALIVE(&r, T.store, "nowhere:1:0123456789abcdef"));
+  CHECK_EQ_INT((int)r.value, 0);
+  durable_error_t e = {0};
+  CHECK_EQ_CODE(
+      durable_store_alive(T.store, "not an instance", stray_cb, NULL, &e),
+      DURABLE_EINVAL);
+  CHECK_CONTAINS(e.message, "not an instance");
+
+  if (!g_memory) {
+    /* another store on the same database, in this process */
+    durable_store_t *other = open_store(&T.loop);
+    char theirs[DURABLE_INSTANCE_MAX];
+    snprintf(theirs, sizeof theirs, "%s", durable_store_instance(other));
+    CHECK(strcmp(theirs, mine) != 0);
+    CHECK_OK(ALIVE(&r, T.store, theirs));
+    CHECK_EQ_INT((int)r.value, 1);
+    CHECK_OK(ALIVE(&r, other, mine));
+    CHECK_EQ_INT((int)r.value, 1);
+    close_store(other);
+    wait_gone(&r, theirs);
+    CHECK_OK(ALIVE(&r, T.store, mine)); /* closing one left the other's */
+    CHECK_EQ_INT((int)r.value, 1);
+
+    /* the killed process */
+    char killed[DURABLE_INSTANCE_MAX] = "";
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof killed - 1 &&
+           (n = read(fds[0], killed + got, sizeof killed - 1 - got)) > 0)
+      if (memchr(killed + got, '\0', (size_t)n) != NULL)
+        break;
+      else
+        got += (size_t)n;
+    close(fds[0]);
+    CHECK_MSG(killed[0] != '\0', "the child did not open the store");
+    CHECK_OK(ALIVE(&r, T.store, killed));
+    CHECK_EQ_INT((int)r.value, 1);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    wait_gone(&r, killed);
+  }
+  res_reset(&r);
+  case_end();
 }
 
 static void case_get_put(void) {
@@ -1874,6 +1975,7 @@ static const struct {
     {"group_commit", case_group_commit},
     {"close_flushes", case_close_flushes},
     {"type_query", case_type_query},
+    {"alive", case_alive},
 };
 
 static void remove_tree(const char *dir) {

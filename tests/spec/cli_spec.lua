@@ -348,13 +348,13 @@ describe("durable (" .. KIND .. ")", function()
       publish_three()
       local code, out, err = run{ "streams" }
       assert.equal(0, code, err)
-      assert.matches("^STREAM%s+LAST%s+CHECKPOINT%s+LAG%s+SUBSCRIBER%s+EPOCH%s+ORPHANED_AT\n", out)
+      assert.matches("^STREAM%s+LAST%s+CHECKPOINT%s+LAG%s+SUBSCRIBER%s+PROCESS%s+EPOCH%s+ORPHANED_AT\n", out)
       local row
       for line in out:gmatch("[^\n]+") do
         if line:sub(1, #NS + #KEY + 2) == NS .. "@" .. KEY .. " " then row = line end
       end
       assert.truthy(row, out)
-      assert.matches("^%S+%s+3%s+0%s+3%s+%-%s+0%s+%-$", row)
+      assert.matches("^%S+%s+3%s+0%s+3%s+%-%s+%-%s+0%s+%-$", row)
 
       code, out, err = run{ "streams", "--json" }
       assert.equal(0, code, err)
@@ -370,6 +370,7 @@ describe("durable (" .. KIND .. ")", function()
       assert.equal(0, found.checkpoint)
       assert.equal(3, found.lag)
       assert.equal(json.null, found.subscriber)
+      assert.equal(json.null, found.subscriber_instance)
       assert.equal(0, found.epoch)
       assert.equal(json.null, found.orphaned_at)
     end)

@@ -240,6 +240,67 @@ static void test_recycling_holder_keeps_lease(void) {
   close_mesh();
 }
 
+/* A lease held in another process: while that process's store is open --
+ * here a second store on the same file, holding its liveness lock -- a
+ * claim is refused without any ping; once it is gone, the claim takes the
+ * lease over and says from which process. */
+static void claim_against(const char *instance, call_t *claim) {
+  char state[512];
+  snprintf(state, sizeof state,
+           "{\"Namespace\":\"Probe\",\"Key\":\"T/far\",\"LastSequence\":0,"
+           "\"Subscriber\":\"T/far\",\"SubscriberInstance\":\"%s\","
+           "\"LeaseEpoch\":3,\"Checkpoint\":0}",
+           instance);
+  fx_put_content("T/far/_DurableStream/Probe", "DurableStream", state);
+  memset(claim, 0, sizeof *claim);
+  request(fx.client, "T/far/_DurableStream/Probe", "durable.claim",
+          "{\"Subscriber\":\"client/near\"}", claim);
+  wait_call(claim);
+  CHECK_EQ_CODE(claim->status, 0);
+}
+
+static void on_other_closed(void *data) {
+  *(int *)data = 1;
+}
+
+static void test_holder_in_another_process(void) {
+  char dir[] = "/tmp/durable-stream-test.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char url[128];
+  snprintf(url, sizeof url, "sqlite:%s/s.db", dir);
+  store_url = url;
+  open_mesh();
+  durable_store_t *other = NULL;
+  durable_error_t err = {0};
+  CHECK_OK(durable_store_open(&fx.loop, url, &other, &err));
+  char theirs[DURABLE_INSTANCE_MAX];
+  snprintf(theirs, sizeof theirs, "%s", durable_store_instance(other));
+
+  call_t claim;
+  claim_against(theirs, &claim);
+  CHECK_CONTAINS(claim.payload, "\"Granted\":false");
+  CHECK_CONTAINS(claim.payload, theirs); /* HolderInstance */
+  CHECK(strstr(fx.log, "TOOK OVER") == NULL);
+
+  int closed = 0;
+  durable_store_close(other, on_other_closed, &closed);
+  CHECK(check_run_until(&fx.loop, &closed, 5000));
+  claim_against(theirs, &claim);
+  CHECK_CONTAINS(claim.payload, "\"Granted\":true");
+  CHECK_CONTAINS(claim.payload, "\"Epoch\":4");
+  char took[DURABLE_INSTANCE_MAX + 96];
+  snprintf(took, sizeof took,
+           "client/near TOOK OVER the lease from T/far of process %s, which "
+           "is gone",
+           theirs);
+  CHECK_CONTAINS(fx.log, took);
+  close_mesh();
+  store_url = "sqlite::memory:";
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK_EQ_INT(system(cmd), 0);
+}
+
 int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -251,5 +312,7 @@ int main(int argc, char **argv) {
   printf("ok 3 - close_releases\n");
   test_recycling_holder_keeps_lease();
   printf("ok 4 - recycling_holder_keeps_lease\n");
+  test_holder_in_another_process();
+  printf("ok 5 - holder_in_another_process\n");
   return 0;
 }
