@@ -385,8 +385,10 @@ static int l_open(lua_State *L) {
 /* ---- running the loop
  * ---------------------------------------------------------- */
 
+/* The step's time is up.  uv_stop also makes this turn's poll return at
+ * once, should the timer have fired before it rather than during it. */
 static void on_step_timer(uv_timer_t *timer) {
-  (void)timer;
+  uv_stop(timer->loop);
 }
 
 /* mesh:_step([timeout_ms]) -> alive: run the loop once, waiting at most
@@ -397,8 +399,12 @@ static int m_step(lua_State *L) {
   lua_Integer ms = luaL_optinteger(L, 2, -1);
   dlua_check_may_run(L, m, "completion:wait() / mesh:run_until()");
   dlua_replies_flush_dropped(m); /* a safe point: no runtime code below */
-  if (ms >= 0)
+  if (ms >= 0) {
+    /* from now, not from the loop's cached clock: a timer due already
+     * would fire before the poll, which would then wait for ever */
+    uv_update_time(&m->loop);
     uv_timer_start(&m->step_timer, on_step_timer, (uint64_t)ms, 0);
+  }
   m->running = 1;
   uv_run(&m->loop, UV_RUN_ONCE);
   m->running = 0;

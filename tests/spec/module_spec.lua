@@ -47,6 +47,28 @@ describe("the durable module", function()
     assert.matches("a script is needed", err, 1, true)
   end)
 
+  it("returns from run_until after its timeout in a process where nothing else happens", function()
+    -- Many short waits, each starting a little late: a wait whose timer was
+    -- due before the loop polled once made the poll wait for ever.
+    local script = helper.tmpname(".lua")
+    local f = assert(io.open(script, "w"))
+    f:write([[
+local durable = require "durable"
+local mesh = assert(durable.open{ store = "sqlite::memory:" })
+for _ = 1, 2000 do
+  local t = os.clock()
+  while os.clock() - t < 0.0003 do end
+  assert(not mesh:run_until(function() return false end, 1))
+end
+mesh:close()
+print("ok")
+]])
+    f:close()
+    local code, out, err = helper.sh(("timeout 60 %s lua %s"):format(q(BIN), q(script)))
+    assert.equal(0, code, "exit " .. tostring(code) .. " (124: it hung): " .. err)
+    assert.equal("ok\n", out)
+  end)
+
   it("gives every registry reference back", function()
     local before = core.refs()
     local mesh = helper.open { plugins = { helper.fixture "hubs.lua" } }
