@@ -163,6 +163,6 @@ end
 
 mesh:close()
 if tmp then
-  for _, suffix in ipairs { "", "-wal", "-shm" } do os.remove(tmp .. suffix) end
+  for _, suffix in ipairs { "", "-wal", "-shm", "-live" } do os.remove(tmp .. suffix) end
 end
 os.exit(order_ok and 0 or 1)

@@ -811,9 +811,9 @@ static double sqlite_raw_range(void *p, const char *ns, int64_t after,
 }
 
 static void rm_rf_dir(const char *dir) {
-  static const char *const names[] = {"store.db",     "store.db-wal",
-                                      "store.db-shm", "plain.db",
-                                      "plain.db-wal", "plain.db-shm"};
+  static const char *const names[] = {
+      "store.db", "store.db-wal", "store.db-shm", "store.db-live",
+      "plain.db", "plain.db-wal", "plain.db-shm"};
   char f[600];
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     snprintf(f, sizeof f, "%s/%s", dir, names[i]);

@@ -75,7 +75,7 @@ function M.begin(label)
   else
     local db = M.tmpname()
     os.remove(db)
-    for _, suffix in ipairs { "-wal", "-shm", "-journal" } do
+    for _, suffix in ipairs { "-wal", "-shm", "-journal", "-live" } do
       cleanup[#cleanup + 1] = db .. suffix
     end
     M.store = "sqlite:" .. db

@@ -44,7 +44,7 @@ function M.fixture(name)
 end
 
 ---A temp file name that does not exist yet (removed after the spec, with
----SQLite's -wal and -shm companions).
+---SQLite's -wal and -shm companions and the store's -live).
 function M.tmpname(suffix)
   local name = os.tmpname()
   os.remove(name)
@@ -52,6 +52,7 @@ function M.tmpname(suffix)
   temps[#temps + 1] = name
   temps[#temps + 1] = name .. "-wal"
   temps[#temps + 1] = name .. "-shm"
+  temps[#temps + 1] = name .. "-live"
   return name
 end
 
