@@ -29,7 +29,10 @@
  * fills `err` (never NULL here) with a message on failure.  A negative
  * return inside a transaction means the transaction is spoiled: the caller
  * rolls back.  DURABLE_EUNAVAIL means the connection is gone: the caller
- * disconnects and reconnects.  `place` names where a row lives: its
+ * disconnects and reconnects.  DURABLE_ECANCELED means the database rolled
+ * the transaction back on its own (PostgreSQL: a deadlock between two
+ * processes' groups, a serialization failure): nothing of it was committed,
+ * and the caller runs it again.  `place` names where a row lives: its
  * partition (first path segment) and its table (durable_path_table()).
  */
 #ifndef DURABLE_MESH_BACKEND_H

@@ -420,8 +420,9 @@ struct durable__conn_s {
 };
 
 /* Fill `err` from a failed result (or from the connection when `res` is
- * NULL).  `code` 0 picks DURABLE_EUNAVAIL for a lost connection, else
- * DURABLE_EIO. */
+ * NULL).  `code` 0 picks DURABLE_EUNAVAIL for a lost connection,
+ * DURABLE_ECANCELED for a transaction the server rolled back on its own
+ * (SQLSTATE class 40), else DURABLE_EIO. */
 static int pg_error(durable__conn_t *c, const PGresult *res, int code,
                     durable_error_t *err, const char *op, const char *subject) {
   const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
@@ -436,7 +437,9 @@ static int pg_error(durable__conn_t *c, const PGresult *res, int code,
   if (*msg == '\0')
     msg = "unknown error";
   one_line(line, sizeof(line), msg);
-  if (code == 0)
+  if (code == 0 && state && strncmp(state, "40", 2) == 0)
+    code = DURABLE_ECANCELED; /* a deadlock or a serialization failure */
+  else if (code == 0)
     code = is_lost(c->pg, state) ? DURABLE_EUNAVAIL : DURABLE_EIO;
   const char *sep = subject && *subject ? " " : "";
   if (code == DURABLE_EUNAVAIL)

@@ -360,16 +360,25 @@ rollback:
   return rc;
 }
 
+/* Two processes whose groups lock the same stream nodes in another order
+ * deadlock now and then; the database cancels one.  Running it again is
+ * safe (nothing of it was committed) and almost always enough. */
+#define CANCELED_RETRIES 5
+
 static void run_writes(worker_t *w, durable__job_t **jobs, size_t n) {
   durable_error_t err = {0};
   int rc = commit_group(w, jobs, n, &err);
   if (rc == DURABLE_EUNAVAIL) /* nothing committed: one try on a new link */
+    rc = commit_group(w, jobs, n, &err);
+  for (int i = 0; rc == DURABLE_ECANCELED && i < CANCELED_RETRIES; i++)
     rc = commit_group(w, jobs, n, &err);
   if (rc < 0 && n > 1) {
     /* Retry alone so that one failing job fails only itself. */
     for (size_t i = 0; i < n; i++) {
       durable_error_t e = {0};
       int r = commit_group(w, &jobs[i], 1, &e);
+      for (int k = 0; r == DURABLE_ECANCELED && k < CANCELED_RETRIES; k++)
+        r = commit_group(w, &jobs[i], 1, &e);
       if (r < 0) {
         durable__writes_reset(jobs[i]);
         fail_job(jobs[i], &e);
