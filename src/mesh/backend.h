@@ -151,6 +151,13 @@ typedef struct durable__backend_s {
   int (*remove)(durable__conn_t *conn, durable__place_t place, const char *ns,
                 const char *id, durable__outcome_t *out, durable_error_t *err);
   int (*flush)(durable__conn_t *conn, durable_error_t *err);
+  /* Lock the row ns/id (if there is one) until the transaction ends, right
+   * after begin.  The store locks the rows a group will update this way,
+   * all in one order (place, namespace, id), so that two processes'
+   * transactions never wait for each other in a circle.  NULL where the
+   * database takes one write lock for everything (SQLite). */
+  int (*lock)(durable__conn_t *conn, durable__place_t place, const char *ns,
+              const char *id, durable_error_t *err);
 
   /* Called once per transaction before commit with the distinct namespaces
    * it changed, so that other processes hear of them after the commit

@@ -43,12 +43,15 @@ struct durable_watch_s {
   int resync_pending; /* a signal arrived while reading */
   int job_in_flight;
   int closed;
+  int busy;   /* inside its callback */
+  int linked; /* in the feed's list */
   durable__event_t *buffer;
   size_t nbuf;
 };
 
 typedef struct {
   durable_watch_t *head;
+  int dispatching; /* closed watches stay listed until it ends */
   void (*foreign)(void *data, const char *ns);
   void *foreign_data;
 } feed_t;
@@ -68,6 +71,7 @@ static void unlink_watch(durable_watch_t *w) {
       *p = w->next;
       break;
     }
+  w->linked = 0;
 }
 
 static void free_buffer(durable_watch_t *w) {
@@ -86,10 +90,31 @@ static void free_watch(durable_watch_t *w) {
   free(w);
 }
 
-/* Emit one change through the version filter.  Returns 0 when the watch was
- * closed by its callback. */
+/* A closed watch goes once nothing holds it any more: its callback has
+ * returned, its read in flight has come back, and the feed's list no longer
+ * has it.  A callback may close its own watch or any other. */
+static void maybe_free(durable_watch_t *w) {
+  if (w->closed && w->busy == 0 && !w->job_in_flight && !w->linked)
+    free_watch(w);
+}
+
+/* Call the watch's callback.  Returns 0 when the callback closed the watch:
+ * the caller must not touch it again. */
+static int emit(durable_watch_t *w, durable_change_kind_t kind,
+                const durable_node_t *node) {
+  w->busy++;
+  w->cb(w, kind, node, w->data);
+  w->busy--;
+  if (!w->closed)
+    return 1;
+  maybe_free(w);
+  return 0;
+}
+
+/* Pass one change through the version filter, and on to the callback when
+ * `to_cb`.  Returns 0 when the callback closed the watch (see emit). */
 static int apply(durable_watch_t *w, durable_change_kind_t kind,
-                 const durable_node_t *node, int emit) {
+                 const durable_node_t *node, int to_cb) {
   json_t *known = json_object_get(w->known, node->id);
   int64_t have = known ? json_integer_value(known) : 0;
   if (kind == DURABLE_CHANGE_REMOVED) {
@@ -102,26 +127,24 @@ static int apply(durable_watch_t *w, durable_change_kind_t kind,
     json_object_set_new(w->known, node->id, json_integer(node->version));
     kind = known ? DURABLE_CHANGE_UPDATED : DURABLE_CHANGE_ADDED;
   }
-  if (emit)
-    w->cb(w, kind, node, w->data);
-  return !w->closed;
+  return to_cb ? emit(w, kind, node) : 1;
 }
 
 static void read_page(durable_watch_t *w, const char *after);
 
-static void replay_buffer(durable_watch_t *w) {
-  /* apply() may close the watch; stop then */
+/* Returns 0 when the watch was closed (see emit). */
+static int replay_buffer(durable_watch_t *w) {
   size_t n = w->nbuf;
   durable__event_t *buf = w->buffer;
   w->buffer = NULL;
   w->nbuf = 0;
-  size_t i = 0;
-  for (; i < n; i++)
-    if (!apply(w, buf[i].kind, buf[i].node, 1))
-      break;
+  int open = 1;
+  for (size_t i = 0; i < n && open; i++)
+    open = apply(w, buf[i].kind, buf[i].node, 1);
   for (size_t k = 0; k < n; k++)
     durable_node_free(buf[k].node);
   free(buf);
+  return open;
 }
 
 static void start_resync(durable_watch_t *w) {
@@ -136,8 +159,7 @@ static void start_resync(durable_watch_t *w) {
 static void read_done(durable_watch_t *w) {
   if (w->state == W_READING_INITIAL) {
     w->state = W_LIVE;
-    w->cb(w, DURABLE_CHANGE_SYNCED, NULL, w->data);
-    if (w->closed)
+    if (!emit(w, DURABLE_CHANGE_SYNCED, NULL))
       return;
   } else {
     /* children known before but not found now were removed elsewhere */
@@ -164,8 +186,7 @@ static void read_done(durable_watch_t *w) {
     json_decref(w->seen);
     w->seen = NULL;
   }
-  replay_buffer(w);
-  if (!w->closed && w->resync_pending)
+  if (replay_buffer(w) && w->resync_pending)
     start_resync(w);
 }
 
@@ -173,7 +194,7 @@ static void on_page(durable__job_t *job) {
   durable_watch_t *w = job->data;
   w->job_in_flight = 0;
   if (w->closed) {
-    free_watch(w);
+    maybe_free(w);
     durable__job_free(job);
     return;
   }
@@ -186,12 +207,13 @@ static void on_page(durable__job_t *job) {
     durable__job_free(job);
     return;
   }
-  int emit = w->state == W_READING_RESYNC || (w->flags & DURABLE_WATCH_INITIAL);
+  int to_cb =
+      w->state == W_READING_RESYNC || (w->flags & DURABLE_WATCH_INITIAL);
   for (size_t i = 0; i < job->nodes.count; i++) {
     durable_node_t *node = job->nodes.items[i];
     if (w->seen)
       json_object_set_new(w->seen, node->id, json_true());
-    if (!apply(w, DURABLE_CHANGE_ADDED, node, emit)) {
+    if (!apply(w, DURABLE_CHANGE_ADDED, node, to_cb)) {
       durable__job_free(job);
       return;
     }
@@ -249,6 +271,7 @@ int durable_store_watch(durable_store_t *store, const char *ns, int flags,
   w->state = W_READING_INITIAL;
   w->next = feed->head;
   feed->head = w;
+  w->linked = 1;
   read_page(w, "");
   *out = w;
   return 0;
@@ -258,15 +281,17 @@ void durable_watch_close(durable_watch_t *w) {
   if (w == NULL || w->closed)
     return;
   w->closed = 1;
-  unlink_watch(w);
-  if (!w->job_in_flight)
-    free_watch(w);
+  if (!feed_of(w->store)->dispatching)
+    unlink_watch(w);
+  maybe_free(w);
 }
 
 void durable__feed_close_all(durable_store_t *store) {
   feed_t *feed = feed_of(store);
-  while (feed && feed->head)
-    durable_watch_close(feed->head);
+  for (durable_watch_t *w = feed ? feed->head : NULL, *next; w; w = next) {
+    next = w->next;
+    durable_watch_close(w);
+  }
 }
 
 void durable__feed_free(durable_store_t *store) {
@@ -281,9 +306,9 @@ void durable__feed_dispatch(durable_store_t *store, durable__job_t *job) {
     return;
   for (size_t i = 0; i < job->nevents; i++) {
     durable__event_t *ev = &job->events[i];
-    for (durable_watch_t *w = feed->head, *next; w; w = next) {
-      next = w->next; /* the callback may close w */
-      if (strcmp(w->ns, ev->node->ns) != 0)
+    feed->dispatching++; /* a callback may close any watch: keep the list */
+    for (durable_watch_t *w = feed->head; w; w = w->next) {
+      if (w->closed || strcmp(w->ns, ev->node->ns) != 0)
         continue;
       if (w->state != W_LIVE) {
         durable__event_t *b = realloc(w->buffer, (w->nbuf + 1) * sizeof(*b));
@@ -300,6 +325,14 @@ void durable__feed_dispatch(durable_store_t *store, durable__job_t *job) {
         apply(w, ev->kind, ev->node, 1);
       }
     }
+    if (--feed->dispatching == 0)
+      for (durable_watch_t *w = feed->head, *next; w; w = next) {
+        next = w->next;
+        if (w->closed) {
+          unlink_watch(w);
+          maybe_free(w);
+        }
+      }
   }
 }
 

@@ -1543,7 +1543,8 @@ static int queue_write(durable__conn_t *c, int op, durable__place_t place,
   s->what = op == OP_INSERT   ? "insert"
             : op == OP_UPSERT ? "put"
             : op == OP_UPDATE ? "update"
-                              : "remove";
+            : op == OP_REMOVE ? "remove"
+                              : "lock";
   s->out = out;
   return 0;
 }
@@ -1570,6 +1571,18 @@ static int pg_remove(durable__conn_t *c, durable__place_t place, const char *ns,
                      const char *id, durable__outcome_t *out,
                      durable_error_t *err) {
   return queue_write(c, OP_REMOVE, place, NULL, ns, id, out, err);
+}
+
+/* SELECT ... FOR UPDATE of a row, queued like a write: it rides along with
+ * the transaction's first read, no round trip of its own. */
+static int pg_lock(durable__conn_t *c, durable__place_t place, const char *ns,
+                   const char *id, durable_error_t *err) {
+  char name[32];
+  int absent = 0;
+  int rc = prepare_read(c, OP_GET_FOR_UPDATE, place, name, &absent, err);
+  if (rc != 0 || absent) /* no partition: no row to lock */
+    return rc;
+  return queue_write(c, OP_GET_FOR_UPDATE, place, NULL, ns, id, NULL, err);
 }
 
 /* One NOTIFY per namespace, "instance\nnamespace", queued for the COMMIT
@@ -1915,6 +1928,7 @@ const durable__backend_t durable__postgres_backend = {
     .update = pg_update,
     .remove = pg_remove,
     .flush = pg_flush,
+    .lock = pg_lock,
     .changed = pg_changed,
     .grants_of = pg_grants_of,
     .grant = pg_grant,

@@ -269,6 +269,60 @@ static void run_read(worker_t *w, durable__job_t *job) {
   }
 }
 
+/* A row a group will update, for lock_in_order. */
+typedef struct {
+  char part[DURABLE_PARTITION_MAX + 1];
+  durable__place_t place;
+  const durable__write_op_t *op;
+} row_t;
+
+static int row_order(const void *a, const void *b) {
+  const row_t *x = a, *y = b;
+  int c = strcmp(x->place.partition, y->place.partition);
+  if (c == 0)
+    c = strcmp(x->place.table, y->place.table);
+  if (c == 0)
+    c = strcmp(x->op->ns, y->op->ns);
+  return c ? c : strcmp(x->op->id, y->op->id);
+}
+
+/* Lock the existing rows the group may update, in one global order, before
+ * anything else: two transactions that update the same rows in other orders
+ * (one process's appends, another's acknowledgements) would otherwise
+ * deadlock now and then, and the database gives up on one only after its
+ * deadlock_timeout (1 s).  A group that updates one row needs none. */
+static int lock_in_order(const durable__backend_t *be, durable__conn_t *conn,
+                         durable__job_t **jobs, size_t n,
+                         durable_error_t *err) {
+  size_t count = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < jobs[i]->nwrites; k++)
+      count += jobs[i]->writes[k].kind != DURABLE_WRITE_CREATE;
+  if (be->lock == NULL || count < 2)
+    return 0;
+  row_t *rows = malloc(count * sizeof(*rows));
+  if (rows == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < jobs[i]->nwrites; k++) {
+      const durable__write_op_t *op = &jobs[i]->writes[k];
+      if (op->kind == DURABLE_WRITE_CREATE)
+        continue;
+      rows[m].op = op;
+      rows[m].place =
+          durable__path_place(op->path, rows[m].part, sizeof rows[m].part);
+      m++;
+    }
+  qsort(rows, m, sizeof(*rows), row_order);
+  int rc = 0;
+  for (size_t i = 0; i < m && rc == 0; i++)
+    if (i == 0 || row_order(&rows[i - 1], &rows[i]) != 0)
+      rc = be->lock(conn, rows[i].place, rows[i].op->ns, rows[i].op->id, err);
+  free(rows);
+  return rc;
+}
+
 /* Commit `jobs` (a list of `n` write jobs) in one transaction.  Returns 0
  * when the group committed (some jobs may have failed alone, having changed
  * nothing), or a negative code when the whole group must be retried one job
@@ -286,7 +340,8 @@ static int commit_group(worker_t *w, durable__job_t **jobs, size_t n,
   int rc = ensure_conn(w, err);
   if (rc < 0)
     return rc;
-  if ((rc = be->begin(w->conn, err)) < 0)
+  if ((rc = be->begin(w->conn, err)) < 0 ||
+      (rc = lock_in_order(be, w->conn, jobs, n, err)) < 0)
     goto rollback;
   int risky = 0;
   for (size_t i = 0; i < n; i++) {

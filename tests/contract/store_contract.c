@@ -1498,6 +1498,80 @@ static long wait_event_(feed_t *f, size_t from, int kind, const char *id,
   (g_line = __LINE__,                                                          \
    wait_event_(f, from, DURABLE_CHANGE_##kind, id, v, WAIT_MS))
 
+/* A callback that closes watches: its own, in the middle of a page of the
+ * initial read, and another one, in the middle of a live change delivered
+ * to both.  A closed watch hears nothing more, and nothing touches it
+ * after (the sanitized build would say so). */
+typedef struct {
+  durable_watch_t *self, *other;
+  int calls, synced;
+  int close_self, close_other;
+} closer_t;
+
+static void closer_cb(durable_watch_t *w, durable_change_kind_t kind,
+                      const durable_node_t *node, void *data) {
+  closer_t *c = data;
+  (void)w;
+  (void)node;
+  if (kind == DURABLE_CHANGE_SYNCED) {
+    c->synced = 1;
+    return;
+  }
+  c->calls++;
+  if (c->close_other && c->other) {
+    durable_watch_close(c->other);
+    c->other = NULL;
+  }
+  if (c->close_self && c->self) {
+    durable_watch_close(c->self);
+    c->self = NULL;
+  }
+}
+
+static void case_feed_close_in_callback(void) {
+  case_begin("feed_close_in_callback");
+  res_t r = {0};
+  for (int i = 0; i < 3; i++)
+    CHECK_OK(PUT(&r, P("w/n%d", i), "T", "{}"));
+  char ns[400];
+  snprintf(ns, sizeof ns, "%s", P("w"));
+  durable_error_t e = {0};
+
+  closer_t a = {.close_self = 1};
+  CHECK_OK(durable_store_watch(T.store, ns, DURABLE_WATCH_INITIAL, closer_cb,
+                               &a, &a.self, &e));
+  feed_t f = {0};
+  feed_watch(&f, T.store, ns, 0);
+  g_line = __LINE__;
+  CHECK(check_run_until_fn(&T.loop, want_pred,
+                           &(want_t){&f, 0, DURABLE_CHANGE_SYNCED, NULL, 0},
+                           WAIT_MS));
+  CHECK_EQ_INT(a.calls, 1); /* closed at its first node: no more */
+
+  closer_t b = {0}, c = {.close_other = 1, .close_self = 1};
+  CHECK_OK(durable_store_watch(T.store, ns, 0, closer_cb, &b, &b.self, &e));
+  CHECK_OK(durable_store_watch(T.store, ns, 0, closer_cb, &c, &c.self, &e));
+  c.other = b.self;
+  g_line = __LINE__;
+  CHECK(check_run_until(&T.loop, &b.synced, WAIT_MS));
+  CHECK(check_run_until(&T.loop, &c.synced, WAIT_MS));
+  size_t from = f.n;
+  CHECK_OK(PUT(&r, P("w/n9"), "T", "{}"));
+  g_line = __LINE__;
+  CHECK(check_run_until_fn(&T.loop, want_pred,
+                           &(want_t){&f, from, DURABLE_CHANGE_ADDED, "n9", 0},
+                           WAIT_MS));
+  /* c (the newest, so the first to hear) closed b before b heard it */
+  CHECK_EQ_INT(c.calls, 1);
+  CHECK_EQ_INT(b.calls, 0);
+  CHECK_OK(PUT(&r, P("w/n10"), "T", "{}"));
+  CHECK_EQ_INT(c.calls, 1);
+  feed_close(&f);
+  feed_free(&f);
+  res_reset(&r);
+  case_end();
+}
+
 static void case_feed(void) {
   case_begin("feed");
   res_t r = {0};
@@ -2027,6 +2101,7 @@ static const struct {
     {"bad_paths", case_bad_paths},
     {"sql_in_paths", case_sql_in_paths},
     {"feed", case_feed},
+    {"feed_close_in_callback", case_feed_close_in_callback},
     {"feed_no_gap", case_feed_no_gap},
     {"feed_other_store", case_feed_other_store},
     {"feed_no_gap_other_store", case_feed_no_gap_other_store},
