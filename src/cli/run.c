@@ -36,7 +36,12 @@ const cli_command_t cli_run_command = {
     "lease granted or released and per item failure; DURABLE_LOG=debug shows\n"
     "each item.  On SIGINT or SIGTERM it leaves gracefully -- no new item\n"
     "starts, the item in flight finishes and is acknowledged, leases are\n"
-    "released -- and exits 0.  A second signal exits at once.",
+    "released -- and exits 0.  A second signal exits at once.\n"
+    "\n"
+    "Any number of hosts may serve the same NodeTypes on one database: each\n"
+    "stream is held by one of them at a time, and the streams of a host that\n"
+    "dies are taken over by another: within about a second of a SIGKILL, or\n"
+    "once the database notices that a lost machine's connection is gone.",
     NULL,
     run_main,
     0,
