@@ -21,6 +21,8 @@
 --      restart counting as one event (#postgres);
 --   e. a live holder whose handler takes 10 s keeps its lease against a
 --      claim from another process (here: this spec process itself);
+--   g. a host stopped with SIGTERM hands its streams over: the other host
+--      goes on with no takeover and nothing handled twice;
 --   f. examples/multi-process/run.sh passes on the test PostgreSQL
 --      (#postgres).
 --
@@ -444,6 +446,43 @@ describe("many processes on one store (" .. cmd.KIND .. ")", function()
       assert.is_true(#all_lines_with(everyone, "TOOK OVER") >= 1, "no host logged a takeover")
       for _, job in ipairs(hosts) do assert.is_true(running(job), "a live host died") end
     end)
+
+  -- g.
+  it("hands the streams of a host stopped with SIGTERM to the other host: no takeover, "
+    .. "nothing handled twice", function()
+    local list = owners(4)
+    local hosts = { host(), host() }
+    local everyone = { hosts[1], hosts[2] }
+    local stopfile = cmd.tmpname()
+    os.remove(stopfile)
+    local prod = producer("until", stopfile, 40, list, 5)
+    assert.truthy(wait_for(function() return #entries() >= 20 end, 20),
+      "nothing was handled before the stops")
+    local stops = 0
+    for _ = 1, 4 do
+      cmd.sleep("0.5")
+      -- stop the host that handled the latest item (it holds a lease)
+      local list_now = entries()
+      local last = list_now[#list_now]
+      local victim = (last and hosts[2].pid == last.pid) and 2 or 1
+      stop(hosts[victim]) -- the item in flight finishes, leases are released
+      stops = stops + 1
+      hosts[victim] = host()
+      everyone[#everyone + 1] = hosts[victim]
+    end
+    spit(stopfile, "stop\n")
+    assert.equal(0, exit_code(prod, 40), "the producer did not stop in 40 s: " .. read_file(prod.err))
+    local per_heard = heard(prod)
+    local want = {}
+    for _, owner in ipairs(list) do want[owner] = per_heard[owner].max end
+    wait_handled(want, 40, "after the producer stopped, the hosts did not catch up")
+    local redelivered = assert_end_state(per_heard, stops)
+    for owner, n in pairs(redelivered) do
+      assert.equal(0, n, owner .. ": an item was handled again after a graceful stop:\n"
+        .. duplicates(entries()))
+    end
+    assert.same({}, all_lines_with(everyone, "TOOK OVER"), "a graceful stop needs no takeover")
+  end)
 
   -- d.
   it("loses nothing and redoes only the item in flight when PostgreSQL restarts under hosts and "
