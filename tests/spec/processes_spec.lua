@@ -300,6 +300,54 @@ local function own_pid()
   return pid
 end
 
+-- ---- two hosts and a busy producer ----------------------------------------
+
+-- Two hosts and a producer publishing to four owners until told to stop
+-- (a pause of `pause_ms` before each publish; each item takes 5 ms);
+-- returns once `warm` items were handled.
+local function busy_pair(pause_ms, warm)
+  local run = { owners = owners(4), stopfile = cmd.tmpname() }
+  os.remove(run.stopfile)
+  run.hosts = { host(), host() }
+  run.everyone = { run.hosts[1], run.hosts[2] } -- the replaced ones too
+  run.prod = producer("until", run.stopfile, pause_ms, run.owners, 5)
+  assert.truthy(wait_for(function() return #entries() >= warm end, 20),
+    "nothing was handled at first")
+  return run
+end
+
+-- The host of the pair that handled the latest item (it holds a lease,
+-- likely with an item in flight), else either.
+local function latest_host(run)
+  local all = entries()
+  local last = all[#all]
+  for j, job in ipairs(run.hosts) do
+    if last and job.pid == last.pid then return j end
+  end
+  return math.random(2)
+end
+
+local function replace_host(run, j)
+  run.hosts[j] = host()
+  run.everyone[#run.everyone + 1] = run.hosts[j]
+end
+
+-- Stop the producer and wait until the hosts handled all it was told;
+-- what it heard (see heard).
+local function drain_pair(run)
+  spit(run.stopfile, "stop\n")
+  assert.equal(0, exit_code(run.prod, 40), "the producer did not stop in 40 s: "
+    .. read_file(run.prod.err) .. "\nits last lines:\n" .. read_file(run.prod.out):sub(-600))
+  local per_heard = heard(run.prod)
+  local want = {}
+  for _, owner in ipairs(run.owners) do
+    assert.truthy(per_heard[owner] and per_heard[owner].max > 0, owner .. ": nothing published")
+    want[owner] = per_heard[owner].max
+  end
+  wait_handled(want, 40, "after the producer stopped, the hosts did not catch up")
+  return per_heard
+end
+
 local INSTANCE = "^.+:(%d+):" .. ("%x"):rep(16) .. "$" -- HOST:PID:16hex, the pid captured
 
 describe("many processes on one store (" .. cmd.KIND .. ")", function()
@@ -406,82 +454,39 @@ describe("many processes on one store (" .. cmd.KIND .. ")", function()
   -- c.
   it("loses nothing and redoes only the item in flight while hosts are SIGKILLed and restarted",
     function()
-      local ROUNDS = 20
-      local list = owners(4)
-      local hosts = { host(), host() }
-      local everyone = { hosts[1], hosts[2] }
-      local stopfile = cmd.tmpname()
-      os.remove(stopfile)
-      local prod = producer("until", stopfile, 40, list, 5)
-      assert.truthy(wait_for(function() return #entries() >= 20 end, 20),
-        "nothing was handled before the kills")
+      local run = busy_pair(40, 20)
       local kills = 0
-      for _ = 1, ROUNDS do
+      for _ = 1, 20 do
         cmd.sleep(("%.2f"):format(0.2 + math.random() * 1.3))
-        -- the victim: the host that handled the latest item (it holds a
-        -- lease, likely with an item in flight), else either
-        local list_now = entries()
-        local last = list_now[#list_now]
-        local victim = math.random(2)
-        for j, job in ipairs(hosts) do
-          if last and job.pid == last.pid then victim = j end
-        end
-        kill(hosts[victim])
+        local victim = latest_host(run)
+        kill(run.hosts[victim])
         kills = kills + 1
-        hosts[victim] = host()
-        everyone[#everyone + 1] = hosts[victim]
+        replace_host(run, victim)
       end
-      spit(stopfile, "stop\n")
-      assert.equal(0, exit_code(prod, 40), "the producer did not stop in 40 s: "
-        .. read_file(prod.err) .. "\nits last lines:\n" .. read_file(prod.out):sub(-600))
-      local per_heard = heard(prod)
-      local want = {}
-      for _, owner in ipairs(list) do
-        assert.truthy(per_heard[owner] and per_heard[owner].max > 0, owner .. ": nothing published")
-        want[owner] = per_heard[owner].max
-      end
-      wait_handled(want, 40, "after the producer stopped, the hosts did not catch up")
-      assert_end_state(per_heard, kills)
+      assert_end_state(drain_pair(run), kills)
       -- the survivors took over from the dead: said in some host's log
-      assert.is_true(#all_lines_with(everyone, "TOOK OVER") >= 1, "no host logged a takeover")
-      for _, job in ipairs(hosts) do assert.is_true(running(job), "a live host died") end
+      assert.is_true(#all_lines_with(run.everyone, "TOOK OVER") >= 1, "no host logged a takeover")
+      for _, job in ipairs(run.hosts) do assert.is_true(running(job), "a live host died") end
     end)
 
   -- g.
   it("hands the streams of a host stopped with SIGTERM to the other host: no takeover, "
     .. "nothing handled twice", function()
-    local list = owners(4)
-    local hosts = { host(), host() }
-    local everyone = { hosts[1], hosts[2] }
-    local stopfile = cmd.tmpname()
-    os.remove(stopfile)
-    local prod = producer("until", stopfile, 40, list, 5)
-    assert.truthy(wait_for(function() return #entries() >= 20 end, 20),
-      "nothing was handled before the stops")
+    local run = busy_pair(40, 20)
     local stops = 0
     for _ = 1, 4 do
       cmd.sleep("0.5")
-      -- stop the host that handled the latest item (it holds a lease)
-      local list_now = entries()
-      local last = list_now[#list_now]
-      local victim = (last and hosts[2].pid == last.pid) and 2 or 1
-      stop(hosts[victim]) -- the item in flight finishes, leases are released
+      local victim = latest_host(run)
+      stop(run.hosts[victim]) -- the item in flight finishes, leases are released
       stops = stops + 1
-      hosts[victim] = host()
-      everyone[#everyone + 1] = hosts[victim]
+      replace_host(run, victim)
     end
-    spit(stopfile, "stop\n")
-    assert.equal(0, exit_code(prod, 40), "the producer did not stop in 40 s: " .. read_file(prod.err))
-    local per_heard = heard(prod)
-    local want = {}
-    for _, owner in ipairs(list) do want[owner] = per_heard[owner].max end
-    wait_handled(want, 40, "after the producer stopped, the hosts did not catch up")
-    local redelivered = assert_end_state(per_heard, stops)
+    local redelivered = assert_end_state(drain_pair(run), stops)
     for owner, n in pairs(redelivered) do
       assert.equal(0, n, owner .. ": an item was handled again after a graceful stop:\n"
         .. duplicates(entries()))
     end
-    assert.same({}, all_lines_with(everyone, "TOOK OVER"), "a graceful stop needs no takeover")
+    assert.same({}, all_lines_with(run.everyone, "TOOK OVER"), "a graceful stop needs no takeover")
   end)
 
   -- d.
@@ -494,13 +499,7 @@ describe("many processes on one store (" .. cmd.KIND .. ")", function()
     if not ctl or ctl == "" then
       return pending("needs DURABLE_TEST_PG_CTL (source tests/support/pg.sh; durable_pg_start)")
     end
-    local list = owners(4)
-    local hosts = { host(), host() }
-    local stopfile = cmd.tmpname()
-    os.remove(stopfile)
-    local prod = producer("until", stopfile, 30, list, 5)
-    assert.truthy(wait_for(function() return #entries() >= 40 end, 20),
-      "nothing was handled before the restart")
+    local run = busy_pair(30, 40)
     local pidfile = (os.getenv("DURABLE_TEST_PG_DIR") or "") .. "/data/postmaster.pid"
     local postmaster = (read_file(pidfile) or ""):match("^%d+")
     local ok = os.execute(cmd.quote(ctl) .. " restart -m fast >/dev/null 2>&1")
@@ -513,15 +512,8 @@ describe("many processes on one store (" .. cmd.KIND .. ")", function()
     -- everyone goes on: items keep being handled after the restart
     assert.truthy(wait_for(function() return #entries() >= after_restart + 60 end, 40),
       "handling did not resume after the restart")
-    spit(stopfile, "stop\n")
-    assert.equal(0, exit_code(prod, 40), "the producer did not stop in 40 s: "
-      .. read_file(prod.err) .. "\nits last lines:\n" .. read_file(prod.out):sub(-600))
-    local per_heard = heard(prod)
-    local want = {}
-    for _, owner in ipairs(list) do want[owner] = per_heard[owner].max end
-    wait_handled(want, 40, "after the producer stopped, the hosts did not catch up")
-    assert_end_state(per_heard, 1)
-    for _, job in ipairs(hosts) do
+    assert_end_state(drain_pair(run), 1)
+    for _, job in ipairs(run.hosts) do
       assert.is_true(running(job), "a host died of the restart: " .. (read_file(job.err) or ""))
     end
   end)

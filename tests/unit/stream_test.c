@@ -170,13 +170,27 @@ static void on_get(const durable_result_t *r) {
   got_node = durable_node_dup(r->node);
 }
 
-static void test_close_releases(void) {
-  char dir[] = "/tmp/durable-stream-test.XXXXXX";
+/* A mesh on a SQLite file in a fresh folder `dir` (which the caller gives
+ * back with remove_file_store), for what a second connection must see. */
+static char file_url[128];
+static void open_file_mesh(char dir[32]) {
+  snprintf(dir, 32, "/tmp/durable-stream-test.XXXXXX");
   CHECK(mkdtemp(dir) != NULL);
-  char url[128];
-  snprintf(url, sizeof url, "sqlite:%s/s.db", dir);
-  store_url = url;
+  snprintf(file_url, sizeof file_url, "sqlite:%s/s.db", dir);
+  store_url = file_url;
   open_mesh();
+}
+
+static void remove_file_store(const char *dir) {
+  store_url = "sqlite::memory:";
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK_EQ_INT(system(cmd), 0);
+}
+
+static void test_close_releases(void) {
+  char dir[32];
+  open_file_mesh(dir);
   nhandled = active = max_active = 0;
   durable_error_t err = {0};
   durable_consumer_t c = {.ns = "Probe", .handler = probe};
@@ -206,10 +220,7 @@ static void test_close_releases(void) {
   CHECK(strstr(got_node->content, "\"OrphanedAt\":null") == NULL);
   durable_node_free(got_node);
   close_mesh();
-  store_url = "sqlite::memory:";
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  CHECK_EQ_INT(system(cmd), 0);
+  remove_file_store(dir);
 }
 
 /* A holder that is recycling is alive: a claim from elsewhere is refused
@@ -264,15 +275,11 @@ static void on_other_closed(void *data) {
 }
 
 static void test_holder_in_another_process(void) {
-  char dir[] = "/tmp/durable-stream-test.XXXXXX";
-  CHECK(mkdtemp(dir) != NULL);
-  char url[128];
-  snprintf(url, sizeof url, "sqlite:%s/s.db", dir);
-  store_url = url;
-  open_mesh();
+  char dir[32];
+  open_file_mesh(dir);
   durable_store_t *other = NULL;
   durable_error_t err = {0};
-  CHECK_OK(durable_store_open(&fx.loop, url, &other, &err));
+  CHECK_OK(durable_store_open(&fx.loop, file_url, &other, &err));
   char theirs[DURABLE_INSTANCE_MAX];
   snprintf(theirs, sizeof theirs, "%s", durable_store_instance(other));
 
@@ -295,10 +302,7 @@ static void test_holder_in_another_process(void) {
            theirs);
   CHECK_CONTAINS(fx.log, took);
   close_mesh();
-  store_url = "sqlite::memory:";
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  CHECK_EQ_INT(system(cmd), 0);
+  remove_file_store(dir);
 }
 
 int main(int argc, char **argv) {
