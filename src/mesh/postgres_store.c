@@ -1798,10 +1798,18 @@ static void watch_connect_work(uv_work_t *work) {
   src->fresh = open_pg(src->url, 1, src->why, sizeof(src->why));
   if (src->fresh == NULL)
     return;
-  /* pg_advisory_lock answers at once: the key is this store's alone (a
-   * session of ours that died holds nothing any more) */
+  /* The key is this store's alone; but after a connection lost on our
+   * side only, the old session may hold it until the server notices:
+   * then this attempt fails and the next one tries again (never wait). */
+  /* An idle LISTEN session must not be cut by a server-wide idle timeout
+   * (PostgreSQL 14 and later; older servers refuse the name: no matter). */
+  PQclear(PQexec(src->fresh, "SET idle_session_timeout = 0"));
   PGresult *res = PQexec(src->fresh, src->lock_sql);
-  int ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+  int ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+           strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+  if (!ok && PQresultStatus(res) == PGRES_TUPLES_OK)
+    snprintf(src->why, sizeof src->why,
+             "the liveness lock is still held by a previous session");
   PQclear(res);
   if (ok) {
     res = PQexec(src->fresh, "LISTEN " CHANNEL);
@@ -1809,7 +1817,8 @@ static void watch_connect_work(uv_work_t *work) {
     PQclear(res);
   }
   if (!ok) {
-    one_line(src->why, sizeof(src->why), PQerrorMessage(src->fresh));
+    if (*PQerrorMessage(src->fresh))
+      one_line(src->why, sizeof(src->why), PQerrorMessage(src->fresh));
     PQfinish(src->fresh);
     src->fresh = NULL;
   }
@@ -1876,8 +1885,8 @@ static int pg_watch_start(durable_store_t *store, const char *url,
     free(src);
     return durable__error(err, DURABLE_EINVAL, "bad instance '%s'", instance);
   }
-  snprintf(src->lock_sql, sizeof src->lock_sql, "SELECT pg_advisory_lock(%llu)",
-           (unsigned long long)key);
+  snprintf(src->lock_sql, sizeof src->lock_sql,
+           "SELECT pg_try_advisory_lock(%llu)", (unsigned long long)key);
   src->store = store;
   src->loop = durable__store_loop(store);
   src->instance_len = strlen(instance);
@@ -1888,9 +1897,19 @@ static int pg_watch_start(durable_store_t *store, const char *url,
   /* The first connect runs here, blocking like the writer's did: once the
    * store is open, its liveness lock is held, so no lease this process
    * takes can look abandoned to the others.  Reconnects run on the pool. */
-  src->pending++;
   src->work.data = src;
   watch_connect_work(&src->work);
+  if (src->fresh == NULL) {
+    /* without its lock the process would look dead to every other one */
+    int rc = durable__error(err, DURABLE_EUNAVAIL,
+                            "store unavailable: cannot hold this process's "
+                            "liveness lock: %s",
+                            src->why);
+    src->stopping = 1;
+    uv_close((uv_handle_t *)&src->timer, watch_handle_closed);
+    return rc;
+  }
+  src->pending++;
   watch_connect_done(&src->work, 0);
   *out = src;
   return 0;

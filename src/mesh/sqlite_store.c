@@ -949,16 +949,18 @@ static int changed(durable__conn_t *c, const durable__strv_t *namespaces,
  * stores opened on one file in one process see each other's lock, and
  * closing one file does not drop a lock held through another.
  */
-#ifdef F_OFD_SETLK
-#define LIVE_SETLK F_OFD_SETLK
-#define LIVE_GETLK F_OFD_GETLK
-#else /* not Linux: classic locks, blind to stores of the same process */
-#define LIVE_SETLK F_SETLK
-#define LIVE_GETLK F_GETLK
+#ifndef F_OFD_SETLK
+/* Classic record locks would not do: closing any descriptor of FILE-live
+ * drops all of a process's locks on it, so asking would end our own. */
+#error "liveness on SQLite needs open file description locks (Linux 3.15+)"
 #endif
 
+/* Beside the database file itself, whatever name it was opened by (a
+ * symbolic link, a relative path): every process must find the same one. */
 static void live_path(const char *file, char *out, size_t size) {
-  snprintf(out, size, "%s-live", file);
+  char *real = realpath(file, NULL);
+  snprintf(out, size, "%s-live", real ? real : file);
+  free(real);
 }
 
 static int live_hold(const char *file, uint64_t key, int *fd_out,
@@ -970,7 +972,7 @@ static int live_hold(const char *file, uint64_t key, int *fd_out,
                      .l_whence = SEEK_SET,
                      .l_start = (off_t)key,
                      .l_len = 1};
-  if (fd < 0 || fcntl(fd, LIVE_SETLK, &fl) != 0) {
+  if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl) != 0) {
     int e = errno;
     if (fd >= 0)
       close(fd);
@@ -998,7 +1000,7 @@ static int alive(durable__conn_t *c, uint64_t key, int *out,
                      .l_whence = SEEK_SET,
                      .l_start = (off_t)key,
                      .l_len = 1};
-  int rc = fcntl(fd, LIVE_GETLK, &fl);
+  int rc = fcntl(fd, F_OFD_GETLK, &fl);
   int e = errno;
   close(fd);
   if (rc != 0)

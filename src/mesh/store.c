@@ -269,18 +269,20 @@ static void run_read(worker_t *w, durable__job_t *job) {
   }
 }
 
-/* A row a group will update, for lock_in_order. */
+/* A row a group will update, for lock_in_order.  Its place is made from
+ * `part` only once the rows are sorted: qsort moves them, and a place
+ * points into its own row. */
 typedef struct {
   char part[DURABLE_PARTITION_MAX + 1];
-  durable__place_t place;
+  const char *table;
   const durable__write_op_t *op;
 } row_t;
 
 static int row_order(const void *a, const void *b) {
   const row_t *x = a, *y = b;
-  int c = strcmp(x->place.partition, y->place.partition);
+  int c = strcmp(x->part, y->part);
   if (c == 0)
-    c = strcmp(x->place.table, y->place.table);
+    c = strcmp(x->table, y->table);
   if (c == 0)
     c = strcmp(x->op->ns, y->op->ns);
   return c ? c : strcmp(x->op->id, y->op->id);
@@ -310,15 +312,19 @@ static int lock_in_order(const durable__backend_t *be, durable__conn_t *conn,
       if (op->kind == DURABLE_WRITE_CREATE)
         continue;
       rows[m].op = op;
-      rows[m].place =
-          durable__path_place(op->path, rows[m].part, sizeof rows[m].part);
+      rows[m].table =
+          durable__path_place(op->path, rows[m].part, sizeof rows[m].part)
+              .table;
       m++;
     }
   qsort(rows, m, sizeof(*rows), row_order);
   int rc = 0;
   for (size_t i = 0; i < m && rc == 0; i++)
     if (i == 0 || row_order(&rows[i - 1], &rows[i]) != 0)
-      rc = be->lock(conn, rows[i].place, rows[i].op->ns, rows[i].op->id, err);
+      rc = be->lock(
+          conn,
+          (durable__place_t){.partition = rows[i].part, .table = rows[i].table},
+          rows[i].op->ns, rows[i].op->id, err);
   free(rows);
   return rc;
 }

@@ -77,6 +77,13 @@ int durable__consumed_add(durable_mesh_t *mesh, const char *type,
 int durable__consumed_has(durable_mesh_t *mesh, const char *type,
                           const char *family);
 
+/* waker.c: a stream with waiting items whose lease names another process
+ * `instance`: a host asks every liveness_ms whether that process is alive,
+ * and wakes the owner once it is gone.  Nothing when this mesh hosts
+ * nothing (durable_mesh_host). */
+void durable__waker_suspect(durable_mesh_t *mesh, const char *stream_path,
+                            const char *instance);
+
 /* stream_hub.c: the DurableStream NodeType's configuration. */
 int durable__stream_hub_install(durable_mesh_t *mesh);
 

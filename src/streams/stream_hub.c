@@ -277,6 +277,17 @@ static const char *here(const shub_t *sh) {
   return durable_store_instance(durable_mesh_store(sh->mesh));
 }
 
+/* Held by another process with items waiting: should that process die,
+ * this host's waker must know the stream (the change feed tells only of
+ * other processes' commits, not of this one's appends). */
+static void suspect_if_elsewhere(shub_t *sh) {
+  const durable__stream_state_t *s = &sh->state;
+  if (s->subscriber && s->subscriber_instance &&
+      strcmp(s->subscriber_instance, here(sh)) != 0 &&
+      s->last_sequence > s->checkpoint)
+    durable__waker_suspect(sh->mesh, sh->path, s->subscriber_instance);
+}
+
 static void forget_holder(shub_t *sh) {
   free(sh->holder);
   free(sh->holder_instance);
@@ -401,6 +412,8 @@ static void appended(shub_t *sh, const durable_result_t *res) {
   sh->next_seq = sh->state.last_sequence + 1;
   if (sh->state.subscriber == NULL)
     wake_owner(sh);
+  else
+    suspect_if_elsewhere(sh);
   sh->busy = 0;
   pump(sh);
 }
@@ -516,6 +529,7 @@ static void grant(shub_t *sh) {
 /* The holder is alive: refused, nothing written. */
 static void refuse(shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
+  suspect_if_elsewhere(sh);
   json_t *j = json_pack(
       "{s:b, s:I, s:I, s:s, s:o, s:n}", "Granted", 0, "Epoch",
       (json_int_t)s->lease_epoch, "Checkpoint", (json_int_t)s->checkpoint,

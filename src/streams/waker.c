@@ -21,7 +21,9 @@
  * database drops with the process, not a heartbeat, so a slow handler never
  * looks dead).  A process found gone makes its streams unheld here: their
  * owners are woken, and the claim takes the lease over (the stream hub asks
- * the database once more before it does).
+ * the database once more before it does).  This process's own appends and
+ * refused claims name suspects too (durable__waker_suspect): the change
+ * feed tells only of other processes' commits.
  */
 #include "stream.h"
 
@@ -85,7 +87,6 @@ static void on_owner_read(const durable_result_t *res) {
 typedef struct {
   durable_mesh_t *mesh;
   durable__map_t suspects; /* stream path -> holder instance (malloc'ed) */
-  durable__map_t gone;     /* instances found dead (values unused) */
   int asking;              /* liveness answers still to come */
 } waker_t;
 
@@ -116,21 +117,28 @@ static void waker_free(void *data) {
   for (size_t i = 0; durable__map_next(&wk->suspects, &i, &k, &v);)
     free(v);
   durable__map_free(&wk->suspects);
-  durable__map_free(&wk->gone);
   free(wk);
+}
+
+void durable__waker_suspect(durable_mesh_t *mesh, const char *stream_path,
+                            const char *instance) {
+  waker_t *wk = waker_of(mesh);
+  if (wk && !mesh->closing)
+    suspect_put(wk, stream_path, instance);
 }
 
 /* ---- looking at one stream
  * ------------------------------------------------------ */
 
 /* A stream node: wake its owner if it has work nobody holds -- nobody, or
- * a process found gone.  Held by another process that may be alive: a
- * suspect, looked after by the liveness round below.  At the host's start,
- * a lease written before leases named their process, by the owner's own
- * address, counts as unheld: the owner activated here re-claims it as the
- * same subscriber (what one host per store did). */
+ * the process `gone` (just found dead; may be NULL).  Held by another
+ * process that may be alive: a suspect, looked after by the liveness round
+ * below.  At the host's start, a lease written before leases named their
+ * process, by the owner's own address, counts as unheld: the owner
+ * activated here re-claims it as the same subscriber (what one host per
+ * store did). */
 static void consider(durable_mesh_t *mesh, const durable_node_t *node,
-                     int at_start) {
+                     int at_start, const char *gone) {
   durable__stream_state_t s;
   waker_t *wk = waker_of(mesh);
   if (mesh->closing || wk == NULL ||
@@ -140,7 +148,7 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node,
   const char *where = s.subscriber_instance;
   int elsewhere = s.subscriber && where && strcmp(where, here) != 0;
   int unheld = s.subscriber == NULL ||
-               (elsewhere && durable__map_get(&wk->gone, where) != NULL) ||
+               (elsewhere && gone && strcmp(where, gone) == 0) ||
                (at_start && where == NULL && strcmp(s.subscriber, s.key) == 0);
   int waiting = s.last_sequence > s.checkpoint;
   if (waiting && elsewhere && !unheld)
@@ -163,11 +171,22 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node,
   durable__state_free(&s);
 }
 
+/* A stream of a process found gone, read again. */
+typedef struct {
+  durable_mesh_t *mesh;
+  char *path, *gone;
+} reread_t;
+
 static void on_stream_read(const durable_result_t *res) {
-  durable_mesh_t *mesh = res->data;
+  reread_t *r = res->data;
   if (res->status == 0)
-    consider(mesh, res->node, 0);
-  durable_hub_unref(durable_mesh_reads_hub(mesh));
+    consider(r->mesh, res->node, 0, r->gone);
+  else /* ask again on the next round */
+    durable__waker_suspect(r->mesh, r->path, r->gone);
+  durable_hub_unref(durable_mesh_reads_hub(r->mesh));
+  free(r->path);
+  free(r->gone);
+  free(r);
 }
 
 /* ---- the liveness round
@@ -183,14 +202,14 @@ static void on_alive(const durable_result_t *res) {
   waker_t *wk = a->wk;
   durable_mesh_t *mesh = wk->mesh;
   wk->asking--;
-  static char present;
-  if (res->status == 0 && res->value == 0 && !mesh->closing &&
-      durable__map_put(&wk->gone, a->instance, &present) == 0) {
+  if (res->status == 0 && res->value == 0 && !mesh->closing) {
     durable_mesh_log(mesh, DURABLE_LOG_INFO,
                      "[DurableStreams] process %s is gone: taking over the "
                      "streams with waiting items it held",
                      a->instance);
-    /* read each of its streams again: consider() now finds it unheld */
+    /* read each of its streams again: consider() finds them unheld now (a
+     * stream that changes meanwhile comes back as a suspect, and the next
+     * round finds the process gone again) */
     durable__strv_t paths = {0};
     const char *k;
     void *v;
@@ -198,11 +217,25 @@ static void on_alive(const durable_result_t *res) {
       if (strcmp(v, a->instance) == 0)
         durable__strv_push(&paths, k);
     for (size_t i = 0; i < paths.count; i++) {
-      suspect_del(wk, paths.items[i]);
+      reread_t *r = calloc(1, sizeof(*r));
+      if (r == NULL || (r->path = strdup(paths.items[i])) == NULL ||
+          (r->gone = strdup(a->instance)) == NULL) {
+        if (r)
+          free(r->path);
+        free(r);
+        continue; /* still a suspect: the next round */
+      }
+      r->mesh = mesh;
+      suspect_del(wk, r->path);
       durable_hub_ref(durable_mesh_reads_hub(mesh));
-      if (durable_store_get(durable_mesh_store(mesh), NULL, paths.items[i],
-                            on_stream_read, mesh, NULL) < 0)
+      if (durable_store_get(durable_mesh_store(mesh), NULL, r->path,
+                            on_stream_read, r, NULL) < 0) {
         durable_hub_unref(durable_mesh_reads_hub(mesh));
+        durable__waker_suspect(mesh, r->path, r->gone);
+        free(r->path);
+        free(r->gone);
+        free(r);
+      }
     }
     durable__strv_free(&paths);
   }
@@ -265,7 +298,7 @@ static void on_page(const durable_result_t *res) {
   if (res->status == 0) {
     for (size_t i = 0; i < res->count; i++)
       if (strcmp(res->nodes[i]->node_type, DURABLE__STREAM_TYPE) == 0)
-        consider(sc->mesh, res->nodes[i], sc->at_start);
+        consider(sc->mesh, res->nodes[i], sc->at_start, NULL);
     if (res->more && res->count > 0 && !sc->mesh->closing) {
       scan_page(sc, res->nodes[res->count - 1]->path + 0);
       return;

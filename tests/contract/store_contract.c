@@ -799,8 +799,13 @@ static void case_cross_writes(void) {
   case_begin("cross_writes");
   durable_store_t *other = open_store(&T.loop);
   char a[400], b[400];
+  /* two partitions: the order must hold across them too */
   snprintf(a, sizeof a, "%s", P("a"));
-  snprintf(b, sizeof b, "%s", P("b"));
+  snprintf(b, sizeof b, "%sb/cross_writes/b", g_run);
+  res_t r = {0};
+  CHECK_OK(PUT(&r, a, "T", "{}")); /* rows to lock, partitions made */
+  CHECK_OK(PUT(&r, b, "T", "{}"));
+  res_reset(&r);
   static cross_t x[2];
   x[0] = (cross_t){.store = T.store, .first = a, .second = b, .left = 100};
   x[1] = (cross_t){.store = other, .first = b, .second = a, .left = 100};

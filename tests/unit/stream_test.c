@@ -22,7 +22,8 @@ static void open_mesh(void) {
   durable_stream_options_t so = {.backoff_min_ms = 50,
                                  .backoff_max_ms = 200,
                                  .reclaim_ms = 500,
-                                 .holder_probe_ms = 300};
+                                 .holder_probe_ms = 300,
+                                 .liveness_ms = 100};
   durable_mesh_stream_options(fx.mesh, &so);
 }
 
@@ -305,6 +306,42 @@ static void test_holder_in_another_process(void) {
   remove_file_store(dir);
 }
 
+/* A host's own append to a stream whose holder's process is gone: the
+ * change feed does not tell the host of its own commits, so the append
+ * itself names the stream to the waker, which finds the process gone and
+ * wakes the owner here, whose consumer takes the lease over. */
+static void test_own_append_to_a_dead_holder(void) {
+  char dir[32];
+  open_file_mesh(dir);
+  nhandled = active = max_active = 0;
+  durable_error_t err = {0};
+  durable_consumer_t c = {.ns = "Probe", .handler = probe};
+  CHECK_OK(durable_node_type_consume(
+      durable_mesh_node_type(fx.mesh, "ProbeNode"), &c, &err));
+  fx_put("T/far", "ProbeNode");
+  durable_store_t *other = NULL;
+  CHECK_OK(durable_store_open(&fx.loop, file_url, &other, &err));
+  char state[512];
+  snprintf(state, sizeof state,
+           "{\"Namespace\":\"Probe\",\"Key\":\"T/far\",\"LastSequence\":0,"
+           "\"Subscriber\":\"T/far\",\"SubscriberInstance\":\"%s\","
+           "\"LeaseEpoch\":3,\"Checkpoint\":0}",
+           durable_store_instance(other));
+  fx_put_content("T/far/_DurableStream/Probe", "DurableStream", state);
+  int closed = 0; /* its process is gone */
+  durable_store_close(other, on_other_closed, &closed);
+  CHECK(check_run_until(&fx.loop, &closed, 5000));
+  CHECK_OK(durable_mesh_host(fx.mesh, &err)); /* nothing waits yet */
+  publish_range("T/far", 1, 2);
+  int two = 2;
+  CHECK(check_run_until_fn(&fx.loop, handled_at_least, &two, 5000));
+  CHECK_EQ_INT(handled[0], 1);
+  CHECK_EQ_INT(handled[1], 2);
+  CHECK_CONTAINS(fx.log, "TOOK OVER the lease from T/far of process");
+  close_mesh();
+  remove_file_store(dir);
+}
+
 int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -318,5 +355,7 @@ int main(int argc, char **argv) {
   printf("ok 4 - recycling_holder_keeps_lease\n");
   test_holder_in_another_process();
   printf("ok 5 - holder_in_another_process\n");
+  test_own_append_to_a_dead_holder();
+  printf("ok 6 - own_append_to_a_dead_holder\n");
   return 0;
 }
