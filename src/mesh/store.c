@@ -421,9 +421,10 @@ rollback:
   return rc;
 }
 
-/* Two processes whose groups lock the same stream nodes in another order
- * deadlock now and then; the database cancels one.  Running it again is
- * safe (nothing of it was committed) and almost always enough. */
+/* A transaction the database cancelled: a deadlock lock_in_order cannot
+ * prevent (two processes inserting the same new rows in other orders), a
+ * serialization failure.  Running it again is safe (nothing of it was
+ * committed) and almost always enough. */
 #define CANCELED_RETRIES 5
 
 static void run_writes(worker_t *w, durable__job_t **jobs, size_t n) {
