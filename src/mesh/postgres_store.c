@@ -1798,12 +1798,12 @@ static void watch_connect_work(uv_work_t *work) {
   src->fresh = open_pg(src->url, 1, src->why, sizeof(src->why));
   if (src->fresh == NULL)
     return;
-  /* The key is this store's alone; but after a connection lost on our
-   * side only, the old session may hold it until the server notices:
-   * then this attempt fails and the next one tries again (never wait). */
   /* An idle LISTEN session must not be cut by a server-wide idle timeout
    * (PostgreSQL 14 and later; older servers refuse the name: no matter). */
   PQclear(PQexec(src->fresh, "SET idle_session_timeout = 0"));
+  /* The key is this store's alone; but after a connection lost on our
+   * side only, the old session may hold it until the server notices:
+   * then this attempt fails and the next one tries again (never wait). */
   PGresult *res = PQexec(src->fresh, src->lock_sql);
   int ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
            strcmp(PQgetvalue(res, 0, 0), "t") == 0;
