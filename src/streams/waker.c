@@ -337,7 +337,7 @@ static void scan(durable_mesh_t *mesh, const char *query, int at_start) {
 static void on_foreign(void *data, const char *ns) {
   durable_mesh_t *mesh = data;
   if (mesh->closing)
-    return; /* its store may be on its way out already */
+    return;         /* its store may be on its way out already */
   if (ns == NULL) { /* it may have missed anything: look at every stream */
     scan(mesh, "type:" DURABLE__STREAM_TYPE, 0);
     return;
