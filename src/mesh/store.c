@@ -296,11 +296,13 @@ static int row_order(const void *a, const void *b) {
 static int lock_in_order(const durable__backend_t *be, durable__conn_t *conn,
                          durable__job_t **jobs, size_t n,
                          durable_error_t *err) {
+  if (be->lock == NULL)
+    return 0;
   size_t count = 0;
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < jobs[i]->nwrites; k++)
       count += jobs[i]->writes[k].kind != DURABLE_WRITE_CREATE;
-  if (be->lock == NULL || count < 2)
+  if (count < 2)
     return 0;
   row_t *rows = malloc(count * sizeof(*rows));
   if (rows == NULL)
