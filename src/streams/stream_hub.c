@@ -465,17 +465,24 @@ static void run_append(shub_t *sh) {
  * ---------------------------------------------------------------------------------
  */
 
-static void granted(shub_t *sh, const durable_result_t *res) {
-  if (res->status == DURABLE_ECONFLICT || res->status == DURABLE_ENOTFOUND) {
-    forget_holder(sh);
+/* A lease write (claim, ack, release) came back: 1 when it was saved.  A
+ * lost compare-and-set -- and for a claim a stream node that vanished -- is
+ * decided again on a fresh read; any other failure fails the operation. */
+static int lease_saved(shub_t *sh, const durable_result_t *res,
+                       int retry_absent) {
+  if (res->status == DURABLE_ECONFLICT ||
+      (retry_absent && res->status == DURABLE_ENOTFOUND))
     retry_head(sh, res->status, res->message);
-    return;
-  }
-  if (res->status < 0) {
-    forget_holder(sh);
+  else if (res->status < 0)
     fail_head(sh, res->status, res->message);
+  return res->status >= 0;
+}
+
+static void granted(shub_t *sh, const durable_result_t *res) {
+  if (res->status < 0)
+    forget_holder(sh); /* before a retry probes a holder again */
+  if (!lease_saved(sh, res, 1))
     return;
-  }
   durable_stream_id_t id = id_of(sh);
   durable__stream_name_t name = durable__stream_name(&id);
   const durable__stream_state_t *s = &sh->state;
@@ -629,14 +636,8 @@ static int fenced(shub_t *sh, const op_t *op) {
 }
 
 static void acked(shub_t *sh, const durable_result_t *res) {
-  if (res->status == DURABLE_ECONFLICT) {
-    retry_head(sh, res->status, res->message);
+  if (!lease_saved(sh, res, 0))
     return;
-  }
-  if (res->status < 0) {
-    fail_head(sh, res->status, res->message);
-    return;
-  }
   reply_json(sh->head->reply, json_pack("{s:b, s:n}", "Accepted", 1, "Reason"));
   next_op(sh);
 }
@@ -674,14 +675,8 @@ static void run_ack(shub_t *sh) {
 }
 
 static void released(shub_t *sh, const durable_result_t *res) {
-  if (res->status == DURABLE_ECONFLICT) {
-    retry_head(sh, res->status, res->message);
+  if (!lease_saved(sh, res, 0))
     return;
-  }
-  if (res->status < 0) {
-    fail_head(sh, res->status, res->message);
-    return;
-  }
   const durable__stream_state_t *s = &sh->state;
   durable_stream_id_t id = id_of(sh);
   durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
