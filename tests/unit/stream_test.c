@@ -98,13 +98,19 @@ static void publish_range(const char *key, int a, int b) {
   }
 }
 
-static void test_recycle_mid_stream(void) {
-  open_mesh();
+/* ProbeNode consumes the family Probe with `probe`, from a clean count. */
+static void probe_consumes(void) {
   nhandled = active = max_active = 0;
   durable_error_t err = {0};
   durable_consumer_t c = {.ns = "Probe", .handler = probe};
   CHECK_OK(durable_node_type_consume(
       durable_mesh_node_type(fx.mesh, "ProbeNode"), &c, &err));
+}
+
+static void test_recycle_mid_stream(void) {
+  open_mesh();
+  probe_consumes();
+  durable_error_t err = {0};
   fx_put("T/probe-recycle", "ProbeNode");
   publish_range("T/probe-recycle", 1, 40);
   handled_at_least_n = 12;
@@ -192,11 +198,8 @@ static void remove_file_store(const char *dir) {
 static void test_close_releases(void) {
   char dir[32];
   open_file_mesh(dir);
-  nhandled = active = max_active = 0;
+  probe_consumes();
   durable_error_t err = {0};
-  durable_consumer_t c = {.ns = "Probe", .handler = probe};
-  CHECK_OK(durable_node_type_consume(
-      durable_mesh_node_type(fx.mesh, "ProbeNode"), &c, &err));
   fx_put("T/leaver", "ProbeNode");
   publish_range("T/leaver", 1, 5);
   handled_at_least_n = 3;
@@ -229,12 +232,9 @@ static void test_close_releases(void) {
  * the release that follows lets the claimant in. */
 static void test_recycling_holder_keeps_lease(void) {
   open_mesh();
-  nhandled = active = max_active = 0;
   probe_delay_ms = 400; /* the item in flight outlasts the claim below */
+  probe_consumes();
   durable_error_t err = {0};
-  durable_consumer_t c = {.ns = "Probe", .handler = probe};
-  CHECK_OK(durable_node_type_consume(
-      durable_mesh_node_type(fx.mesh, "ProbeNode"), &c, &err));
   fx_put("T/holder", "ProbeNode");
   publish_range("T/holder", 1, 1);
   CHECK(check_run_until(&fx.loop, &active, 5000)); /* item 1 in its handler */
@@ -252,11 +252,9 @@ static void test_recycling_holder_keeps_lease(void) {
   close_mesh();
 }
 
-/* A lease held in another process: while that process's store is open --
- * here a second store on the same file, holding its liveness lock -- a
- * claim is refused without any ping; once it is gone, the claim takes the
- * lease over and says from which process. */
-static void claim_against(const char *instance, call_t *claim) {
+/* T/far's Probe stream, written by hand as held by T/far in the process
+ * (store instance) `instance`. */
+static void hold_far(const char *instance) {
   char state[512];
   snprintf(state, sizeof state,
            "{\"Namespace\":\"Probe\",\"Key\":\"T/far\",\"LastSequence\":0,"
@@ -264,6 +262,14 @@ static void claim_against(const char *instance, call_t *claim) {
            "\"LeaseEpoch\":3,\"Checkpoint\":0}",
            instance);
   fx_put_content("T/far/_DurableStream/Probe", "DurableStream", state);
+}
+
+/* A lease held in another process: while that process's store is open --
+ * here a second store on the same file, holding its liveness lock -- a
+ * claim is refused without any ping; once it is gone, the claim takes the
+ * lease over and says from which process. */
+static void claim_against(const char *instance, call_t *claim) {
+  hold_far(instance);
   memset(claim, 0, sizeof *claim);
   request(fx.client, "T/far/_DurableStream/Probe", "durable.claim",
           "{\"Subscriber\":\"client/near\"}", claim);
@@ -313,21 +319,12 @@ static void test_holder_in_another_process(void) {
 static void test_own_append_to_a_dead_holder(void) {
   char dir[32];
   open_file_mesh(dir);
-  nhandled = active = max_active = 0;
+  probe_consumes();
   durable_error_t err = {0};
-  durable_consumer_t c = {.ns = "Probe", .handler = probe};
-  CHECK_OK(durable_node_type_consume(
-      durable_mesh_node_type(fx.mesh, "ProbeNode"), &c, &err));
   fx_put("T/far", "ProbeNode");
   durable_store_t *other = NULL;
   CHECK_OK(durable_store_open(&fx.loop, file_url, &other, &err));
-  char state[512];
-  snprintf(state, sizeof state,
-           "{\"Namespace\":\"Probe\",\"Key\":\"T/far\",\"LastSequence\":0,"
-           "\"Subscriber\":\"T/far\",\"SubscriberInstance\":\"%s\","
-           "\"LeaseEpoch\":3,\"Checkpoint\":0}",
-           durable_store_instance(other));
-  fx_put_content("T/far/_DurableStream/Probe", "DurableStream", state);
+  hold_far(durable_store_instance(other));
   int closed = 0; /* its process is gone */
   durable_store_close(other, on_other_closed, &closed);
   CHECK(check_run_until(&fx.loop, &closed, 5000));
