@@ -55,6 +55,17 @@ typedef struct {
 } durable__nodes_t;
 
 int durable__nodes_push(durable__nodes_t *list, durable_node_t *node);
+
+/* A node in one allocation (node.c): `text` holds ns, id, path, node_type,
+ * content and main_node, each `len` bytes (NULL for a null field).  Every
+ * node the store hands out is made so; durable_node_free frees it. */
+typedef struct {
+  const char *s;
+  size_t len;
+} durable__node_text_t;
+durable_node_t *durable__node_pack(const durable__node_text_t text[6],
+                                   int64_t version, int64_t created_at,
+                                   int64_t updated_at);
 void durable__nodes_free(durable__nodes_t *list);
 
 /* A growable array of strings. */

@@ -1274,25 +1274,13 @@ static void pg_rollback(durable__conn_t *c) {
 /* ---- reads -------------------------------------------------------------- */
 
 static durable_node_t *node_of_row(const PGresult *res, int row) {
-  durable_node_t *n = calloc(1, sizeof(*n));
-  if (n == NULL)
-    return NULL;
-  char **fields[6] = {&n->ns,        &n->id,      &n->path,
-                      &n->node_type, &n->content, &n->main_node};
-  int failed = 0;
-  for (int i = 0; i < 6; i++) {
-    *fields[i] = strdup(PQgetvalue(res, row, i));
-    if (*fields[i] == NULL)
-      failed = 1;
-  }
-  n->version = strtoll(PQgetvalue(res, row, 6), NULL, 10);
-  n->created_at = strtoll(PQgetvalue(res, row, 7), NULL, 10);
-  n->updated_at = strtoll(PQgetvalue(res, row, 8), NULL, 10);
-  if (failed) {
-    durable_node_free(n);
-    return NULL;
-  }
-  return n;
+  durable__node_text_t text[6];
+  for (int i = 0; i < 6; i++)
+    text[i] = (durable__node_text_t){PQgetvalue(res, row, i),
+                                     (size_t)PQgetlength(res, row, i)};
+  return durable__node_pack(text, strtoll(PQgetvalue(res, row, 6), NULL, 10),
+                            strtoll(PQgetvalue(res, row, 7), NULL, 10),
+                            strtoll(PQgetvalue(res, row, 8), NULL, 10));
 }
 
 /* Prepare a read on `place`: *absent = 1 when its partition does not exist,

@@ -317,39 +317,18 @@ static int run(durable__conn_t *c, sqlite3_stmt *st, const char *what,
 
 /* A copy of a text column; NULL only when out of memory (every column read
  * here is NOT NULL). */
-static char *column_dup(sqlite3_stmt *st, int i) {
-  const unsigned char *text = sqlite3_column_text(st, i);
-  if (text == NULL)
-    return NULL;
-  size_t n = (size_t)sqlite3_column_bytes(st, i);
-  char *s = malloc(n + 1);
-  if (s == NULL)
-    return NULL;
-  memcpy(s, text, n);
-  s[n] = '\0';
-  return s;
-}
-
 /* The node in the current row of a statement selecting NODE_COLUMNS. */
 static durable_node_t *row_node(sqlite3_stmt *st) {
-  durable_node_t *node = calloc(1, sizeof(*node));
-  if (node == NULL)
-    return NULL;
-  node->ns = column_dup(st, 0);
-  node->id = column_dup(st, 1);
-  node->path = column_dup(st, 2);
-  node->node_type = column_dup(st, 3);
-  node->content = column_dup(st, 4);
-  node->main_node = column_dup(st, 5);
-  node->version = sqlite3_column_int64(st, 6);
-  node->created_at = sqlite3_column_int64(st, 7);
-  node->updated_at = sqlite3_column_int64(st, 8);
-  if (!node->ns || !node->id || !node->path || !node->node_type ||
-      !node->content || !node->main_node) {
-    durable_node_free(node);
-    return NULL;
+  durable__node_text_t text[6];
+  for (int i = 0; i < 6; i++) {
+    text[i].s = (const char *)sqlite3_column_text(st, i);
+    text[i].len = (size_t)sqlite3_column_bytes(st, i);
+    if (text[i].s == NULL)
+      return NULL; /* every column is NOT NULL: out of memory */
   }
-  return node;
+  return durable__node_pack(text, sqlite3_column_int64(st, 6),
+                            sqlite3_column_int64(st, 7),
+                            sqlite3_column_int64(st, 8));
 }
 
 /* The open transaction's commit id and the last version so far, read at
@@ -780,7 +759,9 @@ static int max_id(durable__conn_t *c, durable__place_t place, const char *ns,
   sqlite3_bind_int(st, 4, width);
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW)
-    *out = column_dup(st, 0);
+    *out = strdup(sqlite3_column_text(st, 0)
+                      ? (const char *)sqlite3_column_text(st, 0)
+                      : "");
   else if (rc == SQLITE_DONE)
     *out = strdup("");
   done_with(st);

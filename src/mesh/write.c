@@ -362,10 +362,8 @@ static int record(durable__job_t *job, durable_change_kind_t kind,
   durable_node_t *copy = durable_node_dup(node);
   if (copy == NULL)
     return DURABLE_ENOMEM;
-  if (kind == DURABLE_CHANGE_REMOVED) {
-    free(copy->content);
-    copy->content = NULL;
-  }
+  if (kind == DURABLE_CHANGE_REMOVED)
+    copy->content = NULL; /* inside the copy's block: nothing to free */
   job->events[job->nevents].kind = kind;
   job->events[job->nevents].node = copy;
   job->nevents++;

@@ -25,7 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PAGE 256
+/* Items per read.  The next page of the stream's own items is asked for as
+ * soon as fewer than a page wait (read-ahead), so the store reads while the
+ * loop hands items over; at most two pages are held. */
+#define PAGE 1000
 /* A custom source is re-listed from the start of its namespace on each
  * signal; items further ahead than this wait for a later round. */
 #define AHEAD_MAX 4096
@@ -43,8 +46,8 @@ struct durable__pull_s {
   int64_t next;      /* the sequence released next */
   int64_t read_upto; /* own items: the highest sequence read so far */
   char *round_after; /* custom source: the id cursor of the current round */
-  slot_t *buf;
-  size_t nbuf, cap;
+  slot_t *buf; /* buf[first .. nbuf) wait, in sequence order */
+  size_t first, nbuf, cap;
   int reading, dirty, more, started;
   /* custom source: a round must start over from the first id when items
    * were skipped as too far ahead, or a signal came during the round (an
@@ -57,7 +60,7 @@ struct durable__pull_s {
 };
 
 static void pull_free(durable__pull_t *p) {
-  for (size_t i = 0; i < p->nbuf; i++)
+  for (size_t i = p->first; i < p->nbuf; i++)
     durable_node_free(p->buf[i].node);
   free(p->buf);
   free(p->ns);
@@ -71,6 +74,12 @@ static void pull_free(durable__pull_t *p) {
 /* Insert in sequence order; a second copy of a sequence replaces the first. */
 static int buffer_put(durable__pull_t *p, int64_t seq,
                       const durable_node_t *node) {
+  if (p->first > 0) { /* what was handed over leaves, once per page */
+    memmove(p->buf, p->buf + p->first,
+            (p->nbuf - p->first) * sizeof(*p->buf));
+    p->nbuf -= p->first;
+    p->first = 0;
+  }
   size_t lo = 0, hi = p->nbuf;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
@@ -118,17 +127,16 @@ static void try_deliver(durable__pull_t *p) {
   if (p->closed || p->failed || p->cb == NULL)
     return;
   /* drop what the cursor has passed (duplicates) */
-  size_t drop = 0;
-  while (drop < p->nbuf && p->buf[drop].seq < p->next)
-    durable_node_free(p->buf[drop++].node);
-  if (drop) {
-    memmove(p->buf, p->buf + drop, (p->nbuf - drop) * sizeof(*p->buf));
-    p->nbuf -= drop;
+  while (p->first < p->nbuf && p->buf[p->first].seq < p->next)
+    durable_node_free(p->buf[p->first++].node);
+  size_t waiting = p->nbuf - p->first;
+  if (!p->custom && p->more && !p->reading && waiting > 0 && waiting < PAGE) {
+    read_more(p); /* ahead, while these are handed over */
+    if (p->failed)
+      return;
   }
-  if (p->nbuf > 0 && p->buf[0].seq == p->next) {
-    durable_node_t *node = p->buf[0].node;
-    memmove(p->buf, p->buf + 1, (p->nbuf - 1) * sizeof(*p->buf));
-    p->nbuf--;
+  if (waiting > 0 && p->buf[p->first].seq == p->next) {
+    durable_node_t *node = p->buf[p->first++].node;
     char *payload = NULL;
     int64_t appended_at = 0;
     durable_error_t err = {0};

@@ -12,7 +12,9 @@
  */
 #include "stream.h"
 
+#include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,23 +233,387 @@ char *durable__state_encode(const durable__stream_state_t *s) {
 /* ---- items
  * ---------------------------------------------------------------------- */
 
+/* The item's content is written here, not by jansson, in one fixed layout
+ *
+ *   {"Sequence":42,"PayloadJson":"<payload, escaped>","AppendedAt":"<time>"}
+ *
+ * (the bytes jansson's compact, order-preserving dump gives), so that a
+ * reader can take the payload and the time out of it with one scan and no
+ * JSON tree: the catch-up of a long stream does that millions of times.
+ * Content in any other layout -- an item made by hand -- is parsed with
+ * jansson as before.  Escaping follows jansson's: the two characters '"'
+ * and '\\', the short escapes for \b \f \n \r \t, \u00XX for the other
+ * control characters, everything else as it is (the payload is valid UTF-8:
+ * a publish parsed it). */
+typedef struct {
+  char *p;
+  size_t len, cap;
+} text_buf_t;
+
+static int buf_grow(text_buf_t *b, size_t more) {
+  if (b->len + more <= b->cap)
+    return 0;
+  size_t cap = b->cap ? b->cap : 128;
+  while (cap < b->len + more)
+    cap *= 2;
+  char *p = realloc(b->p, cap);
+  if (p == NULL)
+    return -1;
+  b->p = p;
+  b->cap = cap;
+  return 0;
+}
+
+static int buf_put(text_buf_t *b, const char *s, size_t n) {
+  if (buf_grow(b, n) < 0)
+    return -1;
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  return 0;
+}
+
+static int buf_put_escaped(text_buf_t *b, const char *s) {
+  static const char hex[] = "0123456789ABCDEF";
+  const char *run = s;
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c >= 0x20 && c != '"' && c != '\\')
+      continue;
+    if (buf_put(b, run, (size_t)(s - run)) < 0)
+      return -1;
+    char esc[6] = {'\\', 0};
+    size_t n = 2;
+    switch (c) {
+    case '"': esc[1] = '"'; break;
+    case '\\': esc[1] = '\\'; break;
+    case '\b': esc[1] = 'b'; break;
+    case '\f': esc[1] = 'f'; break;
+    case '\n': esc[1] = 'n'; break;
+    case '\r': esc[1] = 'r'; break;
+    case '\t': esc[1] = 't'; break;
+    default:
+      memcpy(esc + 1, "u00", 3);
+      esc[4] = hex[c >> 4];
+      esc[5] = hex[c & 15];
+      n = 6;
+    }
+    if (buf_put(b, esc, n) < 0)
+      return -1;
+    run = s + 1;
+  }
+  return buf_put(b, run, (size_t)(s - run));
+}
+
 char *durable__item_encode(int64_t sequence, const char *payload,
                            int64_t appended_at) {
-  json_t *j = json_object();
-  if (j == NULL)
+  text_buf_t b = {0};
+  char head[48], tail[64];
+  int nh = snprintf(head, sizeof head, "{\"Sequence\":%lld,\"PayloadJson\":\"",
+                    (long long)sequence);
+  if (appended_at) {
+    char when[32];
+    durable__iso_time(appended_at, when);
+    snprintf(tail, sizeof tail, "\",\"AppendedAt\":\"%s\"}", when);
+  } else {
+    snprintf(tail, sizeof tail, "\",\"AppendedAt\":null}");
+  }
+  if (buf_grow(&b, strlen(payload) + 96) < 0 ||
+      buf_put(&b, head, (size_t)nh) < 0 || buf_put_escaped(&b, payload) < 0 ||
+      buf_put(&b, tail, strlen(tail) + 1) < 0) {
+    free(b.p);
     return NULL;
-  json_object_set_new(j, "Sequence", json_integer(sequence));
-  json_object_set_new(j, "PayloadJson", json_string(payload));
-  json_object_set_new(j, "AppendedAt", time_or_null(appended_at));
-  char *text = json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT);
-  json_decref(j);
-  return text;
+  }
+  return b.p;
+}
+
+/* Days from 1970-01-01 to y-m-d (proleptic Gregorian), without timegm. */
+static int64_t days_from_civil(int64_t y, int m, int d) {
+  y -= m <= 2;
+  int64_t era = (y >= 0 ? y : y - 399) / 400;
+  int64_t yoe = y - era * 400;
+  int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+static int digits_at(const char *s, int n, int *out) {
+  int v = 0;
+  for (int i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9')
+      return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  *out = v;
+  return 0;
+}
+
+/* "YYYY-MM-DDTHH:MM:SS.mmmZ" exactly (what durable__iso_time writes), in
+ * ms; -1 for anything else. */
+static int64_t parse_iso_exact(const char *s, size_t n) {
+  int y, mo, d, h, mi, se, ms;
+  if (n != 24 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' ||
+      s[16] != ':' || s[19] != '.' || s[23] != 'Z' || digits_at(s, 4, &y) ||
+      digits_at(s + 5, 2, &mo) || digits_at(s + 8, 2, &d) ||
+      digits_at(s + 11, 2, &h) || digits_at(s + 14, 2, &mi) ||
+      digits_at(s + 17, 2, &se) || digits_at(s + 20, 3, &ms) || mo < 1 ||
+      mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60)
+    return -1;
+  return ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60000 +
+         (int64_t)se * 1000 + ms;
+}
+
+/* A syntax check of JSON text that allocates nothing: what jansson's
+ * json_loads(JSON_DECODE_ANY) accepts, as far as a payload read back from an
+ * item can differ (structure; strings of valid UTF-8 without NUL; numbers;
+ * the three literals; nesting up to jansson's 2048).  A reader checks every
+ * payload it hands over, and a jansson tree per item cost more than all
+ * the rest of a catch-up. */
+#define JSON_DEPTH_MAX 2048
+
+static const char *skip_ws(const char *s) {
+  while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+    s++;
+  return s;
+}
+
+/* Four hex digits at `s` as a code unit, or -1. */
+static long hex4(const char *s) {
+  long v = 0;
+  for (int i = 0; i < 4; i++) {
+    char h = s[i];
+    int d = h >= '0' && h <= '9'   ? h - '0'
+            : h >= 'a' && h <= 'f' ? h - 'a' + 10
+            : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                   : -1;
+    if (d < 0)
+      return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+/* One UTF-8 character at `s` (not ASCII): its length, or 0 when invalid
+ * (overlong, a surrogate, above U+10FFFF, a stray continuation byte). */
+static int utf8_length(const unsigned char *s) {
+  unsigned char c = s[0];
+  int n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+  if (n == 0 || c > 0xF4)
+    return 0;
+  unsigned long v = c & (0x7F >> n);
+  for (int i = 1; i < n; i++) {
+    if ((s[i] & 0xC0) != 0x80)
+      return 0;
+    v = v << 6 | (s[i] & 0x3F);
+  }
+  if ((n == 3 && v < 0x800) || (n == 4 && (v < 0x10000 || v > 0x10FFFF)) ||
+      (v >= 0xD800 && v <= 0xDFFF))
+    return 0;
+  return n;
+}
+
+/* A string at its opening quote: just past its closing quote, or NULL. */
+static const char *check_string(const char *s) {
+  for (s++;;) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"')
+      return s + 1;
+    if (c < 0x20)
+      return NULL; /* a control character, or the end of the text */
+    if (c >= 0x80) {
+      int n = utf8_length((const unsigned char *)s);
+      if (n == 0)
+        return NULL;
+      s += n;
+      continue;
+    }
+    if (c != '\\') {
+      s++;
+      continue;
+    }
+    c = (unsigned char)s[1];
+    if (c != 'u') {
+      if (c == '\0' || strchr("\"\\/bfnrt", c) == NULL)
+        return NULL;
+      s += 2;
+      continue;
+    }
+    long v = hex4(s + 2);
+    if (v <= 0 || (v >= 0xDC00 && v <= 0xDFFF))
+      return NULL; /* not hex, NUL, or a lone low surrogate */
+    s += 6;
+    if (v >= 0xD800 && v <= 0xDBFF) { /* a high surrogate: its pair */
+      long w = s[0] == '\\' && s[1] == 'u' ? hex4(s + 2) : -1;
+      if (w < 0xDC00 || w > 0xDFFF)
+        return NULL;
+      s += 6;
+    }
+  }
+}
+
+static const char *check_number(const char *s) {
+  const char *start = s;
+  if (*s == '-')
+    s++;
+  if (*s == '0')
+    s++;
+  else if (*s >= '1' && *s <= '9')
+    while (*s >= '0' && *s <= '9')
+      s++;
+  else
+    return NULL;
+  if (*s == '.') {
+    if (*++s < '0' || *s > '9')
+      return NULL;
+    while (*s >= '0' && *s <= '9')
+      s++;
+  }
+  int exponent = *s == 'e' || *s == 'E';
+  if (exponent) {
+    s++;
+    if (*s == '+' || *s == '-')
+      s++;
+    if (*s < '0' || *s > '9')
+      return NULL;
+    while (*s >= '0' && *s <= '9')
+      s++;
+  }
+  if (exponent || s - start > 300) { /* as jansson: beyond a double, refused */
+    errno = 0;
+    double d = strtod(start, NULL);
+    if (errno == ERANGE && isinf(d))
+      return NULL;
+  }
+  return s;
+}
+
+static const char *check_value(const char *s, int depth) {
+  s = skip_ws(s);
+  switch (*s) {
+  case '"':
+    return check_string(s);
+  case 't':
+    return strncmp(s, "true", 4) == 0 ? s + 4 : NULL;
+  case 'f':
+    return strncmp(s, "false", 5) == 0 ? s + 5 : NULL;
+  case 'n':
+    return strncmp(s, "null", 4) == 0 ? s + 4 : NULL;
+  case '[':
+  case '{': {
+    char close = *s == '[' ? ']' : '}';
+    int object = *s == '{';
+    if (depth >= JSON_DEPTH_MAX)
+      return NULL;
+    s = skip_ws(s + 1);
+    if (*s == close)
+      return s + 1;
+    for (;;) {
+      if (object) {
+        if (*s != '"' || (s = check_string(s)) == NULL)
+          return NULL;
+        s = skip_ws(s);
+        if (*s++ != ':')
+          return NULL;
+      }
+      if ((s = check_value(s, depth + 1)) == NULL)
+        return NULL;
+      s = skip_ws(s);
+      if (*s == close)
+        return s + 1;
+      if (*s != ',')
+        return NULL;
+      s = skip_ws(s + 1);
+    }
+  }
+  default:
+    return check_number(s);
+  }
+}
+
+/* 1 when `text` is one JSON value (with white space around it). */
+static int json_valid(const char *text) {
+  const char *end = check_value(text, 0);
+  return end != NULL && *skip_ws(end) == '\0';
+}
+
+/* The fixed layout of durable__item_encode: 1 with *payload (malloc'ed)
+ * and *appended_at set, 0 when the content is in another layout (or uses an
+ * escape this scan leaves to jansson), a negative code when out of memory. */
+static int item_scan(const char *content, char **payload,
+                     int64_t *appended_at) {
+  static const char seq_key[] = "{\"Sequence\":";
+  static const char payload_key[] = ",\"PayloadJson\":\"";
+  static const char at_key[] = "\",\"AppendedAt\":";
+  const char *s = content;
+  if (strncmp(s, seq_key, sizeof seq_key - 1) != 0)
+    return 0;
+  s += sizeof seq_key - 1;
+  if (*s < '0' || *s > '9')
+    return 0;
+  while (*s >= '0' && *s <= '9')
+    s++;
+  if (strncmp(s, payload_key, sizeof payload_key - 1) != 0)
+    return 0;
+  s += sizeof payload_key - 1;
+  /* the payload: unescaped into a copy no longer than the escaped text */
+  const char *end = s;
+  while (*end && *end != '"')
+    end += *end == '\\' && end[1] ? 2 : 1;
+  if (*end != '"')
+    return 0;
+  char *out = malloc((size_t)(end - s) + 1), *o = out;
+  if (out == NULL)
+    return DURABLE_ENOMEM;
+  for (; s < end; s++) {
+    if (*s != '\\') {
+      *o++ = *s;
+      continue;
+    }
+    char c = *++s;
+    switch (c) {
+    case '"': case '\\': case '/': *o++ = c; break;
+    case 'b': *o++ = '\b'; break;
+    case 'f': *o++ = '\f'; break;
+    case 'n': *o++ = '\n'; break;
+    case 'r': *o++ = '\r'; break;
+    case 't': *o++ = '\t'; break;
+    default: /* \u: left to jansson */
+      free(out);
+      return 0;
+    }
+  }
+  *o = '\0';
+  if (!json_valid(out))
+    goto other; /* jansson says what is wrong with it */
+  int64_t at = 0;
+  if (strncmp(end, at_key, sizeof at_key - 1) != 0)
+    goto other;
+  s = end + sizeof at_key - 1;
+  if (strcmp(s, "null}") != 0) {
+    const char *close = *s == '"' ? strchr(s + 1, '"') : NULL;
+    if (close == NULL || strcmp(close, "\"}") != 0 ||
+        (at = parse_iso_exact(s + 1, (size_t)(close - s - 1))) < 0)
+      goto other;
+  }
+  *payload = out;
+  *appended_at = at;
+  return 1;
+other:
+  free(out);
+  return 0;
 }
 
 int durable__item_decode(const durable_node_t *node, char **payload,
                          int64_t *appended_at, durable_error_t *err) {
   json_error_t je;
+  int64_t at = 0;
   *payload = NULL;
+  /* the runtime's own layout first: one scan, no tree */
+  int rc = node->content ? item_scan(node->content, payload, &at) : 0;
+  if (rc != 0) {
+    if (rc > 0 && appended_at)
+      *appended_at = at;
+    return rc < 0 ? rc : 0;
+  }
   json_t *j =
       json_loads(node->content ? node->content : "", JSON_DECODE_ANY, &je);
   const char *text = j ? str_of(j, "PayloadJson") : NULL;

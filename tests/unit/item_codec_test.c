@@ -1,0 +1,186 @@
+/*
+ * item_codec_test.c: an item node's content, written and read without a
+ * JSON tree (src/streams/stream.c).
+ *
+ * The runtime writes {"Sequence":N,"PayloadJson":"...","AppendedAt":...}
+ * itself and reads it back with one scan and a syntax check, because a
+ * catch-up does that for every item.  What must hold, and what this pins:
+ * the bytes written are the ones jansson's compact dump gives (so `durable
+ * get` shows what it always showed); whatever is written reads back as the
+ * same payload text and time; content in another layout (made by hand)
+ * still reads through jansson; and a payload is refused exactly when
+ * jansson refuses it, in either layout.
+ */
+#include <durable.h>
+
+#include "check.h"
+#include "stream.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Payloads that are JSON, chosen for what the escaping and the scan must
+ * get right. */
+static const char *const valid[] = {
+    "{\"$type\":\"DocumentLogAppend\",\"text\":\"Hello. \",\"offset\":-1}",
+    "{\"i\":1}",
+    "\"a \\\"quoted\\\" \\\\ string\"",
+    "[1,2.5,-3e7,0,-0.0,1E+2,true,false,null]",
+    "{\"nested\":{\"a\":[{\"b\":[]},{}]}}",
+    "  {\"spaced\" : [ 1 , 2 ]\t}\n",
+    "\"\\u00e9 \\ud83d\\ude00 \\/ \\b\\f\\n\\r\\t\"",
+    "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"",
+    "{\"ctl\":\"\\u0001\\u001f\"}",
+    "12345678901234567890123",
+    "1e308",
+    "\"\"",
+    "null",
+};
+
+/* Texts jansson refuses: each must be refused by the fast path too. */
+static const char *const invalid[] = {
+    "{oops",
+    "{\"a\":1,}",
+    "[1 2]",
+    "01",
+    "1.",
+    "-",
+    "1e",
+    "1e400",
+    "tru",
+    "\"unterminated",
+    "\"bad escape \\x\"",
+    "\"nul \\u0000 inside\"",
+    "\"lone \\udc00 low\"",
+    "\"lone \\ud800 high\"",
+    "\"overlong \xc0\xaf\"",
+    "\"surrogate \xed\xa0\x80\"",
+    "\"truncated \xe2\x82\"",
+    "{\"a\" 1}",
+    "{1:2}",
+    "[] []",
+    "",
+};
+
+/* What jansson writes for the same item: the old encoder. */
+static char *jansson_item(int64_t seq, const char *payload, int64_t at) {
+  json_t *j = json_object();
+  json_object_set_new(j, "Sequence", json_integer(seq));
+  json_object_set_new(j, "PayloadJson", json_string(payload));
+  if (at) {
+    char when[32];
+    durable__iso_time(at, when);
+    json_object_set_new(j, "AppendedAt", json_string(when));
+  } else {
+    json_object_set_new(j, "AppendedAt", json_null());
+  }
+  char *text = json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT);
+  json_decref(j);
+  return text;
+}
+
+static int jansson_accepts(const char *text) {
+  json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, NULL);
+  json_decref(j);
+  return j != NULL;
+}
+
+static int decode(const char *content, char **payload, int64_t *at) {
+  durable_node_t node = {.path = "S/_DurableStream/L/_DurableStreamItem/x",
+                         .content = (char *)content};
+  durable_error_t err = {0};
+  return durable__item_decode(&node, payload, at, &err);
+}
+
+static void test_encode_is_jansson_dump(void) {
+  int64_t at = 1764547200123; /* 2025-12-01T00:00:00.123Z */
+  for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++) {
+    char *ours = durable__item_encode((int64_t)i + 1, valid[i], at);
+    char *theirs = jansson_item((int64_t)i + 1, valid[i], at);
+    CHECK_EQ_STR(ours, theirs);
+    free(ours);
+    free(theirs);
+  }
+  /* every control character, and the ones escaped by name */
+  char all[40];
+  for (int c = 1; c < 32; c++)
+    all[c - 1] = (char)c;
+  memcpy(all + 31, "\"\\/\x7f", 5);
+  char *ours = durable__item_encode(7, all, 0);
+  char *theirs = jansson_item(7, all, 0);
+  CHECK_EQ_STR(ours, theirs);
+  free(ours);
+  free(theirs);
+}
+
+static void test_round_trip(void) {
+  int64_t times[] = {0, 1, 951782400000 /* a leap day */, 1764547200123,
+                     4102444799999};
+  for (size_t t = 0; t < sizeof times / sizeof times[0]; t++)
+    for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++) {
+      char *content = durable__item_encode(42, valid[i], times[t]);
+      char *payload = NULL;
+      int64_t at = -1;
+      CHECK_OK(decode(content, &payload, &at));
+      CHECK_EQ_STR(payload, valid[i]);
+      CHECK_EQ_INT(at, times[t]);
+      free(payload);
+      free(content);
+    }
+}
+
+/* The same rule in both layouts: the runtime's own, and another key order
+ * (as a hand-made item, or a store that reorders JSON, may give). */
+static void test_refuses_what_jansson_refuses(void) {
+  for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++) {
+    CHECK_MSG(!jansson_accepts(invalid[i]), "jansson takes '%s'", invalid[i]);
+    char *content = durable__item_encode(3, invalid[i], 0);
+    char *payload = NULL;
+    int64_t at = 0;
+    int rc = decode(content, &payload, &at);
+    CHECK_MSG(rc == DURABLE_EINVAL && payload == NULL, "'%s' was taken",
+              invalid[i]);
+    free(content);
+  }
+  for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
+    CHECK_MSG(jansson_accepts(valid[i]), "jansson refuses '%s'", valid[i]);
+}
+
+static void test_other_layouts(void) {
+  char *payload = NULL;
+  int64_t at = 0;
+  /* keys in another order, a \u escape the scan leaves to jansson */
+  CHECK_OK(decode("{\"AppendedAt\":\"2026-12-01T10:00:00.250Z\","
+                  "\"PayloadJson\":\"{\\\"t\\\":\\\"\\u00e9\\\"}\","
+                  "\"Sequence\":5}",
+                  &payload, &at));
+  CHECK_EQ_STR(payload, "{\"t\":\"\xc3\xa9\"}");
+  CHECK_EQ_INT(at, 1796119200250);
+  free(payload);
+  payload = NULL;
+  /* the runtime's layout with a time written otherwise */
+  CHECK_OK(decode("{\"Sequence\":1,\"PayloadJson\":\"1\",\"AppendedAt\":"
+                  "\"2026-12-01T10:00:00Z\"}",
+                  &payload, &at));
+  CHECK_EQ_STR(payload, "1");
+  CHECK_EQ_INT(at, 1796119200000);
+  free(payload);
+  payload = NULL;
+  /* no payload at all, and no JSON at all */
+  CHECK_EQ_CODE(decode("{\"Sequence\":1}", &payload, &at), DURABLE_EINVAL);
+  CHECK_EQ_CODE(decode("not json", &payload, &at), DURABLE_EINVAL);
+  CHECK(payload == NULL);
+}
+
+static const check_test_t tests[] = {
+    {"encode_is_jansson_dump", test_encode_is_jansson_dump},
+    {"round_trip", test_round_trip},
+    {"refuses_what_jansson_refuses", test_refuses_what_jansson_refuses},
+    {"other_layouts", test_other_layouts},
+};
+
+int main(int argc, char **argv) {
+  return check_main(tests, sizeof tests / sizeof tests[0], argc, argv);
+}
