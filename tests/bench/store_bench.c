@@ -16,124 +16,22 @@
  * repetition (the two sides run back to back, interleaved), reported as the
  * median over the repetitions: the machine is shared and noisy.
  */
-#include <durable.h>
-
-#include <libpq-fe.h>
-#include <sqlite3.h>
+#include "bench.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
-#define INFLIGHT 64       /* concurrent puts for the group commit figure */
-#define PAGE 1000         /* page size of every range read */
-#define FILL_BATCH 1000   /* writes per durable_store_write while filling */
-#define FILL_INFLIGHT 8   /* fill batches in flight */
-#define TAIL_REPS 9       /* repetitions of the (cheap) tail read */
-#define STALL_SECONDS 120 /* no progress for this long: give up */
-
-/* ---- small helpers ------------------------------------------------------ */
-
-/* What the raw reads add their column bytes to, so that fetching them is not
- * optimised away. */
-static volatile size_t sink;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int64_t wall_ms(void) {
-  struct timeval tv;
-  gettimeofday(&tv, NULL);
-  return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n) {
-  double s[64];
-  if (n <= 0)
-    return 0;
-  if (n > 64)
-    n = 64;
-  memcpy(s, v, (size_t)n * sizeof *s);
-  qsort(s, (size_t)n, sizeof *s, cmp_double);
-  return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
-/* 1234567.8 -> "1,234,568" (in one of a few rotating buffers). */
-static const char *num(double x) {
-  static char bufs[8][32];
-  static int k;
-  char *out = bufs[k++ & 7], tmp[32];
-  snprintf(tmp, sizeof tmp, "%.0f", x < 0 ? -x : x);
-  size_t n = strlen(tmp), o = 0;
-  if (x < 0)
-    out[o++] = '-';
-  for (size_t i = 0; i < n; i++) {
-    if (i && (n - i) % 3 == 0)
-      out[o++] = ',';
-    out[o++] = tmp[i];
-  }
-  out[o] = 0;
-  return out;
-}
-
-/* The repetitions, for judging the noise: "(a b c)". */
-static const char *runs(const double *v, int n, double scale, const char *fmt) {
-  static char bufs[4][256];
-  static int k;
-  char *out = bufs[k++ & 3];
-  size_t o = 0;
-  out[o++] = '(';
-  for (int i = 0; i < n && o < 200; i++) {
-    if (i)
-      out[o++] = ' ';
-    o += (size_t)snprintf(out + o, 256 - o, fmt, v[i] * scale);
-  }
-  snprintf(out + o, 256 - o, ")");
-  return out;
-}
-
-static long rss_kib(void) {
-  long pages = 0, resident = 0;
-  FILE *f = fopen("/proc/self/statm", "r");
-  if (f == NULL)
-    return -1;
-  if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
-    resident = -1;
-  fclose(f);
-  return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
-static void die(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stdout, "\nstore_bench: ");
-  vfprintf(stdout, fmt, ap);
-  fprintf(stdout, "\n");
-  va_end(ap);
-  fflush(stdout);
-  exit(1);
-}
-
-static void item_content(char *buf, size_t size, long long seq) {
-  snprintf(buf, size,
-           "{\"Sequence\":%lld,\"PayloadJson\":\"{\\\"i\\\":%lld}\"}", seq,
-           seq);
-}
+#define INFLIGHT 64     /* concurrent puts for the group commit figure */
+#define PAGE 1000       /* page size of every range read */
+#define FILL_BATCH 1000 /* writes per durable_store_write while filling */
+#define FILL_INFLIGHT 8 /* fill batches in flight */
+#define TAIL_REPS 9     /* repetitions of the (cheap) tail read */
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -156,80 +54,6 @@ static void usage(FILE *f) {
           "  --reps N    repetitions; medians are printed (default 3)\n"
           "  --only S    run one store only\n"
           "PostgreSQL runs when DURABLE_TEST_PG holds a libpq URL.\n");
-}
-
-static long parse_long(const char *s, const char *name, long min) {
-  char *end;
-  errno = 0;
-  long v = s ? strtol(s, &end, 10) : 0;
-  if (s == NULL || errno || *end || v < min) {
-    fprintf(stderr, "store_bench: %s needs a number >= %ld\n", name, min);
-    usage(stderr);
-    exit(2);
-  }
-  return v;
-}
-
-/* ---- running a loop until something is done ------------------------------ */
-
-typedef struct {
-  uv_loop_t loop;
-  uv_timer_t watchdog;
-  durable_store_t *store;
-  const char *what;  /* what we are waiting for, for the stall message */
-  uint64_t progress; /* bumped by every callback */
-  uint64_t seen;     /* progress at the last watchdog tick */
-  int idle_ticks;
-} ctx_t;
-
-static void watchdog_tick(uv_timer_t *t) {
-  ctx_t *c = t->data;
-  if (c->progress != c->seen) {
-    c->seen = c->progress;
-    c->idle_ticks = 0;
-  } else if (++c->idle_ticks >= STALL_SECONDS) {
-    die("no progress for %d s while %s: the store stalled", STALL_SECONDS,
-        c->what);
-  }
-}
-
-/* Run the loop until *flag; the watchdog timer keeps uv_run from spinning
- * when the store has no active handle and turns a hang into a message. */
-static void run_until(ctx_t *c, const int *flag, const char *what) {
-  c->what = what;
-  c->idle_ticks = 0;
-  c->seen = c->progress;
-  uv_timer_start(&c->watchdog, watchdog_tick, 1000, 1000);
-  while (!*flag)
-    uv_run(&c->loop, UV_RUN_ONCE);
-  uv_timer_stop(&c->watchdog);
-}
-
-static void ctx_open(ctx_t *c, const char *url) {
-  durable_error_t err = {0};
-  memset(c, 0, sizeof *c);
-  if (uv_loop_init(&c->loop) != 0)
-    die("uv_loop_init failed");
-  uv_timer_init(&c->loop, &c->watchdog);
-  c->watchdog.data = c;
-  int rc = durable_store_open(&c->loop, url, &c->store, &err);
-  if (rc < 0)
-    die("cannot open store %s: %s (%s)", url, err.message,
-        durable_err_name(rc));
-}
-
-static void closed_cb(void *data) {
-  *(int *)data = 1;
-}
-
-static void ctx_close(ctx_t *c) {
-  int closed = 0;
-  durable_store_close(c->store, closed_cb, &closed);
-  run_until(c, &closed, "closing the store");
-  uv_close((uv_handle_t *)&c->watchdog, NULL);
-  uv_run(&c->loop, UV_RUN_DEFAULT);
-  if (uv_loop_close(&c->loop) != 0)
-    printf("  note: the loop still had handles after durable_store_close\n");
 }
 
 /* ---- (1) writes through the store ---------------------------------------- */
@@ -280,170 +104,6 @@ static double store_puts(ctx_t *c, const char *prefix, long n, long inflight) {
   double t0 = now_s();
   w_issue(&d);
   run_until(c, &d.finished, "writing single nodes");
-  return (double)n / (now_s() - t0);
-}
-
-/* ---- (1) the plain loops of one-row commits -------------------------------
- */
-
-#define PLAIN_COLUMNS                                                          \
-  "namespace, id, path, node_type, content, main_node, version, "              \
-  "created_at, updated_at"
-
-typedef struct {
-  sqlite3 *db;
-  sqlite3_stmt *begin, *insert, *commit;
-} plain_sqlite_t;
-
-static void sq_check(sqlite3 *db, int rc, const char *what) {
-  if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW)
-    die("sqlite3 %s: %s", what, sqlite3_errmsg(db));
-}
-
-static void plain_sqlite_open(plain_sqlite_t *p, const char *file) {
-  sq_check(NULL, sqlite3_open(file, &p->db), "open");
-  sq_check(p->db,
-           sqlite3_exec(p->db,
-                        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-                        "CREATE TABLE IF NOT EXISTS plain_nodes ("
-                        "namespace TEXT NOT NULL, id TEXT NOT NULL, "
-                        "path TEXT NOT NULL, node_type TEXT NOT NULL, "
-                        "content TEXT NOT NULL, main_node TEXT NOT NULL, "
-                        "version INTEGER NOT NULL, created_at INTEGER NOT NULL,"
-                        " updated_at INTEGER NOT NULL, "
-                        "PRIMARY KEY (namespace, id)) WITHOUT ROWID;",
-                        NULL, NULL, NULL),
-           "setup");
-  sq_check(p->db,
-           sqlite3_prepare_v2(p->db, "BEGIN IMMEDIATE", -1, &p->begin, NULL),
-           "prepare");
-  sq_check(p->db, sqlite3_prepare_v2(p->db, "COMMIT", -1, &p->commit, NULL),
-           "prepare");
-  sq_check(p->db,
-           sqlite3_prepare_v2(p->db,
-                              "INSERT INTO plain_nodes (" PLAIN_COLUMNS
-                              ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
-                              -1, &p->insert, NULL),
-           "prepare");
-}
-
-static void plain_sqlite_close(plain_sqlite_t *p) {
-  sqlite3_finalize(p->begin);
-  sqlite3_finalize(p->insert);
-  sqlite3_finalize(p->commit);
-  sqlite3_close(p->db);
-}
-
-static void step_reset(sqlite3 *db, sqlite3_stmt *st, const char *what) {
-  int rc = sqlite3_step(st);
-  sq_check(db, rc, what);
-  sqlite3_reset(st);
-}
-
-/* rows/s of n one-row transactions. */
-static double plain_sqlite_rows(plain_sqlite_t *p, const char *ns, long n) {
-  char id[32], path[256], content[128];
-  static int64_t version;
-  double t0 = now_s();
-  for (long i = 0; i < n; i++) {
-    int64_t t = wall_ms();
-    snprintf(id, sizeof id, "n%07ld", i);
-    snprintf(path, sizeof path, "%s/%s", ns, id);
-    item_content(content, sizeof content, i);
-    step_reset(p->db, p->begin, "begin");
-    sqlite3_bind_text(p->insert, 1, ns, -1, SQLITE_STATIC);
-    sqlite3_bind_text(p->insert, 2, id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(p->insert, 3, path, -1, SQLITE_STATIC);
-    sqlite3_bind_text(p->insert, 4, "BenchNode", -1, SQLITE_STATIC);
-    sqlite3_bind_text(p->insert, 5, content, -1, SQLITE_STATIC);
-    sqlite3_bind_text(p->insert, 6, path, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(p->insert, 7, ++version);
-    sqlite3_bind_int64(p->insert, 8, t);
-    sqlite3_bind_int64(p->insert, 9, t);
-    step_reset(p->db, p->insert, "insert");
-    step_reset(p->db, p->commit, "commit");
-  }
-  return (double)n / (now_s() - t0);
-}
-
-typedef struct {
-  PGconn *conn;
-  char *schema; /* quoted */
-} plain_pg_t;
-
-static void pg_ok(PGconn *conn, PGresult *res, const char *what) {
-  ExecStatusType st = PQresultStatus(res);
-  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", PQerrorMessage(conn));
-    PQclear(res);
-    die("libpq %s: %s", what, msg);
-  }
-}
-
-static void pg_exec(PGconn *conn, const char *sql, const char *what) {
-  PGresult *res = PQexec(conn, sql);
-  pg_ok(conn, res, what);
-  PQclear(res);
-}
-
-static PGconn *pg_connect(const char *url) {
-  PGconn *conn = PQconnectdb(url);
-  if (PQstatus(conn) != CONNECTION_OK)
-    die("cannot connect to DURABLE_TEST_PG: %s", PQerrorMessage(conn));
-  pg_exec(conn, "SET client_min_messages = warning", "set");
-  return conn;
-}
-
-static void plain_pg_open(plain_pg_t *p, const char *url, const char *schema) {
-  char sql[1024];
-  p->conn = pg_connect(url);
-  p->schema = PQescapeIdentifier(p->conn, schema, strlen(schema));
-  snprintf(sql, sizeof sql,
-           "CREATE SCHEMA IF NOT EXISTS %s; "
-           "CREATE TABLE IF NOT EXISTS %s.plain_nodes ("
-           "namespace text COLLATE \"C\" NOT NULL, id text COLLATE \"C\" NOT "
-           "NULL, path text COLLATE \"C\" NOT NULL, node_type text COLLATE "
-           "\"C\" NOT NULL, content text COLLATE \"C\" NOT NULL, main_node "
-           "text COLLATE \"C\" NOT NULL, version bigint NOT NULL, created_at "
-           "bigint NOT NULL, updated_at bigint NOT NULL, "
-           "PRIMARY KEY (namespace, id))",
-           p->schema, p->schema);
-  pg_exec(p->conn, sql, "setup");
-  snprintf(sql, sizeof sql,
-           "INSERT INTO %s.plain_nodes (" PLAIN_COLUMNS
-           ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)",
-           p->schema);
-  PGresult *res = PQprepare(p->conn, "plain_insert", sql, 9, NULL);
-  pg_ok(p->conn, res, "prepare");
-  PQclear(res);
-}
-
-static void plain_pg_close(plain_pg_t *p) {
-  PQfreemem(p->schema);
-  PQfinish(p->conn);
-}
-
-/* rows/s of n one-row commits (autocommit INSERTs, one round trip each). */
-static double plain_pg_rows(plain_pg_t *p, const char *ns, long n) {
-  char id[32], path[256], content[128], ver[32], ts[32];
-  static int64_t version;
-  const char *vals[9];
-  double t0 = now_s();
-  for (long i = 0; i < n; i++) {
-    snprintf(id, sizeof id, "n%07ld", i);
-    snprintf(path, sizeof path, "%s/%s", ns, id);
-    item_content(content, sizeof content, i);
-    snprintf(ver, sizeof ver, "%" PRId64, ++version);
-    snprintf(ts, sizeof ts, "%" PRId64, wall_ms());
-    vals[0] = ns, vals[1] = id, vals[2] = path, vals[3] = "BenchNode";
-    vals[4] = content, vals[5] = path, vals[6] = ver, vals[7] = ts,
-    vals[8] = ts;
-    PGresult *res =
-        PQexecPrepared(p->conn, "plain_insert", 9, vals, NULL, NULL, 0);
-    pg_ok(p->conn, res, "insert");
-    PQclear(res);
-  }
   return (double)n / (now_s() - t0);
 }
 
@@ -941,6 +601,8 @@ static void run_postgres(const char *url) {
  * --------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
+  bench_name = "store_bench";
+  bench_usage = usage;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;

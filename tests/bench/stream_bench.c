@@ -1,0 +1,1727 @@
+/*
+ * stream_bench.c: figures for durable streams through the public C API,
+ * each a ratio against a plain loop of the same store measured in the same
+ * run (see tests/bench/README.md, "stream_bench").
+ *
+ *   [1] one producer awaiting each sequence           vs 1 row/commit
+ *   [2] 16 in flight on 1 stream, on 16 streams       vs 1 row/commit
+ *       64 in flight on 64 streams                     vs 100 rows/commit
+ *   [3] a consumer draining a backlog: 1 stream       vs 1 row/commit
+ *       64 streams                                     vs 100 rows/commit
+ *   [4] catch-up: durable_read from 0 over --items    vs a raw range read
+ *       (and from items-1000, memory; Lua read_durable and a Lua producer)
+ *   [5] latency publish -> handler entry at 1,000 items/s
+ *   [6] PostgreSQL: 4 producer processes on the same 4 streams
+ *   [7] (--startup) host start and stream listing at 1,000 and 1,000,000
+ *       stored items in 100 streams
+ *
+ * It prints figures and never asserts on time.  It exits 1 only when an
+ * operation fails or stalls (no progress for STALL_SECONDS).  Every ratio is
+ * taken within one repetition (the plain loop and the measurement run back
+ * to back) and printed as the median over the repetitions, the separate
+ * values in parentheses.
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PAGE 1000        /* page size of the raw range read and listing */
+#define FILL_BATCH 1000  /* writes per durable_store_write while filling */
+#define FILL_INFLIGHT 8  /* fill batches in flight */
+#define TAIL_REPS 9      /* repetitions of the (cheap) tail read */
+#define MAX_STREAMS 128  /* streams one publish driver handles */
+#define MULTI_PROCS 4    /* figure 6: producer processes */
+#define MULTI_STREAMS 4  /* figure 6: streams they share */
+#define MULTI_INFLIGHT 4 /* figure 6: publishes in flight per stream */
+#define STARTUP_STREAMS 100
+
+/* The raw catch-up read, the store's limit for figure 4: the columns a
+ * reader needs, one page after a cursor, paged by the first column (the
+ * id).  %s is the table (schema-qualified on PostgreSQL); $1 the items
+ * namespace, $2 the last id.  Every column it returns is fetched, so when
+ * durable_stream_items gains a column that a reader needs, add it here. */
+#define RAW_READ_SQL                                                           \
+  "SELECT id, content FROM %s WHERE namespace = $1 AND id > $2 "               \
+  "ORDER BY id LIMIT 1000"
+
+/* ---- options ------------------------------------------------------------ */
+
+static struct {
+  const char *only; /* NULL, "sqlite" or "postgres" */
+  long items;
+  int reps, reps_given;
+  long seconds;
+  int quick, startup;
+  unsigned figures; /* bit k: figure k; 0 = all but 7 */
+  const char *durable, *lua;
+} opt = {NULL, 1000000, 3, 0, 10, 0, 0, 0, NULL, NULL};
+
+/* Sizes per figure (--quick makes them small). */
+static struct {
+  long plain1;             /* rows of a one-row-commit loop run */
+  long plain100;           /* rows of a 100-rows-per-commit loop run */
+  long single;             /* [1] publishes */
+  long in16;               /* [2] publishes of each 16-in-flight run */
+  long in64;               /* [2] publishes of the 64-stream run */
+  long drain1;             /* [3] backlog of the 1-stream drain */
+  long drain64;            /* [3] backlog of each of the 64 streams */
+  long lua_pub;            /* [4] Lua producer's publishes */
+  long multi_s;            /* [6] seconds */
+  long start_lo, start_hi; /* [7] stored items */
+} sz = {1000, 50000, 1000, 4000, 12800, 2000, 100, 1000, 5, 1000, 1000000};
+
+static void usage(FILE *f) {
+  fprintf(
+      f, "usage: stream_bench [--only sqlite|postgres] [--items N] [--reps N]\n"
+         "                    [--seconds N] [--quick] [--figures 1,2,...]\n"
+         "                    [--startup] [--durable PATH] [--lua PATH]\n"
+         "  --items N     length of the catch-up stream of figure 4 (default "
+         "1000000)\n"
+         "  --reps N      repetitions; medians are printed (default 3)\n"
+         "  --seconds N   length of the latency run of figure 5 (default 10)\n"
+         "  --quick       small sizes everywhere: a smoke run\n"
+         "  --figures L   run only these figures (1-7)\n"
+         "  --startup     also figure 7 (fills 1,000,000 items)\n"
+         "  --durable P   the durable command for the Lua figures (default: "
+         "../../durable\n"
+         "                next to this binary)\n"
+         "  --lua P       tests/bench/lua_figures.lua\n"
+         "PostgreSQL runs when DURABLE_TEST_PG holds a libpq URL.\n");
+}
+
+static int want(int fig) {
+  if (opt.figures)
+    return (opt.figures >> fig) & 1;
+  return fig == 7 ? opt.startup : 1;
+}
+
+/* ---- the target store --------------------------------------------------- */
+
+typedef struct {
+  const char *label;     /* "SQLite" / "PostgreSQL" */
+  const char *url;       /* store URL */
+  const char *url7;      /* figure 7's store */
+  const char *partition; /* first path segment of everything written */
+  const char *part7;     /* figure 7's partition */
+  int pg;
+  plain_sqlite_t *psq;
+  plain_pg_t *ppg;
+  const char *plain1_name, *plain100_name;
+  /* the raw read */
+  const char *sqlite_file;
+  const char *pg_url;
+} target_t;
+
+static target_t *T;
+static long plain_runs; /* a fresh namespace per plain run */
+
+static double plain1(long n) {
+  char ns[128];
+  snprintf(ns, sizeof ns, "plain1/r%ld", plain_runs++);
+  return T->pg ? plain_pg_rows(T->ppg, ns, n)
+               : plain_sqlite_rows(T->psq, ns, n);
+}
+
+static double plain100(long n) {
+  char ns[128];
+  snprintf(ns, sizeof ns, "plain100/r%ld", plain_runs++);
+  return T->pg ? plain_pg_batch(T->ppg, ns, n, 100)
+               : plain_sqlite_batch(T->psq, ns, n, 100);
+}
+
+/* ---- the mesh ------------------------------------------------------------ */
+
+static ctx_t C; /* the loop everything runs on */
+static durable_mesh_t *M;
+static durable_hub_t *client;
+static struct { long warn, error, deadlock, printed; } logs;
+
+static void log_line(durable_log_level_t level, const char *line, void *data) {
+  (void)data;
+  if (strstr(line, "deadlock detected"))
+    logs.deadlock++;
+  if (level == DURABLE_LOG_ERROR)
+    logs.error++;
+  else if (level == DURABLE_LOG_WARN)
+    logs.warn++;
+  /* warnings and errors (what DURABLE_LOG lets through): the first 20 */
+  if (level <= DURABLE_LOG_WARN && level <= durable_log_threshold() &&
+      logs.printed++ < 20)
+    fprintf(stderr, "  log: %s\n", line);
+}
+
+static void flag_cb(void *data) {
+  *(int *)data = 1;
+}
+
+static durable_mesh_t *mesh_open(const char *url) {
+  durable_error_t err = {0};
+  durable_mesh_t *m;
+  durable_mesh_options_t o = {.store = url, .log = log_line};
+  int rc = durable_mesh_open(&C.loop, &o, &m, &err);
+  if (rc < 0)
+    die("cannot open a mesh on %s: %s (%s)", url, err.message,
+        durable_err_name(rc));
+  return m;
+}
+
+static void mesh_close(durable_mesh_t *m) {
+  int closed = 0;
+  durable_mesh_close(m, flag_cb, &closed);
+  run_until(&C, &closed, "closing a mesh");
+}
+
+static void main_open(const char *url) {
+  durable_error_t err = {0};
+  ctx_init(&C);
+  M = mesh_open(url);
+  C.store = NULL; /* the mesh owns its store */
+  if (durable_mesh_client(M, "client/bench", &client, &err) < 0)
+    die("durable_mesh_client: %s", err.message);
+  durable_hub_ref(client);
+}
+
+static void main_close(void) {
+  durable_hub_unref(client);
+  mesh_close(M);
+  M = NULL;
+  ctx_finish(&C);
+}
+
+/* ---- store writes: owners, items, stream nodes --------------------------- */
+
+typedef struct {
+  long pending;
+  int finished;
+} wait_t;
+
+static void write_done(const durable_result_t *r) {
+  wait_t *w = r->data;
+  C.progress++;
+  if (r->status < 0)
+    die("store write failed: %s (%s)", r->message ? r->message : "",
+        durable_err_name(r->status));
+  if (--w->pending == 0)
+    w->finished = 1;
+}
+
+/* Write `n` nodes in batches and wait. */
+static void write_nodes(durable_store_t *store, durable_write_t *w, size_t n) {
+  wait_t wt = {0};
+  durable_error_t err = {0};
+  for (size_t i = 0; i < n; i += FILL_BATCH) {
+    size_t k = n - i < FILL_BATCH ? n - i : FILL_BATCH;
+    int rc = durable_store_write(store, w + i, k, write_done, &wt, &err);
+    if (rc < 0)
+      die("durable_store_write refused: %s", err.message);
+    wt.pending++;
+  }
+  if (wt.pending)
+    run_until(&C, &wt.finished, "writing nodes");
+}
+
+/* Owner nodes key[0..n-1] of NodeType `type`. */
+static void put_owners(durable_store_t *store, char (*keys)[128], int n,
+                       const char *type) {
+  durable_write_t *w = calloc((size_t)n, sizeof *w);
+  if (w == NULL)
+    die("out of memory");
+  for (int i = 0; i < n; i++)
+    w[i] = (durable_write_t){.kind = DURABLE_WRITE_PUT,
+                             .path = keys[i],
+                             .node_type = type,
+                             .content = "{}"};
+  write_nodes(store, w, (size_t)n);
+  free(w);
+}
+
+static void iso_time(int64_t ms, char out[32]) {
+  time_t secs = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
+}
+
+/* Items from..to of a stream's items namespace, written as the stream hub
+ * writes them (src/streams/stream.c durable__item_encode: Sequence,
+ * PayloadJson, AppendedAt; NodeType DurableStreamItem), in batches of
+ * FILL_BATCH with FILL_INFLIGHT in flight.  Returns rows/s. */
+typedef struct {
+  durable_store_t *store;
+  const char *items_ns;
+  long next, to;
+  int inflight, issuing, finished;
+  durable_write_t *writes[FILL_INFLIGHT];
+  char (*paths[FILL_INFLIGHT])[160];
+  char (*contents[FILL_INFLIGHT])[128];
+  int busy[FILL_INFLIGHT];
+} fill_t;
+
+static void fill_issue(fill_t *f);
+
+typedef struct {
+  fill_t *f;
+  int slot;
+} fill_slot_t;
+static fill_slot_t fill_slots[FILL_INFLIGHT];
+
+static void fill_done(const durable_result_t *r) {
+  fill_slot_t *s = r->data;
+  fill_t *f = s->f;
+  C.progress++;
+  if (r->status < 0)
+    die("item batch write failed: %s (%s)", r->message ? r->message : "",
+        durable_err_name(r->status));
+  f->busy[s->slot] = 0;
+  f->inflight--;
+  if (f->inflight == 0 && f->next > f->to)
+    f->finished = 1;
+  fill_issue(f);
+}
+
+static void fill_issue(fill_t *f) {
+  durable_error_t err = {0};
+  char at[32];
+  if (f->issuing)
+    return;
+  f->issuing = 1;
+  while (f->next <= f->to && f->inflight < FILL_INFLIGHT) {
+    int slot = 0;
+    while (f->busy[slot])
+      slot++;
+    iso_time(wall_ms(), at);
+    size_t k = 0;
+    for (; k < FILL_BATCH && f->next <= f->to; k++, f->next++) {
+      snprintf(f->paths[slot][k], sizeof f->paths[slot][k], "%s/%012ld",
+               f->items_ns, f->next);
+      snprintf(f->contents[slot][k], sizeof f->contents[slot][k],
+               "{\"Sequence\":%ld,\"PayloadJson\":\"{\\\"i\\\":%ld}\","
+               "\"AppendedAt\":\"%s\"}",
+               f->next, f->next, at);
+      f->writes[slot][k] = (durable_write_t){.kind = DURABLE_WRITE_PUT,
+                                             .path = f->paths[slot][k],
+                                             .node_type = "DurableStreamItem",
+                                             .content = f->contents[slot][k]};
+    }
+    fill_slots[slot] = (fill_slot_t){f, slot};
+    int rc = durable_store_write(f->store, f->writes[slot], k, fill_done,
+                                 &fill_slots[slot], &err);
+    if (rc < 0)
+      die("durable_store_write refused: %s (%s)", err.message,
+          durable_err_name(rc));
+    f->busy[slot] = 1;
+    f->inflight++;
+  }
+  f->issuing = 0;
+}
+
+static double fill_items(durable_store_t *store, const char *items_ns,
+                         long from, long to) {
+  if (to < from)
+    return 0;
+  fill_t f = {.store = store, .items_ns = items_ns, .next = from, .to = to};
+  for (int i = 0; i < FILL_INFLIGHT; i++) {
+    f.writes[i] = calloc(FILL_BATCH, sizeof *f.writes[i]);
+    f.paths[i] = calloc(FILL_BATCH, sizeof *f.paths[i]);
+    f.contents[i] = calloc(FILL_BATCH, sizeof *f.contents[i]);
+    if (!f.writes[i] || !f.paths[i] || !f.contents[i])
+      die("out of memory");
+  }
+  double t0 = now_s();
+  fill_issue(&f);
+  run_until(&C, &f.finished, "filling a stream");
+  double dt = now_s() - t0;
+  for (int i = 0; i < FILL_INFLIGHT; i++) {
+    free(f.writes[i]);
+    free(f.paths[i]);
+    free(f.contents[i]);
+  }
+  return (double)(to - from + 1) / dt;
+}
+
+/* ---- publishing ------------------------------------------------------------
+ */
+
+typedef struct pub_s pub_t;
+typedef struct {
+  pub_t *d;
+  int s;
+} pub_slot_t;
+
+struct pub_s {
+  durable_hub_t *hub;
+  const char *ns;
+  int nstreams, inflight; /* in flight per stream */
+  char (*keys)[128];
+  long per_stream;
+  long issued[MAX_STREAMS], done[MAX_STREAMS];
+  int64_t max_seq[MAX_STREAMS];
+  long total_done, total;
+  long failed;
+  int stop_on_fail; /* die (0) or count failures (1: figure 6's children) */
+  int finished;
+  pub_slot_t slots[MAX_STREAMS];
+  char first_failure[512];
+};
+
+static void pub_issue(pub_t *d, int s);
+
+static void pub_done(int status, int64_t seq, const char *message, void *data) {
+  pub_slot_t *slot = data;
+  pub_t *d = slot->d;
+  int s = slot->s;
+  C.progress++;
+  if (status < 0) {
+    if (!d->stop_on_fail)
+      die("durable_publish failed: %s (%s)", message ? message : "",
+          durable_err_name(status));
+    if (d->failed++ == 0)
+      snprintf(d->first_failure, sizeof d->first_failure, "%s",
+               message ? message : durable_err_name(status));
+    if (message && strstr(message, "deadlock detected"))
+      logs.deadlock++;
+  } else if (seq > d->max_seq[s]) {
+    d->max_seq[s] = seq;
+  }
+  d->done[s]++;
+  if (++d->total_done == d->total)
+    d->finished = 1;
+  pub_issue(d, s);
+}
+
+static void pub_issue(pub_t *d, int s) {
+  char payload[64];
+  durable_error_t err = {0};
+  while (d->issued[s] < d->per_stream &&
+         d->issued[s] - d->done[s] < d->inflight) {
+    durable_stream_id_t id = {.ns = d->ns, .key = d->keys[s]};
+    long i = ++d->issued[s];
+    snprintf(payload, sizeof payload, "{\"i\":%ld}", i);
+    int rc =
+        durable_publish(d->hub, &id, payload, pub_done, &d->slots[s], &err);
+    if (rc < 0)
+      die("durable_publish refused: %s (%s)", err.message,
+          durable_err_name(rc));
+  }
+}
+
+/* Publish per_stream items to each of nstreams streams ns@keys[i], with
+ * `inflight` in flight per stream (a completion issues the next one on its
+ * stream).  Returns items/s, counted when the last sequence is back. */
+static double publish_run(const char *ns, char (*keys)[128], int nstreams,
+                          long per_stream, int inflight) {
+  pub_t *d = calloc(1, sizeof *d);
+  if (d == NULL)
+    die("out of memory");
+  d->hub = client;
+  d->ns = ns;
+  d->keys = keys;
+  d->nstreams = nstreams;
+  d->inflight = inflight;
+  d->per_stream = per_stream;
+  d->total = per_stream * nstreams;
+  for (int s = 0; s < nstreams; s++) {
+    d->slots[s] = (pub_slot_t){d, s};
+    /* a stream's first append; more follow from the callbacks */
+  }
+  double t0 = now_s();
+  for (int s = 0; s < nstreams; s++)
+    pub_issue(d, s);
+  run_until(&C, &d->finished, "publishing");
+  double dt = now_s() - t0;
+  free(d);
+  return (double)(per_stream * nstreams) / dt;
+}
+
+/* Keys {partition}/{tag}/o{i} for n streams, their owner nodes (a NodeType
+ * with no consumer: an append's wake finds the owner and stops there), and
+ * one untimed publish to each so that the stream nodes exist and the owners
+ * were woken once before anything is timed. */
+static char (*make_streams(const char *tag, int n, int warm))[128] {
+  char(*keys)[128] = calloc((size_t)n, sizeof *keys);
+  if (keys == NULL)
+    die("out of memory");
+  for (int i = 0; i < n; i++)
+    snprintf(keys[i], sizeof keys[i], "%s/%s/o%d", T->partition, tag, i);
+  put_owners(durable_mesh_store(M), keys, n, "BenchOwner");
+  if (warm)
+    publish_run("Bench", keys, n, 1, 1);
+  return keys;
+}
+
+/* ---- printing ----------------------------------------------------------- */
+
+static void print_rate(const char *label, const double *v, int n,
+                       const char *unit) {
+  printf("  %-52s %12s %-8s %s\n", label, num(median(v, n)), unit,
+         runs(v, n, 1, "%.0f"));
+}
+
+static void print_ratio(const char *label, const double *v, int n,
+                        const char *target) {
+  printf("  %-52s %11.2fx          %s  [%s]\n", label, median(v, n),
+         runs(v, n, 1, "%.2f"), target);
+}
+
+/* ---- [1] and [2]: producers ---------------------------------------------- */
+
+static double plain1_rate_seen; /* the last one-row loop rate, for [5] */
+
+static void fig_producers(void) {
+  int reps = opt.reps;
+  double p1[64], p100[64], one[64], a[64], b[64], c[64];
+  double r_one[64], r_a[64], r_b[64], r_c[64];
+  if (want(1)) {
+    printf("[1] one producer awaiting each sequence: %s publishes to one "
+           "stream, the next\n    issued from the callback; %d runs\n",
+           num((double)sz.single), reps);
+    for (int r = 0; r < reps; r++) {
+      char tag[32];
+      snprintf(tag, sizeof tag, "f1r%d", r);
+      char(*keys)[128] = make_streams(tag, 1, 1);
+      p1[r] = plain1(sz.plain1);
+      one[r] = publish_run("Bench", keys, 1, sz.single, 1);
+      r_one[r] = one[r] / p1[r];
+      free(keys);
+    }
+    print_rate(T->plain1_name, p1, reps, "rows/s");
+    print_rate("durable_publish, 1 in flight", one, reps, "items/s");
+    print_ratio("ratio 1 in flight / plain 1-row", r_one, reps, ">= 0.8x");
+    plain1_rate_seen = median(p1, reps);
+  }
+  if (want(2)) {
+    printf("[2] publishes in flight: %s to 1 stream with 16 in flight, %s to "
+           "16 streams\n    (1 in flight each), %s to 64 streams (1 in flight "
+           "each); %d runs\n",
+           num((double)sz.in16), num((double)sz.in16), num((double)sz.in64),
+           reps);
+    for (int r = 0; r < reps; r++) {
+      char tag[32];
+      snprintf(tag, sizeof tag, "f2ar%d", r);
+      char(*k1)[128] = make_streams(tag, 1, 1);
+      snprintf(tag, sizeof tag, "f2br%d", r);
+      char(*k16)[128] = make_streams(tag, 16, 1);
+      snprintf(tag, sizeof tag, "f2cr%d", r);
+      char(*k64)[128] = make_streams(tag, 64, 1);
+      p1[r] = plain1(sz.plain1);
+      a[r] = publish_run("Bench", k1, 1, sz.in16, 16);
+      b[r] = publish_run("Bench", k16, 16, sz.in16 / 16, 1);
+      p100[r] = plain100(sz.plain100);
+      c[r] = publish_run("Bench", k64, 64, sz.in64 / 64, 1);
+      r_a[r] = a[r] / p1[r];
+      r_b[r] = b[r] / p1[r];
+      r_c[r] = c[r] / p100[r];
+      free(k1);
+      free(k16);
+      free(k64);
+    }
+    print_rate(T->plain1_name, p1, reps, "rows/s");
+    print_rate(T->plain100_name, p100, reps, "rows/s");
+    print_rate("16 in flight on 1 stream", a, reps, "items/s");
+    print_rate("16 in flight on 16 streams", b, reps, "items/s");
+    print_rate("64 in flight on 64 streams", c, reps, "items/s");
+    print_ratio("ratio 16 on 1 stream / plain 1-row", r_a, reps, "no target");
+    print_ratio("ratio 16 on 16 streams / plain 1-row", r_b, reps, ">= 5x");
+    print_ratio("ratio 64 on 64 streams / plain 100-row", r_c, reps, ">= 0.5x");
+    if (plain1_rate_seen == 0)
+      plain1_rate_seen = median(p1, reps);
+  }
+}
+
+/* ---- [3] draining a backlog ------------------------------------------------
+ */
+
+typedef struct drain_s drain_t;
+typedef struct {
+  drain_t *d;
+  char key[128];
+  char path[256];
+  char hub[128];
+  long count, want;
+  int order_ok;
+} dstream_t;
+
+struct drain_s {
+  long handled, want;
+  int all_handled, all_checked;
+  int nstreams, checked;
+  dstream_t *s;
+  uv_timer_t timer;
+};
+
+static int drain_key_of(durable_hub_t *hub, char *out, size_t size,
+                        void *data) {
+  dstream_t *s = data;
+  (void)hub;
+  snprintf(out, size, "%s", s->key);
+  return 0;
+}
+
+static void drain_handler(durable_hub_t *hub, const durable_item_t *item,
+                          durable_reply_t *done, void *data) {
+  dstream_t *s = data;
+  (void)hub;
+  C.progress++;
+  if (item->sequence != ++s->count)
+    s->order_ok = 0;
+  durable_reply_ok(done, NULL);
+  if (++s->d->handled == s->d->want)
+    s->d->all_handled = 1;
+}
+
+static void drain_check(drain_t *d);
+static void drain_timer_cb(uv_timer_t *t);
+
+static void drain_got(const durable_result_t *r) {
+  drain_t *d = r->data;
+  dstream_t *s = &d->s[d->checked];
+  C.progress++;
+  if (r->status < 0)
+    die("reading %s: %s", s->path, r->message ? r->message : "");
+  const char *cp =
+      r->node->content ? strstr(r->node->content, "\"Checkpoint\":") : NULL;
+  long checkpoint = cp ? strtol(cp + 13, NULL, 10) : -1;
+  if (checkpoint >= s->want && ++d->checked == d->nstreams) {
+    d->all_checked = 1;
+    return;
+  }
+  if (checkpoint >= s->want)
+    drain_check(d); /* the next stream */
+  else              /* not yet: look again in a millisecond */
+    uv_timer_start(&d->timer, drain_timer_cb, 1, 0);
+}
+
+/* Read the stream node of stream d->checked. */
+static void drain_check(drain_t *d) {
+  durable_error_t err = {0};
+  if (durable_store_get(durable_mesh_store(M), NULL, d->s[d->checked].path,
+                        drain_got, d, &err) < 0)
+    die("durable_store_get: %s", err.message);
+}
+
+static void drain_timer_cb(uv_timer_t *t) {
+  drain_check(t->data);
+}
+
+typedef struct {
+  long left;
+  int done;
+} recycle_t;
+
+static void recycled_cb(int status, const char *message, void *data) {
+  recycle_t *rc = data;
+  C.progress++;
+  if (status < 0)
+    printf("  note: recycle failed: %s\n", message ? message : "");
+  if (--rc->left == 0)
+    rc->done = 1;
+}
+
+/* items/s of consumers on `n` client hubs draining the backlog of per
+ * items each on streams Bench@keys[i], from the first durable_hub_consume
+ * until every stream node's Checkpoint says all are acknowledged. */
+static double drain_run(char (*keys)[128], int n, long per, int rep) {
+  drain_t d = {.want = per * n, .nstreams = n};
+  d.s = calloc((size_t)n, sizeof *d.s);
+  if (d.s == NULL)
+    die("out of memory");
+  uv_timer_init(&C.loop, &d.timer);
+  d.timer.data = &d;
+  for (int i = 0; i < n; i++) {
+    dstream_t *s = &d.s[i];
+    *s = (dstream_t){.d = &d, .want = per, .order_ok = 1};
+    snprintf(s->key, sizeof s->key, "%s", keys[i]);
+    durable_stream_id_t id = {.ns = "Bench", .key = s->key};
+    durable_stream_path(&id, s->path, sizeof s->path);
+    snprintf(s->hub, sizeof s->hub, "client/drain/r%d_n%d_%d", rep, n, i);
+  }
+  durable_error_t err = {0};
+  double t0 = now_s();
+  for (int i = 0; i < n; i++) {
+    durable_hub_t *h;
+    if (durable_mesh_client(M, d.s[i].hub, &h, &err) < 0)
+      die("durable_mesh_client: %s", err.message);
+    durable_consumer_t cons = {.ns = "Bench",
+                               .key_of = drain_key_of,
+                               .handler = drain_handler,
+                               .data = &d.s[i]};
+    if (durable_hub_consume(h, &cons, &err) < 0)
+      die("durable_hub_consume: %s", err.message);
+  }
+  run_until(&C, &d.all_handled, "draining the backlog");
+  drain_check(&d);
+  run_until(&C, &d.all_checked, "waiting for the checkpoints");
+  double dt = now_s() - t0;
+  for (int i = 0; i < n; i++)
+    if (!d.s[i].order_ok || d.s[i].count != per)
+      printf("  WARNING: %s handled %ld items (of %ld), in order: %s\n",
+             d.s[i].key, d.s[i].count, per, d.s[i].order_ok ? "yes" : "NO");
+  /* the consumers go: their hubs release the leases */
+  recycle_t rc = {.left = n};
+  for (int i = 0; i < n; i++)
+    if (durable_mesh_recycle(M, d.s[i].hub, recycled_cb, &rc, &err) < 0)
+      die("durable_mesh_recycle: %s", err.message);
+  run_until(&C, &rc.done, "recycling the consumers");
+  uv_close((uv_handle_t *)&d.timer, NULL);
+  uv_run(&C.loop, UV_RUN_NOWAIT);
+  free(d.s);
+  return (double)(per * n) / dt;
+}
+
+static void fig_drain(void) {
+  int reps = opt.reps;
+  double p1[64], p100[64], one[64], many[64], r_one[64], r_many[64];
+  printf("[3] draining a backlog: a consumer on a client hub whose handler "
+         "finishes at once;\n    %s items on 1 stream, %s items on each of 64 "
+         "streams; %d runs\n",
+         num((double)sz.drain1), num((double)sz.drain64), reps);
+  for (int r = 0; r < reps; r++) {
+    char tag[32];
+    snprintf(tag, sizeof tag, "f3ar%d", r);
+    char(*k1)[128] = make_streams(tag, 1, 0);
+    snprintf(tag, sizeof tag, "f3br%d", r);
+    char(*k64)[128] = make_streams(tag, 64, 0);
+    /* the backlogs first, untimed */
+    publish_run("Bench", k1, 1, sz.drain1, 64);
+    publish_run("Bench", k64, 64, sz.drain64, 4);
+    p1[r] = plain1(sz.plain1);
+    one[r] = drain_run(k1, 1, sz.drain1, r);
+    p100[r] = plain100(sz.plain100);
+    many[r] = drain_run(k64, 64, sz.drain64, r);
+    r_one[r] = one[r] / p1[r];
+    r_many[r] = many[r] / p100[r];
+    free(k1);
+    free(k64);
+  }
+  print_rate(T->plain1_name, p1, reps, "rows/s");
+  print_rate(T->plain100_name, p100, reps, "rows/s");
+  print_rate("drain 1 stream", one, reps, "items/s");
+  print_rate("drain 64 streams", many, reps, "items/s");
+  print_ratio("ratio drain 1 stream / plain 1-row", r_one, reps, ">= 0.8x");
+  print_ratio("ratio drain 64 streams / plain 100-row", r_many, reps,
+              ">= 0.5x");
+}
+
+/* ---- [4] catch-up ---------------------------------------------------------
+ */
+
+/* The raw read on the store's own database: seconds to page through every
+ * item after `after`; *rows gets the count. */
+static struct {
+  sqlite3 *db;
+  sqlite3_stmt *st;
+  PGconn *conn;
+} raw;
+
+static void raw_open(void) {
+  char sql[512];
+  if (!T->pg) {
+    sq_check(
+        NULL,
+        sqlite3_open_v2(T->sqlite_file, &raw.db, SQLITE_OPEN_READONLY, NULL),
+        "open the store file read-only");
+    snprintf(sql, sizeof sql, RAW_READ_SQL, "durable_stream_items");
+    sq_check(raw.db, sqlite3_prepare_v2(raw.db, sql, -1, &raw.st, NULL),
+             "prepare the raw range read");
+  } else {
+    raw.conn = pg_connect(T->pg_url);
+    char *schema =
+        PQescapeIdentifier(raw.conn, T->partition, strlen(T->partition));
+    char table[256];
+    snprintf(table, sizeof table, "%s.durable_stream_items", schema);
+    PQfreemem(schema);
+    snprintf(sql, sizeof sql, RAW_READ_SQL, table);
+    PGresult *res = PQprepare(raw.conn, "raw_range", sql, 2, NULL);
+    pg_ok(raw.conn, res, "prepare the raw range read");
+    PQclear(res);
+  }
+}
+
+static void raw_close(void) {
+  if (raw.st)
+    sqlite3_finalize(raw.st);
+  if (raw.db)
+    sqlite3_close(raw.db);
+  if (raw.conn)
+    PQfinish(raw.conn);
+  memset(&raw, 0, sizeof raw);
+}
+
+static double raw_read(const char *ns, long after, long *rows) {
+  char cursor[64];
+  snprintf(cursor, sizeof cursor, "%012ld", after);
+  *rows = 0;
+  double t0 = now_s();
+  for (;;) {
+    long page = 0;
+    if (!T->pg) {
+      sqlite3_bind_text(raw.st, 1, ns, -1, SQLITE_STATIC);
+      sqlite3_bind_text(raw.st, 2, cursor, -1, SQLITE_TRANSIENT);
+      int rc, cols = sqlite3_column_count(raw.st);
+      while ((rc = sqlite3_step(raw.st)) == SQLITE_ROW) {
+        for (int col = 0; col < cols; col++)
+          sink += (size_t)(sqlite3_column_text(raw.st, col) != NULL) +
+                  (size_t)sqlite3_column_bytes(raw.st, col);
+        snprintf(cursor, sizeof cursor, "%s",
+                 (const char *)sqlite3_column_text(raw.st, 0));
+        page++;
+      }
+      sq_check(raw.db, rc, "raw range read");
+      sqlite3_reset(raw.st);
+    } else {
+      const char *vals[2] = {ns, cursor};
+      PGresult *res =
+          PQexecPrepared(raw.conn, "raw_range", 2, vals, NULL, NULL, 0);
+      pg_ok(raw.conn, res, "raw range read");
+      int n = PQntuples(res), cols = PQnfields(res);
+      for (int i = 0; i < n; i++)
+        for (int col = 0; col < cols; col++)
+          sink += (size_t)PQgetlength(res, i, col) +
+                  (size_t)(PQgetvalue(res, i, col)[0] != 0);
+      if (n)
+        snprintf(cursor, sizeof cursor, "%s", PQgetvalue(res, n - 1, 0));
+      PQclear(res);
+      page = n;
+    }
+    *rows += page;
+    if (page < PAGE)
+      break;
+  }
+  return now_s() - t0;
+}
+
+/* durable_read from `after` until item `until`: seconds; peak RSS. */
+typedef struct {
+  long until, got, expect;
+  int finished, order_ok;
+  long rss_peak;
+} rd_t;
+
+static void rd_cb(durable_reader_t *reader, int status,
+                  const durable_item_t *item, const char *message, void *data) {
+  rd_t *d = data;
+  C.progress++;
+  if (status < 0)
+    die("durable_read failed: %s (%s)", message ? message : "",
+        durable_err_name(status));
+  if (item->sequence != d->expect++)
+    d->order_ok = 0;
+  if (++d->got % 10000 == 0) {
+    long rss = rss_kib();
+    if (rss > d->rss_peak)
+      d->rss_peak = rss;
+  }
+  if (item->sequence >= d->until) {
+    d->finished = 1;
+    durable_reader_close(reader);
+  }
+}
+
+static double reader_run(const durable_stream_id_t *id, long after, long until,
+                         long *rss_peak) {
+  rd_t d = {.until = until, .expect = after + 1, .order_ok = 1};
+  durable_reader_t *reader;
+  durable_error_t err = {0};
+  d.rss_peak = rss_kib();
+  double t0 = now_s();
+  int rc = durable_read(M, id, after, NULL, rd_cb, &d, &reader, &err);
+  if (rc < 0)
+    die("durable_read refused: %s", err.message);
+  run_until(&C, &d.finished, "reading the stream");
+  double dt = now_s() - t0;
+  if (!d.order_ok || d.got != until - after)
+    printf("  WARNING: durable_read after %ld gave %ld items, in order: %s\n",
+           after, d.got, d.order_ok ? "yes" : "NO");
+  if (rss_peak && d.rss_peak > *rss_peak)
+    *rss_peak = d.rss_peak;
+  return dt;
+}
+
+/* Run `durable lua lua_figures.lua ARGS...` and return the one number it
+ * prints (items/s).  An alarm bounds a subprocess that hangs. */
+static double lua_figure(const char *mode, const char *url, const char *ns,
+                         const char *key, long n) {
+  int fd[2];
+  char count[32];
+  snprintf(count, sizeof count, "%ld", n);
+  if (pipe(fd) != 0)
+    die("pipe: %s", strerror(errno));
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0)
+    die("fork: %s", strerror(errno));
+  if (pid == 0) {
+    dup2(fd[1], 1);
+    close(fd[0]);
+    close(fd[1]);
+    alarm(STALL_SECONDS * 5);
+    execl(opt.durable, opt.durable, "lua", opt.lua, mode, url, ns, key, count,
+          (char *)NULL);
+    fprintf(stderr, "stream_bench: cannot run %s: %s\n", opt.durable,
+            strerror(errno));
+    _exit(127);
+  }
+  close(fd[1]);
+  char out[4096];
+  size_t o = 0;
+  ssize_t k;
+  while (o < sizeof out - 1 &&
+         (k = read(fd[0], out + o, sizeof out - 1 - o)) > 0)
+    o += (size_t)k;
+  out[o] = 0;
+  close(fd[0]);
+  int status;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  char *end;
+  double v = strtod(out, &end);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || end == out || v <= 0)
+    die("%s lua %s %s failed (status %d): %s", opt.durable, opt.lua, mode,
+        status, out);
+  return v;
+}
+
+static void fig_catchup(void) {
+  int reps = opt.reps;
+  long n = opt.items, rows = 0;
+  long tail_after = n > 1000 ? n - 1000 : 0;
+  char key[128], items_ns[256];
+  snprintf(key, sizeof key, "%s/catchup/o", T->partition);
+  durable_stream_id_t id = {.ns = "Bench", .key = key};
+  durable_stream_items_ns(&id, items_ns, sizeof items_ns);
+  printf("[4] catch-up: a stream of %s items at %s/{seq:012}; %d runs\n",
+         num((double)n), items_ns, reps);
+  char keys[1][128];
+  snprintf(keys[0], sizeof keys[0], "%s", key);
+  put_owners(durable_mesh_store(M), keys, 1, "BenchOwner");
+  /* items 1..n-1 as the stream hub writes them, then item n by a publish
+   * (it makes the stream node with LastSequence n) */
+  double fill = fill_items(durable_mesh_store(M), items_ns, 1, n - 1);
+  publish_run("Bench", keys, 1, 1, 1);
+  printf("  %-52s %12s rows/s   (%.1f s)\n",
+         "fill: durable_store_write, batches of 1000, 8 in flight", num(fill),
+         fill > 0 ? (double)(n - 1) / fill : 0);
+  raw_open();
+  raw_read(items_ns, 0, &rows); /* untimed: the same warm caches for all */
+  if (rows != n)
+    printf("  WARNING: the raw read found %ld items, expected %ld\n", rows, n);
+
+  double rawt[64], full[64], lua[64], tail[TAIL_REPS];
+  double r_full[64], r_lua[64], r_tail[64];
+  long rss_before = rss_kib(), rss_peak = rss_before;
+  for (int r = 0; r < reps; r++) {
+    rawt[r] = raw_read(items_ns, 0, &rows);
+    full[r] = reader_run(&id, 0, n, &rss_peak);
+    lua[r] = lua_figure("read", T->url, "Bench", key, n);
+    r_full[r] = rawt[r] / full[r];             /* our rate / raw rate */
+    r_lua[r] = lua[r] / ((double)n / rawt[r]); /* Lua rate / raw rate */
+  }
+  long rss_after = rss_kib();
+  for (int r = 0; r < TAIL_REPS; r++)
+    tail[r] = reader_run(&id, tail_after, n, NULL);
+  for (int r = 0; r < reps; r++)
+    r_tail[r] = full[r] / median(tail, TAIL_REPS);
+  double rate_raw[64], rate_full[64];
+  for (int r = 0; r < reps; r++) {
+    rate_raw[r] = (double)n / rawt[r];
+    rate_full[r] = (double)n / full[r];
+  }
+  char label[128];
+  snprintf(label, sizeof label, "raw read (%s)",
+           T->pg ? "libpq, same database" : "sqlite3, same file");
+  print_rate(label, rate_raw, reps, "rows/s");
+  print_rate("durable_read from 0", rate_full, reps, "items/s");
+  print_rate("Lua read_durable from 0", lua, reps, "items/s");
+  print_ratio("ratio durable_read / raw", r_full, reps, ">= 0.5x");
+  print_ratio("ratio Lua read_durable / raw", r_lua, reps, ">= 0.25x");
+  snprintf(label, sizeof label, "durable_read from %s (%s items)",
+           num((double)tail_after), num((double)(n - tail_after)));
+  printf("  %-52s %12.2f ms       %s\n", label, median(tail, TAIL_REPS) * 1e3,
+         runs(tail, TAIL_REPS, 1e3, "%.1f"));
+  print_ratio("ratio time from 0 / time from items-1000", r_tail, reps,
+              ">= 100x");
+  printf("  %-52s %12.1f MB       (VmRSS %s -> peak %s, end %s KiB)  "
+         "[<= 50 MB]\n",
+         "memory growth over the reads from 0",
+         (double)(rss_peak - rss_before) / 1024, num((double)rss_before),
+         num((double)rss_peak), num((double)rss_after));
+  raw_close();
+
+  /* the Lua producer */
+  double p1[64], lp[64], r_lp[64];
+  for (int r = 0; r < reps; r++) {
+    char tag[32];
+    snprintf(tag, sizeof tag, "f4lr%d", r);
+    char(*k)[128] = make_streams(tag, 1, 0);
+    p1[r] = plain1(sz.plain1);
+    lp[r] = lua_figure("produce", T->url, "Bench", k[0], sz.lua_pub);
+    r_lp[r] = lp[r] / p1[r];
+    free(k);
+  }
+  print_rate(T->plain1_name, p1, reps, "rows/s");
+  print_rate("Lua publish_durable, 1 in flight", lp, reps, "items/s");
+  print_ratio("ratio Lua 1 in flight / plain 1-row", r_lp, reps, ">= 0.8x");
+}
+
+/* ---- [5] latency ----------------------------------------------------------
+ */
+
+static int64_t mono_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static struct {
+  long total, issued, handled, acked;
+  double *lat, *pub_lat; /* ms */
+  long npub;
+  int64_t start_us;
+  int warm, warm_saved, finished;
+  uv_timer_t pace;
+  char key[128];
+} L;
+
+static void lat_handler(durable_hub_t *hub, const durable_item_t *item,
+                        durable_reply_t *done, void *data) {
+  (void)hub;
+  (void)data;
+  int64_t now = mono_us();
+  C.progress++;
+  const char *t = strstr(item->payload, "\"t\":");
+  int64_t sent = t ? strtoll(t + 4, NULL, 10) : 0;
+  if (item->sequence == 1) {
+    L.warm = 1;
+  } else if (sent > 0 && L.handled < L.total) {
+    L.lat[L.handled++] = (double)(now - sent) / 1000.0;
+    if (L.handled == L.total)
+      L.finished = 1;
+  }
+  durable_reply_ok(done, NULL);
+}
+
+typedef struct {
+  int64_t sent;
+} lat_pub_t;
+
+static void lat_published(int status, int64_t seq, const char *message,
+                          void *data) {
+  lat_pub_t *p = data;
+  (void)seq;
+  C.progress++;
+  if (status < 0)
+    die("durable_publish failed: %s", message ? message : "");
+  if (p->sent == 0)
+    L.warm_saved = 1;
+  if (p->sent > 0 && L.npub < L.total)
+    L.pub_lat[L.npub++] = (double)(mono_us() - p->sent) / 1000.0;
+  free(p);
+}
+
+static void lat_publish(int64_t stamp) {
+  char payload[64];
+  durable_error_t err = {0};
+  durable_stream_id_t id = {.ns = "Lat", .key = L.key};
+  lat_pub_t *p = malloc(sizeof *p);
+  if (p == NULL)
+    die("out of memory");
+  p->sent = stamp;
+  snprintf(payload, sizeof payload, "{\"t\":%" PRId64 "}", stamp);
+  if (durable_publish(client, &id, payload, lat_published, p, &err) < 0)
+    die("durable_publish refused: %s", err.message);
+}
+
+static void lat_tick(uv_timer_t *t) {
+  (void)t;
+  int64_t due = (mono_us() - L.start_us) / 1000 + 1; /* 1 per ms */
+  if (due > L.total)
+    due = L.total;
+  while (L.issued < due) {
+    L.issued++;
+    lat_publish(mono_us());
+  }
+  if (L.issued >= L.total)
+    uv_timer_stop(&L.pace);
+}
+
+static double pct(const double *sorted, long n, double p) {
+  if (n <= 0)
+    return 0;
+  long i = (long)(p * (double)(n - 1) + 0.5);
+  return sorted[i];
+}
+
+static int cmp_d(const void *a, const void *b) {
+  return cmp_double(a, b);
+}
+
+static void fig_latency(void) {
+  memset(&L, 0, sizeof L);
+  L.total = opt.seconds * 1000;
+  L.lat = calloc((size_t)L.total, sizeof *L.lat);
+  L.pub_lat = calloc((size_t)L.total, sizeof *L.pub_lat);
+  if (!L.lat || !L.pub_lat)
+    die("out of memory");
+  printf("[5] latency publish -> handler entry: 1,000 items/s for %ld s to "
+         "one stream,\n    consumed in the same process\n",
+         opt.seconds);
+  char keys[1][128];
+  snprintf(L.key, sizeof L.key, "%s/lat/o", T->partition);
+  snprintf(keys[0], sizeof keys[0], "%s", L.key);
+  put_owners(durable_mesh_store(M), keys, 1, "BenchOwner");
+  durable_error_t err = {0};
+  durable_hub_t *h;
+  /* one item first, so that the stream exists when the consumer starts;
+   * its handling says the consumer holds the lease */
+  lat_publish(0);
+  run_until(&C, &L.warm_saved, "publishing the first latency item");
+  if (durable_mesh_client(M, "client/latency", &h, &err) < 0)
+    die("durable_mesh_client: %s", err.message);
+  dstream_t ks = {0};
+  snprintf(ks.key, sizeof ks.key, "%s", L.key);
+  durable_consumer_t cons = {
+      .ns = "Lat", .key_of = drain_key_of, .handler = lat_handler, .data = &ks};
+  if (durable_hub_consume(h, &cons, &err) < 0)
+    die("durable_hub_consume: %s", err.message);
+  run_until(&C, &L.warm, "waiting for the first latency item");
+  uv_timer_init(&C.loop, &L.pace);
+  L.start_us = mono_us();
+  uv_timer_start(&L.pace, lat_tick, 1, 1);
+  run_until(&C, &L.finished, "the paced latency run");
+  double elapsed = (double)(mono_us() - L.start_us) / 1e6;
+  uv_close((uv_handle_t *)&L.pace, NULL);
+  recycle_t rc = {.left = 1};
+  if (durable_mesh_recycle(M, "client/latency", recycled_cb, &rc, &err) < 0)
+    die("durable_mesh_recycle: %s", err.message);
+  run_until(&C, &rc.done, "recycling the consumer");
+  qsort(L.lat, (size_t)L.handled, sizeof *L.lat, cmp_d);
+  qsort(L.pub_lat, (size_t)L.npub, sizeof *L.pub_lat, cmp_d);
+  printf("  %-52s %12s items in %.2f s (%.0f items/s)\n", "handled",
+         num((double)L.handled), elapsed, L.handled / elapsed);
+  printf("  %-52s %12.2f ms  [no target]\n", "publish -> handler p50",
+         pct(L.lat, L.handled, 0.5));
+  printf("  %-52s %12.2f ms  [<= 2 ms]\n", "publish -> handler p99",
+         pct(L.lat, L.handled, 0.99));
+  printf("  %-52s %12.2f ms  [<= 20 ms]\n", "publish -> handler max",
+         L.handled ? L.lat[L.handled - 1] : 0);
+  printf("  %-52s %12.2f ms  (p99 %.2f ms, max %.2f ms)\n",
+         "publish -> sequence back p50", pct(L.pub_lat, L.npub, 0.5),
+         pct(L.pub_lat, L.npub, 0.99), L.npub ? L.pub_lat[L.npub - 1] : 0);
+  if (plain1_rate_seen > 0)
+    printf("  %-52s %12.2f ms  (1 / the one-row loop's rate)\n",
+           "for scale: one plain commit", 1e3 / plain1_rate_seen);
+  free(L.lat);
+  free(L.pub_lat);
+}
+
+/* ---- [6] several producer processes (PostgreSQL) ----------------------------
+ */
+
+/* The child: stream_bench --producer URL PREFIX SECONDS START_MS.  It
+ * publishes to PREFIX/o0..o3 with MULTI_INFLIGHT in flight on each from
+ * START_MS for SECONDS, then prints "ok failed deadlocks". */
+typedef struct {
+  pub_t *d;
+  int64_t stop_ms;
+} child_t;
+
+static void child_publish(pub_t *d, int s);
+
+static child_t child;
+
+static void child_done(int status, int64_t seq, const char *message,
+                       void *data) {
+  pub_slot_t *slot = data;
+  pub_t *d = slot->d;
+  (void)seq;
+  C.progress++;
+  if (status < 0) {
+    if (d->failed++ == 0)
+      snprintf(d->first_failure, sizeof d->first_failure, "%s",
+               message ? message : "");
+    if (message && strstr(message, "deadlock detected"))
+      logs.deadlock++;
+  } else {
+    d->total_done++;
+  }
+  d->done[slot->s]++;
+  child_publish(d, slot->s);
+}
+
+static void child_publish(pub_t *d, int s) {
+  durable_error_t err = {0};
+  char payload[64];
+  if (wall_ms() >= child.stop_ms) {
+    int idle = 1;
+    for (int i = 0; i < d->nstreams; i++)
+      if (d->issued[i] != d->done[i])
+        idle = 0;
+    if (idle)
+      d->finished = 1;
+    return;
+  }
+  while (d->issued[s] - d->done[s] < d->inflight) {
+    durable_stream_id_t id = {.ns = "Multi", .key = d->keys[s]};
+    snprintf(payload, sizeof payload, "{\"pid\":%d,\"i\":%ld}", (int)getpid(),
+             ++d->issued[s]);
+    if (durable_publish(d->hub, &id, payload, child_done, &d->slots[s], &err) <
+        0)
+      die("durable_publish refused: %s", err.message);
+  }
+}
+
+static int child_main(int argc, char **argv) {
+  if (argc < 6)
+    return 2;
+  const char *url = argv[2], *prefix = argv[3];
+  long seconds = atol(argv[4]);
+  int64_t start = atoll(argv[5]);
+  pub_t *d = calloc(1, sizeof *d);
+  char(*keys)[128] = calloc(MULTI_STREAMS, sizeof *keys);
+  if (!d || !keys)
+    return 1;
+  ctx_init(&C);
+  M = mesh_open(url);
+  durable_error_t err = {0};
+  char addr[64];
+  snprintf(addr, sizeof addr, "client/producer-%d", (int)getpid());
+  if (durable_mesh_client(M, addr, &client, &err) < 0)
+    die("durable_mesh_client: %s", err.message);
+  durable_hub_ref(client);
+  for (int i = 0; i < MULTI_STREAMS; i++) {
+    snprintf(keys[i], sizeof keys[i], "%.100s/o%d", prefix, i);
+    d->slots[i] = (pub_slot_t){d, i};
+  }
+  d->hub = client;
+  d->keys = keys;
+  d->nstreams = MULTI_STREAMS;
+  d->inflight = MULTI_INFLIGHT;
+  child.d = d;
+  child.stop_ms = start + seconds * 1000;
+  while (wall_ms() < start)
+    usleep(1000);
+  for (int s = 0; s < MULTI_STREAMS; s++)
+    child_publish(d, s);
+  run_until(&C, &d->finished, "publishing from a producer process");
+  printf("%ld %ld %ld\n", d->total_done, d->failed, logs.deadlock);
+  if (d->failed)
+    fprintf(stderr, "  producer %d: first failure: %s\n", (int)getpid(),
+            d->first_failure);
+  fflush(stdout);
+  main_close();
+  free(d);
+  free(keys);
+  return 0;
+}
+
+typedef struct {
+  long last;
+  int finished;
+} last_t;
+
+static void stream_last_got(const durable_result_t *r) {
+  last_t *v = r->data;
+  C.progress++;
+  const char *p = r->status == 0 && r->node->content
+                      ? strstr(r->node->content, "\"LastSequence\":")
+                      : NULL;
+  v->last = p ? strtol(p + 15, NULL, 10) : -1;
+  v->finished = 1;
+}
+
+static void fig_multi(void) {
+  char prefix[128], self[PATH_MAX];
+  long secs = sz.multi_s;
+  snprintf(prefix, sizeof prefix, "%s/multi", T->partition);
+  printf("[6] %d producer processes, each with %d publishes in flight on each "
+         "of the same\n    %d streams, for %ld s\n",
+         MULTI_PROCS, MULTI_INFLIGHT, MULTI_STREAMS, secs);
+  char keys[MULTI_STREAMS][128];
+  for (int i = 0; i < MULTI_STREAMS; i++)
+    snprintf(keys[i], sizeof keys[i], "%.100s/o%d", prefix, i);
+  put_owners(durable_mesh_store(M), keys, MULTI_STREAMS, "BenchOwner");
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0)
+    die("readlink /proc/self/exe: %s", strerror(errno));
+  self[n] = 0;
+  double p1 = plain1(sz.plain1);
+  char secs_s[32], start_s[32];
+  snprintf(secs_s, sizeof secs_s, "%ld", secs);
+  /* the children open their meshes first, then all start together */
+  snprintf(start_s, sizeof start_s, "%" PRId64, wall_ms() + 2000);
+  pid_t pids[MULTI_PROCS];
+  int fds[MULTI_PROCS];
+  fflush(stdout);
+  for (int i = 0; i < MULTI_PROCS; i++) {
+    int fd[2];
+    if (pipe(fd) != 0)
+      die("pipe: %s", strerror(errno));
+    pids[i] = fork();
+    if (pids[i] < 0)
+      die("fork: %s", strerror(errno));
+    if (pids[i] == 0) {
+      dup2(fd[1], 1);
+      close(fd[0]);
+      close(fd[1]);
+      alarm((unsigned)(secs + STALL_SECONDS + 10));
+      execl(self, self, "--producer", T->url, prefix, secs_s, start_s,
+            (char *)NULL);
+      _exit(127);
+    }
+    close(fd[1]);
+    fds[i] = fd[0];
+  }
+  long ok = 0, failed = 0, deadlocks = 0, bad = 0;
+  for (int i = 0; i < MULTI_PROCS; i++) {
+    char out[256];
+    size_t o = 0;
+    ssize_t k;
+    while (o < sizeof out - 1 &&
+           (k = read(fds[i], out + o, sizeof out - 1 - o)) > 0)
+      o += (size_t)k;
+    out[o] = 0;
+    close(fds[i]);
+    int status;
+    waitpid(pids[i], &status, 0);
+    long a = 0, b = 0, c = 0;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+        sscanf(out, "%ld %ld %ld", &a, &b, &c) != 3) {
+      printf("  producer %d failed (status %d): %s\n", i, status, out);
+      bad++;
+    }
+    ok += a, failed += b, deadlocks += c;
+  }
+  if (bad)
+    die("%ld of %d producer processes failed", bad, MULTI_PROCS);
+  /* every saved item is counted once: the streams' LastSequence adds up */
+  long last_sum = 0;
+  for (int i = 0; i < MULTI_STREAMS; i++) {
+    last_t v = {0};
+    char path[256];
+    durable_error_t err = {0};
+    durable_stream_id_t id = {.ns = "Multi", .key = keys[i]};
+    durable_stream_path(&id, path, sizeof path);
+    if (durable_store_get(durable_mesh_store(M), NULL, path, stream_last_got,
+                          &v, &err) < 0)
+      die("durable_store_get: %s", err.message);
+    run_until(&C, &v.finished, "reading a stream node");
+    last_sum += v.last;
+  }
+  double rate = (double)ok / (double)secs;
+  printf("  %-52s %12s rows/s\n", T->plain1_name, num(p1));
+  printf("  %-52s %12s items/s  (%s saved, %ld failed)\n",
+         "total rate of the 4 processes", num(rate), num((double)ok), failed);
+  printf("  %-52s %11.2fx          [no target]\n", "ratio total / plain 1-row",
+         rate / p1);
+  printf("  %-52s %12ld          [0]\n", "\"deadlock detected\" seen",
+         deadlocks);
+  if (last_sum != ok)
+    printf("  WARNING: the streams' LastSequence add up to %ld, the "
+           "producers saw %ld sequences\n",
+           last_sum, ok);
+}
+
+/* ---- [7] host start and listing at 1k and 1M items ----------------------- */
+
+static struct { int handled; } H;
+
+static void host_handler(durable_hub_t *hub, const durable_item_t *item,
+                         durable_reply_t *done, void *data) {
+  (void)hub;
+  (void)item;
+  (void)data;
+  C.progress++;
+  H.handled = 1;
+  durable_reply_ok(done, NULL);
+}
+
+typedef struct {
+  long rows;
+  int finished;
+  char after[DURABLE_PATH_MAX + 1];
+  durable_store_t *store;
+} list_t;
+
+static void list_page(list_t *l);
+
+static void list_got(const durable_result_t *r) {
+  list_t *l = r->data;
+  C.progress++;
+  if (r->status < 0)
+    die("listing streams: %s", r->message ? r->message : "");
+  l->rows += (long)r->count;
+  if (r->more && r->count) {
+    snprintf(l->after, sizeof l->after, "%s", r->nodes[r->count - 1]->path);
+    list_page(l);
+  } else {
+    l->finished = 1;
+  }
+}
+
+static void list_page(list_t *l) {
+  durable_error_t err = {0};
+  if (durable_store_query(l->store, NULL, "type:DurableStream", l->after, PAGE,
+                          list_got, l, &err) < 0)
+    die("durable_store_query: %s", err.message);
+}
+
+/* What `durable streams` does: every page of "type:DurableStream". */
+static double list_streams(durable_store_t *store, long *rows) {
+  list_t l = {.store = store};
+  double t0 = now_s();
+  list_page(&l);
+  run_until(&C, &l.finished, "listing streams");
+  *rows = l.rows;
+  return now_s() - t0;
+}
+
+/* Fill the 100 streams to `per` items each (from `have`), acknowledged:
+ * stream nodes with LastSequence = Checkpoint = per, nobody holding. */
+static void startup_fill(durable_mesh_t *m7, char (*keys)[128], long *have,
+                         long per) {
+  double t0 = now_s();
+  durable_write_t w[STARTUP_STREAMS];
+  char paths[STARTUP_STREAMS][256], content[STARTUP_STREAMS][DURABLE_PATH_MAX];
+  for (int i = 0; i < STARTUP_STREAMS; i++) {
+    char items_ns[256];
+    durable_stream_id_t id = {.ns = "Host", .key = keys[i]};
+    durable_stream_items_ns(&id, items_ns, sizeof items_ns);
+    fill_items(durable_mesh_store(m7), items_ns, have[i] + 1, per);
+    if (have[i] < per)
+      have[i] = per;
+    durable_stream_path(&id, paths[i], sizeof paths[i]);
+    snprintf(content[i], sizeof content[i],
+             "{\"Namespace\":\"Host\",\"Key\":\"%s\",\"LastSequence\":%ld,"
+             "\"Subscriber\":null,\"SubscriberInstance\":null,"
+             "\"LeaseEpoch\":0,\"SubscribedAt\":null,\"Checkpoint\":%ld,"
+             "\"CheckpointAt\":null,\"OrphanedAt\":null,"
+             "\"LastSubscriber\":null}",
+             keys[i], have[i], have[i]);
+    w[i] = (durable_write_t){.kind = DURABLE_WRITE_PUT,
+                             .path = paths[i],
+                             .node_type = "DurableStream",
+                             .content = content[i]};
+  }
+  write_nodes(durable_mesh_store(m7), w, STARTUP_STREAMS);
+  printf("  %-52s %12.1f s\n", "fill", now_s() - t0);
+}
+
+/* One item appended to stream s (by the bench's mesh on the store, not
+ * the host's), then a fresh mesh whose NodeType BenchHost consumes Host:
+ * seconds from durable_mesh_host to the handler's entry. */
+static double startup_once(durable_mesh_t *m7, durable_hub_t *c7,
+                           char (*keys)[128], int s, long *have) {
+  durable_error_t err = {0};
+  char(*k)[128] = &keys[s];
+  durable_hub_t *saved = client;
+  durable_mesh_t *saved_m = M;
+  client = c7, M = m7;
+  publish_run("Host", k, 1, 1, 1);
+  client = saved, M = saved_m;
+  have[s]++;
+  durable_mesh_t *h = mesh_open(T->url7);
+  durable_consumer_t cons = {.ns = "Host", .handler = host_handler};
+  if (durable_node_type_consume(durable_mesh_node_type(h, "BenchHost"), &cons,
+                                &err) < 0)
+    die("durable_node_type_consume: %s", err.message);
+  H.handled = 0;
+  double t0 = now_s();
+  if (durable_mesh_host(h, &err) < 0)
+    die("durable_mesh_host: %s", err.message);
+  run_until(&C, &H.handled, "the host's first item");
+  double dt = now_s() - t0;
+  mesh_close(h);
+  return dt;
+}
+
+static void fig_startup(void) {
+  int reps = opt.reps > 50 ? 50 : opt.reps;
+  printf("[7] cost at start: %d streams with %s, then %s stored items "
+         "(acknowledged);\n    durable_mesh_host to the first handled item "
+         "of a fresh append, and the\n    listing of `durable streams` "
+         "(every page of type:DurableStream); %d runs\n",
+         STARTUP_STREAMS, num((double)sz.start_lo), num((double)sz.start_hi),
+         reps);
+  durable_error_t err = {0};
+  durable_mesh_t *m7 = mesh_open(T->url7);
+  durable_hub_t *c7;
+  if (durable_mesh_client(m7, "client/startup", &c7, &err) < 0)
+    die("durable_mesh_client: %s", err.message);
+  durable_hub_ref(c7);
+  char(*keys)[128] = calloc(STARTUP_STREAMS, sizeof *keys);
+  long *have = calloc(STARTUP_STREAMS, sizeof *have);
+  if (!keys || !have)
+    die("out of memory");
+  for (int i = 0; i < STARTUP_STREAMS; i++)
+    snprintf(keys[i], sizeof keys[i], "%s/host/o%d", T->part7, i);
+  put_owners(durable_mesh_store(m7), keys, STARTUP_STREAMS, "BenchHost");
+  double host[2][64], list[2][64];
+  long rows = 0;
+  for (int level = 0; level < 2; level++) {
+    long per = (level ? sz.start_hi : sz.start_lo) / STARTUP_STREAMS;
+    startup_fill(m7, keys, have, per);
+    list_streams(durable_mesh_store(m7), &rows); /* untimed: warm */
+    for (int r = 0; r < reps; r++) {
+      host[level][r] = startup_once(m7, c7, keys, level * 50 + r, have);
+      list[level][r] = list_streams(durable_mesh_store(m7), &rows);
+      if (rows < STARTUP_STREAMS)
+        printf("  WARNING: the listing found %ld streams, expected at least "
+               "%d\n",
+               rows, STARTUP_STREAMS);
+    }
+    char label[128];
+    snprintf(label, sizeof label, "host start -> first item, %s items",
+             num((double)per * STARTUP_STREAMS));
+    printf("  %-52s %12.1f ms       %s\n", label,
+           median(host[level], reps) * 1e3,
+           runs(host[level], reps, 1e3, "%.1f"));
+    snprintf(label, sizeof label, "listing streams (%ld), %s items", rows,
+             num((double)per * STARTUP_STREAMS));
+    printf("  %-52s %12.1f ms       %s\n", label,
+           median(list[level], reps) * 1e3,
+           runs(list[level], reps, 1e3, "%.1f"));
+  }
+  double hr = median(host[1], reps) / median(host[0], reps);
+  double lr = median(list[1], reps) / median(list[0], reps);
+  char label[128];
+  snprintf(label, sizeof label, "ratio host start %s / %s items",
+           num((double)sz.start_hi), num((double)sz.start_lo));
+  printf("  %-52s %11.2fx                     [near 1x]\n", label, hr);
+  snprintf(label, sizeof label, "ratio listing %s / %s items",
+           num((double)sz.start_hi), num((double)sz.start_lo));
+  printf("  %-52s %11.2fx                     [near 1x]\n", label, lr);
+  durable_hub_unref(c7);
+  mesh_close(m7);
+  free(keys);
+  free(have);
+}
+
+/* ---- one store -------------------------------------------------------------
+ */
+
+static void run_target(target_t *t) {
+  T = t;
+  memset(&logs, 0, sizeof logs);
+  plain_runs = 0;
+  plain1_rate_seen = 0;
+  main_open(t->url);
+  /* the plain loops' rates, for the header */
+  double a = plain1(sz.plain1), b = plain100(sz.plain100);
+  printf("  %-52s %12s rows/s\n", t->plain1_name, num(a));
+  printf("  %-52s %12s rows/s\n", t->plain100_name, num(b));
+  fflush(stdout);
+  if (want(1) || want(2))
+    fig_producers();
+  if (want(3))
+    fig_drain();
+  if (want(4))
+    fig_catchup();
+  if (want(5))
+    fig_latency();
+  if (want(6) && t->pg)
+    fig_multi();
+  if (want(7))
+    fig_startup();
+  main_close();
+  printf("  log lines: %ld warnings, %ld errors, %ld \"deadlock detected\"\n",
+         logs.warn, logs.error, logs.deadlock);
+}
+
+static char tmpdir[256];
+
+static void cleanup_tmpdir(void) {
+  static const char *const names[] = {"store.db", "plain.db", "startup.db"};
+  static const char *const suffixes[] = {"", "-wal", "-shm", "-live"};
+  char f[600];
+  if (!tmpdir[0])
+    return;
+  for (size_t i = 0; i < 3; i++)
+    for (size_t j = 0; j < 4; j++) {
+      snprintf(f, sizeof f, "%s/%s%s", tmpdir, names[i], suffixes[j]);
+      unlink(f);
+    }
+  if (rmdir(tmpdir) != 0)
+    printf("  note: could not remove %s: %s\n", tmpdir, strerror(errno));
+  tmpdir[0] = 0;
+}
+
+static void run_sqlite(void) {
+  const char *base = getenv("TMPDIR");
+  snprintf(tmpdir, sizeof tmpdir, "%s/durable-stream-bench.XXXXXX",
+           base && *base ? base : "/tmp");
+  if (mkdtemp(tmpdir) == NULL)
+    die("mkdtemp: %s", strerror(errno));
+  atexit(cleanup_tmpdir);
+  char file[600], url[640], url7[640], plain_file[600];
+  snprintf(file, sizeof file, "%s/store.db", tmpdir);
+  snprintf(url, sizeof url, "sqlite:%s", file);
+  snprintf(url7, sizeof url7, "sqlite:%s/startup.db", tmpdir);
+  snprintf(plain_file, sizeof plain_file, "%s/plain.db", tmpdir);
+  plain_sqlite_t plain = {0};
+  plain_sqlite_open(&plain, plain_file);
+  printf("\n== SQLite %s: %s (WAL, synchronous=FULL) ==\n",
+         sqlite3_libversion(), url);
+  target_t t = {.label = "SQLite",
+                .url = url,
+                .url7 = url7,
+                .partition = "Bench",
+                .part7 = "Bench",
+                .psq = &plain,
+                .plain1_name = "plain sqlite loop, 1 row/commit",
+                .plain100_name = "plain sqlite loop, 100 rows/commit",
+                .sqlite_file = file};
+  run_target(&t);
+  plain_sqlite_close(&plain);
+  cleanup_tmpdir();
+}
+
+static void run_postgres(const char *url) {
+  char partition[64], part7[64], plain_schema[80];
+  snprintf(partition, sizeof partition, "sbench_%lx_%ld",
+           (unsigned long)time(NULL), (long)getpid());
+  snprintf(part7, sizeof part7, "%.50s_st", partition);
+  snprintf(plain_schema, sizeof plain_schema, "%s_plain", partition);
+  plain_pg_t plain = {0};
+  plain_pg_open(&plain, url, plain_schema);
+  PGresult *res = PQexec(plain.conn, "SHOW server_version");
+  pg_ok(plain.conn, res, "server_version");
+  char version[64];
+  snprintf(version, sizeof version, "%s", PQgetvalue(res, 0, 0));
+  PQclear(res);
+  res = PQexec(plain.conn, "SHOW synchronous_commit");
+  pg_ok(plain.conn, res, "synchronous_commit");
+  char sync[32];
+  snprintf(sync, sizeof sync, "%s", PQgetvalue(res, 0, 0));
+  PQclear(res);
+  printf("\n== PostgreSQL %s (synchronous_commit=%s): partition %s ==\n",
+         version, sync, partition);
+  target_t t = {.label = "PostgreSQL",
+                .url = url,
+                .url7 = url,
+                .partition = partition,
+                .part7 = part7,
+                .pg = 1,
+                .ppg = &plain,
+                .plain1_name = "plain libpq loop, 1 row/commit",
+                .plain100_name = "plain libpq loop, 100-row INSERT/commit",
+                .pg_url = url};
+  run_target(&t);
+  plain_pg_close(&plain);
+}
+
+/* ---- main -----------------------------------------------------------------
+ */
+
+static void find_durable(void) {
+  static char path[PATH_MAX + 32];
+  char self[PATH_MAX];
+  if (opt.lua == NULL)
+    opt.lua = STREAM_BENCH_LUA;
+  if (opt.durable)
+    return;
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash) {
+      *slash = 0; /* .../tests/bench -> .../durable */
+      snprintf(path, sizeof path, "%s/../../durable", self);
+      if (access(path, X_OK) == 0) {
+        opt.durable = path;
+        return;
+      }
+    }
+  }
+  opt.durable = STREAM_BENCH_DURABLE;
+}
+
+int main(int argc, char **argv) {
+  bench_name = "stream_bench";
+  bench_usage = usage;
+  if (argc > 1 && strcmp(argv[1], "--producer") == 0)
+    return child_main(argc, argv);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--items") == 0)
+      opt.items = parse_long(v, a, 2), i++;
+    else if (strcmp(a, "--reps") == 0)
+      opt.reps = (int)parse_long(v, a, 1), opt.reps_given = 1, i++;
+    else if (strcmp(a, "--seconds") == 0)
+      opt.seconds = parse_long(v, a, 1), i++;
+    else if (strcmp(a, "--quick") == 0)
+      opt.quick = 1;
+    else if (strcmp(a, "--startup") == 0)
+      opt.startup = 1;
+    else if (strcmp(a, "--durable") == 0 && v)
+      opt.durable = v, i++;
+    else if (strcmp(a, "--lua") == 0 && v)
+      opt.lua = v, i++;
+    else if (strcmp(a, "--figures") == 0 && v) {
+      char *end;
+      for (const char *p = v; *p;) {
+        long f = strtol(p, &end, 10);
+        if (end == p || f < 1 || f > 7) {
+          fprintf(stderr, "stream_bench: --figures takes numbers 1-7, e.g. "
+                          "1,2,5\n");
+          return 2;
+        }
+        opt.figures |= 1u << f;
+        p = *end == ',' ? end + 1 : end;
+      }
+      i++;
+    } else if (strcmp(a, "--only") == 0) {
+      opt.only = ++i < argc ? argv[i] : "";
+      if (strcmp(opt.only, "sqlite") && strcmp(opt.only, "postgres")) {
+        fprintf(stderr, "stream_bench: --only takes sqlite or postgres\n");
+        return 2;
+      }
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "stream_bench: unknown argument '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (opt.quick) {
+    sz.plain1 = 100, sz.plain100 = 2000, sz.single = 100, sz.in16 = 320;
+    sz.in64 = 640, sz.drain1 = 200, sz.drain64 = 10, sz.lua_pub = 100;
+    sz.multi_s = 2, sz.start_lo = 1000, sz.start_hi = 20000;
+    if (opt.items == 1000000)
+      opt.items = 20000;
+    if (opt.seconds == 10)
+      opt.seconds = 2;
+    if (!opt.reps_given)
+      opt.reps = 1;
+  }
+  if (opt.reps > 64)
+    opt.reps = 64;
+  find_durable();
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  printf("stream_bench: durable %s, %ld catch-up items, medians of %d runs; "
+         "Lua figures by %s\n",
+         DURABLE_VERSION_STRING, opt.items, opt.reps, opt.durable);
+  if (opt.only == NULL || strcmp(opt.only, "sqlite") == 0)
+    run_sqlite();
+  if (opt.only == NULL || strcmp(opt.only, "postgres") == 0) {
+    const char *pg = getenv("DURABLE_TEST_PG");
+    if (pg && *pg)
+      run_postgres(pg);
+    else
+      printf("\n== PostgreSQL: skipped (set DURABLE_TEST_PG to a libpq URL) "
+             "==\n");
+  }
+  return 0;
+}
