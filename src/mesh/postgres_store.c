@@ -485,6 +485,7 @@ enum {
   OP_GRANT_ADD = 'A',
   OP_GRANT_DEL = 'R',
   OP_LIST_TYPE = 'y',
+  OP_LIST_TYPE_SKIP = 'Y', /* OP_LIST_TYPE beside a bulk type (schema.h) */
   OP_ALIVE = 'v' /* is advisory lock ($1 high, $2 low half) held? */
 };
 
@@ -821,8 +822,10 @@ static PGresult *run(durable__conn_t *c, const char *name, int n,
 
 /* ---- prepared statements ------------------------------------------------ */
 
-/* The SQL of an operation; `rel` is the quoted "partition".table. */
-static char *op_sql(durable__conn_t *c, int op, const char *rel) {
+/* The SQL of an operation; `rel` is the quoted "partition".table, `table`
+ * the table's name (NULL for statements outside partitions). */
+static char *op_sql(durable__conn_t *c, int op, const char *rel,
+                    const char *table) {
   switch (op) {
   case OP_GET:
     return format("SELECT " NODE_COLS " FROM %s WHERE namespace = $1 AND "
@@ -837,9 +840,19 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel) {
                   "id > $2 ORDER BY id LIMIT $3",
                   rel);
   case OP_LIST_TYPE:
+    /* served by the type index {table}_by_type (schema.h) */
     return format("SELECT " NODE_COLS " FROM %s WHERE node_type = $1 AND "
                   "path > $2 ORDER BY path LIMIT $3",
                   rel);
+  case OP_LIST_TYPE_SKIP: {
+    /* beside a partial type index: its term as a constant, from which the
+     * planner proves that the index covers the rows (it proves nothing from
+     * $1); never asked for the bulk type itself */
+    const char *bulk = durable__bulk_type(table);
+    return format("SELECT " NODE_COLS " FROM %s WHERE node_type = $1 AND "
+                  "node_type <> '%s' AND path > $2 ORDER BY path LIMIT $3",
+                  rel, bulk ? bulk : "");
+  }
   case OP_MAX_ID:
     /* The bounds keep it a backward range scan of the primary key; the
      * length and the pattern only filter the few rows inside the range. */
@@ -997,7 +1010,7 @@ static int statement(durable__conn_t *c, int op, const durable__place_t *place,
     PQfreemem(table);
   }
   if (place == NULL || rel != NULL)
-    sql = op_sql(c, op, rel);
+    sql = op_sql(c, op, rel, place ? place->table : NULL);
   free(rel);
   if (sql == NULL) {
     free(key);
@@ -1379,7 +1392,13 @@ static int pg_list_type(durable__conn_t *c, durable__place_t place,
                         durable__nodes_t *out, durable_error_t *err) {
   char name[32], lim[24];
   int absent = 0;
-  int rc = prepare_read(c, OP_LIST_TYPE, place, name, &absent, err);
+  /* a table whose type index leaves a bulk type out: the statement that
+   * names it, unless the bulk type is the one asked for (then a scan) */
+  const char *bulk = durable__bulk_type(place.table);
+  int op = bulk && strcmp(bulk, node_type ? node_type : "") != 0
+               ? OP_LIST_TYPE_SKIP
+               : OP_LIST_TYPE;
+  int rc = prepare_read(c, op, place, name, &absent, err);
   if (rc != 0 || absent)
     return rc;
   snprintf(lim, sizeof(lim), "%zu", limit);

@@ -24,9 +24,9 @@
 #include <uv.h>
 
 const durable__mapping_t durable__mappings[] = {
-    {"_DurableStreamItem", "durable_stream_items"},
-    {"_DocumentPart", "document_parts"},
-    {"_ThreadMessage", "threads"},
+    {"_DurableStreamItem", "durable_stream_items", "DurableStreamItem"},
+    {"_DocumentPart", "document_parts", NULL},
+    {"_ThreadMessage", "threads", NULL},
 };
 const size_t durable__mapping_count =
     sizeof(durable__mappings) / sizeof(durable__mappings[0]);
@@ -54,6 +54,14 @@ static void build_tables(void) {
 const char *const *durable__tables(void) {
   uv_once(&tables_once, build_tables);
   return tables;
+}
+
+const char *durable__bulk_type(const char *table) {
+  for (size_t i = 0; table && i < durable__mapping_count; i++)
+    if (durable__mappings[i].bulk_type &&
+        strcmp(durable__mappings[i].table, table) == 0)
+      return durable__mappings[i].bulk_type;
+  return NULL;
 }
 
 /* A tiny string builder; on allocation failure it keeps NULL. */
@@ -99,12 +107,28 @@ static void node_table_columns(sbuf *b, const char *text, const char *i64) {
          text, text, text, text, text, text, i64, i64, i64);
 }
 
+/* The type index of `table` (schema.h), from "(node_type, path)" on:
+ * `quote` is how a literal's quote is written where the text goes (PL/pgSQL
+ * format() strings double it). */
+static void type_index_tail(sbuf *b, const char *table, const char *quote) {
+  const char *bulk = durable__bulk_type(table);
+  sb_add(b, " (node_type, path)");
+  if (bulk != NULL)
+    sb_add(b, " WHERE node_type <> %s%s%s", quote, bulk, quote);
+}
+
 static char *sqlite_script(void) {
   sbuf b = {0};
   for (const char *const *t = durable__tables(); *t; t++) {
     sb_add(&b, "CREATE TABLE IF NOT EXISTS %s (", *t);
     node_table_columns(&b, "TEXT", "INTEGER");
     sb_add(&b, ") WITHOUT ROWID;\n");
+    /* IF NOT EXISTS: a file made before the index gets it at its next
+     * open (one pass over the table, once) */
+    sb_add(&b, "CREATE INDEX IF NOT EXISTS %s" DURABLE__TYPE_INDEX_SUFFIX
+               " ON %s", *t, *t);
+    type_index_tail(&b, *t, "'");
+    sb_add(&b, ";\n");
   }
   sb_add(
       &b,
@@ -142,8 +166,24 @@ static char *postgres_script(void) {
            "name);\n",
            *t, cols.s);
     free(cols.s);
+    sb_add(&b,
+           "  EXECUTE format('CREATE INDEX IF NOT EXISTS %s"
+           DURABLE__TYPE_INDEX_SUFFIX " ON %%I.%s",
+           *t, *t);
+    type_index_tail(&b, *t, "''");
+    sb_add(&b, "', name);\n");
   }
   sb_add(&b, "END\n$fn$;\n");
+  /* The partitions made before this version of the function: the missing
+   * type indexes (the bootstrap runs this script only when the function it
+   * finds is not this one, so an up-to-date database skips it). */
+  sb_add(&b, "DO $do$\nDECLARE s name;\nBEGIN\n"
+             "  FOR s IN SELECT n.nspname FROM pg_catalog.pg_namespace n "
+             "WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class t WHERE "
+             "t.relnamespace = n.oid AND t.relname = '" DURABLE__PRIMARY_TABLE
+             "' AND t.relkind = 'r') LOOP\n"
+             "    PERFORM public.ensure_partition_schema(s);\n"
+             "  END LOOP;\nEND\n$do$;\n");
   return b.s;
 }
 

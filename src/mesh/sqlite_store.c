@@ -82,6 +82,7 @@ enum {
   OP_REFRESH,
   OP_REMOVE,
   OP_LIST_TYPE,
+  OP_LIST_TYPE_SKIP,
   OP_COUNT
 };
 
@@ -109,9 +110,17 @@ static const char *const op_sql[OP_COUNT] = {
                    "main_node = ?6, version = ?7, updated_at = ?9 "
                    "WHERE namespace = ?1 AND id = ?2 RETURNING created_at",
     [OP_REMOVE] = "DELETE FROM %s WHERE namespace = ?1 AND id = ?2",
+    /* served by the type index {table}_by_type (schema.h) */
     [OP_LIST_TYPE] =
         "SELECT " NODE_COLUMNS " FROM %s "
         "WHERE node_type = ?1 AND path > ?2 ORDER BY path LIMIT ?3",
+    /* the same in a table whose type index leaves its bulk type out (the
+     * second %s): SQLite uses a partial index only for a query that carries
+     * its WHERE term literally; never asked for the bulk type itself */
+    [OP_LIST_TYPE_SKIP] =
+        "SELECT " NODE_COLUMNS " FROM %s "
+        "WHERE node_type = ?1 AND node_type <> '%s' AND path > ?2 "
+        "ORDER BY path LIMIT ?3",
 };
 
 /* Statements that are not per table. */
@@ -287,7 +296,9 @@ static sqlite3_stmt *table_stmt(durable__conn_t *c, durable__place_t place,
   sqlite3_stmt **slot = &c->table_stmts[t * OP_COUNT + (size_t)op];
   if (*slot == NULL) {
     char sql[512];
-    snprintf(sql, sizeof(sql), op_sql[op], tables[t]);
+    const char *bulk = durable__bulk_type(tables[t]);
+    /* only OP_LIST_TYPE_SKIP has a second %s; the others ignore it */
+    snprintf(sql, sizeof(sql), op_sql[op], tables[t], bulk ? bulk : "");
     if (prepare(c, sql, slot, err) != 0)
       return NULL;
   }
@@ -731,7 +742,13 @@ static int list_type(durable__conn_t *c, durable__place_t place,
                      durable__nodes_t *out, durable_error_t *err) {
   if (limit == 0)
     return 0;
-  sqlite3_stmt *st = table_stmt(c, place, OP_LIST_TYPE, err);
+  /* a table whose type index leaves a bulk type out: the statement that
+   * names it, unless the bulk type is the one asked for (then a scan) */
+  const char *bulk = durable__bulk_type(place.table);
+  int op = bulk && strcmp(bulk, node_type ? node_type : "") != 0
+               ? OP_LIST_TYPE_SKIP
+               : OP_LIST_TYPE;
+  sqlite3_stmt *st = table_stmt(c, place, op, err);
   if (st == NULL)
     return err->code;
   bind_text(st, 1, node_type);

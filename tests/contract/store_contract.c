@@ -2080,6 +2080,116 @@ static void case_type_query(void) {
   case_end();
 }
 
+/* ---- type:T in every table, the bulk type included ---- */
+
+/* The rows of "type:TYPE" under this case's namespace, in path order: a page
+ * from just before it (its paths sort together, after "T.ns/"). */
+static size_t type_rows(res_t *r, const char *type) {
+  char q[128], after[400];
+  snprintf(q, sizeof q, "type:%s", type);
+  snprintf(after, sizeof after, "%s/", T.ns);
+  CHECK_OK(QUERY(r, NULL, q, after, 1000));
+  size_t n = strlen(after), k = 0;
+  while (k < r->count && strncmp(r->nodes[k]->path, after, n) == 0)
+    k++;
+  return k;
+}
+
+static void case_type_query_tables(void) {
+  case_begin("type_query_tables");
+  res_t r = {0};
+  char type[96];
+  snprintf(type, sizeof type, "Typed_%s", g_run);
+  /* one node of the type in each table, durable_stream_items included
+   * (whose type index leaves DurableStreamItem out, see schema.h) */
+  char items[700];
+  snprintf(items, sizeof items, "%s", P("s/_DurableStream/Log/_DurableStreamItem"));
+  char in_items[700], in_parts[700], in_threads[700], in_main[700];
+  snprintf(in_items, sizeof in_items, "%.600s/000000000002/_DurableStream/Log",
+           items);
+  snprintf(in_parts, sizeof in_parts, "%s", P("d/_DocumentPart/000001"));
+  snprintf(in_threads, sizeof in_threads, "%s", P("t/_ThreadMessage/m1"));
+  snprintf(in_main, sizeof in_main, "%s", P("m"));
+  CHECK_EQ_STR(durable_path_table(in_items), "durable_stream_items");
+  CHECK_EQ_STR(durable_path_table(in_parts), "document_parts");
+  CHECK_EQ_STR(durable_path_table(in_threads), "threads");
+  CHECK_EQ_STR(durable_path_table(in_main), "mesh_nodes");
+  const char *typed[4] = {in_items, in_parts, in_threads, in_main};
+  for (int i = 0; i < 4; i++)
+    CHECK_OK(PUT(&r, typed[i], type, "{}"));
+  /* DurableStream nodes (what a host's start lists) in two tables */
+  char stream_main[700], stream_items[700];
+  snprintf(stream_main, sizeof stream_main, "%s", P("s/_DurableStream/Log"));
+  snprintf(stream_items, sizeof stream_items,
+           "%.600s/000000000003/_DurableStream/Log", items);
+  CHECK_OK(PUT(&r, stream_main, "DurableStream", "{}"));
+  CHECK_OK(PUT(&r, stream_items, "DurableStream", "{}"));
+  /* items (the bulk type) in durable_stream_items, and one elsewhere */
+  for (int s = 1; s <= 3; s++)
+    CHECK_OK(PUT(&r, item_path(items, s), "DurableStreamItem", "{}"));
+  char loose[700];
+  snprintf(loose, sizeof loose, "%s", P("loose"));
+  CHECK_OK(PUT(&r, loose, "DurableStreamItem", "{}"));
+
+  qsort(typed, 4, sizeof(*typed),
+        (int (*)(const void *, const void *))strcmp_ptr);
+  CHECK_EQ_INT(type_rows(&r, type), 4);
+  for (size_t i = 0; i < 4; i++)
+    CHECK_EQ_STR(r.nodes[i]->path, typed[i]);
+
+  const char *streams[2] = {stream_main, stream_items};
+  qsort(streams, 2, sizeof(*streams),
+        (int (*)(const void *, const void *))strcmp_ptr);
+  CHECK_EQ_INT(type_rows(&r, "DurableStream"), 2);
+  for (size_t i = 0; i < 2; i++)
+    CHECK_EQ_STR(r.nodes[i]->path, streams[i]);
+
+  /* the bulk type itself is listed too (by a scan) */
+  const char *all[4] = {item_path(items, 1), item_path(items, 2),
+                        item_path(items, 3), loose};
+  char copies[4][700];
+  for (int i = 0; i < 4; i++) {
+    snprintf(copies[i], sizeof copies[i], "%s", all[i]);
+    all[i] = copies[i];
+  }
+  qsort(all, 4, sizeof(*all), (int (*)(const void *, const void *))strcmp_ptr);
+  CHECK_EQ_INT(type_rows(&r, "DurableStreamItem"), 4);
+  for (size_t i = 0; i < 4; i++)
+    CHECK_EQ_STR(r.nodes[i]->path, all[i]);
+  res_reset(&r);
+  case_end();
+
+  if (g_sqlite_file[0] == '\0') {
+    printf("# (type index check through sqlite3: only for a SQLite file)\n");
+    return;
+  }
+  /* every node table has its type index; the item table's leaves the
+   * items out */
+  sqlite3 *db = NULL;
+  CHECK_EQ_INT(sqlite3_open_v2(g_sqlite_file, &db, SQLITE_OPEN_READONLY, NULL),
+               SQLITE_OK);
+  const char *tables[4] = {"mesh_nodes", "durable_stream_items",
+                           "document_parts", "threads"};
+  for (int i = 0; i < 4; i++) {
+    sqlite3_stmt *st = NULL;
+    CHECK_EQ_INT(sqlite3_prepare_v2(db,
+                                    "SELECT sql FROM sqlite_master WHERE "
+                                    "type = 'index' AND tbl_name = ?1 AND "
+                                    "name = ?1 || '_by_type'",
+                                    -1, &st, NULL),
+                 SQLITE_OK);
+    sqlite3_bind_text(st, 1, tables[i], -1, SQLITE_STATIC);
+    CHECK_MSG(sqlite3_step(st) == SQLITE_ROW, "no type index on %s",
+              tables[i]);
+    const char *sql = (const char *)sqlite3_column_text(st, 0);
+    CHECK_MSG(strstr(sql, "(node_type, path)") != NULL, "%s", sql);
+    int partial = strstr(sql, "WHERE node_type <> 'DurableStreamItem'") != 0;
+    CHECK_MSG(partial == (i == 1), "%s", sql);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+}
+
 /* ---- the runner --------------------------------------------------------- */
 
 static const struct {
@@ -2114,6 +2224,7 @@ static const struct {
     {"group_commit", case_group_commit},
     {"close_flushes", case_close_flushes},
     {"type_query", case_type_query},
+    {"type_query_tables", case_type_query_tables},
     {"alive", case_alive},
 };
 
