@@ -324,8 +324,10 @@ typedef void (*durable_change_cb)(durable_watch_t *watch,
  * DURABLE_WATCH_INITIAL is set, silently otherwise), then SYNCED, then every
  * later change after its commit.  Nothing is lost in between; a change may be
  * delivered twice, never skipped.  Commits of other processes arrive too
- * (SQLite: within 100 ms; PostgreSQL: LISTEN/NOTIFY, with a re-sync after a
- * lost connection).  The watch keeps the ids and versions of the children it
+ * (SQLite: within milliseconds, through a doorbell heard by inotify; within
+ * about a second should a ring be missed, and within 100 ms where inotify
+ * cannot be used; PostgreSQL: LISTEN/NOTIFY, with a re-sync after a lost
+ * connection).  The watch keeps the ids and versions of the children it
  * has seen, so its memory follows the namespace's size. */
 #define DURABLE_WATCH_INITIAL 1
 int durable_store_watch(durable_store_t *store, const char *ns, int flags,

@@ -22,12 +22,15 @@
  *    nothing more than a read here.
  *  - No notifications between processes.  Instead every write transaction
  *    takes a commit id (one more than the greatest so far) and logs, per
- *    namespace it changed, a row (commit id, namespace) in durable_commits.
- *    A watch polls PRAGMA data_version (which moves only when another
- *    connection committed) on a short timer, and only then reads which
- *    namespaces were logged after the commit id it last saw.  The log keeps
- *    the last LOG_KEEP commits; a watch that fell further behind re-syncs
- *    everything.
+ *    namespace it changed, a row (commit id, namespace) in durable_commits;
+ *    after COMMIT it rings a doorbell, a one-byte write to FILE-live, which
+ *    the watches of every process hear through inotify (uv_fs_event on the
+ *    file's folder).  A watch then checks PRAGMA data_version (which moves
+ *    only when another connection committed), and only when it moved reads
+ *    which namespaces were logged after the commit id it last saw.  A slow
+ *    timer checks too, for a missed ring (a fast one where inotify is not to
+ *    be had).  The log keeps the last LOG_KEEP commits; a watch that fell
+ *    further behind re-syncs everything.
  *
  * Versions come from the same log: each row also carries the last version
  * its transaction wrote, so a transaction reads the newest row once (a seek
@@ -59,8 +62,16 @@
 /* Long enough for another process's group commit to finish (they are
  * milliseconds), short enough that a wedged writer is reported. */
 #define BUSY_TIMEOUT_MS 10000
-/* Poll period of the watch: a foreign commit is noticed within about this
- * plus one poll, well inside the 100 ms promised by durable.h. */
+/* The watch hears other processes' commits through the doorbell (see
+ * "watching other processes"), at once.  Its timer only catches a ring that
+ * was missed: a writer that could not open FILE-live, an overflowing inotify
+ * queue, the folder renamed under us, a check that failed and must be
+ * retried.  Those are rare, so a second is enough, and an idle process
+ * wakes once a second instead of 25 times. */
+#define WATCH_FALLBACK_MS 1000
+/* Without a doorbell (uv_fs_event would not start, e.g. out of inotify
+ * watches) the timer is all there is: a foreign commit is noticed within
+ * about this plus one poll, well inside the 100 ms promised by durable.h. */
 #define WATCH_PERIOD_MS 40
 #define MEMORY_NAME ":memory:"
 #define MAX_ID_WIDTH 64
@@ -160,8 +171,13 @@ static const char *const misc_sql[S_COUNT] = {
     [S_DATA_VERSION] = "PRAGMA data_version",
     [S_READ_BEGIN] = "BEGIN",
     /* the newest and the oldest commit in the log (0 when empty) */
-    [S_COUNTER] = "SELECT coalesce(max(commit_id), 0), "
-                  "coalesce(min(commit_id), 0) FROM durable_commits",
+    /* two subqueries: SQLite answers a lone max() or min() with one seek
+     * to an edge of the key, but both in one SELECT with a scan of the log
+     * (up to LOG_KEEP commits), and a watch runs this after every commit
+     * of another connection */
+    [S_COUNTER] =
+        "SELECT coalesce((SELECT max(commit_id) FROM durable_commits), 0), "
+        "coalesce((SELECT min(commit_id) FROM durable_commits), 0)",
     /* a range of the log's key */
     [S_CHANGED_SINCE] = "SELECT DISTINCT namespace FROM durable_commits "
                         "WHERE commit_id > ?1",
@@ -175,7 +191,13 @@ struct durable__conn_s {
   sqlite3_stmt *stmts[S_COUNT];
   int64_t commit_id; /* of the open write transaction; 0 until taken */
   int64_t version;   /* the last version it took (or found) */
+  int bell_fd;       /* FILE-live, to ring the doorbell; BELL_* until open */
 };
+
+/* bell_fd before it is opened, and when it never will be (the in-memory
+ * store, or FILE-live could not be opened: the watches' timer covers it). */
+#define BELL_UNOPENED (-1)
+#define BELL_NONE (-2)
 
 /* ---- URLs ------------------------------------------------------------- */
 
@@ -402,6 +424,8 @@ static void close_conn(durable__conn_t *c) {
       sqlite3_finalize(c->table_stmts[i]);
   for (int i = 0; i < S_COUNT; i++)
     sqlite3_finalize(c->stmts[i]);
+  if (c->bell_fd >= 0)
+    close(c->bell_fd); /* holds no lock (OFD locks are per descriptor) */
   /* close_v2: a statement left behind must not leak the handle */
   sqlite3_close_v2(c->db);
   free(c->table_stmts);
@@ -521,6 +545,7 @@ static int open_conn(const char *url, int bootstrap, durable__conn_t **out,
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
   c->file = p.file;
+  c->bell_fd = p.memory ? BELL_NONE : BELL_UNOPENED;
   for (const char *const *t = durable__tables(); *t; t++)
     c->ntables++;
   c->table_stmts = calloc(c->ntables * OP_COUNT, sizeof(*c->table_stmts));
@@ -645,10 +670,40 @@ static int begin(durable__conn_t *c, durable_error_t *err) {
 }
 
 static void rollback(durable__conn_t *c);
+static void live_path(const char *file, char *out, size_t size);
+
+/* The doorbell (see "watching other processes"): one byte written to
+ * FILE-live after a commit that logged changes, which every watch on the
+ * file hears through inotify.  The byte means nothing (FILE-live is read for
+ * its locks only, and writing does not touch them); the write is what rings.
+ * It must come after COMMIT: the writes to -wal are heard too, but they come
+ * before the commit can be seen (SQLite publishes it in the -shm index,
+ * through memory, after them and after the fsync), so a check run on those
+ * would find nothing.  One pwrite per commit, beside the commit's fsync. */
+static void ring(durable__conn_t *c) {
+  if (c->bell_fd == BELL_NONE)
+    return;
+  if (c->bell_fd == BELL_UNOPENED) {
+    char path[4096];
+    live_path(c->file, path, sizeof path);
+    c->bell_fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    if (c->bell_fd < 0) {
+      c->bell_fd = BELL_NONE; /* the watches' timer will notice instead */
+      return;
+    }
+  }
+  if (pwrite(c->bell_fd, "", 1, 0) != 1) {
+    /* nothing to do: the watches' timer will notice instead */
+  }
+}
 
 static int commit(durable__conn_t *c, int *unknown, durable_error_t *err) {
   sqlite3_stmt *st = misc_stmt(c, S_COMMIT, err);
   int rc = st ? run(c, st, "commit", err) : err->code;
+  /* Ring also when COMMIT failed: it may have committed, and a check that
+   * finds nothing costs nothing. */
+  if (c->commit_id != 0)
+    ring(c);
   /* Whether a failed COMMIT left anything on disk is not ours to know. */
   *unknown = rc != 0 && st != NULL;
   if (rc != 0)
@@ -1042,29 +1097,51 @@ static int grant(durable__conn_t *c, const char *principal, const char *prefix,
 /* ---- watching other processes ----------------------------------------- */
 
 /*
- * A timer on the loop wakes every WATCH_PERIOD_MS; unless a poll is still
- * running it queues one on libuv's thread pool, on the watch's own
- * connection:
+ * SQLite tells no one of a commit, so every writer rings a doorbell after
+ * its commit (ring, above): it writes a byte to FILE-live.  Each watch has a
+ * uv_fs_event on the folder of FILE-live (inotify: a file's -wal and the
+ * FILE-live a watch creates come and go, so the folder, not the file, is
+ * watched) and answers an event for FILE-live's name by checking, on
+ * libuv's thread pool, on the watch's own connection:
  *
- *   loop: timer_cb --uv_queue_work--> pool: poll_work
- *                                           PRAGMA data_version  (moved?)
- *                                           BEGIN; counter; namespaces
- *                                           > last; COMMIT  (one snapshot)
- *   loop: after_poll <-------------------------'
+ *   writer (any process): COMMIT; pwrite FILE-live
+ *   loop: bell_cb --.
+ *   loop: timer_cb -+-> check --uv_queue_work--> pool: poll_work
+ *                                                 PRAGMA data_version
+ *                                                 (moved?) BEGIN; counter;
+ *                                                 namespaces > last;
+ *                                                 COMMIT  (one snapshot)
+ *   loop: after_poll <-------------------------------'
  *         commits (last, current] all ours?  no -> changed_elsewhere(ns)...
- *         last = current
+ *         last = current; asked again meanwhile?  -> check
+ *
+ * One check runs at a time (in_flight): an event while one runs sets
+ * `pending`, and after_poll starts one more check for any number of them,
+ * since that check sees every commit made before it.  So a burst of events
+ * is at most one check running and one waiting.  Other events in the folder
+ * (the -wal written before the commit is visible, -shm, unrelated files)
+ * are ignored.
+ *
+ * The timer stays as the fallback, every WATCH_FALLBACK_MS; when the
+ * uv_fs_event cannot start, it polls every WATCH_PERIOD_MS instead, as it
+ * did before the doorbell.
  *
  * data_version moves only for commits of *other* connections, which includes
- * this process's writer; durable__store_commits_all_own() tells those apart,
- * so a process alone on its file never re-reads anything.
+ * this process's writer (whose rings we hear too); the counter is read only
+ * when it moved, and durable__store_commits_all_own() tells our own commits
+ * apart, so a process alone on its file never re-reads any namespace.
  */
 struct durable__watch_src_s {
   durable_store_t *store;
   durable__conn_t *conn;
   int live_fd; /* holds this store's liveness lock (see below) */
   uv_timer_t timer;
+  uv_fs_event_t bell; /* the doorbell; initialised when bell_name is set */
+  char *bell_name;    /* FILE-live's name in its folder */
+  int handles;        /* initialised, not yet closed: freed at 0 */
   uv_work_t work;
   int in_flight; /* a poll is queued or running: it owns conn */
+  int pending;   /* asked for a check while one ran: one more after it */
   int stopping;
   int64_t last;         /* the commit id seen; written on the loop only */
   int64_t data_version; /* touched by the poll only (after start) */
@@ -1149,22 +1226,34 @@ static void poll_work(uv_work_t *req) {
     w->data_version = version;
 }
 
+/* Once for each handle: `w` goes with the last of them. */
 static void watch_closed(uv_handle_t *handle) {
   durable__watch_src_t *w = handle->data;
+  if (--w->handles > 0)
+    return;
   close(w->live_fd); /* lets the liveness lock go */
   close_conn(w->conn);
   reset_namespaces(w);
+  free(w->bell_name);
   if (w->done != NULL)
     w->done(w->done_data);
   free(w);
 }
+
+static void close_handles(durable__watch_src_t *w) {
+  uv_close((uv_handle_t *)&w->timer, watch_closed);
+  if (w->bell_name != NULL)
+    uv_close((uv_handle_t *)&w->bell, watch_closed);
+}
+
+static void check(durable__watch_src_t *w);
 
 static void after_poll(uv_work_t *req, int status) {
   durable__watch_src_t *w = req->data;
   w->in_flight = 0;
   if (w->stopping) {
     reset_namespaces(w);
-    uv_close((uv_handle_t *)&w->timer, watch_closed);
+    close_handles(w);
     return;
   }
   /* A failed poll did not move `last`: the next one covers the same range,
@@ -1184,18 +1273,63 @@ static void after_poll(uv_work_t *req, int status) {
     w->last = w->current;
   }
   /* If a callback above stopped the watch, watch_stop already closed the
-   * timer (in_flight was 0); `w` lives until watch_closed runs. */
+   * handles (in_flight was 0); `w` lives until watch_closed runs, and
+   * check does nothing. */
   reset_namespaces(w);
+  if (w->pending)
+    check(w);
+}
+
+/* Check now, or once the check running now is done. */
+static void check(durable__watch_src_t *w) {
+  if (w->stopping)
+    return;
+  if (w->in_flight) {
+    w->pending = 1;
+    return;
+  }
+  w->pending = 0;
+  w->in_flight = 1;
+  w->work.data = w;
+  if (uv_queue_work(w->timer.loop, &w->work, poll_work, after_poll) != 0)
+    w->in_flight = 0; /* the next ring or tick tries again */
 }
 
 static void timer_cb(uv_timer_t *timer) {
-  durable__watch_src_t *w = timer->data;
-  if (w->in_flight || w->stopping)
-    return;
-  w->in_flight = 1;
-  w->work.data = w;
-  if (uv_queue_work(timer->loop, &w->work, poll_work, after_poll) != 0)
-    w->in_flight = 0; /* try again on the next tick */
+  check(timer->data);
+}
+
+static void bell_cb(uv_fs_event_t *handle, const char *filename, int events,
+                    int status) {
+  durable__watch_src_t *w = handle->data;
+  (void)events;
+  if (status == 0 && filename != NULL && strcmp(filename, w->bell_name) == 0)
+    check(w);
+}
+
+/* The doorbell: a uv_fs_event on FILE-live's folder.  0 when it listens;
+ * otherwise the timer must poll.  The handle, once initialised, is the
+ * watch's to close either way. */
+static int bell_start(durable__watch_src_t *w, uv_loop_t *loop) {
+  char path[4096];
+  live_path(w->conn->file, path, sizeof path);
+  char *slash = strrchr(path, '/');
+  w->bell_name = strdup(slash ? slash + 1 : path);
+  if (w->bell_name == NULL)
+    return UV_ENOMEM;
+  if (slash == NULL)
+    snprintf(path, sizeof path, ".");
+  else
+    slash[slash == path ? 1 : 0] = '\0'; /* the folder; "/" stays "/" */
+  int rc = uv_fs_event_init(loop, &w->bell);
+  if (rc != 0) {
+    free(w->bell_name);
+    w->bell_name = NULL;
+    return rc;
+  }
+  w->bell.data = w;
+  w->handles++;
+  return uv_fs_event_start(&w->bell, bell_cb, path, 0);
 }
 
 static int watch_start(durable_store_t *store, const char *url,
@@ -1237,11 +1371,16 @@ static int watch_start(durable_store_t *store, const char *url,
   rc = uv_timer_init(loop, &w->timer);
   if (rc == 0) {
     w->timer.data = w;
-    rc = uv_timer_start(&w->timer, timer_cb, WATCH_PERIOD_MS, WATCH_PERIOD_MS);
+    w->handles = 1;
+    /* No doorbell (out of inotify watches, say): poll as often as before
+     * it, quietly -- nothing is wrong, only slower. */
+    uint64_t period =
+        bell_start(w, loop) == 0 ? WATCH_FALLBACK_MS : WATCH_PERIOD_MS;
+    rc = uv_timer_start(&w->timer, timer_cb, period, period);
     if (rc != 0) {
-      /* the handle is initialised: it must be closed, not just freed */
+      /* the handles are initialised: they must be closed, not just freed */
       w->done = NULL;
-      uv_close((uv_handle_t *)&w->timer, watch_closed);
+      close_handles(w);
     }
   } else {
     close(w->live_fd);
@@ -1268,13 +1407,16 @@ static void watch_stop(durable__watch_src_t *w, void (*done)(void *data),
   w->done = done;
   w->done_data = data;
   uv_timer_stop(&w->timer);
+  if (w->bell_name != NULL)
+    uv_fs_event_stop(&w->bell);
   if (w->in_flight) {
     /* after_poll runs either way (UV_ECANCELED if it had not started) and
-     * closes the timer; the connection is not closed under a running poll */
+     * closes the handles; the connection is not closed under a running
+     * poll */
     uv_cancel((uv_req_t *)&w->work);
     return;
   }
-  uv_close((uv_handle_t *)&w->timer, watch_closed);
+  close_handles(w);
 }
 
 const durable__backend_t durable__sqlite_backend = {
