@@ -289,20 +289,29 @@ static int row_order(const void *a, const void *b) {
 }
 
 /* Lock the existing rows the group may update, in one global order, before
- * anything else: two transactions that update the same rows in other orders
- * (one process's appends, another's acknowledgements) would otherwise
- * deadlock now and then, and the database gives up on one only after its
- * deadlock_timeout (1 s).  A group that updates one row needs none. */
+ * anything else -- before its inserts too.  Two transactions that update the
+ * same rows in other orders (one process's appends, another's
+ * acknowledgements) would otherwise deadlock now and then, and so would two
+ * producers' appends to the same streams: each inserts the item rows of one
+ * stream, then waits on the other's insert of the next stream's same
+ * sequence, while holding what the other waits for.  The database gives up
+ * on one of them only after its deadlock_timeout (1 s).  With the stream
+ * rows locked first, the second producer waits for the first to commit,
+ * then finds its sequence taken and decides again.  The locks are queued
+ * with the statements that follow (no round trip of their own).  A group
+ * of a single write needs none. */
 static int lock_in_order(const durable__backend_t *be, durable__conn_t *conn,
                          durable__job_t **jobs, size_t n,
                          durable_error_t *err) {
   if (be->lock == NULL)
     return 0;
-  size_t count = 0;
+  size_t count = 0, total = 0;
   for (size_t i = 0; i < n; i++)
-    for (size_t k = 0; k < jobs[i]->nwrites; k++)
+    for (size_t k = 0; k < jobs[i]->nwrites; k++) {
       count += jobs[i]->writes[k].kind != DURABLE_WRITE_CREATE;
-  if (count < 2)
+      total++;
+    }
+  if (count == 0 || total < 2)
     return 0;
   row_t *rows = malloc(count * sizeof(*rows));
   if (rows == NULL)

@@ -44,6 +44,10 @@ int durable__error(durable_error_t *err, int code, const char *fmt, ...)
 /* Milliseconds since the Unix epoch. */
 int64_t durable__now_ms(void);
 
+/* json_check.c: 1 when `text` is one JSON value, as jansson would parse it
+ * (allocates nothing; ask jansson for the message when it is not). */
+int durable__json_valid(const char *text);
+
 /* The length of the owner prefix of a checked path (durable_path_owner
  * without the check, for paths checked when they entered). */
 size_t durable__owner_len(const char *path);

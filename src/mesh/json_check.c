@@ -1,0 +1,189 @@
+/*
+ * json_check.c: is this text JSON?  A syntax check that allocates nothing.
+ *
+ * Node contents and stream payloads are kept as the text written, so the
+ * runtime never needs their tree -- only to know that they are JSON: on
+ * every write (write.c), every publish and every item a reader hands over.
+ * jansson answers that by building the whole tree and freeing it again,
+ * which cost more than all the rest of a catch-up.  This check accepts what
+ * jansson's json_loads(JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL) accepts:
+ * one value with white space around it; strings of valid UTF-8 (no
+ * overlong form, no surrogate, nothing above U+10FFFF) with the JSON
+ * escapes, no NUL and no raw control character; numbers in JSON's grammar
+ * that fit a double; the three literals; nesting up to jansson's 2048.  A
+ * caller that needs to say what is wrong asks jansson for the message once
+ * the check has said no (tests/unit/item_codec_test.c holds the two to the
+ * same answers).
+ */
+#include "store.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JSON_DEPTH_MAX 2048
+
+static const char *skip_ws(const char *s) {
+  while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+    s++;
+  return s;
+}
+
+/* Four hex digits at `s` as a code unit, or -1. */
+static long hex4(const char *s) {
+  long v = 0;
+  for (int i = 0; i < 4; i++) {
+    char h = s[i];
+    int d = h >= '0' && h <= '9'   ? h - '0'
+            : h >= 'a' && h <= 'f' ? h - 'a' + 10
+            : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                   : -1;
+    if (d < 0)
+      return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+/* One UTF-8 character at `s` (not ASCII): its length, or 0 when invalid
+ * (overlong, a surrogate, above U+10FFFF, a stray continuation byte). */
+static int utf8_length(const unsigned char *s) {
+  unsigned char c = s[0];
+  int n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+  if (n == 0 || c > 0xF4)
+    return 0;
+  unsigned long v = c & (0x7F >> n);
+  for (int i = 1; i < n; i++) {
+    if ((s[i] & 0xC0) != 0x80)
+      return 0;
+    v = v << 6 | (s[i] & 0x3F);
+  }
+  if ((n == 3 && v < 0x800) || (n == 4 && (v < 0x10000 || v > 0x10FFFF)) ||
+      (v >= 0xD800 && v <= 0xDFFF))
+    return 0;
+  return n;
+}
+
+/* A string at its opening quote: just past its closing quote, or NULL. */
+static const char *check_string(const char *s) {
+  for (s++;;) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"')
+      return s + 1;
+    if (c < 0x20)
+      return NULL; /* a control character, or the end of the text */
+    if (c >= 0x80) {
+      int n = utf8_length((const unsigned char *)s);
+      if (n == 0)
+        return NULL;
+      s += n;
+      continue;
+    }
+    if (c != '\\') {
+      s++;
+      continue;
+    }
+    c = (unsigned char)s[1];
+    if (c != 'u') {
+      if (c == '\0' || strchr("\"\\/bfnrt", c) == NULL)
+        return NULL;
+      s += 2;
+      continue;
+    }
+    long v = hex4(s + 2);
+    if (v <= 0 || (v >= 0xDC00 && v <= 0xDFFF))
+      return NULL; /* not hex, NUL, or a lone low surrogate */
+    s += 6;
+    if (v >= 0xD800 && v <= 0xDBFF) { /* a high surrogate: its pair */
+      long w = s[0] == '\\' && s[1] == 'u' ? hex4(s + 2) : -1;
+      if (w < 0xDC00 || w > 0xDFFF)
+        return NULL;
+      s += 6;
+    }
+  }
+}
+
+static const char *check_number(const char *s) {
+  const char *start = s;
+  if (*s == '-')
+    s++;
+  if (*s == '0')
+    s++;
+  else if (*s >= '1' && *s <= '9')
+    while (*s >= '0' && *s <= '9')
+      s++;
+  else
+    return NULL;
+  if (*s == '.') {
+    if (*++s < '0' || *s > '9')
+      return NULL;
+    while (*s >= '0' && *s <= '9')
+      s++;
+  }
+  int exponent = *s == 'e' || *s == 'E';
+  if (exponent) {
+    s++;
+    if (*s == '+' || *s == '-')
+      s++;
+    if (*s < '0' || *s > '9')
+      return NULL;
+    while (*s >= '0' && *s <= '9')
+      s++;
+  }
+  if (exponent || s - start > 300) { /* as jansson: beyond a double, refused */
+    errno = 0;
+    double d = strtod(start, NULL);
+    if (errno == ERANGE && isinf(d))
+      return NULL;
+  }
+  return s;
+}
+
+static const char *check_value(const char *s, int depth) {
+  s = skip_ws(s);
+  switch (*s) {
+  case '"':
+    return check_string(s);
+  case 't':
+    return strncmp(s, "true", 4) == 0 ? s + 4 : NULL;
+  case 'f':
+    return strncmp(s, "false", 5) == 0 ? s + 5 : NULL;
+  case 'n':
+    return strncmp(s, "null", 4) == 0 ? s + 4 : NULL;
+  case '[':
+  case '{': {
+    char close = *s == '[' ? ']' : '}';
+    int object = *s == '{';
+    if (depth >= JSON_DEPTH_MAX)
+      return NULL;
+    s = skip_ws(s + 1);
+    if (*s == close)
+      return s + 1;
+    for (;;) {
+      if (object) {
+        if (*s != '"' || (s = check_string(s)) == NULL)
+          return NULL;
+        s = skip_ws(s);
+        if (*s++ != ':')
+          return NULL;
+      }
+      if ((s = check_value(s, depth + 1)) == NULL)
+        return NULL;
+      s = skip_ws(s);
+      if (*s == close)
+        return s + 1;
+      if (*s != ',')
+        return NULL;
+      s = skip_ws(s + 1);
+    }
+  }
+  default:
+    return check_number(s);
+  }
+}
+
+int durable__json_valid(const char *text) {
+  const char *end = check_value(text, 0);
+  return end != NULL && *skip_ws(end) == '\0';
+}
