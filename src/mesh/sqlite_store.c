@@ -23,7 +23,9 @@
  *  - No notifications between processes.  Instead every write transaction
  *    takes a commit id (one more than the greatest so far) and logs, per
  *    namespace it changed, a row (commit id, namespace) in durable_commits;
- *    after COMMIT it rings a doorbell, a one-byte write to FILE-live, which
+ *    after COMMIT it rings a doorbell -- when another store holds its
+ *    liveness lock in FILE-live, so a lone process pays nothing -- a
+ *    one-byte write to FILE-live, which
  *    the watches of every process hear through inotify (uv_fs_event on the
  *    file's folder).  A watch then checks PRAGMA data_version (which moves
  *    only when another connection committed), and only when it moved reads
@@ -92,6 +94,7 @@ enum {
   OP_UPDATE,
   OP_REFRESH,
   OP_REMOVE,
+  OP_RETYPE,
   OP_LIST_TYPE,
   OP_LIST_TYPE_SKIP,
   OP_COUNT
@@ -112,14 +115,21 @@ static const char *const op_sql[OP_COUNT] = {
      * so the transaction stays usable. */
     [OP_INSERT] = "INSERT INTO %s (" NODE_COLUMNS ") VALUES "
                   "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING",
-    [OP_UPDATE] = "UPDATE %s SET path = ?3, node_type = ?4, content = ?5, "
-                  "main_node = ?6, version = ?7, created_at = ?8, "
-                  "updated_at = ?9 WHERE namespace = ?1 AND id = ?2",
+    /* path and main_node follow from the key and never change; node_type
+     * is set apart (OP_RETYPE), only when it changes: a column an UPDATE
+     * names is an index entry SQLite rewrites, and the type index would
+     * otherwise cost every acknowledgement a page.  ?3, ?4, ?6 are unused
+     * slots, so every write takes the same bindings. */
+    [OP_UPDATE] = "UPDATE %s SET content = ?5, version = ?7, "
+                  "created_at = ?8, updated_at = ?9 "
+                  "WHERE namespace = ?1 AND id = ?2",
     /* the update half of a put: everything but created_at, which it reads
-     * back (?8 is an unused slot, so both take the same bindings) */
-    [OP_REFRESH] = "UPDATE %s SET path = ?3, node_type = ?4, content = ?5, "
-                   "main_node = ?6, version = ?7, updated_at = ?9 "
+     * back */
+    [OP_REFRESH] = "UPDATE %s SET content = ?5, version = ?7, "
+                   "updated_at = ?9 "
                    "WHERE namespace = ?1 AND id = ?2 RETURNING created_at",
+    [OP_RETYPE] = "UPDATE %s SET node_type = ?4 "
+                  "WHERE namespace = ?1 AND id = ?2 AND node_type <> ?4",
     [OP_REMOVE] = "DELETE FROM %s WHERE namespace = ?1 AND id = ?2",
     /* served by the type index {table}_by_type (schema.h) */
     [OP_LIST_TYPE] =
@@ -192,6 +202,7 @@ struct durable__conn_s {
   int64_t commit_id; /* of the open write transaction; 0 until taken */
   int64_t version;   /* the last version it took (or found) */
   int bell_fd;       /* FILE-live, to ring the doorbell; BELL_* until open */
+  uint64_t bell_key; /* the liveness key of the store writing (0: unknown) */
 };
 
 /* bell_fd before it is opened, and when it never will be (the in-memory
@@ -672,6 +683,25 @@ static int begin(durable__conn_t *c, durable_error_t *err) {
 static void rollback(durable__conn_t *c);
 static void live_path(const char *file, char *out, size_t size);
 
+/* 1 when a store other than the one of liveness key `own` holds its lock in
+ * FILE-live (open on `fd`): another process, or a second store of this one.
+ * Two F_OFD_GETLK, beside and past our own byte; 1 when unsure. */
+static int others_alive(int fd, uint64_t own) {
+  struct flock below = {.l_type = F_RDLCK,
+                        .l_whence = SEEK_SET,
+                        .l_start = 0,
+                        .l_len = (off_t)own};
+  struct flock above = {.l_type = F_RDLCK,
+                        .l_whence = SEEK_SET,
+                        .l_start = (off_t)own + 1,
+                        .l_len = 0};
+  if (own == 0)
+    return 1;
+  if (fcntl(fd, F_OFD_GETLK, &below) != 0 || below.l_type != F_UNLCK)
+    return 1;
+  return fcntl(fd, F_OFD_GETLK, &above) != 0 || above.l_type != F_UNLCK;
+}
+
 /* The doorbell (see "watching other processes"): one byte written to
  * FILE-live after a commit that logged changes, which every watch on the
  * file hears through inotify.  The byte means nothing (FILE-live is read for
@@ -692,6 +722,8 @@ static void ring(durable__conn_t *c) {
       return;
     }
   }
+  if (!others_alive(c->bell_fd, c->bell_key))
+    return; /* nobody else to tell: a lone process pays nothing */
   if (pwrite(c->bell_fd, "", 1, 0) != 1) {
     /* nothing to do: the watches' timer will notice instead */
   }
@@ -887,6 +919,16 @@ static int write_node(durable__conn_t *c, durable__place_t place, int op,
     out->status = op == OP_INSERT ? DURABLE_EEXIST : DURABLE_ENOTFOUND;
     return 0;
   }
+  if (op != OP_INSERT) {
+    sqlite3_stmt *retype = table_stmt(c, place, OP_RETYPE, err);
+    if (retype == NULL)
+      return err->code;
+    bind_text(retype, 1, node->ns);
+    bind_text(retype, 2, node->id);
+    bind_text(retype, 4, node->node_type);
+    if ((rc = run(c, retype, "update", err)) != 0)
+      return rc;
+  }
   out->status = 0;
   out->version = version;
   out->created_at = created_at;
@@ -959,7 +1001,8 @@ static int flush(durable__conn_t *c, durable_error_t *err) {
 static int changed(durable__conn_t *c, const durable__strv_t *namespaces,
                    const char *instance, int64_t *commit_id,
                    durable_error_t *err) {
-  (void)instance;
+  if (c->bell_key == 0 && instance != NULL)
+    durable__instance_key(instance, &c->bell_key); /* for ring */
   *commit_id = 0;
   if (namespaces == NULL || namespaces->count == 0)
     return 0;
@@ -1098,11 +1141,12 @@ static int grant(durable__conn_t *c, const char *principal, const char *prefix,
 
 /*
  * SQLite tells no one of a commit, so every writer rings a doorbell after
- * its commit (ring, above): it writes a byte to FILE-live.  Each watch has a
- * uv_fs_event on the folder of FILE-live (inotify: a file's -wal and the
- * FILE-live a watch creates come and go, so the folder, not the file, is
- * watched) and answers an event for FILE-live's name by checking, on
- * libuv's thread pool, on the watch's own connection:
+ * its commit (ring, above) when another store is there to hear it: it
+ * writes a byte to FILE-live.  Each watch has a uv_fs_event on FILE-live
+ * (inotify; the watch made the file before, to hold its liveness lock in
+ * it; a file removed by hand is watched again when it comes back) and
+ * answers an event by checking, on libuv's thread pool, on the watch's own
+ * connection:
  *
  *   writer (any process): COMMIT; pwrite FILE-live
  *   loop: bell_cb --.
@@ -1118,9 +1162,8 @@ static int grant(durable__conn_t *c, const char *principal, const char *prefix,
  * One check runs at a time (in_flight): an event while one runs sets
  * `pending`, and after_poll starts one more check for any number of them,
  * since that check sees every commit made before it.  So a burst of events
- * is at most one check running and one waiting.  Other events in the folder
- * (the -wal written before the commit is visible, -shm, unrelated files)
- * are ignored.
+ * is at most one check running and one waiting.  The -wal is not watched:
+ * it is written before the commit can be seen (see ring).
  *
  * The timer stays as the fallback, every WATCH_FALLBACK_MS; when the
  * uv_fs_event cannot start, it polls every WATCH_PERIOD_MS instead, as it
@@ -1136,8 +1179,8 @@ struct durable__watch_src_s {
   durable__conn_t *conn;
   int live_fd; /* holds this store's liveness lock (see below) */
   uv_timer_t timer;
-  uv_fs_event_t bell; /* the doorbell; initialised when bell_name is set */
-  char *bell_name;    /* FILE-live's name in its folder */
+  uv_fs_event_t bell; /* the doorbell; initialised when bell_path is set */
+  char *bell_path;    /* FILE-live, watched */
   int handles;        /* initialised, not yet closed: freed at 0 */
   uv_work_t work;
   int in_flight; /* a poll is queued or running: it owns conn */
@@ -1234,7 +1277,7 @@ static void watch_closed(uv_handle_t *handle) {
   close(w->live_fd); /* lets the liveness lock go */
   close_conn(w->conn);
   reset_namespaces(w);
-  free(w->bell_name);
+  free(w->bell_path);
   if (w->done != NULL)
     w->done(w->done_data);
   free(w);
@@ -1242,7 +1285,7 @@ static void watch_closed(uv_handle_t *handle) {
 
 static void close_handles(durable__watch_src_t *w) {
   uv_close((uv_handle_t *)&w->timer, watch_closed);
-  if (w->bell_name != NULL)
+  if (w->bell_path != NULL)
     uv_close((uv_handle_t *)&w->bell, watch_closed);
 }
 
@@ -1302,29 +1345,30 @@ static void timer_cb(uv_timer_t *timer) {
 static void bell_cb(uv_fs_event_t *handle, const char *filename, int events,
                     int status) {
   durable__watch_src_t *w = handle->data;
-  (void)events;
-  if (status == 0 && filename != NULL && strcmp(filename, w->bell_name) == 0)
-    check(w);
+  (void)filename;
+  if (status == 0 && (events & UV_RENAME)) {
+    /* FILE-live was removed or replaced (by hand): listen to the new one;
+     * until it is there, the timer catches commits */
+    uv_fs_event_stop(&w->bell);
+    uv_fs_event_start(&w->bell, bell_cb, w->bell_path, 0);
+  }
+  check(w);
 }
 
-/* The doorbell: a uv_fs_event on FILE-live's folder.  0 when it listens;
- * otherwise the timer must poll.  The handle, once initialised, is the
- * watch's to close either way. */
+/* The doorbell: a uv_fs_event on FILE-live itself, not its folder, so the
+ * writes of -wal and of unrelated files there wake nobody.  0 when it
+ * listens; otherwise the timer must poll.  The handle, once initialised, is
+ * the watch's to close either way. */
 static int bell_start(durable__watch_src_t *w, uv_loop_t *loop) {
   char path[4096];
   live_path(w->conn->file, path, sizeof path);
-  char *slash = strrchr(path, '/');
-  w->bell_name = strdup(slash ? slash + 1 : path);
-  if (w->bell_name == NULL)
+  w->bell_path = strdup(path);
+  if (w->bell_path == NULL)
     return UV_ENOMEM;
-  if (slash == NULL)
-    snprintf(path, sizeof path, ".");
-  else
-    slash[slash == path ? 1 : 0] = '\0'; /* the folder; "/" stays "/" */
   int rc = uv_fs_event_init(loop, &w->bell);
   if (rc != 0) {
-    free(w->bell_name);
-    w->bell_name = NULL;
+    free(w->bell_path);
+    w->bell_path = NULL;
     return rc;
   }
   w->bell.data = w;
@@ -1407,7 +1451,7 @@ static void watch_stop(durable__watch_src_t *w, void (*done)(void *data),
   w->done = done;
   w->done_data = data;
   uv_timer_stop(&w->timer);
-  if (w->bell_name != NULL)
+  if (w->bell_path != NULL)
     uv_fs_event_stop(&w->bell);
   if (w->in_flight) {
     /* after_poll runs either way (UV_ECANCELED if it had not started) and
