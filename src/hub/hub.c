@@ -270,7 +270,7 @@ void durable__hub_fail_activation(durable_hub_t *hub, int status,
   durable__env_t *env;
   while ((env = pop(&hub->inbox, &hub->inbox_tail)) != NULL) {
     if (env->kind == ENV_REQUEST)
-      durable__answer(mesh, env->request_id, status, NULL, message);
+      durable__answer(mesh, env->request_id, status, NULL, NULL, message);
     else
       durable_mesh_log(mesh, DURABLE_LOG_DEBUG,
                        "[Hubs] dropped '%s' for '%s': %s", env->type,

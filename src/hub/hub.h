@@ -18,12 +18,24 @@
 
 typedef enum { ENV_POST = 1, ENV_REQUEST, ENV_REPLY } durable__env_kind_t;
 
+/* A typed body: what the runtime's own messages between the hubs of one
+ * process carry instead of JSON text (src/streams/protocol.h declares the
+ * stream's).  A struct of the layer above embeds it first; `free` releases
+ * the whole struct.  Messages never leave the process, so nothing is ever
+ * encoded; a message that also has to be readable from Lua or JSON keeps
+ * its JSON form beside (the stream hub takes both). */
+typedef struct durable__body_s durable__body_t;
+struct durable__body_s {
+  void (*free)(durable__body_t *body);
+};
+
 /* A message in a mailbox. */
 typedef struct durable__env_s durable__env_t;
 struct durable__env_s {
   durable__env_t *next;
   durable__env_kind_t kind;
   char *type, *payload, *sender, *target;
+  durable__body_t *body; /* a typed body, or NULL: JSON `payload` only */
   uint64_t request_id;
   int own_timer; /* a post from the hub's own timer: runs while quiescing */
   int status;    /* ENV_REPLY */
@@ -192,6 +204,13 @@ void durable__mesh_handle_closed(durable_mesh_t *mesh);
 /* Per-activation additions, for the layers above (streams): a handler of
  * this hub alone (looked up before the node type's), a dispose action of
  * this hub alone (run after the node type's), and keyed attachments. */
+/* The runtime's own message types (durable.append, durable.wake:NS, ...):
+ * durable_node_type_on refuses them; the runtime registers them with
+ * durable__node_type_on. */
+#define DURABLE__RESERVED_PREFIX "durable."
+int durable__node_type_on(durable_node_type_t *type, const char *msg_type,
+                          durable_handler_cb cb, void *data,
+                          durable_error_t *err);
 int durable__hub_on(durable_hub_t *hub, const char *msg_type,
                     durable_handler_cb cb, void *data, durable_error_t *err);
 int durable__hub_on_dispose(durable_hub_t *hub, durable_dispose_cb cb,
@@ -210,9 +229,25 @@ void durable__env_free(durable__env_t *env);
 /* Route a request or post to its target (activating it); takes env. */
 void durable__route(durable_mesh_t *mesh, durable__env_t *env);
 /* Answer request `id` (from the hub at `sender`): queued as a turn of the
- * requester.  Unknown ids (answered already, timed out) are dropped. */
+ * requester.  Unknown ids (answered already, timed out) are dropped.
+ * Takes `body` (may be NULL). */
 void durable__answer(durable_mesh_t *mesh, uint64_t id, int status,
-                     const char *payload, const char *message);
+                     const char *payload, durable__body_t *body,
+                     const char *message);
+
+/* Typed messages (see durable__body_t).  A request with a body instead of
+ * JSON; it takes `body`, also when it fails.  Its handler takes the body
+ * with durable__msg_take (NULL for a JSON message), and answers with one
+ * through durable__reply_body; the requester reads it, borrowed for its
+ * callback, with durable__response_body (NULL for a JSON answer). */
+int durable__hub_request_body(durable_hub_t *from, const char *to,
+                              const char *type, durable__body_t *body,
+                              uint32_t timeout_ms, durable_response_cb cb,
+                              void *data, durable_error_t *err);
+durable__body_t *durable__msg_take(const durable_msg_t *msg);
+void durable__reply_body(durable_reply_t *reply, durable__body_t *body);
+const durable__body_t *durable__response_body(const durable_response_t *res);
+void durable__body_free(durable__body_t *body); /* NULL is fine */
 /* Run one reply envelope as a turn of its hub. */
 void durable__run_reply(durable_hub_t *hub, durable__env_t *env);
 /* Whether `hub` has a handler for messages of `type`. */

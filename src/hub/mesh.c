@@ -98,6 +98,20 @@ durable_node_type_t *durable_mesh_node_type(durable_mesh_t *mesh,
 int durable_node_type_on(durable_node_type_t *type, const char *msg_type,
                          durable_handler_cb cb, void *data,
                          durable_error_t *err) {
+  if (type != NULL && msg_type != NULL &&
+      strncmp(msg_type, DURABLE__RESERVED_PREFIX,
+              sizeof DURABLE__RESERVED_PREFIX - 1) == 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "message types beginning with '%s' belong to the "
+                          "runtime and cannot be handled by NodeType '%s' "
+                          "(was '%s')",
+                          DURABLE__RESERVED_PREFIX, type->name, msg_type);
+  return durable__node_type_on(type, msg_type, cb, data, err);
+}
+
+int durable__node_type_on(durable_node_type_t *type, const char *msg_type,
+                          durable_handler_cb cb, void *data,
+                          durable_error_t *err) {
   if (type == NULL || msg_type == NULL || *msg_type == '\0' || cb == NULL)
     return durable__error(err, DURABLE_EINVAL,
                           "a handler needs a node type, a message type and a "

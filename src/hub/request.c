@@ -18,6 +18,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A message and an answer as handed to a callback, with what the public
+ * structs do not show: the typed body (durable__msg_take and
+ * durable__response_body find it from the public part). */
+typedef struct {
+  durable_msg_t msg;
+  durable__env_t *env;
+} msg_ex_t;
+
+typedef struct {
+  durable_response_t res;
+  durable__body_t *body;
+} response_ex_t;
+
+durable__body_t *durable__msg_take(const durable_msg_t *msg) {
+  durable__env_t *env = ((const msg_ex_t *)msg)->env;
+  durable__body_t *body = env->body;
+  env->body = NULL;
+  return body;
+}
+
+const durable__body_t *durable__response_body(const durable_response_t *res) {
+  return ((const response_ex_t *)res)->body;
+}
+
 struct durable_reply_s {
   durable_reply_t *prev, *next;   /* in hub->handling */
   durable_reply_t *mprev, *mnext; /* in mesh->replies */
@@ -56,9 +80,15 @@ durable__env_t *durable__env_new(durable__env_kind_t kind, const char *type,
   return env;
 }
 
+void durable__body_free(durable__body_t *body) {
+  if (body != NULL)
+    body->free(body);
+}
+
 void durable__env_free(durable__env_t *env) {
   if (env == NULL)
     return;
+  durable__body_free(env->body);
   free(env->type);
   free(env->payload);
   free(env->sender);
@@ -98,15 +128,22 @@ static void release_pending(durable__pending_t *p) {
 }
 
 void durable__answer(durable_mesh_t *mesh, uint64_t id, int status,
-                     const char *payload, const char *message) {
+                     const char *payload, durable__body_t *body,
+                     const char *message) {
   char key[24];
   snprintf(key, sizeof key, "%llu", (unsigned long long)id);
   durable__pending_t *p = durable__map_get(&mesh->pending, key);
-  if (p == NULL)
-    return; /* answered already, or timed out */
-  durable__env_t *env = durable__env_new(ENV_REPLY, NULL, payload, NULL, NULL);
-  if (env == NULL)
-    return; /* the timeout will answer instead */
+  durable__env_t *env =
+      p ? durable__env_new(ENV_REPLY, NULL, payload, NULL, NULL) : NULL;
+  if (env == NULL) {
+    /* answered already or timed out; or out of memory, and then the
+     * timeout answers instead */
+    durable__body_free(body);
+    return;
+  }
+  env->body = status == 0 ? body : NULL;
+  if (status != 0)
+    durable__body_free(body);
   env->request_id = id;
   env->status = status;
   if (status < 0) {
@@ -124,14 +161,13 @@ void durable__run_reply(durable_hub_t *hub, durable__env_t *env) {
   if (p == NULL || p->hub != hub)
     return; /* a second answer: dropped */
   unlink_pending(p);
-  durable_response_t res = {
-      .status = env->status,
-      .payload = env->status == 0 ? env->payload : NULL,
-      .message = env->status < 0 ? env->message : NULL,
-      .data = p->data,
-  };
+  response_ex_t rx = {.res = {.status = env->status,
+                              .payload = env->status == 0 ? env->payload : NULL,
+                              .message = env->status < 0 ? env->message : NULL,
+                              .data = p->data},
+                      .body = env->body};
   if (p->cb)
-    p->cb(&res);
+    p->cb(&rx.res);
   release_pending(p);
   durable__hub_check_quiesced(hub);
   if (hub->is_reads)
@@ -143,10 +179,10 @@ void durable__fail_pending(durable_hub_t *hub, int status,
   while (hub->pending) {
     durable__pending_t *p = hub->pending;
     unlink_pending(p);
-    durable_response_t res = {
-        .status = status, .message = message, .data = p->data};
+    response_ex_t rx = {
+        .res = {.status = status, .message = message, .data = p->data}};
     if (p->cb)
-      p->cb(&res);
+      p->cb(&rx.res);
     release_pending(p);
   }
 }
@@ -156,7 +192,7 @@ static void on_request_timeout(uv_timer_t *timer) {
   char message[DURABLE_PATH_MAX + 64];
   snprintf(message, sizeof message, "no answer within %llu ms",
            (unsigned long long)uv_timer_get_repeat(timer));
-  durable__answer(p->hub->mesh, p->id, DURABLE_ETIMEDOUT, NULL, message);
+  durable__answer(p->hub->mesh, p->id, DURABLE_ETIMEDOUT, NULL, NULL, message);
 }
 
 /* ---- routing ----------------------------------------------------------------
@@ -167,7 +203,7 @@ static void refuse(durable_mesh_t *mesh, durable__env_t *env, int status,
   if (env->kind == ENV_REQUEST) {
     char message[DURABLE_PATH_MAX + 128];
     snprintf(message, sizeof message, fmt, address);
-    durable__answer(mesh, env->request_id, status, NULL, message);
+    durable__answer(mesh, env->request_id, status, NULL, NULL, message);
   } else {
     durable_mesh_log(mesh, DURABLE_LOG_DEBUG,
                      "[Hubs] dropped '%s' for '%s': no hub can take it",
@@ -228,17 +264,24 @@ static int check_send(durable_hub_t *from, const char *to, const char *type,
   return 0;
 }
 
-int durable_hub_request(durable_hub_t *from, const char *to, const char *type,
-                        const char *payload, uint32_t timeout_ms,
-                        durable_response_cb cb, void *data,
-                        durable_error_t *err) {
+/* A request with a JSON payload or a typed body (taken). */
+static int request(durable_hub_t *from, const char *to, const char *type,
+                   const char *payload, durable__body_t *body,
+                   uint32_t timeout_ms, durable_response_cb cb, void *data,
+                   durable_error_t *err) {
   int rc = check_send(from, to, type, err);
-  if (rc < 0)
+  if (rc < 0) {
+    durable__body_free(body);
     return rc;
+  }
   durable_mesh_t *mesh = from->mesh;
   durable__pending_t *p = calloc(1, sizeof(*p));
   durable__env_t *env =
       durable__env_new(ENV_REQUEST, type, payload, from->address, to);
+  if (env != NULL)
+    env->body = body;
+  else
+    durable__body_free(body);
   if (p == NULL || env == NULL) {
     free(p);
     durable__env_free(env);
@@ -268,6 +311,20 @@ int durable_hub_request(durable_hub_t *from, const char *to, const char *type,
   env->request_id = p->id;
   durable__route(mesh, env);
   return 0;
+}
+
+int durable_hub_request(durable_hub_t *from, const char *to, const char *type,
+                        const char *payload, uint32_t timeout_ms,
+                        durable_response_cb cb, void *data,
+                        durable_error_t *err) {
+  return request(from, to, type, payload, NULL, timeout_ms, cb, data, err);
+}
+
+int durable__hub_request_body(durable_hub_t *from, const char *to,
+                              const char *type, durable__body_t *body,
+                              uint32_t timeout_ms, durable_response_cb cb,
+                              void *data, durable_error_t *err) {
+  return request(from, to, type, NULL, body, timeout_ms, cb, data, err);
 }
 
 int durable_hub_post(durable_hub_t *from, const char *to, const char *type,
@@ -336,15 +393,17 @@ void durable__abandon_replies(durable_hub_t *hub) {
   for (durable_reply_t *r = hub->handling; r; r = r->next) {
     if (r->request_id == 0)
       continue;
-    durable__answer(hub->mesh, r->request_id, DURABLE_ESHUTDOWN, NULL, message);
+    durable__answer(hub->mesh, r->request_id, DURABLE_ESHUTDOWN, NULL, NULL,
+                    message);
     r->request_id = 0;
     r->abandoned = 1;
   }
 }
 
 static void reply_finish(durable_reply_t *r, int status, const char *payload,
-                         const char *message) {
+                         durable__body_t *body, const char *message) {
   if (r->detached) { /* its mesh is closed: nobody to tell */
+    durable__body_free(body);
     free(r->type);
     free(r);
     return;
@@ -356,12 +415,14 @@ static void reply_finish(durable_reply_t *r, int status, const char *payload,
   } else if (r->then) {
     r->then(hub, status, payload, message, r->then_data);
   } else if (r->request_id) {
-    durable__answer(hub->mesh, r->request_id, status, payload, message);
+    durable__answer(hub->mesh, r->request_id, status, payload, body, message);
+    body = NULL;
   } else if (status < 0 && !r->abandoned) {
     durable_mesh_log(
         hub->mesh, DURABLE_LOG_WARN, "[Hubs] '%s' failed at hub '%s': %s",
         r->type, hub->address, message ? message : durable_strerror(status));
   }
+  durable__body_free(body); /* nobody to read it */
   hub->in_flight--;
   if (r->prev)
     r->prev->next = r->next;
@@ -377,7 +438,14 @@ static void reply_finish(durable_reply_t *r, int status, const char *payload,
 
 void durable_reply_ok(durable_reply_t *reply, const char *payload) {
   if (reply)
-    reply_finish(reply, 0, payload ? payload : "null", NULL);
+    reply_finish(reply, 0, payload ? payload : "null", NULL, NULL);
+}
+
+void durable__reply_body(durable_reply_t *reply, durable__body_t *body) {
+  if (reply)
+    reply_finish(reply, 0, "null", body, NULL);
+  else
+    durable__body_free(body);
 }
 
 void durable_reply_fail(durable_reply_t *reply, int code, const char *message) {
@@ -385,7 +453,8 @@ void durable_reply_fail(durable_reply_t *reply, int code, const char *message) {
     return;
   if (code >= 0)
     code = DURABLE_EFAILED;
-  reply_finish(reply, code, NULL, message ? message : durable_strerror(code));
+  reply_finish(reply, code, NULL, NULL,
+               message ? message : durable_strerror(code));
 }
 
 durable_reply_t *durable__step_reply(durable_hub_t *hub,
@@ -438,7 +507,7 @@ void durable__run_message(durable_hub_t *hub, durable__env_t *env) {
   mesh->stats.messages++;
   if (strcmp(env->type, "ping") == 0) {
     if (env->kind == ENV_REQUEST)
-      durable__answer(mesh, env->request_id, 0, "\"pong\"", NULL);
+      durable__answer(mesh, env->request_id, 0, "\"pong\"", NULL, NULL);
     durable__env_free(env);
     return;
   }
@@ -448,7 +517,8 @@ void durable__run_message(durable_hub_t *hub, durable__env_t *env) {
     snprintf(message, sizeof message, "hub '%s' has no handler for '%s'",
              hub->address, env->type);
     if (env->kind == ENV_REQUEST)
-      durable__answer(mesh, env->request_id, DURABLE_EFAILED, NULL, message);
+      durable__answer(mesh, env->request_id, DURABLE_EFAILED, NULL, NULL,
+                      message);
     else
       durable_mesh_log(mesh, DURABLE_LOG_WARN, "[Hubs] %s", message);
     durable__env_free(env);
@@ -457,15 +527,16 @@ void durable__run_message(durable_hub_t *hub, durable__env_t *env) {
   durable_reply_t *reply = reply_new(hub, env->request_id, env->type);
   if (reply == NULL) {
     if (env->kind == ENV_REQUEST)
-      durable__answer(mesh, env->request_id, DURABLE_ENOMEM, NULL,
+      durable__answer(mesh, env->request_id, DURABLE_ENOMEM, NULL, NULL,
                       "out of memory");
     durable__env_free(env);
     return;
   }
-  durable_msg_t msg = {.type = env->type,
-                       .payload = env->payload,
-                       .sender = env->sender,
-                       .request_id = env->request_id};
-  h->cb(hub, &msg, reply, h->data);
+  msg_ex_t mx = {.msg = {.type = env->type,
+                          .payload = env->payload,
+                          .sender = env->sender,
+                          .request_id = env->request_id},
+                  .env = env};
+  h->cb(hub, &mx.msg, reply, h->data);
   durable__env_free(env);
 }

@@ -491,7 +491,8 @@ typedef void (*durable_dispose_cb)(durable_hub_t *hub, void *data);
 durable_node_type_t *durable_mesh_node_type(durable_mesh_t *mesh,
                                             const char *name);
 
-/* Handle messages of `type` ("ping" is built in and cannot be replaced). */
+/* Handle messages of `type` ("ping" is built in and cannot be replaced;
+ * names beginning with "durable." belong to the runtime: DURABLE_EINVAL). */
 int durable_node_type_on(durable_node_type_t *type, const char *msg_type,
                          durable_handler_cb cb, void *data,
                          durable_error_t *err);

@@ -26,9 +26,9 @@
  * Timers post messages to the hub; a generation number retires the
  * messages and answers of an earlier round.
  */
+#include "protocol.h"
 #include "stream.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,21 +100,28 @@ typedef struct {
   durable_reply_t *turn; /* an ack's turn */
 } ask_t;
 
-static int ask(consumer_t *c, const char *type, json_t *payload,
+/* Ask the stream hub `type` (protocol.h) as this consumer's hub, with its
+ * lease `epoch` and the item `seq` where they matter. */
+static int ask(consumer_t *c, const char *type, int64_t epoch, int64_t seq,
                durable_response_cb cb, ask_t *a, durable_error_t *err) {
-  char *text =
-      payload ? json_dumps(payload, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
-  json_decref(payload);
-  if (text == NULL)
+  durable__stream_req_t *req =
+      durable__stream_req_new(NULL, hub_name(c), epoch, seq);
+  if (req == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   a->c = c;
   durable_hub_ref(c->hub);
-  int rc = durable_hub_request(durable_mesh_reads_hub(c->mesh), c->path, type,
-                               text, 0, cb, a, err);
-  free(text);
+  int rc = durable__hub_request_body(durable_mesh_reads_hub(c->mesh), c->path,
+                                     type, &req->base, 0, cb, a, err);
   if (rc < 0)
     durable_hub_unref(c->hub);
   return rc;
+}
+
+/* The stream hub's answer to an ask that succeeded (NULL: none came). */
+static const durable__stream_ans_t *answer_of(const durable_response_t *res) {
+  return res->status == 0
+             ? (const durable__stream_ans_t *)durable__response_body(res)
+             : NULL;
 }
 
 /* Arm a hub timer that posts `type` with the current generation. */
@@ -180,8 +187,8 @@ static void on_ack(const durable_response_t *res) {
              (long long)a->seq, res->message);
     durable_reply_fail(a->turn, DURABLE_EFAILED, m);
   } else {
-    json_t *j = json_loads(res->payload, 0, NULL);
-    if (json_is_true(json_object_get(j, "Accepted"))) {
+    const durable__stream_ans_t *ans = answer_of(res);
+    if (ans && ans->ok) {
       durable_reply_ok(a->turn, NULL);
     } else {
       char m[2048];
@@ -189,11 +196,9 @@ static void on_ack(const durable_response_t *res) {
                "Durable stream %s: the acknowledgement of item %lld was "
                "refused — %s",
                name_of(c, &n), (long long)a->seq,
-               j ? json_string_value(json_object_get(j, "Reason"))
-                 : "no answer");
+               ans && ans->reason ? ans->reason : "no answer");
       durable_reply_fail(a->turn, DURABLE_ECONFLICT, m); /* fenced */
     }
-    json_decref(j);
   }
   durable_hub_unref(c->hub);
   free(a);
@@ -218,9 +223,7 @@ static void on_handler_done(durable_hub_t *hub, int status, const char *payload,
   /* done: acknowledge from the read-issuing hub (this hub may be
    * quiescing), and only then answer the turn */
   durable_error_t err = {0};
-  json_t *j = json_pack("{s:s, s:I, s:I}", "Subscriber", hub_name(c), "Epoch",
-                        (json_int_t)c->epoch, "Sequence", (json_int_t)a->seq);
-  if (ask(c, "durable.ack", j, on_ack, a, &err) < 0) {
+  if (ask(c, DURABLE__MSG_ACK, c->epoch, a->seq, on_ack, a, &err) < 0) {
     durable_reply_fail(a->turn, DURABLE_EFAILED, err.message);
     free(a);
   }
@@ -229,9 +232,9 @@ static void on_handler_done(durable_hub_t *hub, int status, const char *payload,
 static void on_turn(durable_hub_t *hub, const durable_msg_t *msg,
                     durable_reply_t *reply, void *data) {
   consumer_t *c = data;
-  json_t *j = json_loads(msg->payload, 0, NULL);
-  int64_t seq = json_integer_value(json_object_get(j, "Sequence"));
-  json_decref(j);
+  long long seq = 0; /* the turn consume_one sent itself */
+  if (sscanf(msg->payload, "{\"Sequence\":%lld}", &seq) != 1)
+    seq = 0;
   if (c->turn_node == NULL || seq != c->turn_seq) {
     char m[DURABLE_PATH_MAX + 80];
     snprintf(m, sizeof m,
@@ -375,14 +378,13 @@ static void on_claim(const durable_response_t *res) {
   consumer_t *c = a->c;
   uint64_t gen = a->gen;
   free(a);
-  json_t *j = res->status == 0 ? json_loads(res->payload, 0, NULL) : NULL;
-  int granted = json_is_true(json_object_get(j, "Granted"));
-  int64_t epoch = json_integer_value(json_object_get(j, "Epoch"));
-  int64_t checkpoint = json_integer_value(json_object_get(j, "Checkpoint"));
-  const char *holder = json_string_value(json_object_get(j, "Holder"));
-  const char *holder_instance =
-      json_string_value(json_object_get(j, "HolderInstance"));
-  const char *took = json_string_value(json_object_get(j, "TookOverFrom"));
+  const durable__stream_ans_t *ans = answer_of(res);
+  int granted = ans && ans->ok;
+  int64_t epoch = ans ? ans->epoch : 0;
+  int64_t checkpoint = ans ? ans->checkpoint : 0;
+  const char *holder = ans ? ans->holder : NULL;
+  const char *holder_instance = ans ? ans->holder_instance : NULL;
+  const char *took = ans ? ans->took_over_from : NULL;
   durable__stream_name_t n;
   if (c->state == C_STOPPED || gen != c->gen) {
     /* the hub left while the claim was out: give a lease it got back */
@@ -425,7 +427,6 @@ static void on_claim(const durable_response_t *res) {
     if (c->wake_pending) { /* released meanwhile? ask again at once */
       c->wake_pending = 0;
       claim(c);
-      json_decref(j);
       durable_hub_unref(c->hub);
       return;
     }
@@ -435,7 +436,6 @@ static void on_claim(const durable_response_t *res) {
       c->orphan_watch = NULL; /* the wake and the timer still come */
     arm(c, c->msg_reclaim, durable__stream_options(c->mesh).reclaim_ms);
   }
-  json_decref(j);
   durable_hub_unref(c->hub);
 }
 
@@ -452,8 +452,7 @@ static void claim(consumer_t *c) {
     return;
   }
   a->gen = c->gen;
-  json_t *j = json_pack("{s:s}", "Subscriber", hub_name(c));
-  if (ask(c, "durable.claim", j, on_claim, a, &err) < 0) {
+  if (ask(c, DURABLE__MSG_CLAIM, 0, 0, on_claim, a, &err) < 0) {
     free(a);
     failure(c, 0, err.message);
   }
@@ -542,10 +541,12 @@ static void on_released(const durable_response_t *res) {
   ask_t *a = res->data;
   consumer_t *c = a->c;
   durable__stream_name_t n;
+  const durable__stream_ans_t *ans = answer_of(res);
   if (res->status == 0)
     durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
-                     "Durable stream consumer %s released %s: %s", hub_name(c),
-                     name_of(c, &n), res->payload);
+                     "Durable stream consumer %s released %s%s", hub_name(c),
+                     name_of(c, &n),
+                     ans && ans->ok ? "" : " (it was not its lease any more)");
   else
     durable_mesh_log(
         c->mesh, DURABLE_LOG_WARN,
@@ -560,9 +561,8 @@ static void on_released(const durable_response_t *res) {
 static void release_granted(consumer_t *c, int64_t epoch) {
   ask_t *a = calloc(1, sizeof(*a));
   durable_error_t err = {0};
-  json_t *j = json_pack("{s:s, s:I}", "Subscriber", hub_name(c), "Epoch",
-                        (json_int_t)epoch);
-  if (a == NULL || ask(c, "durable.release", j, on_released, a, &err) < 0)
+  if (a == NULL ||
+      ask(c, DURABLE__MSG_RELEASE, epoch, 0, on_released, a, &err) < 0)
     free(a);
 }
 
@@ -638,10 +638,11 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
     consumer_free(c);
     return rc;
   }
-  snprintf(c->msg_turn, sizeof c->msg_turn, "durable.turn:%s", c->ns);
-  snprintf(c->msg_wake, sizeof c->msg_wake, "durable.wake:%s", c->ns);
-  snprintf(c->msg_retry, sizeof c->msg_retry, "durable.retry:%s", c->ns);
-  snprintf(c->msg_reclaim, sizeof c->msg_reclaim, "durable.reclaim:%s", c->ns);
+  snprintf(c->msg_turn, sizeof c->msg_turn, DURABLE__MSG_TURN "%s", c->ns);
+  snprintf(c->msg_wake, sizeof c->msg_wake, DURABLE__MSG_WAKE "%s", c->ns);
+  snprintf(c->msg_retry, sizeof c->msg_retry, DURABLE__MSG_RETRY "%s", c->ns);
+  snprintf(c->msg_reclaim, sizeof c->msg_reclaim, DURABLE__MSG_RECLAIM "%s",
+           c->ns);
   if ((rc = durable__hub_attach(hub, c, c, consumer_free)) < 0) {
     consumer_free(c);
     return durable__error(err, rc, "out of memory");

@@ -9,6 +9,7 @@
  * do.  Requests go out from the read-issuing hub, so a hub that is
  * quiescing can still publish.
  */
+#include "protocol.h"
 #include "stream.h"
 
 #include <jansson.h>
@@ -51,9 +52,9 @@ static void ensure(publish_t *p);
 static void on_appended(const durable_response_t *res) {
   publish_t *p = res->data;
   if (res->status == 0) {
-    json_t *j = json_loads(res->payload, 0, NULL);
-    json_int_t seq = json_integer_value(json_object_get(j, "Sequence"));
-    json_decref(j);
+    const durable__stream_ans_t *ans =
+        (const durable__stream_ans_t *)durable__response_body(res);
+    int64_t seq = ans ? ans->sequence : 0;
     if (seq > 0)
       finish(p, 0, seq, NULL);
     else
@@ -67,7 +68,7 @@ static void on_appended(const durable_response_t *res) {
     durable_mesh_log(
         p->mesh, DURABLE_LOG_WARN,
         "[DurableStreams] %s: the stream node refused "
-        "durable.append (%s); ensuring it exists and resending once",
+        DURABLE__MSG_APPEND " (%s); ensuring it exists and resending once",
         durable__stream_name(&id).text, res->message);
     p->resent = 1;
     durable__directory_forget(p->mesh, p->path);
@@ -78,15 +79,12 @@ static void on_appended(const durable_response_t *res) {
 }
 
 static void send_append(publish_t *p) {
-  json_t *j = json_pack("{s:s}", "PayloadJson", p->payload);
-  char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-  json_decref(j);
+  durable__stream_req_t *req = durable__stream_req_new(p->payload, NULL, 0, 0);
   durable_error_t err = {0};
-  int rc = text ? durable_hub_request(durable_mesh_reads_hub(p->mesh), p->path,
-                                      "durable.append", text, 0, on_appended, p,
-                                      &err)
-                : durable__error(&err, DURABLE_ENOMEM, "out of memory");
-  free(text);
+  int rc = req ? durable__hub_request_body(durable_mesh_reads_hub(p->mesh),
+                                           p->path, DURABLE__MSG_APPEND,
+                                           &req->base, 0, on_appended, p, &err)
+               : durable__error(&err, DURABLE_ENOMEM, "out of memory");
   if (rc < 0)
     finish(p, rc, 0, err.message);
 }

@@ -28,6 +28,7 @@
  * activates it, so its consumer starts) then a wake message, at most once
  * per orphan period.
  */
+#include "protocol.h"
 #include "stream.h"
 
 #include <jansson.h>
@@ -39,16 +40,13 @@
 /* Compare-and-set retries before an operation is reported failed. */
 #define MAX_ATTEMPTS 8
 
-typedef enum { OP_APPEND = 1, OP_CLAIM, OP_ACK, OP_RELEASE } op_kind_t;
-
 typedef struct op_s op_t;
 struct op_s {
   op_t *next;
-  op_kind_t kind;
+  durable__stream_op_t kind;
   durable_reply_t *reply;
-  char *payload;    /* append */
-  char *subscriber; /* claim, ack, release */
-  int64_t epoch, sequence;
+  durable__stream_req_t *req; /* what was asked (protocol.h) */
+  int typed;                  /* asked with a typed body: answer in kind */
   int attempts;
 };
 
@@ -77,8 +75,7 @@ static const char shub_key;
 static void pump(shub_t *sh);
 
 static void op_free(op_t *op) {
-  free(op->payload);
-  free(op->subscriber);
+  durable__body_free(op->req ? &op->req->base : NULL);
   free(op);
 }
 
@@ -96,14 +93,36 @@ static durable_stream_id_t id_of(const shub_t *sh) {
   return (durable_stream_id_t){.ns = sh->state.ns, .key = sh->state.key};
 }
 
-static void reply_json(durable_reply_t *reply, json_t *j) {
-  char *text = j ? json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
-  if (text)
-    durable_reply_ok(reply, text);
-  else
-    durable_reply_fail(reply, DURABLE_ENOMEM, "out of memory");
-  free(text);
-  json_decref(j);
+/* Answer `op` with `ans` (taken; NULL: out of memory), in the form it was
+ * asked in. */
+static void answer(op_t *op, durable__stream_ans_t *ans) {
+  if (ans == NULL) {
+    durable_reply_fail(op->reply, DURABLE_ENOMEM, "out of memory");
+  } else if (op->typed) {
+    durable__reply_body(op->reply, &ans->base);
+  } else {
+    char *text = durable__stream_ans_json(op->kind, ans);
+    if (text)
+      durable_reply_ok(op->reply, text);
+    else
+      durable_reply_fail(op->reply, DURABLE_ENOMEM, "out of memory");
+    free(text);
+    durable__body_free(&ans->base);
+  }
+  op->reply = NULL;
+}
+
+/* An answer of ok / not ok (ack, release). */
+static void answer_ok(op_t *op, int ok, const char *reason) {
+  durable__stream_ans_t *ans = durable__stream_ans_new();
+  if (ans) {
+    ans->ok = ok;
+    if (durable__stream_ans_set(&ans->reason, reason) < 0) {
+      durable__body_free(&ans->base);
+      ans = NULL;
+    }
+  }
+  answer(op, ans);
 }
 
 /* The head operation is over: answered by the caller. */
@@ -311,7 +330,7 @@ static void on_owner_read(durable_read_outcome_t outcome,
     return;
   }
   char type[DURABLE_PATH_MAX];
-  snprintf(type, sizeof type, "durable.wake:%s", sh->state.ns);
+  snprintf(type, sizeof type, DURABLE__MSG_WAKE "%s", sh->state.ns);
   durable_hub_t *owner = durable_mesh_find(sh->mesh, sh->state.key);
   if (outcome == DURABLE_READ_PRESENT && owner &&
       !durable__hub_handles(owner, type)) {
@@ -405,8 +424,10 @@ static void appended(shub_t *sh, const durable_result_t *res) {
   int64_t first = sh->state.last_sequence - (int64_t)n + 1;
   for (size_t i = 0; i < n; i++) {
     op_t *op = pop(sh);
-    reply_json(op->reply, json_pack("{s:I}", "Sequence",
-                                    (json_int_t)(first + (int64_t)i)));
+    durable__stream_ans_t *ans = durable__stream_ans_new();
+    if (ans)
+      ans->sequence = first + (int64_t)i;
+    answer(op, ans);
     op_free(op);
   }
   sh->next_seq = sh->state.last_sequence + 1;
@@ -420,7 +441,7 @@ static void appended(shub_t *sh, const durable_result_t *res) {
 
 static void run_append(shub_t *sh) {
   size_t n = 0;
-  for (op_t *op = sh->head; op && op->kind == OP_APPEND && n < APPEND_BATCH;
+  for (op_t *op = sh->head; op && op->kind == DURABLE__OP_APPEND && n < APPEND_BATCH;
        op = op->next)
     n++;
   durable__stream_state_t next;
@@ -439,7 +460,7 @@ static void run_append(shub_t *sh) {
     int64_t seq = sh->next_seq + (int64_t)i;
     durable__item_id(seq, id);
     snprintf(paths[i], sizeof paths[i], "%s/%s", sh->items_ns, id);
-    contents[i] = durable__item_encode(seq, op->payload, now);
+    contents[i] = durable__item_encode(seq, op->req->payload, now);
     ok = contents[i] != NULL;
     items[i] = (durable_write_t){.kind = DURABLE_WRITE_CREATE,
                                  .path = paths[i],
@@ -510,19 +531,23 @@ static void granted(shub_t *sh, const durable_result_t *res) {
                      name.text, s->subscriber, (long long)s->lease_epoch,
                      (long long)s->checkpoint, (long long)s->last_sequence);
   sh->woken = 0; /* a new lease period */
-  json_t *j = json_pack("{s:b, s:I, s:I, s:n, s:o}", "Granted", 1, "Epoch",
-                        (json_int_t)s->lease_epoch, "Checkpoint",
-                        (json_int_t)s->checkpoint, "Holder", "TookOverFrom",
-                        sh->holder ? json_string(sh->holder) : json_null());
+  durable__stream_ans_t *ans = durable__stream_ans_new();
+  if (ans) {
+    ans->ok = 1;
+    ans->epoch = s->lease_epoch;
+    ans->checkpoint = s->checkpoint;
+    ans->took_over_from = sh->holder; /* taken */
+    sh->holder = NULL;
+  }
   forget_holder(sh);
-  reply_json(sh->head->reply, j);
+  answer(sh->head, ans);
   next_op(sh);
 }
 
 static void grant(shub_t *sh) {
   durable__stream_state_t next;
   if (durable__state_copy(&sh->state, &next) < 0 ||
-      durable__str_set(&next.subscriber, sh->head->subscriber) < 0 ||
+      durable__str_set(&next.subscriber, sh->head->req->subscriber) < 0 ||
       durable__str_set(&next.subscriber_instance, here(sh)) < 0) {
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
     return;
@@ -537,15 +562,20 @@ static void grant(shub_t *sh) {
 static void refuse(shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   suspect_if_elsewhere(sh);
-  json_t *j = json_pack(
-      "{s:b, s:I, s:I, s:s, s:o, s:n}", "Granted", 0, "Epoch",
-      (json_int_t)s->lease_epoch, "Checkpoint", (json_int_t)s->checkpoint,
-      "Holder", sh->holder, "HolderInstance",
-      s->subscriber_instance ? json_string(s->subscriber_instance)
-                             : json_null(),
-      "TookOverFrom");
+  durable__stream_ans_t *ans = durable__stream_ans_new();
+  if (ans) {
+    ans->epoch = s->lease_epoch;
+    ans->checkpoint = s->checkpoint;
+    ans->holder = sh->holder; /* taken */
+    sh->holder = NULL;
+    if (durable__stream_ans_set(&ans->holder_instance,
+                                s->subscriber_instance) < 0) {
+      durable__body_free(&ans->base);
+      ans = NULL;
+    }
+  }
   forget_holder(sh);
-  reply_json(sh->head->reply, j);
+  answer(sh->head, ans);
   next_op(sh);
 }
 
@@ -592,7 +622,7 @@ static void run_claim(shub_t *sh) {
   /* a lease written before leases named processes counts as this one's */
   int local = s->subscriber_instance == NULL ||
               strcmp(s->subscriber_instance, here(sh)) == 0;
-  if (holder == NULL || (local && strcmp(holder, sh->head->subscriber) == 0)) {
+  if (holder == NULL || (local && strcmp(holder, sh->head->req->subscriber) == 0)) {
     grant(sh);
     return;
   }
@@ -629,8 +659,8 @@ static void run_claim(shub_t *sh) {
  * where its requests come from): the lease must be theirs, here. */
 static int fenced(shub_t *sh, const op_t *op) {
   const durable__stream_state_t *s = &sh->state;
-  return s->subscriber == NULL || strcmp(s->subscriber, op->subscriber) != 0 ||
-         s->lease_epoch != op->epoch ||
+  return s->subscriber == NULL || strcmp(s->subscriber, op->req->subscriber) != 0 ||
+         s->lease_epoch != op->req->epoch ||
          (s->subscriber_instance != NULL &&
           strcmp(s->subscriber_instance, here(sh)) != 0);
 }
@@ -638,7 +668,7 @@ static int fenced(shub_t *sh, const op_t *op) {
 static void acked(shub_t *sh, const durable_result_t *res) {
   if (!lease_saved(sh, res, 0))
     return;
-  reply_json(sh->head->reply, json_pack("{s:b, s:n}", "Accepted", 1, "Reason"));
+  answer_ok(sh->head, 1, NULL);
   next_op(sh);
 }
 
@@ -652,15 +682,14 @@ static void run_ack(shub_t *sh) {
              "not by %s (process %s) at epoch %lld",
              s->subscriber ? s->subscriber : "nobody",
              s->subscriber_instance ? s->subscriber_instance : "-",
-             (long long)s->lease_epoch, op->subscriber, here(sh),
-             (long long)op->epoch);
-    reply_json(op->reply,
-               json_pack("{s:b, s:s}", "Accepted", 0, "Reason", reason));
+             (long long)s->lease_epoch, op->req->subscriber, here(sh),
+             (long long)op->req->epoch);
+    answer_ok(op, 0, reason);
     next_op(sh);
     return;
   }
-  if (op->sequence <= s->checkpoint) { /* idempotent: nothing to write */
-    reply_json(op->reply, json_pack("{s:b, s:n}", "Accepted", 1, "Reason"));
+  if (op->req->sequence <= s->checkpoint) { /* idempotent: nothing to write */
+    answer_ok(op, 1, NULL);
     next_op(sh);
     return;
   }
@@ -669,7 +698,7 @@ static void run_ack(shub_t *sh) {
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
-  next.checkpoint = op->sequence;
+  next.checkpoint = op->req->sequence;
   next.checkpoint_at = now_ms();
   write_state(sh, PART_LEASE, &next, NULL, 0, acked);
 }
@@ -684,7 +713,7 @@ static void released(shub_t *sh, const durable_result_t *res) {
                    "checkpoint %lld of %lld",
                    durable__stream_name(&id).text, s->last_subscriber,
                    (long long)s->checkpoint, (long long)s->last_sequence);
-  reply_json(sh->head->reply, json_pack("{s:b}", "Released", 1));
+  answer_ok(sh->head, 1, NULL);
   sh->woken = 0; /* a new orphan period */
   if (s->last_sequence > s->checkpoint)
     wake_owner(sh);
@@ -694,13 +723,13 @@ static void released(shub_t *sh, const durable_result_t *res) {
 static void run_release(shub_t *sh) {
   op_t *op = sh->head;
   if (fenced(sh, op)) { /* a stale release is ignored */
-    reply_json(op->reply, json_pack("{s:b}", "Released", 0));
+    answer_ok(op, 0, NULL);
     next_op(sh);
     return;
   }
   durable__stream_state_t next;
   if (durable__state_copy(&sh->state, &next) < 0 ||
-      durable__str_set(&next.last_subscriber, op->subscriber) < 0) {
+      durable__str_set(&next.last_subscriber, op->req->subscriber) < 0) {
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
@@ -715,16 +744,16 @@ static void run_release(shub_t *sh) {
 
 static void run_head(shub_t *sh) {
   switch (sh->head->kind) {
-  case OP_APPEND:
+  case DURABLE__OP_APPEND:
     run_append(sh);
     break;
-  case OP_CLAIM:
+  case DURABLE__OP_CLAIM:
     run_claim(sh);
     break;
-  case OP_ACK:
+  case DURABLE__OP_ACK:
     run_ack(sh);
     break;
-  case OP_RELEASE:
+  case DURABLE__OP_RELEASE:
     run_release(sh);
     break;
   }
@@ -762,7 +791,7 @@ static void on_state_read(const durable_result_t *res) {
       fail_head(sh, DURABLE_ENOMEM, "out of memory");
     } else {
       sh->have_state = 1;
-      if (sh->head->kind == OP_APPEND && sh->next_seq == 0)
+      if (sh->head->kind == DURABLE__OP_APPEND && sh->next_seq == 0)
         derive_next(sh);
       else
         run_head(sh);
@@ -793,7 +822,7 @@ static void pump(shub_t *sh) {
       durable_hub_unref(sh->hub);
       fail_head(sh, err.code, err.message);
     }
-  } else if (sh->head->kind == OP_APPEND && sh->next_seq == 0) {
+  } else if (sh->head->kind == DURABLE__OP_APPEND && sh->next_seq == 0) {
     derive_next(sh);
   } else {
     run_head(sh);
@@ -806,44 +835,35 @@ static void pump(shub_t *sh) {
 
 static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
                        durable_reply_t *reply, void *data) {
-  op_kind_t kind = (op_kind_t)(intptr_t)data;
+  durable__stream_op_t kind = (durable__stream_op_t)(intptr_t)data;
   shub_t *sh = durable__hub_attached(hub, &shub_key);
-  json_error_t je;
-  json_t *j = json_loads(msg->payload, 0, &je);
-  op_t *op = calloc(1, sizeof(*op));
-  const char *sub =
-      j ? json_string_value(json_object_get(j, "Subscriber")) : NULL;
-  const char *payload =
-      j ? json_string_value(json_object_get(j, "PayloadJson")) : NULL;
+  /* a typed body from this process's producers and consumers, else JSON */
+  durable__stream_req_t *req = (durable__stream_req_t *)durable__msg_take(msg);
+  int typed = req != NULL;
   const char *bad = NULL;
+  if (!typed)
+    req = durable__stream_req_parse(kind, msg->payload, &bad);
+  else if (kind == DURABLE__OP_APPEND && req->payload == NULL)
+    bad = "got an append without PayloadJson";
+  else if (kind != DURABLE__OP_APPEND && req->subscriber == NULL)
+    bad = "got a request without Subscriber";
+  op_t *op = bad ? NULL : calloc(1, sizeof(*op));
   if (sh == NULL)
     bad = "is not a durable stream hub";
-  else if (j == NULL || op == NULL)
-    bad = "got a request that is not JSON";
-  else if (kind == OP_APPEND && payload == NULL)
-    bad = "got an append without PayloadJson";
-  else if (kind != OP_APPEND && sub == NULL)
-    bad = "got a request without Subscriber";
+  else if (bad == NULL && op == NULL)
+    bad = "is out of memory";
   if (bad) {
     char message[DURABLE_PATH_MAX + 96];
     snprintf(message, sizeof message, "%s %s", durable_hub_address(hub), bad);
     durable_reply_fail(reply, DURABLE_EINVAL, message);
-    json_decref(j);
+    durable__body_free(req ? &req->base : NULL);
     free(op);
     return;
   }
   op->kind = kind;
   op->reply = reply;
-  op->payload = payload ? strdup(payload) : NULL;
-  op->subscriber = sub ? strdup(sub) : NULL;
-  op->epoch = json_integer_value(json_object_get(j, "Epoch"));
-  op->sequence = json_integer_value(json_object_get(j, "Sequence"));
-  json_decref(j);
-  if ((payload && !op->payload) || (sub && !op->subscriber)) {
-    op_free(op);
-    durable_reply_fail(reply, DURABLE_ENOMEM, "out of memory");
-    return;
-  }
+  op->req = req;
+  op->typed = typed;
   if (sh->tail)
     sh->tail->next = op;
   else
@@ -902,13 +922,13 @@ int durable__stream_hub_install(durable_mesh_t *mesh) {
     rc = durable_node_type_on_dispose(t, stream_hub_dispose, NULL);
   static const struct {
     const char *type;
-    op_kind_t kind;
-  } ops[] = {{"durable.append", OP_APPEND},
-             {"durable.claim", OP_CLAIM},
-             {"durable.ack", OP_ACK},
-             {"durable.release", OP_RELEASE}};
+    durable__stream_op_t kind;
+  } ops[] = {{DURABLE__MSG_APPEND, DURABLE__OP_APPEND},
+             {DURABLE__MSG_CLAIM, DURABLE__OP_CLAIM},
+             {DURABLE__MSG_ACK, DURABLE__OP_ACK},
+             {DURABLE__MSG_RELEASE, DURABLE__OP_RELEASE}};
   for (size_t i = 0; rc == 0 && i < sizeof ops / sizeof ops[0]; i++)
-    rc = durable_node_type_on(t, ops[i].type, on_request,
+    rc = durable__node_type_on(t, ops[i].type, on_request,
                               (void *)(intptr_t)ops[i].kind, NULL);
   return rc;
 }

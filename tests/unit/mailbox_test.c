@@ -375,6 +375,16 @@ static void test_ping_every_hub(void) {
   /* ping cannot be taken over by a NodeType */
   CHECK_EQ_CODE(durable_node_type_on(t, "ping", fast_handler, NULL, &err),
                 DURABLE_EINVAL);
+  /* nor can the runtime's own messages, which carry typed bodies */
+  CHECK_EQ_CODE(
+      durable_node_type_on(t, "durable.append", fast_handler, NULL, &err),
+      DURABLE_EINVAL);
+  CHECK_CONTAINS(err.message, "belong to the runtime");
+  CHECK_EQ_CODE(durable_node_type_on(t, "durable.wake:DocumentLog",
+                                     fast_handler, NULL, &err),
+                DURABLE_EINVAL);
+  CHECK_OK(durable_node_type_on(t, "durable_not_reserved", fast_handler, NULL,
+                                &err));
   durable_mesh_stats_t st;
   durable_mesh_stats(fx.mesh, &st);
   CHECK_EQ_INT(st.activations, 3);

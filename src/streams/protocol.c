@@ -1,0 +1,116 @@
+/*
+ * protocol.c: the typed bodies of the stream messages (protocol.h), and
+ * their JSON forms for the requests that come as JSON (from Lua, from a
+ * test playing a consumer).  Only those go through jansson; the runtime's
+ * own requests never do.
+ */
+#include "protocol.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void req_free(durable__body_t *body) {
+  durable__stream_req_t *r = (durable__stream_req_t *)body;
+  free(r->payload);
+  free(r->subscriber);
+  free(r);
+}
+
+static void ans_free(durable__body_t *body) {
+  durable__stream_ans_t *a = (durable__stream_ans_t *)body;
+  free(a->holder);
+  free(a->holder_instance);
+  free(a->took_over_from);
+  free(a->reason);
+  free(a);
+}
+
+durable__stream_req_t *durable__stream_req_new(const char *payload,
+                                               const char *subscriber,
+                                               int64_t epoch,
+                                               int64_t sequence) {
+  durable__stream_req_t *r = calloc(1, sizeof(*r));
+  if (r == NULL)
+    return NULL;
+  r->base.free = req_free;
+  r->payload = durable__strdup0(payload);
+  r->subscriber = durable__strdup0(subscriber);
+  r->epoch = epoch;
+  r->sequence = sequence;
+  if ((payload && !r->payload) || (subscriber && !r->subscriber)) {
+    req_free(&r->base);
+    return NULL;
+  }
+  return r;
+}
+
+durable__stream_ans_t *durable__stream_ans_new(void) {
+  durable__stream_ans_t *a = calloc(1, sizeof(*a));
+  if (a)
+    a->base.free = ans_free;
+  return a;
+}
+
+int durable__stream_ans_set(char **field, const char *s) {
+  char *copy = durable__strdup0(s);
+  if (s && !copy)
+    return DURABLE_ENOMEM;
+  free(*field);
+  *field = copy;
+  return 0;
+}
+
+durable__stream_req_t *durable__stream_req_parse(durable__stream_op_t op,
+                                                 const char *json,
+                                                 const char **why) {
+  json_t *j = json_loads(json ? json : "", 0, NULL);
+  const char *payload = json_string_value(json_object_get(j, "PayloadJson"));
+  const char *sub = json_string_value(json_object_get(j, "Subscriber"));
+  durable__stream_req_t *r = NULL;
+  if (j == NULL)
+    *why = "got a request that is not JSON";
+  else if (op == DURABLE__OP_APPEND && payload == NULL)
+    *why = "got an append without PayloadJson";
+  else if (op != DURABLE__OP_APPEND && sub == NULL)
+    *why = "got a request without Subscriber";
+  else if ((r = durable__stream_req_new(
+                op == DURABLE__OP_APPEND ? payload : NULL,
+                op == DURABLE__OP_APPEND ? NULL : sub,
+                json_integer_value(json_object_get(j, "Epoch")),
+                json_integer_value(json_object_get(j, "Sequence")))) == NULL)
+    *why = "is out of memory";
+  json_decref(j);
+  return r;
+}
+
+static json_t *str_or_null(const char *s) {
+  return s ? json_string(s) : json_null();
+}
+
+char *durable__stream_ans_json(durable__stream_op_t op,
+                               const durable__stream_ans_t *a) {
+  json_t *j = NULL;
+  switch (op) {
+  case DURABLE__OP_APPEND:
+    j = json_pack("{s:I}", "Sequence", (json_int_t)a->sequence);
+    break;
+  case DURABLE__OP_CLAIM:
+    j = json_pack("{s:b, s:I, s:I, s:o, s:o, s:o}", "Granted", a->ok, "Epoch",
+                  (json_int_t)a->epoch, "Checkpoint",
+                  (json_int_t)a->checkpoint, "Holder", str_or_null(a->holder),
+                  "HolderInstance", str_or_null(a->holder_instance),
+                  "TookOverFrom", str_or_null(a->took_over_from));
+    break;
+  case DURABLE__OP_ACK:
+    j = json_pack("{s:b, s:o}", "Accepted", a->ok, "Reason",
+                  str_or_null(a->reason));
+    break;
+  case DURABLE__OP_RELEASE:
+    j = json_pack("{s:b}", "Released", a->ok);
+    break;
+  }
+  char *text = j ? json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
+  json_decref(j);
+  return text;
+}

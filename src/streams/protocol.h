@@ -1,0 +1,82 @@
+/*
+ * protocol.h: the messages of durable streams between the hubs of one
+ * process, in one place: their names and their shapes.
+ *
+ * A producer's append and a consumer's claim, ack and release go to the
+ * stream node's hub as requests; the owner is woken, and a consumer hands
+ * itself an item, as messages to a hub.  Within a process these carry typed
+ * bodies (durable__body_t, hub.h): nothing is encoded or parsed on the way,
+ * which on the hot path cost more than the store's own work.  The stream
+ * hub also takes the same requests as JSON -- from Lua, from a test that
+ * plays a consumer -- and then answers in JSON:
+ *
+ *   durable.append   {PayloadJson}                   -> {Sequence}
+ *   durable.claim    {Subscriber}                    -> {Granted, Epoch,
+ *                     Checkpoint, Holder, HolderInstance, TookOverFrom}
+ *   durable.ack      {Subscriber, Epoch, Sequence}   -> {Accepted, Reason}
+ *   durable.release  {Subscriber, Epoch}             -> {Released}
+ *
+ * The names under "durable." belong to the runtime: a NodeType's handler
+ * cannot take one (durable_node_type_on refuses it).
+ */
+#ifndef DURABLE_STREAMS_PROTOCOL_H
+#define DURABLE_STREAMS_PROTOCOL_H
+
+#include "hub.h"
+
+#define DURABLE__MSG_APPEND "durable.append"
+#define DURABLE__MSG_CLAIM "durable.claim"
+#define DURABLE__MSG_ACK "durable.ack"
+#define DURABLE__MSG_RELEASE "durable.release"
+/* per family: "durable.wake:DocumentLog", ... */
+#define DURABLE__MSG_WAKE "durable.wake:"
+#define DURABLE__MSG_TURN "durable.turn:"
+#define DURABLE__MSG_RETRY "durable.retry:"
+#define DURABLE__MSG_RECLAIM "durable.reclaim:"
+
+typedef enum {
+  DURABLE__OP_APPEND = 1,
+  DURABLE__OP_CLAIM,
+  DURABLE__OP_ACK,
+  DURABLE__OP_RELEASE
+} durable__stream_op_t;
+
+/* A request to a stream hub.  Strings are owned (malloc'ed). */
+typedef struct {
+  durable__body_t base;
+  char *payload;    /* append: the item's JSON text */
+  char *subscriber; /* claim, ack, release: the consumer's hub address */
+  int64_t epoch;    /* ack, release: the lease it holds */
+  int64_t sequence; /* ack: the item done */
+} durable__stream_req_t;
+
+/* A stream hub's answer.  Strings are owned; NULL for none. */
+typedef struct {
+  durable__body_t base;
+  int ok;                   /* claim: granted; ack: accepted; release: done */
+  int64_t sequence;         /* append */
+  int64_t epoch;            /* claim: the lease's epoch */
+  int64_t checkpoint;       /* claim: resume after this */
+  char *holder;             /* claim refused: who holds it */
+  char *holder_instance;    /*   ... in which process */
+  char *took_over_from;     /* claim granted by a takeover: from whom */
+  char *reason;             /* ack refused: why (fenced) */
+} durable__stream_ans_t;
+
+/* New bodies, or NULL when out of memory; strings are copied (NULL kept). */
+durable__stream_req_t *durable__stream_req_new(const char *payload,
+                                               const char *subscriber,
+                                               int64_t epoch, int64_t sequence);
+durable__stream_ans_t *durable__stream_ans_new(void);
+/* Copy `s` into a string field of an answer (NULL clears). */
+int durable__stream_ans_set(char **field, const char *s);
+
+/* The JSON forms above.  From JSON: a request, or NULL with `why` set to
+ * what is missing.  To JSON: the answer to an `op` (malloc'ed), or NULL. */
+durable__stream_req_t *durable__stream_req_parse(durable__stream_op_t op,
+                                                 const char *json,
+                                                 const char **why);
+char *durable__stream_ans_json(durable__stream_op_t op,
+                               const durable__stream_ans_t *ans);
+
+#endif
