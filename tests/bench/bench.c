@@ -1,8 +1,10 @@
 /*
- * bench.c: the helpers store_bench and stream_bench share (see bench.h).
+ * bench.c: the helpers store_bench, stream_bench and startup_bench share
+ * (see bench.h).
  */
 #include "bench.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -113,6 +115,92 @@ long parse_long(const char *s, const char *name, long min) {
   return v;
 }
 
+const char *parse_only(const char *v) {
+  if (v == NULL || (strcmp(v, "sqlite") && strcmp(v, "postgres"))) {
+    fprintf(stderr, "%s: --only takes sqlite or postgres\n", bench_name);
+    exit(2);
+  }
+  return v;
+}
+
+void other_arg(const char *a) {
+  if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    if (bench_usage)
+      bench_usage(stdout);
+    exit(0);
+  }
+  fprintf(stderr, "%s: unknown argument '%s'\n", bench_name, a);
+  if (bench_usage)
+    bench_usage(stderr);
+  exit(2);
+}
+
+void run_stores(const char *only, void (*run_sqlite)(void),
+                void (*run_postgres)(const char *url)) {
+  if (only == NULL || strcmp(only, "sqlite") == 0)
+    run_sqlite();
+  if (only == NULL || strcmp(only, "postgres") == 0) {
+    const char *pg = getenv("DURABLE_TEST_PG");
+    if (pg && *pg)
+      run_postgres(pg);
+    else
+      printf("\n== PostgreSQL: skipped (set DURABLE_TEST_PG to a libpq URL) "
+             "==\n");
+  }
+}
+
+void iso_time(int64_t ms, char out[32]) {
+  time_t secs = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
+}
+
+void stream_item_content(char *buf, size_t size, long seq, const char *at) {
+  snprintf(buf, size,
+           "{\"Sequence\":%ld,\"PayloadJson\":\"{\\\"i\\\":%ld}\","
+           "\"AppendedAt\":\"%s\"}",
+           seq, seq, at);
+}
+
+/* ---- a temporary folder -------------------------------------------------- */
+
+int tmpdir_keep;
+static char tmpdir[256];
+
+void tmpdir_remove(void) {
+  char f[600];
+  if (!tmpdir[0] || tmpdir_keep)
+    return;
+  DIR *d = opendir(tmpdir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+        continue;
+      snprintf(f, sizeof f, "%s/%s", tmpdir, e->d_name);
+      unlink(f);
+    }
+    closedir(d);
+  }
+  if (rmdir(tmpdir) != 0)
+    printf("  note: could not remove %s: %s\n", tmpdir, strerror(errno));
+  tmpdir[0] = 0;
+}
+
+const char *tmpdir_make(const char *prefix) {
+  const char *base = getenv("TMPDIR");
+  snprintf(tmpdir, sizeof tmpdir, "%s/%s.XXXXXX", base && *base ? base : "/tmp",
+           prefix);
+  if (mkdtemp(tmpdir) == NULL)
+    die("mkdtemp %s: %s", tmpdir, strerror(errno));
+  static int registered;
+  if (!registered++)
+    atexit(tmpdir_remove);
+  return tmpdir;
+}
+
 /* ---- running a loop until something is done ------------------------------ */
 
 static void watchdog_tick(uv_timer_t *t) {
@@ -174,6 +262,141 @@ void ctx_close(ctx_t *c) {
   ctx_finish(c);
 }
 
+durable_mesh_t *mesh_open(ctx_t *c, const char *url, durable_log_cb log) {
+  durable_error_t err = {0};
+  durable_mesh_t *m = NULL;
+  durable_mesh_options_t o = {.store = url, .log = log};
+  int rc = durable_mesh_open(&c->loop, &o, &m, &err);
+  if (rc < 0)
+    die("cannot open a mesh on %s: %s (%s)", url, err.message,
+        durable_err_name(rc));
+  return m;
+}
+
+void mesh_close(ctx_t *c, durable_mesh_t *m) {
+  int closed = 0;
+  durable_mesh_close(m, closed_cb, &closed);
+  run_until(c, &closed, "closing a mesh");
+}
+
+/* ---- writing a stream's items --------------------------------------------- */
+
+typedef struct {
+  ctx_t *c;
+  long pending;
+  int finished;
+} wait_t;
+
+static void write_done(const durable_result_t *r) {
+  wait_t *w = r->data;
+  w->c->progress++;
+  if (r->status < 0)
+    die("store write failed: %s (%s)", r->message ? r->message : "",
+        durable_err_name(r->status));
+  if (--w->pending == 0)
+    w->finished = 1;
+}
+
+void write_nodes(ctx_t *c, durable_store_t *store, const durable_write_t *w,
+                 size_t n) {
+  wait_t wt = {.c = c};
+  durable_error_t err = {0};
+  for (size_t i = 0; i < n; i += FILL_BATCH) {
+    size_t k = n - i < FILL_BATCH ? n - i : FILL_BATCH;
+    int rc = durable_store_write(store, w + i, k, write_done, &wt, &err);
+    if (rc < 0)
+      die("durable_store_write refused: %s (%s)", err.message,
+          durable_err_name(rc));
+    wt.pending++;
+  }
+  if (wt.pending)
+    run_until(c, &wt.finished, "writing nodes");
+}
+
+typedef struct {
+  ctx_t *c;
+  durable_store_t *store;
+  const char *items_ns;
+  long next, to; /* the next sequence to write, the last */
+  int stamped, inflight, issuing, finished;
+  /* one batch: the store copies what a write names before
+   * durable_store_write returns, so the next batch can reuse them */
+  durable_write_t *writes;
+  char (*paths)[256];
+  char (*contents)[160];
+} fill_t;
+
+static void fill_issue(fill_t *f);
+
+static void fill_done(const durable_result_t *r) {
+  fill_t *f = r->data;
+  f->c->progress++;
+  if (r->status < 0)
+    die("item batch write failed: %s (%s)", r->message ? r->message : "",
+        durable_err_name(r->status));
+  f->inflight--;
+  if (f->inflight == 0 && f->next > f->to)
+    f->finished = 1;
+  fill_issue(f);
+}
+
+static void fill_issue(fill_t *f) {
+  durable_error_t err = {0};
+  char at[32];
+  if (f->issuing)
+    return;
+  f->issuing = 1;
+  while (f->next <= f->to && f->inflight < FILL_INFLIGHT) {
+    size_t k = 0;
+    if (f->stamped)
+      iso_time(wall_ms(), at);
+    for (; k < FILL_BATCH && f->next <= f->to; k++, f->next++) {
+      snprintf(f->paths[k], sizeof f->paths[k], "%.200s/%012ld", f->items_ns,
+               f->next);
+      if (f->stamped)
+        stream_item_content(f->contents[k], sizeof f->contents[k], f->next,
+                            at);
+      else
+        item_content(f->contents[k], sizeof f->contents[k], f->next);
+      f->writes[k] = (durable_write_t){.kind = DURABLE_WRITE_PUT,
+                                       .path = f->paths[k],
+                                       .node_type = "DurableStreamItem",
+                                       .content = f->contents[k]};
+    }
+    int rc = durable_store_write(f->store, f->writes, k, fill_done, f, &err);
+    if (rc < 0)
+      die("durable_store_write refused: %s (%s)", err.message,
+          durable_err_name(rc));
+    f->inflight++;
+  }
+  f->issuing = 0;
+}
+
+double fill_items(ctx_t *c, durable_store_t *store, const char *items_ns,
+                  long from, long to, int stamped) {
+  if (to < from)
+    return 0;
+  fill_t f = {.c = c,
+              .store = store,
+              .items_ns = items_ns,
+              .next = from,
+              .to = to,
+              .stamped = stamped};
+  f.writes = calloc(FILL_BATCH, sizeof *f.writes);
+  f.paths = calloc(FILL_BATCH, sizeof *f.paths);
+  f.contents = calloc(FILL_BATCH, sizeof *f.contents);
+  if (!f.writes || !f.paths || !f.contents)
+    die("out of memory");
+  double t0 = now_s();
+  fill_issue(&f);
+  run_until(c, &f.finished, "filling a stream");
+  double dt = now_s() - t0;
+  free(f.writes);
+  free(f.paths);
+  free(f.contents);
+  return (double)(to - from + 1) / dt;
+}
+
 /* ---- the plain loops ---------------------------------------------------- */
 
 void item_content(char *buf, size_t size, long long seq) {
@@ -220,6 +443,17 @@ void plain_sqlite_open(plain_sqlite_t *p, const char *file) {
            "prepare");
 }
 
+void plain_sqlite_start(plain_sqlite_t *p, const char *dir, char *file,
+                        size_t file_size, char *url, size_t url_size) {
+  char plain_file[600];
+  snprintf(file, file_size, "%s/store.db", dir);
+  snprintf(url, url_size, "sqlite:%s", file);
+  snprintf(plain_file, sizeof plain_file, "%.580s/plain.db", dir);
+  plain_sqlite_open(p, plain_file);
+  printf("\n== SQLite %s: %s (WAL, synchronous=FULL) ==\n",
+         sqlite3_libversion(), url);
+}
+
 void plain_sqlite_close(plain_sqlite_t *p) {
   sqlite3_finalize(p->begin);
   sqlite3_finalize(p->insert);
@@ -229,20 +463,27 @@ void plain_sqlite_close(plain_sqlite_t *p) {
 
 static int64_t plain_version;
 
-double plain_sqlite_batch(plain_sqlite_t *p, const char *ns, long n,
-                          int per_commit) {
-  char id[32], path[256], content[128];
+double plain_sqlite_spread(plain_sqlite_t *p, const char *ns, long n,
+                           int per_commit, int spread) {
+  char row_ns[256], id[32], path[512], content[128];
   if (per_commit < 1)
     per_commit = 1;
+  if (spread < 1)
+    spread = 1;
+  snprintf(row_ns, sizeof row_ns, "%s", ns);
   double t0 = now_s();
   for (long i = 0; i < n;) {
     step_reset(p->db, p->begin, "begin");
     for (int k = 0; k < per_commit && i < n; k++, i++) {
       int64_t t = wall_ms();
-      snprintf(id, sizeof id, "n%07ld", i);
-      snprintf(path, sizeof path, "%s/%s", ns, id);
-      item_content(content, sizeof content, i);
-      sqlite3_bind_text(p->insert, 1, ns, -1, SQLITE_STATIC);
+      long seq = i / spread;
+      if (spread > 1)
+        snprintf(row_ns, sizeof row_ns, "%.200s/k%03d", ns,
+                 (int)(i % spread));
+      snprintf(id, sizeof id, "n%07ld", seq);
+      snprintf(path, sizeof path, "%s/%s", row_ns, id);
+      item_content(content, sizeof content, seq);
+      sqlite3_bind_text(p->insert, 1, row_ns, -1, SQLITE_STATIC);
       sqlite3_bind_text(p->insert, 2, id, -1, SQLITE_STATIC);
       sqlite3_bind_text(p->insert, 3, path, -1, SQLITE_STATIC);
       sqlite3_bind_text(p->insert, 4, "BenchNode", -1, SQLITE_STATIC);
@@ -256,6 +497,11 @@ double plain_sqlite_batch(plain_sqlite_t *p, const char *ns, long n,
     step_reset(p->db, p->commit, "commit");
   }
   return (double)n / (now_s() - t0);
+}
+
+double plain_sqlite_batch(plain_sqlite_t *p, const char *ns, long n,
+                          int per_commit) {
+  return plain_sqlite_spread(p, ns, n, per_commit, 1);
 }
 
 double plain_sqlite_rows(plain_sqlite_t *p, const char *ns, long n) {
@@ -276,6 +522,20 @@ void pg_exec(PGconn *conn, const char *sql, const char *what) {
   PGresult *res = PQexec(conn, sql);
   pg_ok(conn, res, what);
   PQclear(res);
+}
+
+void pg_show(PGconn *conn, const char *name, char *out, size_t size) {
+  char sql[128];
+  snprintf(sql, sizeof sql, "SHOW %s", name);
+  PGresult *res = PQexec(conn, sql);
+  pg_ok(conn, res, name);
+  snprintf(out, size, "%s", PQgetvalue(res, 0, 0));
+  PQclear(res);
+}
+
+void fresh_partition(const char *tag, char *out, size_t size) {
+  snprintf(out, size, "%s_%lx_%ld", tag, (unsigned long)time(NULL),
+           (long)getpid());
 }
 
 PGconn *pg_connect(const char *url) {
@@ -311,17 +571,34 @@ void plain_pg_open(plain_pg_t *p, const char *url, const char *schema) {
   PQclear(res);
 }
 
+void plain_pg_start(plain_pg_t *p, const char *url, const char *partition) {
+  char schema[128], version[64], sync[32];
+  snprintf(schema, sizeof schema, "%.100s_plain", partition);
+  plain_pg_open(p, url, schema);
+  pg_show(p->conn, "server_version", version, sizeof version);
+  pg_show(p->conn, "synchronous_commit", sync, sizeof sync);
+  printf("\n== PostgreSQL %s (synchronous_commit=%s): partition %s ==\n",
+         version, sync, partition);
+}
+
 void plain_pg_close(plain_pg_t *p) {
   PQfreemem(p->schema);
   PQfinish(p->conn);
 }
 
-/* The nine values of plain row i, in bufs (9 x 256 bytes). */
-static void pg_row(const char *ns, long i, char bufs[9][256],
+/* The nine values of plain row i, in bufs (9 x 256 bytes): under ns, or
+ * with spread > 1 under ns/k{i % spread} with id i / spread. */
+static void pg_row(const char *ns, int spread, long i, char bufs[9][256],
                    const char **vals) {
-  snprintf(bufs[1], 256, "n%07ld", i);
-  snprintf(bufs[2], 256, "%.200s/n%07ld", ns, i);
-  item_content(bufs[4], 256, i);
+  long seq = i;
+  if (spread > 1) {
+    snprintf(bufs[0], 256, "%.200s/k%03d", ns, (int)(i % spread));
+    ns = bufs[0];
+    seq = i / spread;
+  }
+  snprintf(bufs[1], 256, "n%07ld", seq);
+  snprintf(bufs[2], 256, "%.220s/n%07ld", ns, seq);
+  item_content(bufs[4], 256, seq);
   snprintf(bufs[6], 256, "%" PRId64, ++plain_version);
   snprintf(bufs[7], 256, "%" PRId64, wall_ms());
   vals[0] = ns, vals[1] = bufs[1], vals[2] = bufs[2], vals[3] = "BenchNode";
@@ -329,49 +606,67 @@ static void pg_row(const char *ns, long i, char bufs[9][256],
   vals[8] = bufs[7];
 }
 
-double plain_pg_rows(plain_pg_t *p, const char *ns, long n) {
+/* Rows from..n-1, one autocommit INSERT each. */
+static void pg_rows_one_by_one(plain_pg_t *p, const char *ns, int spread,
+                               long from, long n) {
   char bufs[9][256];
   const char *vals[9];
-  double t0 = now_s();
-  for (long i = 0; i < n; i++) {
-    pg_row(ns, i, bufs, vals);
+  for (long i = from; i < n; i++) {
+    pg_row(ns, spread, i, bufs, vals);
     PGresult *res =
         PQexecPrepared(p->conn, "plain_insert", 9, vals, NULL, NULL, 0);
     pg_ok(p->conn, res, "insert");
     PQclear(res);
   }
+}
+
+double plain_pg_rows(plain_pg_t *p, const char *ns, long n) {
+  double t0 = now_s();
+  pg_rows_one_by_one(p, ns, 1, 0, n);
   return (double)n / (now_s() - t0);
 }
 
-double plain_pg_batch(plain_pg_t *p, const char *ns, long n, int per_commit) {
-  if (per_commit <= 1)
-    return plain_pg_rows(p, ns, n);
-  if (p->batch_prepared != per_commit) {
-    size_t cap = 256 + (size_t)per_commit * 64, o = 0;
-    char *sql = malloc(cap);
-    if (sql == NULL)
-      die("out of memory");
-    o += (size_t)snprintf(
-        sql, cap, "INSERT INTO %s.plain_nodes (" PLAIN_COLUMNS ") VALUES ",
-        p->schema);
-    for (int r = 0; r < per_commit; r++) {
-      o += (size_t)snprintf(sql + o, cap - o, "%s(", r ? "," : "");
-      for (int col = 0; col < 9; col++)
-        o += (size_t)snprintf(sql + o, cap - o, "%s$%d", col ? "," : "",
-                              r * 9 + col + 1);
-      o += (size_t)snprintf(sql + o, cap - o, ")");
-    }
-    if (p->batch_prepared) {
-      PGresult *d = PQexec(p->conn, "DEALLOCATE plain_insert_multi");
-      PQclear(d);
-    }
-    PGresult *res =
-        PQprepare(p->conn, "plain_insert_multi", sql, per_commit * 9, NULL);
-    pg_ok(p->conn, res, "prepare multi-row insert");
-    PQclear(res);
-    free(sql);
-    p->batch_prepared = per_commit;
+/* Prepare "plain_insert_multi", an INSERT of per_commit rows. */
+static void pg_prepare_multi(plain_pg_t *p, int per_commit) {
+  if (p->batch_prepared == per_commit)
+    return;
+  size_t cap = 256 + (size_t)per_commit * 64, o = 0;
+  char *sql = malloc(cap);
+  if (sql == NULL)
+    die("out of memory");
+  o += (size_t)snprintf(sql, cap,
+                        "INSERT INTO %s.plain_nodes (" PLAIN_COLUMNS
+                        ") VALUES ",
+                        p->schema);
+  for (int r = 0; r < per_commit; r++) {
+    o += (size_t)snprintf(sql + o, cap - o, "%s(", r ? "," : "");
+    for (int col = 0; col < 9; col++)
+      o += (size_t)snprintf(sql + o, cap - o, "%s$%d", col ? "," : "",
+                            r * 9 + col + 1);
+    o += (size_t)snprintf(sql + o, cap - o, ")");
   }
+  if (p->batch_prepared) {
+    PGresult *d = PQexec(p->conn, "DEALLOCATE plain_insert_multi");
+    PQclear(d);
+  }
+  PGresult *res =
+      PQprepare(p->conn, "plain_insert_multi", sql, per_commit * 9, NULL);
+  pg_ok(p->conn, res, "prepare multi-row insert");
+  PQclear(res);
+  free(sql);
+  p->batch_prepared = per_commit;
+}
+
+double plain_pg_spread(plain_pg_t *p, const char *ns, long n, int per_commit,
+                       int spread) {
+  if (spread < 1)
+    spread = 1;
+  if (per_commit <= 1) {
+    double t0 = now_s();
+    pg_rows_one_by_one(p, ns, spread, 0, n);
+    return (double)n / (now_s() - t0);
+  }
+  pg_prepare_multi(p, per_commit);
   char(*bufs)[9][256] = malloc((size_t)per_commit * sizeof *bufs);
   const char **vals = malloc((size_t)per_commit * 9 * sizeof *vals);
   if (bufs == NULL || vals == NULL)
@@ -380,21 +675,19 @@ double plain_pg_batch(plain_pg_t *p, const char *ns, long n, int per_commit) {
   long i = 0;
   for (; i + per_commit <= n; i += per_commit) {
     for (int r = 0; r < per_commit; r++)
-      pg_row(ns, i + r, bufs[r], vals + r * 9);
+      pg_row(ns, spread, i + r, bufs[r], vals + r * 9);
     PGresult *res = PQexecPrepared(p->conn, "plain_insert_multi",
                                    per_commit * 9, vals, NULL, NULL, 0);
     pg_ok(p->conn, res, "multi-row insert");
     PQclear(res);
   }
-  for (; i < n; i++) { /* the rest, one row at a time */
-    pg_row(ns, i, bufs[0], vals);
-    PGresult *res =
-        PQexecPrepared(p->conn, "plain_insert", 9, vals, NULL, NULL, 0);
-    pg_ok(p->conn, res, "insert");
-    PQclear(res);
-  }
+  pg_rows_one_by_one(p, ns, spread, i, n); /* the rest, one row at a time */
   double dt = now_s() - t0;
   free(bufs);
   free(vals);
   return (double)n / dt;
+}
+
+double plain_pg_batch(plain_pg_t *p, const char *ns, long n, int per_commit) {
+  return plain_pg_spread(p, ns, n, per_commit, 1);
 }

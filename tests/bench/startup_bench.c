@@ -29,106 +29,18 @@
  * It prints figures and never asserts on time.  It exits 1 only when an
  * operation fails or stalls (no progress for STALL_SECONDS).
  */
-#include <durable.h>
+#include "bench.h"
 
-#include <libpq-fe.h>
-
-#include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
-#define STREAMS 100       /* streams in the store */
-#define FAMILY "Log"      /* their family */
+#define STREAMS 100      /* streams in the store */
+#define FAMILY "Log"     /* their family */
 #define OWNER_TYPE "BenchOwner"
-#define PAGE 1000         /* page size of the listing (as `durable streams`) */
-#define FILL_BATCH 1000   /* writes per durable_store_write while filling */
-#define FILL_INFLIGHT 8   /* fill batches in flight */
-#define STALL_SECONDS 120 /* no progress for this long: give up */
-
-/* ---- small helpers ------------------------------------------------------ */
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n) {
-  double s[64];
-  if (n <= 0)
-    return 0;
-  if (n > 64)
-    n = 64;
-  memcpy(s, v, (size_t)n * sizeof *s);
-  qsort(s, (size_t)n, sizeof *s, cmp_double);
-  return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
-/* 1234567.8 -> "1,234,568" (in one of a few rotating buffers). */
-static const char *num(double x) {
-  static char bufs[8][32];
-  static int k;
-  char *out = bufs[k++ & 7], tmp[32];
-  snprintf(tmp, sizeof tmp, "%.0f", x < 0 ? -x : x);
-  size_t n = strlen(tmp), o = 0;
-  if (x < 0)
-    out[o++] = '-';
-  for (size_t i = 0; i < n; i++) {
-    if (i && (n - i) % 3 == 0)
-      out[o++] = ',';
-    out[o++] = tmp[i];
-  }
-  out[o] = 0;
-  return out;
-}
-
-/* The repetitions in ms, for judging the noise: "(a b c)". */
-static const char *runs_ms(const double *v, int n) {
-  static char bufs[4][512];
-  static int k;
-  char *out = bufs[k++ & 3];
-  size_t o = 0;
-  out[o++] = '(';
-  for (int i = 0; i < n && o < 450; i++)
-    o += (size_t)snprintf(out + o, 512 - o, "%s%.1f", i ? " " : "",
-                          v[i] * 1e3);
-  snprintf(out + o, 512 - o, ")");
-  return out;
-}
-
-static void die(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stdout, "\nstartup_bench: ");
-  vfprintf(stdout, fmt, ap);
-  fprintf(stdout, "\n");
-  va_end(ap);
-  fflush(stdout);
-  exit(1);
-}
-
-/* durable__iso_time's format: 2024-05-01T12:00:00.000Z */
-static void iso_now(char out[32]) {
-  struct timeval tv;
-  gettimeofday(&tv, NULL);
-  time_t secs = tv.tv_sec;
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(out + n, 32 - n, ".%03dZ", (int)(tv.tv_usec / 1000));
-}
+#define PAGE 1000        /* page size of the listing (as `durable streams`) */
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -136,9 +48,8 @@ static struct {
   long items; /* the big size */
   long small; /* the small size */
   int reps;
-  int keep;
   const char *only; /* NULL, "sqlite" or "postgres" */
-} opt = {1000000, 1000, 5, 0, NULL};
+} opt = {1000000, 1000, 5, NULL};
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -154,67 +65,9 @@ static void usage(FILE *f) {
           "PostgreSQL runs when DURABLE_TEST_PG holds a libpq URL.\n");
 }
 
-static long parse_long(const char *s, const char *name, long min) {
-  char *end;
-  errno = 0;
-  long v = s ? strtol(s, &end, 10) : 0;
-  if (s == NULL || errno || *end || v < min) {
-    fprintf(stderr, "startup_bench: %s needs a number >= %ld\n", name, min);
-    usage(stderr);
-    exit(2);
-  }
-  return v;
-}
-
 /* ---- the loop ----------------------------------------------------------- */
 
-static uv_loop_t loop;
-static uv_timer_t watchdog;
-static uint64_t progress, seen;
-static int idle_ticks;
-static const char *waiting_for;
-
-static void watchdog_tick(uv_timer_t *t) {
-  (void)t;
-  if (progress != seen) {
-    seen = progress;
-    idle_ticks = 0;
-  } else if (++idle_ticks >= STALL_SECONDS) {
-    die("no progress for %d s while %s: stalled", STALL_SECONDS, waiting_for);
-  }
-}
-
-/* Run the loop until *flag; the watchdog keeps uv_run from returning when
- * nothing else is active and turns a hang into a message. */
-static void run_until(const int *flag, const char *what) {
-  waiting_for = what;
-  idle_ticks = 0;
-  seen = progress;
-  uv_timer_start(&watchdog, watchdog_tick, 1000, 1000);
-  while (!*flag)
-    uv_run(&loop, UV_RUN_ONCE);
-  uv_timer_stop(&watchdog);
-}
-
-static void set_flag(void *data) {
-  *(int *)data = 1;
-}
-
-static durable_store_t *store_open(const char *url) {
-  durable_error_t err = {0};
-  durable_store_t *store = NULL;
-  int rc = durable_store_open(&loop, url, &store, &err);
-  if (rc < 0)
-    die("cannot open store %s: %s (%s)", url, err.message,
-        durable_err_name(rc));
-  return store;
-}
-
-static void store_close(durable_store_t *store) {
-  int closed = 0;
-  durable_store_close(store, set_flag, &closed);
-  run_until(&closed, "closing the store");
-}
+static ctx_t C; /* the loop (and, while a store runs, its store) */
 
 /* ---- the data ----------------------------------------------------------- */
 
@@ -247,85 +100,25 @@ static void state_content(const target_t *t, int i, long last, char *out,
            key, last, last);
 }
 
-/* A batch of writes, with up to FILL_INFLIGHT in flight. */
-typedef struct {
-  durable_store_t *store;
-  int inflight, failed;
-} pipe_t;
-
-static void batch_done(const durable_result_t *r) {
-  pipe_t *p = r->data;
-  progress++;
-  if (r->status < 0)
-    die("batch write failed: %s (%s)", r->message ? r->message : "",
-        durable_err_name(r->status));
-  p->inflight--;
-}
-
-static void batch_send(pipe_t *p, const durable_write_t *w, size_t n) {
-  durable_error_t err = {0};
-  while (p->inflight >= FILL_INFLIGHT)
-    uv_run(&loop, UV_RUN_ONCE);
-  int rc = durable_store_write(p->store, w, n, batch_done, p, &err);
-  if (rc < 0)
-    die("durable_store_write refused: %s (%s)", err.message,
-        durable_err_name(rc));
-  p->inflight++;
-}
-
-static void pipe_drain(pipe_t *p) {
-  waiting_for = "writing";
-  uv_timer_start(&watchdog, watchdog_tick, 1000, 1000);
-  while (p->inflight > 0)
-    uv_run(&loop, UV_RUN_ONCE);
-  uv_timer_stop(&watchdog);
-}
-
-/* Items (from[i], to[i]] of every stream i, then each stream node with
- * LastSequence = Checkpoint = to[i] (streams with to[i] < 0 are left
- * alone).  Returns items/s. */
+/* Items (t->items[i], to[i]] of every stream i (fill_items, one stream
+ * after the other), then each stream node with LastSequence = Checkpoint =
+ * to[i] in one transaction (streams with to[i] < 0 are left alone).
+ * Returns items/s. */
 static double fill(target_t *t, durable_store_t *store, const long *to) {
-  static durable_write_t w[FILL_BATCH];
-  static char paths[FILL_BATCH][256];
-  static char contents[FILL_BATCH][128];
-  pipe_t p = {.store = store};
-  char at[32], ns[160];
+  static durable_write_t w[STREAMS];
+  static char spaths[STREAMS][192], scontents[STREAMS][512];
+  char ns[256];
   long written = 0;
   size_t k = 0;
-  iso_now(at);
   double t0 = now_s();
   for (int i = 0; i < STREAMS; i++) {
     if (to[i] < 0)
       continue;
-    stream_path(t, i, ns, sizeof ns);
-    for (long seq = t->items[i] + 1; seq <= to[i]; seq++) {
-      snprintf(paths[k], sizeof paths[k], "%s/_DurableStreamItem/%012ld", ns,
-               seq);
-      snprintf(contents[k], sizeof contents[k],
-               "{\"Sequence\":%ld,\"PayloadJson\":\"{\\\"i\\\":%ld}\","
-               "\"AppendedAt\":\"%s\"}",
-               seq, seq, at);
-      w[k] = (durable_write_t){.kind = DURABLE_WRITE_PUT,
-                               .path = paths[k],
-                               .node_type = "DurableStreamItem",
-                               .content = contents[k]};
-      written++;
-      if (++k == FILL_BATCH) {
-        batch_send(&p, w, k); /* copied by the store: buffers free again */
-        k = 0;
-      }
-    }
-  }
-  if (k > 0)
-    batch_send(&p, w, k);
-  pipe_drain(&p);
-  /* then the stream nodes, in one transaction */
-  static char spaths[STREAMS][192], scontents[STREAMS][512];
-  k = 0;
-  for (int i = 0; i < STREAMS; i++) {
-    if (to[i] < 0)
-      continue;
     stream_path(t, i, spaths[k], sizeof spaths[k]);
+    snprintf(ns, sizeof ns, "%s/_DurableStreamItem", spaths[k]);
+    fill_items(&C, store, ns, t->items[i] + 1, to[i], 1);
+    if (to[i] > t->items[i])
+      written += to[i] - t->items[i];
     state_content(t, i, to[i], scontents[k], sizeof scontents[k]);
     w[k] = (durable_write_t){.kind = DURABLE_WRITE_PUT,
                              .path = spaths[k],
@@ -334,16 +127,13 @@ static double fill(target_t *t, durable_store_t *store, const long *to) {
     k++;
     t->items[i] = to[i];
   }
-  if (k > 0)
-    batch_send(&p, w, k);
-  pipe_drain(&p);
+  write_nodes(&C, store, w, k);
   return (double)written / (now_s() - t0);
 }
 
 static void put_owners(target_t *t, durable_store_t *store) {
   static durable_write_t w[STREAMS];
   static char paths[STREAMS][128];
-  pipe_t p = {.store = store};
   for (int i = 0; i < STREAMS; i++) {
     owner_path(t, i, paths[i], sizeof paths[i]);
     w[i] = (durable_write_t){.kind = DURABLE_WRITE_PUT,
@@ -351,8 +141,7 @@ static void put_owners(target_t *t, durable_store_t *store) {
                              .node_type = OWNER_TYPE,
                              .content = "{}"};
   }
-  batch_send(&p, w, STREAMS);
-  pipe_drain(&p);
+  write_nodes(&C, store, w, STREAMS);
 }
 
 static long total_items(const target_t *t) {
@@ -377,7 +166,7 @@ static void list_page(listing_t *l);
 static void on_list_page(const durable_result_t *r) {
   listing_t *l = r->data;
   size_t plen = strlen(l->prefix);
-  progress++;
+  C.progress++;
   if (r->status < 0)
     die("type query failed: %s (%s)", r->message ? r->message : "",
         durable_err_name(r->status));
@@ -411,7 +200,7 @@ static double listing(const target_t *t, durable_store_t *store) {
   listing_t l = {.store = store, .prefix = t->prefix};
   double t0 = now_s();
   list_page(&l);
-  run_until(&l.done, "listing the streams");
+  run_until(&C, &l.done, "listing the streams");
   double dt = now_s() - t0;
   if (l.ours != STREAMS)
     die("the listing found %ld streams under %s/, expected %d", l.ours,
@@ -437,7 +226,7 @@ static void on_item(durable_hub_t *hub, const durable_item_t *item,
     host.got = item->sequence;
   }
   host.entered++;
-  progress++;
+  C.progress++;
   durable_reply_ok(done, NULL);
 }
 
@@ -446,7 +235,7 @@ static int64_t published_seq;
 static void on_published(int status, int64_t seq, const char *message,
                          void *data) {
   (void)data;
-  progress++;
+  C.progress++;
   if (status < 0)
     die("publish failed: %s", message ? message : "");
   published_seq = seq;
@@ -460,27 +249,11 @@ static void on_log(durable_log_level_t level, const char *line, void *data) {
     fprintf(stderr, "%s\n", line);
 }
 
-static durable_mesh_t *mesh_open(const char *url) {
-  durable_error_t err = {0};
-  durable_mesh_options_t o = {.store = url, .log = on_log};
-  durable_mesh_t *mesh = NULL;
-  int rc = durable_mesh_open(&loop, &o, &mesh, &err);
-  if (rc < 0)
-    die("durable_mesh_open(%s): %s (%s)", url, err.message,
-        durable_err_name(rc));
-  return mesh;
-}
-
-static void mesh_close(durable_mesh_t *mesh) {
-  int closed = 0;
-  durable_mesh_close(mesh, set_flag, &closed);
-  run_until(&closed, "closing the mesh");
-}
 
 /* A producer (no consumer, not a host) appends one item to stream 0. */
 static void publish_one(target_t *t) {
   durable_error_t err = {0};
-  durable_mesh_t *mesh = mesh_open(t->url);
+  durable_mesh_t *mesh = mesh_open(&C, t->url, on_log);
   durable_hub_t *client = NULL;
   if (durable_mesh_client(mesh, "bench/producer", &client, &err) < 0)
     die("durable_mesh_client: %s", err.message);
@@ -491,15 +264,15 @@ static void publish_one(target_t *t) {
   if (durable_publish(client, &id, "{\"bench\":1}", on_published, NULL, &err) <
       0)
     die("durable_publish: %s", err.message);
-  run_until(&published, "publishing");
-  mesh_close(mesh);
+  run_until(&C, &published, "publishing");
+  mesh_close(&C, mesh);
   t->hot_last = published_seq;
 }
 
 static int got_state;
 static char state[1024];
 static void on_state(const durable_result_t *r) {
-  progress++;
+  C.progress++;
   if (r->status < 0)
     die("reading the stream node: %s", r->message ? r->message : "");
   snprintf(state, sizeof state, "%s", r->node->content);
@@ -515,19 +288,19 @@ static double host_start(target_t *t, durable_store_t *store) {
   host.want = t->hot_last;
 
   double t0 = now_s();
-  durable_mesh_t *mesh = mesh_open(t->url);
+  durable_mesh_t *mesh = mesh_open(&C, t->url, on_log);
   durable_consumer_t c = {.ns = FAMILY, .handler = on_item};
   if (durable_node_type_consume(durable_mesh_node_type(mesh, OWNER_TYPE), &c,
                                 &err) < 0)
     die("durable_node_type_consume: %s", err.message);
   if (durable_mesh_host(mesh, &err) < 0)
     die("durable_mesh_host: %s", err.message);
-  run_until(&host.entered, "waiting for the host to handle the item");
+  run_until(&C, &host.entered, "waiting for the host to handle the item");
   double dt = host.at - t0;
   if (host.got != host.want)
     die("the host handled item %" PRId64 ", expected %" PRId64, host.got,
         host.want);
-  mesh_close(mesh);
+  mesh_close(&C, mesh);
 
   /* the next start must find the stream acknowledged and unheld */
   char path[192], want[64];
@@ -535,7 +308,7 @@ static double host_start(target_t *t, durable_store_t *store) {
   got_state = 0;
   if (durable_store_get(store, NULL, path, on_state, NULL, &err) < 0)
     die("durable_store_get: %s", err.message);
-  run_until(&got_state, "reading the stream node");
+  run_until(&C, &got_state, "reading the stream node");
   snprintf(want, sizeof want, "\"Checkpoint\":%" PRId64 ",", host.want);
   if (strstr(state, want) == NULL || strstr(state, "\"Subscriber\":null") == 0)
     printf("  note: after the host closed, %s is %s\n", path, state);
@@ -559,15 +332,16 @@ static void measure(target_t *t, durable_store_t *store, figures_t *f) {
   f->start_med = median(f->start, opt.reps);
   f->total = total_items(t);
   printf("  %-46s %10.2f ms  %s\n", "(a) listing type:DurableStream, all pages",
-         f->list_med * 1e3, runs_ms(f->list, opt.reps));
+         f->list_med * 1e3, runs(f->list, opt.reps, 1e3, "%.1f"));
   printf("  %-46s %10.2f ms  %s\n", "(b) host start to the waiting item",
-         f->start_med * 1e3, runs_ms(f->start, opt.reps));
+         f->start_med * 1e3, runs(f->start, opt.reps, 1e3, "%.1f"));
 }
 
 static void run_target(target_t *t) {
   figures_t small = {0}, big = {0};
   long to[STREAMS];
-  durable_store_t *store = store_open(t->url);
+  ctx_open(&C, t->url);
+  durable_store_t *store = C.store;
   put_owners(t, store);
 
   long per = opt.small / STREAMS;
@@ -595,7 +369,7 @@ static void run_target(target_t *t) {
   printf("[2] %d streams, %s items in all\n", STREAMS,
          num((double)total_items(t)));
   measure(t, store, &big);
-  store_close(store);
+  ctx_close(&C);
 
   printf("[3] ratio %s / %s items\n", num((double)big.total),
          num((double)small.total));
@@ -607,54 +381,27 @@ static void run_target(target_t *t) {
 
 /* ---- SQLite ------------------------------------------------------------- */
 
-static char tmpdir[256];
-
-static void rm_rf_dir(const char *dir) {
-  static const char *const names[] = {"store.db", "store.db-wal",
-                                      "store.db-shm", "store.db-live"};
-  char f[600];
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    snprintf(f, sizeof f, "%s/%s", dir, names[i]);
-    unlink(f);
-  }
-  if (rmdir(dir) != 0)
-    printf("  note: could not remove %s: %s\n", dir, strerror(errno));
-}
-
-static void cleanup_tmpdir(void) {
-  if (tmpdir[0] && !opt.keep)
-    rm_rf_dir(tmpdir);
-  tmpdir[0] = 0;
-}
-
 static void run_sqlite(void) {
-  const char *base = getenv("TMPDIR");
-  snprintf(tmpdir, sizeof tmpdir, "%s/durable-startup.XXXXXX",
-           base && *base ? base : "/tmp");
-  if (mkdtemp(tmpdir) == NULL)
-    die("mkdtemp: %s", strerror(errno));
-  atexit(cleanup_tmpdir);
+  const char *dir = tmpdir_make("durable-startup");
   char url[600];
-  snprintf(url, sizeof url, "sqlite:%s/store.db", tmpdir);
+  snprintf(url, sizeof url, "sqlite:%s/store.db", dir);
   printf("\n== SQLite: %s ==\n", url);
   target_t t = {.url = url, .prefix = "Bench"};
   run_target(&t);
-  if (opt.keep)
+  if (tmpdir_keep)
     printf("  kept %s\n", url);
-  cleanup_tmpdir();
+  tmpdir_remove();
 }
 
 /* ---- PostgreSQL --------------------------------------------------------- */
 
 static void run_postgres(const char *url) {
   char partition[64];
-  /* a fresh partition per run, lower case so that it is its own schema */
-  snprintf(partition, sizeof partition, "startup_%lx_%ld",
-           (unsigned long)time(NULL), (long)getpid());
+  fresh_partition("startup", partition, sizeof partition);
   printf("\n== PostgreSQL: partition %s ==\n", partition);
   target_t t = {.url = url, .prefix = partition};
   run_target(&t);
-  if (opt.keep) {
+  if (tmpdir_keep) {
     printf("  kept schema %s\n", partition);
     return;
   }
@@ -675,6 +422,8 @@ static void run_postgres(const char *url) {
 }
 
 int main(int argc, char **argv) {
+  bench_name = "startup_bench";
+  bench_usage = usage;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -685,46 +434,19 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--reps") == 0)
       opt.reps = (int)parse_long(v, a, 1), i++;
     else if (strcmp(a, "--keep") == 0)
-      opt.keep = 1;
-    else if (strcmp(a, "--only") == 0) {
-      opt.only = ++i < argc ? argv[i] : "";
-      if (strcmp(opt.only, "sqlite") && strcmp(opt.only, "postgres")) {
-        fprintf(stderr, "startup_bench: --only takes sqlite or postgres\n");
-        return 2;
-      }
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      return 0;
-    } else {
-      fprintf(stderr, "startup_bench: unknown argument '%s'\n", a);
-      usage(stderr);
-      return 2;
-    }
+      tmpdir_keep = 1; /* and the PostgreSQL schema */
+    else if (strcmp(a, "--only") == 0)
+      opt.only = parse_only(v), i++;
+    else
+      other_arg(a);
   }
   if (opt.reps > 64)
     opt.reps = 64;
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (uv_loop_init(&loop) != 0)
-    die("uv_loop_init failed");
-  uv_timer_init(&loop, &watchdog);
-
   printf("startup_bench: durable %s, %d streams, %s then %s items, medians "
          "of %d runs\n",
          DURABLE_VERSION_STRING, STREAMS, num((double)opt.small),
          num((double)opt.items), opt.reps);
-  if (opt.only == NULL || strcmp(opt.only, "sqlite") == 0)
-    run_sqlite();
-  if (opt.only == NULL || strcmp(opt.only, "postgres") == 0) {
-    const char *pg = getenv("DURABLE_TEST_PG");
-    if (pg && *pg)
-      run_postgres(pg);
-    else
-      printf("\n== PostgreSQL: skipped (set DURABLE_TEST_PG to a libpq URL) "
-             "==\n");
-  }
-  uv_close((uv_handle_t *)&watchdog, NULL);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  if (uv_loop_close(&loop) != 0)
-    printf("  note: the loop still had handles at the end\n");
+  run_stores(opt.only, run_sqlite, run_postgres);
   return 0;
 }

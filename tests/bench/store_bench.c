@@ -29,8 +29,6 @@
 
 #define INFLIGHT 64     /* concurrent puts for the group commit figure */
 #define PAGE 1000       /* page size of every range read */
-#define FILL_BATCH 1000 /* writes per durable_store_write while filling */
-#define FILL_INFLIGHT 8 /* fill batches in flight */
 #define TAIL_REPS 9     /* repetitions of the (cheap) tail read */
 
 /* ---- options ------------------------------------------------------------ */
@@ -108,73 +106,6 @@ static double store_puts(ctx_t *c, const char *prefix, long n, long inflight) {
 }
 
 /* ---- (2) filling and reading a stream ------------------------------------ */
-
-typedef struct {
-  ctx_t *c;
-  const char *items_ns;
-  long n, next; /* sequences 1..n; the next one to write */
-  int inflight, issuing, finished;
-  durable_write_t *writes;
-  char (*paths)[256];
-  char (*contents)[96];
-} fill_t;
-
-static void fill_issue(fill_t *f);
-
-static void fill_done(const durable_result_t *r) {
-  fill_t *f = r->data;
-  f->c->progress++;
-  if (r->status < 0)
-    die("batch write failed: %s (%s)", r->message ? r->message : "",
-        durable_err_name(r->status));
-  f->inflight--;
-  if (f->inflight == 0 && f->next > f->n)
-    f->finished = 1;
-  fill_issue(f);
-}
-
-static void fill_issue(fill_t *f) {
-  durable_error_t err = {0};
-  if (f->issuing)
-    return;
-  f->issuing = 1;
-  while (f->next <= f->n && f->inflight < FILL_INFLIGHT) {
-    size_t k = 0;
-    for (; k < FILL_BATCH && f->next <= f->n; k++, f->next++) {
-      snprintf(f->paths[k], sizeof f->paths[k], "%s/%012ld", f->items_ns,
-               f->next);
-      item_content(f->contents[k], sizeof f->contents[k], f->next);
-      f->writes[k] = (durable_write_t){.kind = DURABLE_WRITE_PUT,
-                                       .path = f->paths[k],
-                                       .node_type = "DurableStreamItem",
-                                       .content = f->contents[k]};
-    }
-    int rc = durable_store_write(f->c->store, f->writes, k, fill_done, f, &err);
-    if (rc < 0)
-      die("durable_store_write refused: %s (%s)", err.message,
-          durable_err_name(rc));
-    f->inflight++;
-  }
-  f->issuing = 0;
-}
-
-/* rows/s of writing items 1..n in batches. */
-static double fill_stream(ctx_t *c, const char *items_ns, long n) {
-  fill_t f = {.c = c, .items_ns = items_ns, .n = n, .next = 1};
-  f.writes = calloc(FILL_BATCH, sizeof *f.writes);
-  f.paths = calloc(FILL_BATCH, sizeof *f.paths);
-  f.contents = calloc(FILL_BATCH, sizeof *f.contents);
-  if (!f.writes || !f.paths || !f.contents)
-    die("out of memory");
-  double t0 = now_s();
-  fill_issue(&f);
-  run_until(c, &f.finished, "filling the stream");
-  double dt = now_s() - t0;
-  free(f.writes);
-  free(f.paths);
-  free(f.contents);
-  return (double)n / dt;
-}
 
 typedef struct {
   ctx_t *c;
@@ -384,7 +315,7 @@ static void run_target(target_t *t) {
   printf("[2] range read: stream of %s items at %s/{seq:012}\n", num((double)n),
          items_ns);
   fflush(stdout);
-  double fill = fill_stream(&c, items_ns, n);
+  double fill = fill_items(&c, c.store, items_ns, 1, n, 0);
   printf("  %-44s %12s rows/s    (%.1f s)\n",
          "fill: batches of 1000 writes, 8 in flight", num(fill), n / fill);
   fflush(stdout);
@@ -470,44 +401,14 @@ static double sqlite_raw_range(void *p, const char *ns, int64_t after,
   return raw_sqlite_range(((raw_sqlite_t *)p)->db, ns, after, rows);
 }
 
-static void rm_rf_dir(const char *dir) {
-  static const char *const names[] = {
-      "store.db", "store.db-wal", "store.db-shm", "store.db-live",
-      "plain.db", "plain.db-wal", "plain.db-shm"};
-  char f[600];
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    snprintf(f, sizeof f, "%s/%s", dir, names[i]);
-    unlink(f);
-  }
-  if (rmdir(dir) != 0)
-    printf("  note: could not remove %s: %s\n", dir, strerror(errno));
-}
-
-static char tmpdir[256];
-static void cleanup_tmpdir(void) {
-  if (tmpdir[0])
-    rm_rf_dir(tmpdir);
-  tmpdir[0] = 0;
-}
-
 static void run_sqlite(void) {
-  const char *base = getenv("TMPDIR");
-  snprintf(tmpdir, sizeof tmpdir, "%s/durable-bench.XXXXXX",
-           base && *base ? base : "/tmp");
-  if (mkdtemp(tmpdir) == NULL)
-    die("mkdtemp: %s", strerror(errno));
-  atexit(cleanup_tmpdir);
+  const char *tmpdir = tmpdir_make("durable-bench");
 
-  char url[600], plain_file[600];
+  char url[600];
   raw_sqlite_t raw = {0};
   plain_sqlite_t plain = {0};
-  snprintf(raw.file, sizeof raw.file, "%s/store.db", tmpdir);
-  snprintf(url, sizeof url, "sqlite:%s", raw.file);
-  snprintf(plain_file, sizeof plain_file, "%s/plain.db", tmpdir);
-  plain_sqlite_open(&plain, plain_file);
-
-  printf("\n== SQLite %s: %s (WAL, synchronous=FULL) ==\n",
-         sqlite3_libversion(), url);
+  plain_sqlite_start(&plain, tmpdir, raw.file, sizeof raw.file, url,
+                     sizeof url);
   target_t t = {.label = "SQLite",
                 .url = url,
                 .partition = "Bench",
@@ -522,7 +423,7 @@ static void run_sqlite(void) {
   raw_sqlite_range(NULL, NULL, 0, NULL); /* finalizes the statement */
   sqlite3_close(raw.db);
   plain_sqlite_close(&plain);
-  cleanup_tmpdir();
+  tmpdir_remove();
 }
 
 /* ---- PostgreSQL
@@ -559,29 +460,11 @@ static double pg_raw_range(void *p, const char *ns, int64_t after, long *rows) {
 }
 
 static void run_postgres(const char *url) {
-  char partition[64], plain_schema[80];
-  /* a fresh partition per run: nothing of an earlier run is read or
-   * deleted; lower case so that it is also its own schema name */
-  snprintf(partition, sizeof partition, "bench_%lx_%ld",
-           (unsigned long)time(NULL), (long)getpid());
-  snprintf(plain_schema, sizeof plain_schema, "%s_plain", partition);
-
+  char partition[64];
+  fresh_partition("bench", partition, sizeof partition);
   plain_pg_t plain = {0};
   raw_pg_t raw = {.url = url};
-  plain_pg_open(&plain, url, plain_schema);
-  PGresult *res = PQexec(plain.conn, "SHOW server_version");
-  pg_ok(plain.conn, res, "server_version");
-  char version[64];
-  snprintf(version, sizeof version, "%s", PQgetvalue(res, 0, 0));
-  PQclear(res);
-  res = PQexec(plain.conn, "SHOW synchronous_commit");
-  pg_ok(plain.conn, res, "synchronous_commit");
-  char sync[32];
-  snprintf(sync, sizeof sync, "%s", PQgetvalue(res, 0, 0));
-  PQclear(res);
-
-  printf("\n== PostgreSQL %s (synchronous_commit=%s): partition %s ==\n",
-         version, sync, partition);
+  plain_pg_start(&plain, url, partition);
   target_t t = {.label = "PostgreSQL",
                 .url = url,
                 .partition = partition,
@@ -612,20 +495,10 @@ int main(int argc, char **argv) {
       opt.items = parse_long(v, a, 1), i++;
     else if (strcmp(a, "--reps") == 0)
       opt.reps = (int)parse_long(v, a, 1), i++;
-    else if (strcmp(a, "--only") == 0) {
-      opt.only = ++i < argc ? argv[i] : "";
-      if (strcmp(opt.only, "sqlite") && strcmp(opt.only, "postgres")) {
-        fprintf(stderr, "store_bench: --only takes sqlite or postgres\n");
-        return 2;
-      }
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      return 0;
-    } else {
-      fprintf(stderr, "store_bench: unknown argument '%s'\n", a);
-      usage(stderr);
-      return 2;
-    }
+    else if (strcmp(a, "--only") == 0)
+      opt.only = parse_only(v), i++;
+    else
+      other_arg(a);
   }
   if (opt.reps > 64)
     opt.reps = 64;
@@ -634,15 +507,6 @@ int main(int argc, char **argv) {
   printf("store_bench: durable %s, %ld writes per run, %ld items, medians of "
          "%d runs (tail reads: %d)\n",
          DURABLE_VERSION_STRING, opt.writes, opt.items, opt.reps, TAIL_REPS);
-  if (opt.only == NULL || strcmp(opt.only, "sqlite") == 0)
-    run_sqlite();
-  if (opt.only == NULL || strcmp(opt.only, "postgres") == 0) {
-    const char *pg = getenv("DURABLE_TEST_PG");
-    if (pg && *pg)
-      run_postgres(pg);
-    else
-      printf("\n== PostgreSQL: skipped (set DURABLE_TEST_PG to a libpq URL) "
-             "==\n");
-  }
+  run_stores(opt.only, run_sqlite, run_postgres);
   return 0;
 }

@@ -5,15 +5,18 @@
  *
  *   [1] one producer awaiting each sequence           vs 1 row/commit
  *   [2] 16 in flight on 1 stream, on 16 streams       vs 1 row/commit
- *       64 in flight on 64 streams                     vs 100 rows/commit
+ *       64 in flight on 64 streams                     vs 100 rows/commit,
+ *                                  and 100 rows/commit over 64 namespaces
  *   [3] a consumer draining a backlog: 1 stream       vs 1 row/commit
- *       64 streams                                     vs 100 rows/commit
+ *       64 streams                                     vs 100 rows/commit,
+ *                                  and 100 rows/commit over 64 namespaces
  *   [4] catch-up: durable_read from 0 over --items    vs a raw range read
  *       (and from items-1000, memory; Lua read_durable and a Lua producer)
  *   [5] latency publish -> handler entry at 1,000 items/s
  *   [6] PostgreSQL: 4 producer processes on the same 4 streams
- *   [7] (--startup) host start and stream listing at 1,000 and 1,000,000
- *       stored items in 100 streams
+ *
+ * What a host's start and the stream listing cost at 1,000 and 1,000,000
+ * stored items is startup_bench.c's (both stores).
  *
  * It prints figures and never asserts on time.  It exits 1 only when an
  * operation fails or stalls (no progress for STALL_SECONDS).  Every ratio is
@@ -26,23 +29,21 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define PAGE 1000        /* page size of the raw range read and listing */
-#define FILL_BATCH 1000  /* writes per durable_store_write while filling */
-#define FILL_INFLIGHT 8  /* fill batches in flight */
 #define TAIL_REPS 9      /* repetitions of the (cheap) tail read */
 #define MAX_STREAMS 128  /* streams one publish driver handles */
 #define MULTI_PROCS 4    /* figure 6: producer processes */
 #define MULTI_STREAMS 4  /* figure 6: streams they share */
 #define MULTI_INFLIGHT 4 /* figure 6: publishes in flight per stream */
-#define STARTUP_STREAMS 100
+#define SPREAD 64        /* [2], [3]: streams of the many-stream runs, and
+                            namespaces of the plain loop of the same rows
+                            (the printed labels say 64) */
 
 /* The raw catch-up read, the store's limit for figure 4: the columns a
  * reader needs, one page after a cursor, paged by the first column (the
@@ -60,10 +61,10 @@ static struct {
   long items;
   int reps, reps_given;
   long seconds;
-  int quick, startup;
-  unsigned figures; /* bit k: figure k; 0 = all but 7 */
+  int quick;
+  unsigned figures; /* bit k: figure k; 0 = all */
   const char *durable, *lua;
-} opt = {NULL, 1000000, 3, 0, 10, 0, 0, 0, NULL, NULL};
+} opt = {NULL, 1000000, 3, 0, 10, 0, 0, NULL, NULL};
 
 /* Sizes per figure (--quick makes them small). */
 static struct {
@@ -76,21 +77,19 @@ static struct {
   long drain64;            /* [3] backlog of each of the 64 streams */
   long lua_pub;            /* [4] Lua producer's publishes */
   long multi_s;            /* [6] seconds */
-  long start_lo, start_hi; /* [7] stored items */
-} sz = {1000, 50000, 1000, 4000, 12800, 2000, 100, 1000, 5, 1000, 1000000};
+} sz = {1000, 50000, 1000, 4000, 12800, 2000, 100, 1000, 5};
 
 static void usage(FILE *f) {
   fprintf(
       f, "usage: stream_bench [--only sqlite|postgres] [--items N] [--reps N]\n"
          "                    [--seconds N] [--quick] [--figures 1,2,...]\n"
-         "                    [--startup] [--durable PATH] [--lua PATH]\n"
+         "                    [--durable PATH] [--lua PATH]\n"
          "  --items N     length of the catch-up stream of figure 4 (default "
          "1000000)\n"
          "  --reps N      repetitions; medians are printed (default 3)\n"
          "  --seconds N   length of the latency run of figure 5 (default 10)\n"
          "  --quick       small sizes everywhere: a smoke run\n"
-         "  --figures L   run only these figures (1-7)\n"
-         "  --startup     also figure 7 (fills 1,000,000 items)\n"
+         "  --figures L   run only these figures (1-6)\n"
          "  --durable P   the durable command for the Lua figures (default: "
          "../../durable\n"
          "                next to this binary)\n"
@@ -99,9 +98,7 @@ static void usage(FILE *f) {
 }
 
 static int want(int fig) {
-  if (opt.figures)
-    return (opt.figures >> fig) & 1;
-  return fig == 7 ? opt.startup : 1;
+  return opt.figures ? (opt.figures >> fig) & 1 : 1;
 }
 
 /* ---- the target store --------------------------------------------------- */
@@ -109,13 +106,11 @@ static int want(int fig) {
 typedef struct {
   const char *label;     /* "SQLite" / "PostgreSQL" */
   const char *url;       /* store URL */
-  const char *url7;      /* figure 7's store */
   const char *partition; /* first path segment of everything written */
-  const char *part7;     /* figure 7's partition */
   int pg;
   plain_sqlite_t *psq;
   plain_pg_t *ppg;
-  const char *plain1_name, *plain100_name;
+  const char *plain1_name, *plain100_name, *plain100s_name;
   /* the raw read */
   const char *sqlite_file;
   const char *pg_url;
@@ -136,6 +131,15 @@ static double plain100(long n) {
   snprintf(ns, sizeof ns, "plain100/r%ld", plain_runs++);
   return T->pg ? plain_pg_batch(T->ppg, ns, n, 100)
                : plain_sqlite_batch(T->psq, ns, n, 100);
+}
+
+/* The same rows as the SPREAD-stream runs: 100 per commit, round-robin
+ * over SPREAD namespaces, each with consecutive keys. */
+static double plain100s(long n) {
+  char ns[128];
+  snprintf(ns, sizeof ns, "plain100x%d/r%ld", SPREAD, plain_runs++);
+  return T->pg ? plain_pg_spread(T->ppg, ns, n, 100, SPREAD)
+               : plain_sqlite_spread(T->psq, ns, n, 100, SPREAD);
 }
 
 /* ---- the mesh ------------------------------------------------------------ */
@@ -159,31 +163,10 @@ static void log_line(durable_log_level_t level, const char *line, void *data) {
     fprintf(stderr, "  log: %s\n", line);
 }
 
-static void flag_cb(void *data) {
-  *(int *)data = 1;
-}
-
-static durable_mesh_t *mesh_open(const char *url) {
-  durable_error_t err = {0};
-  durable_mesh_t *m;
-  durable_mesh_options_t o = {.store = url, .log = log_line};
-  int rc = durable_mesh_open(&C.loop, &o, &m, &err);
-  if (rc < 0)
-    die("cannot open a mesh on %s: %s (%s)", url, err.message,
-        durable_err_name(rc));
-  return m;
-}
-
-static void mesh_close(durable_mesh_t *m) {
-  int closed = 0;
-  durable_mesh_close(m, flag_cb, &closed);
-  run_until(&C, &closed, "closing a mesh");
-}
-
 static void main_open(const char *url) {
   durable_error_t err = {0};
   ctx_init(&C);
-  M = mesh_open(url);
+  M = mesh_open(&C, url, log_line);
   C.store = NULL; /* the mesh owns its store */
   if (durable_mesh_client(M, "client/bench", &client, &err) < 0)
     die("durable_mesh_client: %s", err.message);
@@ -192,42 +175,12 @@ static void main_open(const char *url) {
 
 static void main_close(void) {
   durable_hub_unref(client);
-  mesh_close(M);
+  mesh_close(&C, M);
   M = NULL;
   ctx_finish(&C);
 }
 
-/* ---- store writes: owners, items, stream nodes --------------------------- */
-
-typedef struct {
-  long pending;
-  int finished;
-} wait_t;
-
-static void write_done(const durable_result_t *r) {
-  wait_t *w = r->data;
-  C.progress++;
-  if (r->status < 0)
-    die("store write failed: %s (%s)", r->message ? r->message : "",
-        durable_err_name(r->status));
-  if (--w->pending == 0)
-    w->finished = 1;
-}
-
-/* Write `n` nodes in batches and wait. */
-static void write_nodes(durable_store_t *store, durable_write_t *w, size_t n) {
-  wait_t wt = {0};
-  durable_error_t err = {0};
-  for (size_t i = 0; i < n; i += FILL_BATCH) {
-    size_t k = n - i < FILL_BATCH ? n - i : FILL_BATCH;
-    int rc = durable_store_write(store, w + i, k, write_done, &wt, &err);
-    if (rc < 0)
-      die("durable_store_write refused: %s", err.message);
-    wt.pending++;
-  }
-  if (wt.pending)
-    run_until(&C, &wt.finished, "writing nodes");
-}
+/* ---- store writes: owners ------------------------------------------------ */
 
 /* Owner nodes key[0..n-1] of NodeType `type`. */
 static void put_owners(durable_store_t *store, char (*keys)[128], int n,
@@ -240,113 +193,8 @@ static void put_owners(durable_store_t *store, char (*keys)[128], int n,
                              .path = keys[i],
                              .node_type = type,
                              .content = "{}"};
-  write_nodes(store, w, (size_t)n);
+  write_nodes(&C, store, w, (size_t)n);
   free(w);
-}
-
-static void iso_time(int64_t ms, char out[32]) {
-  time_t secs = (time_t)(ms / 1000);
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
-}
-
-/* Items from..to of a stream's items namespace, written as the stream hub
- * writes them (src/streams/stream.c durable__item_encode: Sequence,
- * PayloadJson, AppendedAt; NodeType DurableStreamItem), in batches of
- * FILL_BATCH with FILL_INFLIGHT in flight.  Returns rows/s. */
-typedef struct {
-  durable_store_t *store;
-  const char *items_ns;
-  long next, to;
-  int inflight, issuing, finished;
-  durable_write_t *writes[FILL_INFLIGHT];
-  char (*paths[FILL_INFLIGHT])[160];
-  char (*contents[FILL_INFLIGHT])[128];
-  int busy[FILL_INFLIGHT];
-} fill_t;
-
-static void fill_issue(fill_t *f);
-
-typedef struct {
-  fill_t *f;
-  int slot;
-} fill_slot_t;
-static fill_slot_t fill_slots[FILL_INFLIGHT];
-
-static void fill_done(const durable_result_t *r) {
-  fill_slot_t *s = r->data;
-  fill_t *f = s->f;
-  C.progress++;
-  if (r->status < 0)
-    die("item batch write failed: %s (%s)", r->message ? r->message : "",
-        durable_err_name(r->status));
-  f->busy[s->slot] = 0;
-  f->inflight--;
-  if (f->inflight == 0 && f->next > f->to)
-    f->finished = 1;
-  fill_issue(f);
-}
-
-static void fill_issue(fill_t *f) {
-  durable_error_t err = {0};
-  char at[32];
-  if (f->issuing)
-    return;
-  f->issuing = 1;
-  while (f->next <= f->to && f->inflight < FILL_INFLIGHT) {
-    int slot = 0;
-    while (f->busy[slot])
-      slot++;
-    iso_time(wall_ms(), at);
-    size_t k = 0;
-    for (; k < FILL_BATCH && f->next <= f->to; k++, f->next++) {
-      snprintf(f->paths[slot][k], sizeof f->paths[slot][k], "%s/%012ld",
-               f->items_ns, f->next);
-      snprintf(f->contents[slot][k], sizeof f->contents[slot][k],
-               "{\"Sequence\":%ld,\"PayloadJson\":\"{\\\"i\\\":%ld}\","
-               "\"AppendedAt\":\"%s\"}",
-               f->next, f->next, at);
-      f->writes[slot][k] = (durable_write_t){.kind = DURABLE_WRITE_PUT,
-                                             .path = f->paths[slot][k],
-                                             .node_type = "DurableStreamItem",
-                                             .content = f->contents[slot][k]};
-    }
-    fill_slots[slot] = (fill_slot_t){f, slot};
-    int rc = durable_store_write(f->store, f->writes[slot], k, fill_done,
-                                 &fill_slots[slot], &err);
-    if (rc < 0)
-      die("durable_store_write refused: %s (%s)", err.message,
-          durable_err_name(rc));
-    f->busy[slot] = 1;
-    f->inflight++;
-  }
-  f->issuing = 0;
-}
-
-static double fill_items(durable_store_t *store, const char *items_ns,
-                         long from, long to) {
-  if (to < from)
-    return 0;
-  fill_t f = {.store = store, .items_ns = items_ns, .next = from, .to = to};
-  for (int i = 0; i < FILL_INFLIGHT; i++) {
-    f.writes[i] = calloc(FILL_BATCH, sizeof *f.writes[i]);
-    f.paths[i] = calloc(FILL_BATCH, sizeof *f.paths[i]);
-    f.contents[i] = calloc(FILL_BATCH, sizeof *f.contents[i]);
-    if (!f.writes[i] || !f.paths[i] || !f.contents[i])
-      die("out of memory");
-  }
-  double t0 = now_s();
-  fill_issue(&f);
-  run_until(&C, &f.finished, "filling a stream");
-  double dt = now_s() - t0;
-  for (int i = 0; i < FILL_INFLIGHT; i++) {
-    free(f.writes[i]);
-    free(f.paths[i]);
-    free(f.contents[i]);
-  }
-  return (double)(to - from + 1) / dt;
 }
 
 /* ---- publishing ------------------------------------------------------------
@@ -463,13 +311,13 @@ static char (*make_streams(const char *tag, int n, int warm))[128] {
 
 static void print_rate(const char *label, const double *v, int n,
                        const char *unit) {
-  printf("  %-52s %12s %-8s %s\n", label, num(median(v, n)), unit,
+  printf("  %-60s %12s %-8s %s\n", label, num(median(v, n)), unit,
          runs(v, n, 1, "%.0f"));
 }
 
 static void print_ratio(const char *label, const double *v, int n,
                         const char *target) {
-  printf("  %-52s %11.2fx          %s  [%s]\n", label, median(v, n),
+  printf("  %-60s %11.2fx          %s  [%s]\n", label, median(v, n),
          runs(v, n, 1, "%.2f"), target);
 }
 
@@ -479,8 +327,8 @@ static double plain1_rate_seen; /* the last one-row loop rate, for [5] */
 
 static void fig_producers(void) {
   int reps = opt.reps;
-  double p1[64], p100[64], one[64], a[64], b[64], c[64];
-  double r_one[64], r_a[64], r_b[64], r_c[64];
+  double p1[64], p100[64], p100s[64], one[64], a[64], b[64], c[64];
+  double r_one[64], r_a[64], r_b[64], r_c[64], r_cs[64];
   if (want(1)) {
     printf("[1] one producer awaiting each sequence: %s publishes to one "
            "stream, the next\n    issued from the callback; %d runs\n",
@@ -501,10 +349,10 @@ static void fig_producers(void) {
   }
   if (want(2)) {
     printf("[2] publishes in flight: %s to 1 stream with 16 in flight, %s to "
-           "16 streams\n    (1 in flight each), %s to 64 streams (1 in flight "
+           "16 streams\n    (1 in flight each), %s to %d streams (1 in flight "
            "each); %d runs\n",
            num((double)sz.in16), num((double)sz.in16), num((double)sz.in64),
-           reps);
+           SPREAD, reps);
     for (int r = 0; r < reps; r++) {
       char tag[32];
       snprintf(tag, sizeof tag, "f2ar%d", r);
@@ -512,27 +360,32 @@ static void fig_producers(void) {
       snprintf(tag, sizeof tag, "f2br%d", r);
       char(*k16)[128] = make_streams(tag, 16, 1);
       snprintf(tag, sizeof tag, "f2cr%d", r);
-      char(*k64)[128] = make_streams(tag, 64, 1);
+      char(*k64)[128] = make_streams(tag, SPREAD, 1);
       p1[r] = plain1(sz.plain1);
       a[r] = publish_run("Bench", k1, 1, sz.in16, 16);
       b[r] = publish_run("Bench", k16, 16, sz.in16 / 16, 1);
       p100[r] = plain100(sz.plain100);
-      c[r] = publish_run("Bench", k64, 64, sz.in64 / 64, 1);
+      p100s[r] = plain100s(sz.plain100);
+      c[r] = publish_run("Bench", k64, SPREAD, sz.in64 / SPREAD, 1);
       r_a[r] = a[r] / p1[r];
       r_b[r] = b[r] / p1[r];
       r_c[r] = c[r] / p100[r];
+      r_cs[r] = c[r] / p100s[r];
       free(k1);
       free(k16);
       free(k64);
     }
     print_rate(T->plain1_name, p1, reps, "rows/s");
     print_rate(T->plain100_name, p100, reps, "rows/s");
+    print_rate(T->plain100s_name, p100s, reps, "rows/s");
     print_rate("16 in flight on 1 stream", a, reps, "items/s");
     print_rate("16 in flight on 16 streams", b, reps, "items/s");
     print_rate("64 in flight on 64 streams", c, reps, "items/s");
     print_ratio("ratio 16 on 1 stream / plain 1-row", r_a, reps, "no target");
     print_ratio("ratio 16 on 16 streams / plain 1-row", r_b, reps, ">= 5x");
     print_ratio("ratio 64 on 64 streams / plain 100-row", r_c, reps, ">= 0.5x");
+    print_ratio("ratio 64 on 64 streams / plain 100-row over 64 namespaces",
+                r_cs, reps, "same rows, no target");
     if (plain1_rate_seen == 0)
       plain1_rate_seen = median(p1, reps);
   }
@@ -680,36 +533,42 @@ static double drain_run(char (*keys)[128], int n, long per, int rep) {
 
 static void fig_drain(void) {
   int reps = opt.reps;
-  double p1[64], p100[64], one[64], many[64], r_one[64], r_many[64];
+  double p1[64], p100[64], p100s[64], one[64], many[64];
+  double r_one[64], r_many[64], r_many_s[64];
   printf("[3] draining a backlog: a consumer on a client hub whose handler "
-         "finishes at once;\n    %s items on 1 stream, %s items on each of 64 "
+         "finishes at once;\n    %s items on 1 stream, %s items on each of %d "
          "streams; %d runs\n",
-         num((double)sz.drain1), num((double)sz.drain64), reps);
+         num((double)sz.drain1), num((double)sz.drain64), SPREAD, reps);
   for (int r = 0; r < reps; r++) {
     char tag[32];
     snprintf(tag, sizeof tag, "f3ar%d", r);
     char(*k1)[128] = make_streams(tag, 1, 0);
     snprintf(tag, sizeof tag, "f3br%d", r);
-    char(*k64)[128] = make_streams(tag, 64, 0);
+    char(*k64)[128] = make_streams(tag, SPREAD, 0);
     /* the backlogs first, untimed */
     publish_run("Bench", k1, 1, sz.drain1, 64);
-    publish_run("Bench", k64, 64, sz.drain64, 4);
+    publish_run("Bench", k64, SPREAD, sz.drain64, 4);
     p1[r] = plain1(sz.plain1);
     one[r] = drain_run(k1, 1, sz.drain1, r);
     p100[r] = plain100(sz.plain100);
-    many[r] = drain_run(k64, 64, sz.drain64, r);
+    p100s[r] = plain100s(sz.plain100);
+    many[r] = drain_run(k64, SPREAD, sz.drain64, r);
     r_one[r] = one[r] / p1[r];
     r_many[r] = many[r] / p100[r];
+    r_many_s[r] = many[r] / p100s[r];
     free(k1);
     free(k64);
   }
   print_rate(T->plain1_name, p1, reps, "rows/s");
   print_rate(T->plain100_name, p100, reps, "rows/s");
+  print_rate(T->plain100s_name, p100s, reps, "rows/s");
   print_rate("drain 1 stream", one, reps, "items/s");
   print_rate("drain 64 streams", many, reps, "items/s");
   print_ratio("ratio drain 1 stream / plain 1-row", r_one, reps, ">= 0.8x");
   print_ratio("ratio drain 64 streams / plain 100-row", r_many, reps,
               ">= 0.5x");
+  print_ratio("ratio drain 64 streams / plain 100-row over 64 namespaces",
+              r_many_s, reps, "same rows, no target");
 }
 
 /* ---- [4] catch-up ---------------------------------------------------------
@@ -906,9 +765,10 @@ static void fig_catchup(void) {
   put_owners(durable_mesh_store(M), keys, 1, "BenchOwner");
   /* items 1..n-1 as the stream hub writes them, then item n by a publish
    * (it makes the stream node with LastSequence n) */
-  double fill = fill_items(durable_mesh_store(M), items_ns, 1, n - 1);
+  double fill =
+      fill_items(&C, durable_mesh_store(M), items_ns, 1, n - 1, 1);
   publish_run("Bench", keys, 1, 1, 1);
-  printf("  %-52s %12s rows/s   (%.1f s)\n",
+  printf("  %-60s %12s rows/s   (%.1f s)\n",
          "fill: durable_store_write, batches of 1000, 8 in flight", num(fill),
          fill > 0 ? (double)(n - 1) / fill : 0);
   raw_open();
@@ -946,11 +806,11 @@ static void fig_catchup(void) {
   print_ratio("ratio Lua read_durable / raw", r_lua, reps, ">= 0.25x");
   snprintf(label, sizeof label, "durable_read from %s (%s items)",
            num((double)tail_after), num((double)(n - tail_after)));
-  printf("  %-52s %12.2f ms       %s\n", label, median(tail, TAIL_REPS) * 1e3,
+  printf("  %-60s %12.2f ms       %s\n", label, median(tail, TAIL_REPS) * 1e3,
          runs(tail, TAIL_REPS, 1e3, "%.1f"));
   print_ratio("ratio time from 0 / time from items-1000", r_tail, reps,
               ">= 100x");
-  printf("  %-52s %12.1f MB       (VmRSS %s -> peak %s, end %s KiB)  "
+  printf("  %-60s %12.1f MB       (VmRSS %s -> peak %s, end %s KiB)  "
          "[<= 50 MB]\n",
          "memory growth over the reads from 0",
          (double)(rss_peak - rss_before) / 1024, num((double)rss_before),
@@ -1106,19 +966,19 @@ static void fig_latency(void) {
   run_until(&C, &rc.done, "recycling the consumer");
   qsort(L.lat, (size_t)L.handled, sizeof *L.lat, cmp_d);
   qsort(L.pub_lat, (size_t)L.npub, sizeof *L.pub_lat, cmp_d);
-  printf("  %-52s %12s items in %.2f s (%.0f items/s)\n", "handled",
+  printf("  %-60s %12s items in %.2f s (%.0f items/s)\n", "handled",
          num((double)L.handled), elapsed, L.handled / elapsed);
-  printf("  %-52s %12.2f ms  [no target]\n", "publish -> handler p50",
+  printf("  %-60s %12.2f ms  [no target]\n", "publish -> handler p50",
          pct(L.lat, L.handled, 0.5));
-  printf("  %-52s %12.2f ms  [<= 2 ms]\n", "publish -> handler p99",
+  printf("  %-60s %12.2f ms  [<= 2 ms]\n", "publish -> handler p99",
          pct(L.lat, L.handled, 0.99));
-  printf("  %-52s %12.2f ms  [<= 20 ms]\n", "publish -> handler max",
+  printf("  %-60s %12.2f ms  [<= 20 ms]\n", "publish -> handler max",
          L.handled ? L.lat[L.handled - 1] : 0);
-  printf("  %-52s %12.2f ms  (p99 %.2f ms, max %.2f ms)\n",
+  printf("  %-60s %12.2f ms  (p99 %.2f ms, max %.2f ms)\n",
          "publish -> sequence back p50", pct(L.pub_lat, L.npub, 0.5),
          pct(L.pub_lat, L.npub, 0.99), L.npub ? L.pub_lat[L.npub - 1] : 0);
   if (plain1_rate_seen > 0)
-    printf("  %-52s %12.2f ms  (1 / the one-row loop's rate)\n",
+    printf("  %-60s %12.2f ms  (1 / the one-row loop's rate)\n",
            "for scale: one plain commit", 1e3 / plain1_rate_seen);
   free(L.lat);
   free(L.pub_lat);
@@ -1191,7 +1051,7 @@ static int child_main(int argc, char **argv) {
   if (!d || !keys)
     return 1;
   ctx_init(&C);
-  M = mesh_open(url);
+  M = mesh_open(&C, url, log_line);
   durable_error_t err = {0};
   char addr[64];
   snprintf(addr, sizeof addr, "client/producer-%d", (int)getpid());
@@ -1318,192 +1178,17 @@ static void fig_multi(void) {
     last_sum += v.last;
   }
   double rate = (double)ok / (double)secs;
-  printf("  %-52s %12s rows/s\n", T->plain1_name, num(p1));
-  printf("  %-52s %12s items/s  (%s saved, %ld failed)\n",
+  printf("  %-60s %12s rows/s\n", T->plain1_name, num(p1));
+  printf("  %-60s %12s items/s  (%s saved, %ld failed)\n",
          "total rate of the 4 processes", num(rate), num((double)ok), failed);
-  printf("  %-52s %11.2fx          [no target]\n", "ratio total / plain 1-row",
+  printf("  %-60s %11.2fx          [no target]\n", "ratio total / plain 1-row",
          rate / p1);
-  printf("  %-52s %12ld          [0]\n", "\"deadlock detected\" seen",
+  printf("  %-60s %12ld          [0]\n", "\"deadlock detected\" seen",
          deadlocks);
   if (last_sum != ok)
     printf("  WARNING: the streams' LastSequence add up to %ld, the "
            "producers saw %ld sequences\n",
            last_sum, ok);
-}
-
-/* ---- [7] host start and listing at 1k and 1M items ----------------------- */
-
-static struct { int handled; } H;
-
-static void host_handler(durable_hub_t *hub, const durable_item_t *item,
-                         durable_reply_t *done, void *data) {
-  (void)hub;
-  (void)item;
-  (void)data;
-  C.progress++;
-  H.handled = 1;
-  durable_reply_ok(done, NULL);
-}
-
-typedef struct {
-  long rows;
-  int finished;
-  char after[DURABLE_PATH_MAX + 1];
-  durable_store_t *store;
-} list_t;
-
-static void list_page(list_t *l);
-
-static void list_got(const durable_result_t *r) {
-  list_t *l = r->data;
-  C.progress++;
-  if (r->status < 0)
-    die("listing streams: %s", r->message ? r->message : "");
-  l->rows += (long)r->count;
-  if (r->more && r->count) {
-    snprintf(l->after, sizeof l->after, "%s", r->nodes[r->count - 1]->path);
-    list_page(l);
-  } else {
-    l->finished = 1;
-  }
-}
-
-static void list_page(list_t *l) {
-  durable_error_t err = {0};
-  if (durable_store_query(l->store, NULL, "type:DurableStream", l->after, PAGE,
-                          list_got, l, &err) < 0)
-    die("durable_store_query: %s", err.message);
-}
-
-/* What `durable streams` does: every page of "type:DurableStream". */
-static double list_streams(durable_store_t *store, long *rows) {
-  list_t l = {.store = store};
-  double t0 = now_s();
-  list_page(&l);
-  run_until(&C, &l.finished, "listing streams");
-  *rows = l.rows;
-  return now_s() - t0;
-}
-
-/* Fill the 100 streams to `per` items each (from `have`), acknowledged:
- * stream nodes with LastSequence = Checkpoint = per, nobody holding. */
-static void startup_fill(durable_mesh_t *m7, char (*keys)[128], long *have,
-                         long per) {
-  double t0 = now_s();
-  durable_write_t w[STARTUP_STREAMS];
-  char paths[STARTUP_STREAMS][256], content[STARTUP_STREAMS][DURABLE_PATH_MAX];
-  for (int i = 0; i < STARTUP_STREAMS; i++) {
-    char items_ns[256];
-    durable_stream_id_t id = {.ns = "Host", .key = keys[i]};
-    durable_stream_items_ns(&id, items_ns, sizeof items_ns);
-    fill_items(durable_mesh_store(m7), items_ns, have[i] + 1, per);
-    if (have[i] < per)
-      have[i] = per;
-    durable_stream_path(&id, paths[i], sizeof paths[i]);
-    snprintf(content[i], sizeof content[i],
-             "{\"Namespace\":\"Host\",\"Key\":\"%s\",\"LastSequence\":%ld,"
-             "\"Subscriber\":null,\"SubscriberInstance\":null,"
-             "\"LeaseEpoch\":0,\"SubscribedAt\":null,\"Checkpoint\":%ld,"
-             "\"CheckpointAt\":null,\"OrphanedAt\":null,"
-             "\"LastSubscriber\":null}",
-             keys[i], have[i], have[i]);
-    w[i] = (durable_write_t){.kind = DURABLE_WRITE_PUT,
-                             .path = paths[i],
-                             .node_type = "DurableStream",
-                             .content = content[i]};
-  }
-  write_nodes(durable_mesh_store(m7), w, STARTUP_STREAMS);
-  printf("  %-52s %12.1f s\n", "fill", now_s() - t0);
-}
-
-/* One item appended to stream s (by the bench's mesh on the store, not
- * the host's), then a fresh mesh whose NodeType BenchHost consumes Host:
- * seconds from durable_mesh_host to the handler's entry. */
-static double startup_once(durable_mesh_t *m7, durable_hub_t *c7,
-                           char (*keys)[128], int s, long *have) {
-  durable_error_t err = {0};
-  char(*k)[128] = &keys[s];
-  durable_hub_t *saved = client;
-  durable_mesh_t *saved_m = M;
-  client = c7, M = m7;
-  publish_run("Host", k, 1, 1, 1);
-  client = saved, M = saved_m;
-  have[s]++;
-  durable_mesh_t *h = mesh_open(T->url7);
-  durable_consumer_t cons = {.ns = "Host", .handler = host_handler};
-  if (durable_node_type_consume(durable_mesh_node_type(h, "BenchHost"), &cons,
-                                &err) < 0)
-    die("durable_node_type_consume: %s", err.message);
-  H.handled = 0;
-  double t0 = now_s();
-  if (durable_mesh_host(h, &err) < 0)
-    die("durable_mesh_host: %s", err.message);
-  run_until(&C, &H.handled, "the host's first item");
-  double dt = now_s() - t0;
-  mesh_close(h);
-  return dt;
-}
-
-static void fig_startup(void) {
-  int reps = opt.reps > 50 ? 50 : opt.reps;
-  printf("[7] cost at start: %d streams with %s, then %s stored items "
-         "(acknowledged);\n    durable_mesh_host to the first handled item "
-         "of a fresh append, and the\n    listing of `durable streams` "
-         "(every page of type:DurableStream); %d runs\n",
-         STARTUP_STREAMS, num((double)sz.start_lo), num((double)sz.start_hi),
-         reps);
-  durable_error_t err = {0};
-  durable_mesh_t *m7 = mesh_open(T->url7);
-  durable_hub_t *c7;
-  if (durable_mesh_client(m7, "client/startup", &c7, &err) < 0)
-    die("durable_mesh_client: %s", err.message);
-  durable_hub_ref(c7);
-  char(*keys)[128] = calloc(STARTUP_STREAMS, sizeof *keys);
-  long *have = calloc(STARTUP_STREAMS, sizeof *have);
-  if (!keys || !have)
-    die("out of memory");
-  for (int i = 0; i < STARTUP_STREAMS; i++)
-    snprintf(keys[i], sizeof keys[i], "%s/host/o%d", T->part7, i);
-  put_owners(durable_mesh_store(m7), keys, STARTUP_STREAMS, "BenchHost");
-  double host[2][64], list[2][64];
-  long rows = 0;
-  for (int level = 0; level < 2; level++) {
-    long per = (level ? sz.start_hi : sz.start_lo) / STARTUP_STREAMS;
-    startup_fill(m7, keys, have, per);
-    list_streams(durable_mesh_store(m7), &rows); /* untimed: warm */
-    for (int r = 0; r < reps; r++) {
-      host[level][r] = startup_once(m7, c7, keys, level * 50 + r, have);
-      list[level][r] = list_streams(durable_mesh_store(m7), &rows);
-      if (rows < STARTUP_STREAMS)
-        printf("  WARNING: the listing found %ld streams, expected at least "
-               "%d\n",
-               rows, STARTUP_STREAMS);
-    }
-    char label[128];
-    snprintf(label, sizeof label, "host start -> first item, %s items",
-             num((double)per * STARTUP_STREAMS));
-    printf("  %-52s %12.1f ms       %s\n", label,
-           median(host[level], reps) * 1e3,
-           runs(host[level], reps, 1e3, "%.1f"));
-    snprintf(label, sizeof label, "listing streams (%ld), %s items", rows,
-             num((double)per * STARTUP_STREAMS));
-    printf("  %-52s %12.1f ms       %s\n", label,
-           median(list[level], reps) * 1e3,
-           runs(list[level], reps, 1e3, "%.1f"));
-  }
-  double hr = median(host[1], reps) / median(host[0], reps);
-  double lr = median(list[1], reps) / median(list[0], reps);
-  char label[128];
-  snprintf(label, sizeof label, "ratio host start %s / %s items",
-           num((double)sz.start_hi), num((double)sz.start_lo));
-  printf("  %-52s %11.2fx                     [near 1x]\n", label, hr);
-  snprintf(label, sizeof label, "ratio listing %s / %s items",
-           num((double)sz.start_hi), num((double)sz.start_lo));
-  printf("  %-52s %11.2fx                     [near 1x]\n", label, lr);
-  durable_hub_unref(c7);
-  mesh_close(m7);
-  free(keys);
-  free(have);
 }
 
 /* ---- one store -------------------------------------------------------------
@@ -1516,9 +1201,11 @@ static void run_target(target_t *t) {
   plain1_rate_seen = 0;
   main_open(t->url);
   /* the plain loops' rates, for the header */
-  double a = plain1(sz.plain1), b = plain100(sz.plain100);
-  printf("  %-52s %12s rows/s\n", t->plain1_name, num(a));
-  printf("  %-52s %12s rows/s\n", t->plain100_name, num(b));
+  double a = plain1(sz.plain1), b = plain100(sz.plain100),
+         c = plain100s(sz.plain100);
+  printf("  %-60s %12s rows/s\n", t->plain1_name, num(a));
+  printf("  %-60s %12s rows/s\n", t->plain100_name, num(b));
+  printf("  %-60s %12s rows/s\n", t->plain100s_name, num(c));
   fflush(stdout);
   if (want(1) || want(2))
     fig_producers();
@@ -1530,90 +1217,44 @@ static void run_target(target_t *t) {
     fig_latency();
   if (want(6) && t->pg)
     fig_multi();
-  if (want(7))
-    fig_startup();
   main_close();
   printf("  log lines: %ld warnings, %ld errors, %ld \"deadlock detected\"\n",
          logs.warn, logs.error, logs.deadlock);
 }
 
-static char tmpdir[256];
-
-static void cleanup_tmpdir(void) {
-  static const char *const names[] = {"store.db", "plain.db", "startup.db"};
-  static const char *const suffixes[] = {"", "-wal", "-shm", "-live"};
-  char f[600];
-  if (!tmpdir[0])
-    return;
-  for (size_t i = 0; i < 3; i++)
-    for (size_t j = 0; j < 4; j++) {
-      snprintf(f, sizeof f, "%s/%s%s", tmpdir, names[i], suffixes[j]);
-      unlink(f);
-    }
-  if (rmdir(tmpdir) != 0)
-    printf("  note: could not remove %s: %s\n", tmpdir, strerror(errno));
-  tmpdir[0] = 0;
-}
-
 static void run_sqlite(void) {
-  const char *base = getenv("TMPDIR");
-  snprintf(tmpdir, sizeof tmpdir, "%s/durable-stream-bench.XXXXXX",
-           base && *base ? base : "/tmp");
-  if (mkdtemp(tmpdir) == NULL)
-    die("mkdtemp: %s", strerror(errno));
-  atexit(cleanup_tmpdir);
-  char file[600], url[640], url7[640], plain_file[600];
-  snprintf(file, sizeof file, "%s/store.db", tmpdir);
-  snprintf(url, sizeof url, "sqlite:%s", file);
-  snprintf(url7, sizeof url7, "sqlite:%s/startup.db", tmpdir);
-  snprintf(plain_file, sizeof plain_file, "%s/plain.db", tmpdir);
+  const char *dir = tmpdir_make("durable-stream-bench");
+  char file[600], url[640];
   plain_sqlite_t plain = {0};
-  plain_sqlite_open(&plain, plain_file);
-  printf("\n== SQLite %s: %s (WAL, synchronous=FULL) ==\n",
-         sqlite3_libversion(), url);
+  plain_sqlite_start(&plain, dir, file, sizeof file, url, sizeof url);
   target_t t = {.label = "SQLite",
                 .url = url,
-                .url7 = url7,
                 .partition = "Bench",
-                .part7 = "Bench",
                 .psq = &plain,
                 .plain1_name = "plain sqlite loop, 1 row/commit",
                 .plain100_name = "plain sqlite loop, 100 rows/commit",
+                .plain100s_name =
+                    "plain sqlite loop, 100 rows/commit over 64 namespaces",
                 .sqlite_file = file};
   run_target(&t);
   plain_sqlite_close(&plain);
-  cleanup_tmpdir();
+  tmpdir_remove();
 }
 
 static void run_postgres(const char *url) {
-  char partition[64], part7[64], plain_schema[80];
-  snprintf(partition, sizeof partition, "sbench_%lx_%ld",
-           (unsigned long)time(NULL), (long)getpid());
-  snprintf(part7, sizeof part7, "%.50s_st", partition);
-  snprintf(plain_schema, sizeof plain_schema, "%s_plain", partition);
+  char partition[64];
+  fresh_partition("sbench", partition, sizeof partition);
   plain_pg_t plain = {0};
-  plain_pg_open(&plain, url, plain_schema);
-  PGresult *res = PQexec(plain.conn, "SHOW server_version");
-  pg_ok(plain.conn, res, "server_version");
-  char version[64];
-  snprintf(version, sizeof version, "%s", PQgetvalue(res, 0, 0));
-  PQclear(res);
-  res = PQexec(plain.conn, "SHOW synchronous_commit");
-  pg_ok(plain.conn, res, "synchronous_commit");
-  char sync[32];
-  snprintf(sync, sizeof sync, "%s", PQgetvalue(res, 0, 0));
-  PQclear(res);
-  printf("\n== PostgreSQL %s (synchronous_commit=%s): partition %s ==\n",
-         version, sync, partition);
+  plain_pg_start(&plain, url, partition);
   target_t t = {.label = "PostgreSQL",
                 .url = url,
-                .url7 = url,
                 .partition = partition,
-                .part7 = part7,
                 .pg = 1,
                 .ppg = &plain,
                 .plain1_name = "plain libpq loop, 1 row/commit",
                 .plain100_name = "plain libpq loop, 100-row INSERT/commit",
+                .plain100s_name =
+                    "plain libpq loop, 100-row INSERT/commit over 64 namespaces",
                 .pg_url = url};
   run_target(&t);
   plain_pg_close(&plain);
@@ -1661,8 +1302,6 @@ int main(int argc, char **argv) {
       opt.seconds = parse_long(v, a, 1), i++;
     else if (strcmp(a, "--quick") == 0)
       opt.quick = 1;
-    else if (strcmp(a, "--startup") == 0)
-      opt.startup = 1;
     else if (strcmp(a, "--durable") == 0 && v)
       opt.durable = v, i++;
     else if (strcmp(a, "--lua") == 0 && v)
@@ -1671,8 +1310,8 @@ int main(int argc, char **argv) {
       char *end;
       for (const char *p = v; *p;) {
         long f = strtol(p, &end, 10);
-        if (end == p || f < 1 || f > 7) {
-          fprintf(stderr, "stream_bench: --figures takes numbers 1-7, e.g. "
+        if (end == p || f < 1 || f > 6) {
+          fprintf(stderr, "stream_bench: --figures takes numbers 1-6, e.g. "
                           "1,2,5\n");
           return 2;
         }
@@ -1680,25 +1319,15 @@ int main(int argc, char **argv) {
         p = *end == ',' ? end + 1 : end;
       }
       i++;
-    } else if (strcmp(a, "--only") == 0) {
-      opt.only = ++i < argc ? argv[i] : "";
-      if (strcmp(opt.only, "sqlite") && strcmp(opt.only, "postgres")) {
-        fprintf(stderr, "stream_bench: --only takes sqlite or postgres\n");
-        return 2;
-      }
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      return 0;
-    } else {
-      fprintf(stderr, "stream_bench: unknown argument '%s'\n", a);
-      usage(stderr);
-      return 2;
-    }
+    } else if (strcmp(a, "--only") == 0)
+      opt.only = parse_only(v), i++;
+    else
+      other_arg(a);
   }
   if (opt.quick) {
     sz.plain1 = 100, sz.plain100 = 2000, sz.single = 100, sz.in16 = 320;
     sz.in64 = 640, sz.drain1 = 200, sz.drain64 = 10, sz.lua_pub = 100;
-    sz.multi_s = 2, sz.start_lo = 1000, sz.start_hi = 20000;
+    sz.multi_s = 2;
     if (opt.items == 1000000)
       opt.items = 20000;
     if (opt.seconds == 10)
@@ -1713,15 +1342,6 @@ int main(int argc, char **argv) {
   printf("stream_bench: durable %s, %ld catch-up items, medians of %d runs; "
          "Lua figures by %s\n",
          DURABLE_VERSION_STRING, opt.items, opt.reps, opt.durable);
-  if (opt.only == NULL || strcmp(opt.only, "sqlite") == 0)
-    run_sqlite();
-  if (opt.only == NULL || strcmp(opt.only, "postgres") == 0) {
-    const char *pg = getenv("DURABLE_TEST_PG");
-    if (pg && *pg)
-      run_postgres(pg);
-    else
-      printf("\n== PostgreSQL: skipped (set DURABLE_TEST_PG to a libpq URL) "
-             "==\n");
-  }
+  run_stores(opt.only, run_sqlite, run_postgres);
   return 0;
 }
