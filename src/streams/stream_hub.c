@@ -39,6 +39,11 @@
 #define APPEND_BATCH 256
 /* Compare-and-set retries before an operation is reported failed. */
 #define MAX_ATTEMPTS 8
+/* ... and for an append that lost its sequences to another process's
+ * append: it goes on after the tail it just read, so each attempt costs one
+ * transaction, and producers of several processes on one stream take turns
+ * (the stream's row lock orders them).  Bounded only against a livelock. */
+#define MAX_CONTENDED 256
 
 typedef struct op_s op_t;
 struct op_s {
@@ -169,6 +174,10 @@ typedef struct {
   durable__stream_state_t base; /* the state the decision was made on */
   durable__stream_state_t next; /* the decision */
   const char *path;
+  /* set by the mutator: the state as stored now -- the one written, or on
+   * a lost compare-and-set the one that won */
+  durable__stream_state_t seen;
+  int have_seen;
 } write_ctx_t;
 
 static int same_str(const char *a, const char *b) {
@@ -181,7 +190,7 @@ static int same_str(const char *a, const char *b) {
  * replaced by the decision. */
 static int mutate_state(const durable_node_t *current, char **content,
                         char **node_type, void *arg) {
-  const write_ctx_t *w = arg;
+  write_ctx_t *w = arg;
   const durable__stream_state_t *base = &w->base, *next = &w->next;
   durable__stream_state_t cur;
   if (current == NULL)
@@ -216,26 +225,35 @@ static int mutate_state(const durable_node_t *current, char **content,
     if (*content == NULL || *node_type == NULL)
       rc = DURABLE_ENOMEM;
   }
-  durable__state_free(&cur);
+  /* a group that is run again calls the mutator again: keep the last */
+  durable__state_free(&w->seen);
+  w->have_seen = rc == 1 || rc == DURABLE_ECONFLICT;
+  if (w->have_seen)
+    w->seen = cur; /* taken */
+  else
+    durable__state_free(&cur);
   return rc;
 }
 
 static void write_ctx_free(write_ctx_t *w) {
   durable__state_free(&w->base);
   durable__state_free(&w->next);
+  durable__state_free(&w->seen);
   free(w);
 }
 
 static void on_written(const durable_result_t *res) {
   write_ctx_t *w = res->data;
   shub_t *sh = w->sh;
-  /* the stream node is the batch's last write: as stored, with what other
-   * processes changed in the part this operation did not decide on */
-  durable__stream_state_t stored;
-  if (res->status == 0 && res->node &&
-      durable__state_decode(res->node->content, sh->path, &stored) == 0) {
+  /* the stream node as stored -- with what other processes changed in the
+   * part this operation did not decide on -- from the mutator, which read
+   * it under the row's lock: written, or refused because another process's
+   * write won (then the retry decides on it without reading again) */
+  if (w->have_seen && (res->status == 0 || res->status == DURABLE_ECONFLICT)) {
     durable__state_free(&sh->state);
-    sh->state = stored;
+    sh->state = w->seen;
+    memset(&w->seen, 0, sizeof w->seen);
+    w->have_seen = 0;
     sh->have_state = 1;
   } else {
     sh->have_state = 0;
@@ -246,8 +264,9 @@ static void on_written(const durable_result_t *res) {
 }
 
 /* Write the decision `next` (made on the cached state) into the stream node,
- * changing only `part`, after `extra` writes (items) in the same
- * transaction.  Takes `next`. */
+ * changing only `part`, then `extra` writes (items) in the same
+ * transaction.  The stream node comes first: a compare-and-set lost to
+ * another process is refused before any item is tried.  Takes `next`. */
 static void write_state(shub_t *sh, part_t part, durable__stream_state_t *next,
                         durable_write_t *extra, size_t nextra,
                         written_fn then) {
@@ -261,15 +280,15 @@ static void write_state(shub_t *sh, part_t part, durable__stream_state_t *next,
     durable__state_free(next);
   if (w && writes && durable__state_copy(&sh->state, &w->base) == 0) {
     for (size_t i = 0; i < nextra; i++)
-      writes[i] = extra[i];
+      writes[i + 1] = extra[i];
     w->sh = sh;
     w->then = then;
     w->part = part;
     w->path = sh->path;
-    writes[nextra] = (durable_write_t){.kind = DURABLE_WRITE_MUTATE,
-                                       .path = sh->path,
-                                       .mutate = mutate_state,
-                                       .mutate_arg = w};
+    writes[0] = (durable_write_t){.kind = DURABLE_WRITE_MUTATE,
+                                  .path = sh->path,
+                                  .mutate = mutate_state,
+                                  .mutate_arg = w};
     durable_hub_ref(sh->hub);
     rc = durable_store_write(durable_mesh_store(sh->mesh), writes, nextra + 1,
                              on_written, w, &err);
@@ -400,8 +419,20 @@ static void appended(shub_t *sh, const durable_result_t *res) {
    * have queued behind it while the transaction was in flight */
   size_t n = sh->batch;
   sh->batch = 0;
+  if (res->status == DURABLE_ECONFLICT && sh->have_state) {
+    /* another process appended first: go on after the tail that won */
+    sh->next_seq = sh->state.last_sequence + 1;
+    if (++sh->head->attempts >= MAX_CONTENDED) {
+      fail_head(sh, res->status, res->message);
+      return;
+    }
+    sh->busy = 0;
+    pump(sh);
+    return;
+  }
   if (res->status == DURABLE_ECONFLICT || res->status == DURABLE_EEXIST) {
-    /* another writer moved the stream: derive the sequence again */
+    /* an item is in the way (made by hand, say): derive the sequence again
+     * from both LastSequence and the highest stored item */
     retry_head(sh, res->status, res->message);
     return;
   }
