@@ -100,6 +100,9 @@ function M.methods.on(config, msg_type, fn)
   if msg_type == "ping" then
     error("config:on('ping', ...): every hub answers ping; it cannot be handled", 2)
   end
+  if msg_type:sub(1, 8) == "durable." then
+    error(("config:on('%s', ...): message types beginning with 'durable.' belong to the runtime"):format(msg_type), 2)
+  end
   if rec.by_msg_type[msg_type] then
     error(("NodeType '%s' already handles '%s'"):format(rec.name, msg_type), 2)
   end

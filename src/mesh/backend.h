@@ -159,6 +159,13 @@ typedef struct durable__backend_s {
   int (*update)(durable__conn_t *conn, durable__place_t place,
                 const durable_node_t *node, durable__outcome_t *out,
                 durable_error_t *err);
+  /* replace: update the row, unread, if it is at version `expected`
+   * (node_type and content; created_at stays and comes back in the
+   * outcome); ECONFLICT when it is at another, ENOTFOUND when absent.  No
+   * read before it: one statement, one round trip with the rest. */
+  int (*replace)(durable__conn_t *conn, durable__place_t place,
+                 const durable_node_t *node, int64_t expected,
+                 durable__outcome_t *out, durable_error_t *err);
   int (*remove)(durable__conn_t *conn, durable__place_t place, const char *ns,
                 const char *id, durable__outcome_t *out, durable_error_t *err);
   int (*flush)(durable__conn_t *conn, durable_error_t *err);

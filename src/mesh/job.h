@@ -39,6 +39,7 @@ typedef enum {
   ACT_INSERT,
   ACT_UPSERT,
   ACT_UPDATE,
+  ACT_REPLACE, /* an update on a version, unread */
   ACT_REMOVE
 } durable__action_t;
 

@@ -476,6 +476,7 @@ enum {
   OP_INSERT_ROWS = 'I', /* OP_INSERT for many rows (arrays) */
   OP_UPSERT_ROWS = 'P', /* OP_UPSERT for many rows (arrays) */
   OP_UPDATE = 'w',
+  OP_REPLACE = 'r', /* OP_UPDATE if the version is $7 */
   OP_REMOVE = 'd',
   OP_CHECK = 'c',  /* do all tables of partition $1 exist? */
   OP_LOCK = 'k',   /* serialise creating partition $1 across processes */
@@ -526,6 +527,10 @@ static void take_outcome(const step_t *s, const PGresult *res) {
   }
   if (PQntuples(res) != 1) { /* DO NOTHING, or no row to update */
     o->status = s->op == OP_INSERT ? DURABLE_EEXIST : DURABLE_ENOTFOUND;
+    return;
+  }
+  if (s->op == OP_REPLACE && PQgetisnull(res, 0, 0)) {
+    o->status = DURABLE_ECONFLICT; /* there, at another version */
     return;
   }
   o->status = 0;
@@ -906,6 +911,19 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel,
                   " created_at = $7, updated_at = $8 WHERE namespace = $1 AND "
                   "id = $2 RETURNING version, created_at",
                   rel);
+  case OP_REPLACE:
+    /* a compare-and-set without a read before it: $7 (created_at's slot
+     * in every node write) carries the expected version.  No row: absent;
+     * a row without a version: at another version (or changed meanwhile:
+     * the UPDATE re-checks its condition on the row that committed). */
+    return format("WITH was AS (SELECT 1 FROM %s WHERE namespace = $1 AND "
+                  "id = $2), upd AS (UPDATE %s SET path = $3, node_type = $4, "
+                  "content = $5, main_node = $6, version = "
+                  "nextval('public.durable_version'), updated_at = $8 WHERE "
+                  "namespace = $1 AND id = $2 AND version = $7::bigint "
+                  "RETURNING version, created_at) SELECT upd.version, "
+                  "upd.created_at FROM was LEFT JOIN upd ON true",
+                  rel, rel);
   case OP_REMOVE:
     return format("DELETE FROM %s WHERE namespace = $1 AND id = $2", rel);
   case OP_CHECK: {
@@ -1549,7 +1567,7 @@ static int queue_write(durable__conn_t *c, int op, durable__place_t place,
   s->partition = copies[k];
   s->what = op == OP_INSERT   ? "insert"
             : op == OP_UPSERT ? "put"
-            : op == OP_UPDATE ? "update"
+            : op == OP_UPDATE || op == OP_REPLACE ? "update"
             : op == OP_REMOVE ? "remove"
                               : "lock";
   s->out = out;
@@ -1572,6 +1590,14 @@ static int pg_update(durable__conn_t *c, durable__place_t place,
                      const durable_node_t *node, durable__outcome_t *out,
                      durable_error_t *err) {
   return queue_write(c, OP_UPDATE, place, node, NULL, NULL, out, err);
+}
+
+static int pg_replace(durable__conn_t *c, durable__place_t place,
+                      const durable_node_t *node, int64_t expected,
+                      durable__outcome_t *out, durable_error_t *err) {
+  durable_node_t on = *node;
+  on.created_at = expected; /* $7: see OP_REPLACE */
+  return queue_write(c, OP_REPLACE, place, &on, NULL, NULL, out, err);
 }
 
 static int pg_remove(durable__conn_t *c, durable__place_t place, const char *ns,
@@ -1952,6 +1978,7 @@ const durable__backend_t durable__postgres_backend = {
     .insert = pg_insert,
     .upsert = pg_upsert,
     .update = pg_update,
+    .replace = pg_replace,
     .remove = pg_remove,
     .flush = pg_flush,
     .lock = pg_lock,

@@ -95,6 +95,7 @@ enum {
   OP_REFRESH,
   OP_REMOVE,
   OP_RETYPE,
+  OP_REPLACE,
   OP_LIST_TYPE,
   OP_LIST_TYPE_SKIP,
   OP_COUNT
@@ -130,6 +131,10 @@ static const char *const op_sql[OP_COUNT] = {
                    "WHERE namespace = ?1 AND id = ?2 RETURNING created_at",
     [OP_RETYPE] = "UPDATE %s SET node_type = ?4 "
                   "WHERE namespace = ?1 AND id = ?2 AND node_type <> ?4",
+    /* a compare-and-set on the version (?8 carries the expected one) */
+    [OP_REPLACE] = "UPDATE %s SET content = ?5, version = ?7, "
+                   "updated_at = ?9 WHERE namespace = ?1 AND id = ?2 "
+                   "AND version = ?8 RETURNING created_at",
     [OP_REMOVE] = "DELETE FROM %s WHERE namespace = ?1 AND id = ?2",
     /* served by the type index {table}_by_type (schema.h) */
     [OP_LIST_TYPE] =
@@ -901,7 +906,7 @@ static int write_node(durable__conn_t *c, durable__place_t place, int op,
   bind_node(st, node, version);
   int64_t created_at = node->created_at;
   int rc;
-  if (op == OP_REFRESH) {
+  if (op == OP_REFRESH || op == OP_REPLACE) {
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
       created_at = sqlite3_column_int64(st, 0);
@@ -968,6 +973,31 @@ static int update(durable__conn_t *c, durable__place_t place,
   int64_t version;
   int rc = take_version(c, &version, err);
   return rc ? rc : write_node(c, place, OP_UPDATE, node, version, out, err);
+}
+
+static int replace(durable__conn_t *c, durable__place_t place,
+                   const durable_node_t *node, int64_t expected,
+                   durable__outcome_t *out, durable_error_t *err) {
+  int64_t version;
+  int rc = take_version(c, &version, err);
+  if (rc != 0)
+    return rc;
+  durable_node_t on = *node;
+  on.created_at = expected; /* ?8: see OP_REPLACE */
+  rc = write_node(c, place, OP_REPLACE, &on, version, out, err);
+  if (rc != 0 || out->status == 0)
+    return rc;
+  c->version--; /* unused: give it back */
+  /* refused: at another version, or absent? */
+  durable_node_t *cur = NULL;
+  rc = get(c, place, node->ns, node->id, 0, &cur, err);
+  out->status = rc == 0 ? DURABLE_ECONFLICT : DURABLE_ENOTFOUND;
+  durable_node_free(cur);
+  if (rc == DURABLE_ENOTFOUND) {
+    memset(err, 0, sizeof *err);
+    rc = 0;
+  }
+  return rc;
 }
 
 static int remove_(durable__conn_t *c, durable__place_t place, const char *ns,
@@ -1479,6 +1509,7 @@ const durable__backend_t durable__sqlite_backend = {
     .insert = insert,
     .upsert = upsert,
     .update = update,
+    .replace = replace,
     .remove = remove_,
     .flush = flush,
     .changed = changed,

@@ -556,6 +556,21 @@ void durable__job_submit(durable__job_t *job) {
 
 /* ---- completions on the loop -------------------------------------------- */
 
+/* A result as handed to a callback, with its job: what
+ * durable__written_version reads. */
+typedef struct {
+  durable_result_t res;
+  const durable__job_t *job;
+} result_ex_t;
+
+int64_t durable__written_version(const durable_result_t *res, size_t i) {
+  const durable__job_t *job = ((const result_ex_t *)res)->job;
+  if (job->kind != JOB_WRITE || job->status < 0 || i >= job->nwrites ||
+      job->writes[i].action == ACT_NONE || job->writes[i].out.status != 0)
+    return 0;
+  return job->writes[i].out.version;
+}
+
 static void deliver(durable__job_t *job) {
   if (job->kind == JOB_WRITE && job->status == 0)
     durable__feed_dispatch(job->store, job);
@@ -566,18 +581,20 @@ static void deliver(durable__job_t *job) {
   const durable_node_t **nodes = NULL;
   if (job->nodes.count > 0)
     nodes = (const durable_node_t **)job->nodes.items;
-  durable_result_t res = {
-      .status = job->status,
-      .message = job->status < 0 ? job->err.message : NULL,
-      .node = job->node,
-      .nodes = nodes,
-      .count = job->nodes.count,
-      .more = job->more,
-      .value = job->value,
-      .data = job->data,
-  };
+  result_ex_t rx = {.res =
+                        {
+                            .status = job->status,
+                            .message = job->status < 0 ? job->err.message : NULL,
+                            .node = job->node,
+                            .nodes = nodes,
+                            .count = job->nodes.count,
+                            .more = job->more,
+                            .value = job->value,
+                            .data = job->data,
+                        },
+                    .job = job};
   if (job->cb)
-    job->cb(&res);
+    job->cb(&rx.res);
   durable__job_free(job);
 }
 

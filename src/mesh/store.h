@@ -44,6 +44,11 @@ int durable__error(durable_error_t *err, int code, const char *fmt, ...)
 /* Milliseconds since the Unix epoch. */
 int64_t durable__now_ms(void);
 
+/* In the callback of a durable_store_write that succeeded: the version
+ * its write `i` wrote (0 when it wrote nothing).  Only for results the store
+ * hands to callbacks. */
+int64_t durable__written_version(const durable_result_t *res, size_t i);
+
 /* json_check.c: 1 when `text` is one JSON value, as jansson would parse it
  * (allocates nothing; ask jansson for the message when it is not). */
 int durable__json_valid(const char *text);

@@ -6,7 +6,7 @@
  *
  *   PUT      upsert                      (no read: the database decides)
  *   CREATE   insert, refused by a present row (no read either)
- *   REPLACE  read for update, compare versions, update
+ *   REPLACE  update where the version is the expected one (no read)
  *   DELETE   read for update, remove
  *   MUTATE   read for update, run the mutator, update or insert
  *
@@ -174,6 +174,9 @@ static int queue(const durable__backend_t *be, durable__conn_t *conn,
   case ACT_UPDATE:
     rc = be->update(conn, place, node, &op->out, err);
     break;
+  case ACT_REPLACE:
+    rc = be->replace(conn, place, node, op->expected_version, &op->out, err);
+    break;
   default:
     rc = be->remove(conn, place, op->ns, op->id, &op->out, err);
     break;
@@ -210,6 +213,10 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
     return queue(be, conn, place, op, ACT_UPSERT, &node, err);
   if (op->kind == DURABLE_WRITE_CREATE)
     return queue(be, conn, place, op, ACT_INSERT, &node, err);
+  /* the database compares the version: a compare-and-set without a read
+   * before it (a stream hub's write of its state, every append) */
+  if (op->kind == DURABLE_WRITE_REPLACE)
+    return queue(be, conn, place, op, ACT_REPLACE, &node, err);
 
   for (int attempt = 0;; attempt++) {
     durable_node_t *cur = NULL;
@@ -219,21 +226,6 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
     memset(err, 0, sizeof *err);
 
     switch (op->kind) {
-    case DURABLE_WRITE_REPLACE:
-      if (cur == NULL) {
-        *refused = 1;
-        return durable__error(err, DURABLE_ENOTFOUND, "no node at '%s'",
-                              op->path);
-      }
-      if (cur->version != op->expected_version) {
-        int64_t v = cur->version;
-        durable_node_free(cur);
-        *refused = 1;
-        return durable__error(
-            err, DURABLE_ECONFLICT, "node '%s' is at version %lld, not %lld",
-            op->path, (long long)v, (long long)op->expected_version);
-      }
-      break;
     case DURABLE_WRITE_DELETE:
       if (cur == NULL) {
         *refused = 1;
@@ -325,10 +317,12 @@ int durable__writes_risky(const durable__job_t *job) {
     if (op->action == ACT_NONE)
       continue;
     actions++;
-    /* only an insert is ever refused by the database: an upsert never is,
-     * and an update or a removal acts on the row read for update */
+    /* only an insert or a replace is ever refused by the database: an
+     * upsert never is, and an update or a removal acts on the row read for
+     * update */
     if (op->out.status < 0 ||
-        (op->out.status == DURABLE__PENDING && op->action == ACT_INSERT))
+        (op->out.status == DURABLE__PENDING &&
+         (op->action == ACT_INSERT || op->action == ACT_REPLACE)))
       may_fail = 1;
   }
   return may_fail && (actions > 1 || (actions == 1 && job->status < 0));
@@ -393,6 +387,9 @@ int durable__writes_settle(durable__job_t *job) {
       durable__error(&job->err, code, "node '%s' already exists", failed->path);
     else if (code == DURABLE_ENOTFOUND)
       durable__error(&job->err, code, "no node at '%s'", failed->path);
+    else if (code == DURABLE_ECONFLICT && failed->action == ACT_REPLACE)
+      durable__error(&job->err, code, "node '%s' is not at version %lld",
+                     failed->path, (long long)failed->expected_version);
     else if (code == DURABLE__PENDING) /* a backend broke its promise */
       code =
           durable__error(&job->err, DURABLE_EIO,

@@ -37,6 +37,10 @@
 #include <string.h>
 
 #define APPEND_BATCH 256
+/* After another process's write was found in the way, the state is decided
+ * under the row's lock (read-modify-write) for this long, rather than
+ * replaced at a cached version that keeps going stale. */
+#define CONTENDED_MS 1000
 /* Compare-and-set retries before an operation is reported failed. */
 #define MAX_ATTEMPTS 8
 /* ... and for an append that lost its sequences to another process's
@@ -63,6 +67,10 @@ typedef struct {
   durable__stream_state_t state;
   int have_state;
   int64_t next_seq; /* 0: derive again */
+  /* the stream node's version that `state` is: the next write replaces the
+   * node at that version, unread (0: not known, so read-modify-write) */
+  int64_t version;
+  uint64_t contended_until; /* uv_now: another process writes here too */
   op_t *head, *tail;
   int busy;
   int dead; /* the hub left: queued operations are not run any more */
@@ -146,6 +154,7 @@ static void fail_head(shub_t *sh, int code, const char *message) {
  * (bounded), else fail the head. */
 static void retry_head(shub_t *sh, int code, const char *message) {
   sh->have_state = 0;
+  sh->version = 0;
   sh->next_seq = 0;
   if (++sh->head->attempts >= MAX_ATTEMPTS) {
     fail_head(sh, code, message);
@@ -178,6 +187,7 @@ typedef struct {
    * a lost compare-and-set the one that won */
   durable__stream_state_t seen;
   int have_seen;
+  int replace; /* written as a replace at sh->version, not by the mutator */
 } write_ctx_t;
 
 static int same_str(const char *a, const char *b) {
@@ -245,18 +255,31 @@ static void write_ctx_free(write_ctx_t *w) {
 static void on_written(const durable_result_t *res) {
   write_ctx_t *w = res->data;
   shub_t *sh = w->sh;
-  /* the stream node as stored -- with what other processes changed in the
-   * part this operation did not decide on -- from the mutator, which read
-   * it under the row's lock: written, or refused because another process's
-   * write won (then the retry decides on it without reading again) */
-  if (w->have_seen && (res->status == 0 || res->status == DURABLE_ECONFLICT)) {
-    durable__state_free(&sh->state);
-    sh->state = w->seen;
-    memset(&w->seen, 0, sizeof w->seen);
-    w->have_seen = 0;
-    sh->have_state = 1;
+  durable__stream_state_t *stored = NULL;
+  if (res->status == 0) {
+    /* written: the decision (a replace) or what the mutator stored */
+    stored = w->replace ? &w->next : w->have_seen ? &w->seen : NULL;
+    sh->version = durable__written_version(res, 0);
+  } else if (res->status == DURABLE_ECONFLICT && w->have_seen) {
+    /* the mutator read the row under its lock and found another process's
+     * write in the way: the retry decides on that without reading again */
+    stored = &w->seen;
+    sh->version = 0;
+  } else if (w->replace && (res->status == DURABLE_ECONFLICT ||
+                            res->status == DURABLE_EEXIST)) {
+    /* the cached state went stale: decide under the lock from now on; the
+     * mutator compares only the part decided on */
+    sh->version = 0;
+    sh->contended_until = uv_now(durable_mesh_loop(sh->mesh)) + CONTENDED_MS;
   } else {
     sh->have_state = 0;
+    sh->version = 0;
+  }
+  if (stored) {
+    durable__state_free(&sh->state);
+    sh->state = *stored;
+    memset(stored, 0, sizeof *stored);
+    sh->have_state = 1;
   }
   w->then(sh, res);
   durable_hub_unref(sh->hub);
@@ -285,13 +308,28 @@ static void write_state(shub_t *sh, part_t part, durable__stream_state_t *next,
     w->then = then;
     w->part = part;
     w->path = sh->path;
-    writes[0] = (durable_write_t){.kind = DURABLE_WRITE_MUTATE,
-                                  .path = sh->path,
-                                  .mutate = mutate_state,
-                                  .mutate_arg = w};
+    /* Known at its version and nobody else writing: the whole new state,
+     * checked against the version by the database (no read, no decode on
+     * the writer).  Else read-modify-write of the part decided on. */
+    char *content = NULL;
+    w->replace = sh->version > 0 &&
+                 uv_now(durable_mesh_loop(sh->mesh)) >= sh->contended_until &&
+                 (content = durable__state_encode(&w->next)) != NULL;
+    if (w->replace)
+      writes[0] = (durable_write_t){.kind = DURABLE_WRITE_REPLACE,
+                                    .path = sh->path,
+                                    .node_type = DURABLE__STREAM_TYPE,
+                                    .content = content,
+                                    .expected_version = sh->version};
+    else
+      writes[0] = (durable_write_t){.kind = DURABLE_WRITE_MUTATE,
+                                    .path = sh->path,
+                                    .mutate = mutate_state,
+                                    .mutate_arg = w};
     durable_hub_ref(sh->hub);
     rc = durable_store_write(durable_mesh_store(sh->mesh), writes, nextra + 1,
                              on_written, w, &err);
+    free(content);
     if (rc < 0)
       durable_hub_unref(sh->hub);
   }
@@ -442,6 +480,7 @@ static void appended(shub_t *sh, const durable_result_t *res) {
                      "Durable stream %s: append failed: %s",
                      durable__stream_name(&id).text, res->message);
     sh->have_state = 0;
+    sh->version = 0;
     sh->next_seq = 0;
     for (size_t i = 0; i < n; i++) {
       op_t *op = pop(sh);
@@ -822,6 +861,7 @@ static void on_state_read(const durable_result_t *res) {
       fail_head(sh, DURABLE_ENOMEM, "out of memory");
     } else {
       sh->have_state = 1;
+      sh->version = res->node->version;
       if (sh->head->kind == DURABLE__OP_APPEND && sh->next_seq == 0)
         derive_next(sh);
       else

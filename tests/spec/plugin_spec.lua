@@ -35,6 +35,7 @@ describe("a plugin file", function()
     { "unknown_field.lua", 5, "cannot set 'handler' on the NodeType 'Doc' configuration: unknown field" },
     { "unknown_method.lua", 5, "NodeType 'Doc' configuration has no field 'with_typo'" },
     { "config_error.lua", 6, "the configuration failed" },
+    { "reserved_message.lua", 5, "message types beginning with 'durable.' belong to the runtime" },
   }
   for _, case in ipairs(cases) do
     local name, line, reason = case[1], case[2], case[3]
