@@ -560,8 +560,17 @@ void durable__job_submit(durable__job_t *job) {
  * durable__written_version reads. */
 typedef struct {
   durable_result_t res;
-  const durable__job_t *job;
+  durable__job_t *job;
 } result_ex_t;
+
+durable_node_t *durable__result_take(const durable_result_t *res, size_t i) {
+  durable__job_t *job = ((const result_ex_t *)res)->job;
+  if (i >= job->nodes.count)
+    return NULL;
+  durable_node_t *node = job->nodes.items[i];
+  job->nodes.items[i] = NULL; /* durable_node_free(NULL) is nothing */
+  return node;
+}
 
 int64_t durable__written_version(const durable_result_t *res, size_t i) {
   const durable__job_t *job = ((const result_ex_t *)res)->job;

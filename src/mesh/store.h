@@ -49,6 +49,10 @@ int64_t durable__now_ms(void);
  * hands to callbacks. */
 int64_t durable__written_version(const durable_result_t *res, size_t i);
 
+/* In the callback of a read that listed nodes: take node `i` of
+ * res->nodes (the caller frees it; res->nodes[i] reads NULL after). */
+durable_node_t *durable__result_take(const durable_result_t *res, size_t i);
+
 /* json_check.c: 1 when `text` is one JSON value, as jansson would parse it
  * (allocates nothing; ask jansson for the message when it is not). */
 int durable__json_valid(const char *text);

@@ -71,9 +71,9 @@ static void pull_free(durable__pull_t *p) {
   free(p);
 }
 
-/* Insert in sequence order; a second copy of a sequence replaces the first. */
-static int buffer_put(durable__pull_t *p, int64_t seq,
-                      const durable_node_t *node) {
+/* Insert in sequence order (takes `copy`); a second copy of a sequence
+ * replaces the first. */
+static int buffer_put(durable__pull_t *p, int64_t seq, durable_node_t *copy) {
   if (p->first > 0) { /* what was handed over leaves, once per page */
     memmove(p->buf, p->buf + p->first,
             (p->nbuf - p->first) * sizeof(*p->buf));
@@ -88,9 +88,6 @@ static int buffer_put(durable__pull_t *p, int64_t seq,
     else
       hi = mid;
   }
-  durable_node_t *copy = durable_node_dup(node);
-  if (copy == NULL)
-    return DURABLE_ENOMEM;
   if (lo < p->nbuf && p->buf[lo].seq == seq) {
     durable_node_free(p->buf[lo].node);
     p->buf[lo].node = copy;
@@ -194,7 +191,11 @@ static void on_page(const durable_result_t *res) {
     }
     if (seq < p->next)
       continue;
-    if (buffer_put(p, seq, node) < 0) {
+    /* the stream's own items: the page's node is ours to keep, no copy per
+     * item (a custom source's round still reads its last id below) */
+    durable_node_t *mine =
+        p->custom ? durable_node_dup(node) : durable__result_take(res, i);
+    if (mine == NULL || buffer_put(p, seq, mine) < 0) {
       deliver_error(p, DURABLE_ENOMEM, "out of memory");
       return;
     }
