@@ -195,54 +195,8 @@ int durable__state_decode(const char *content, const char *stream_path,
   return rc;
 }
 
-static json_t *time_or_null(int64_t ms) {
-  if (ms == 0)
-    return json_null();
-  char buf[32];
-  durable__iso_time(ms, buf);
-  return json_string(buf);
-}
-
-static json_t *str_or_null(const char *s) {
-  return s ? json_string(s) : json_null();
-}
-
-char *durable__state_encode(const durable__stream_state_t *s) {
-  json_t *j = json_object();
-  if (j == NULL)
-    return NULL;
-  json_object_set_new(j, "Namespace", json_string(s->ns));
-  json_object_set_new(j, "Key", json_string(s->key));
-  json_object_set_new(j, "LastSequence", json_integer(s->last_sequence));
-  json_object_set_new(j, "Subscriber", str_or_null(s->subscriber));
-  json_object_set_new(j, "SubscriberInstance",
-                      str_or_null(s->subscriber_instance));
-  json_object_set_new(j, "LeaseEpoch", json_integer(s->lease_epoch));
-  json_object_set_new(j, "SubscribedAt", time_or_null(s->subscribed_at));
-  json_object_set_new(j, "Checkpoint", json_integer(s->checkpoint));
-  json_object_set_new(j, "CheckpointAt", time_or_null(s->checkpoint_at));
-  json_object_set_new(j, "OrphanedAt", time_or_null(s->orphaned_at));
-  json_object_set_new(j, "LastSubscriber", str_or_null(s->last_subscriber));
-  char *text = json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT);
-  json_decref(j);
-  return text;
-}
-
-/* ---- items
- * ---------------------------------------------------------------------- */
-
-/* The item's content is written here, not by jansson, in one fixed layout
- *
- *   {"Sequence":42,"PayloadJson":"<payload, escaped>","AppendedAt":"<time>"}
- *
- * (the bytes jansson's compact, order-preserving dump gives), so that a
- * reader can take the payload and the time out of it with one scan and no
- * JSON tree: the catch-up of a long stream does that millions of times.
- * Content in any other layout -- an item made by hand -- is parsed with
- * jansson as before.  Escaping follows jansson's: the two characters '"'
- * and '\\', the short escapes for \b \f \n \r \t, \u00XX for the other
- * control characters, everything else as it is (the payload is valid UTF-8:
- * a publish parsed it). */
+/* Text built by hand in the bytes jansson's compact, order-preserving dump
+ * gives (see the item's content below for why). */
 typedef struct {
   char *p;
   size_t len, cap;
@@ -302,6 +256,78 @@ static int buf_put_escaped(text_buf_t *b, const char *s) {
   return buf_put(b, run, (size_t)(s - run));
 }
 
+#define BUF_LIT(b, lit) buf_put((b), (lit), sizeof(lit) - 1)
+
+static int buf_put_str(text_buf_t *b, const char *s) {
+  if (s == NULL)
+    return buf_put(b, "null", 4);
+  return buf_put(b, "\"", 1) < 0 || buf_put_escaped(b, s) < 0
+             ? -1
+             : buf_put(b, "\"", 1);
+}
+
+static int buf_put_time(text_buf_t *b, int64_t ms) {
+  char when[32];
+  if (ms == 0)
+    return buf_put(b, "null", 4);
+  durable__iso_time(ms, when);
+  return buf_put_str(b, when);
+}
+
+static int buf_put_int(text_buf_t *b, int64_t v) {
+  char n[24];
+  return buf_put(b, n, (size_t)snprintf(n, sizeof n, "%lld", (long long)v));
+}
+
+/* Written on every append and acknowledgement, so by hand too. */
+char *durable__state_encode(const durable__stream_state_t *s) {
+  text_buf_t b = {0};
+  int rc = buf_grow(&b, 512);
+  rc = rc < 0 ? rc : BUF_LIT(&b, "{\"Namespace\":");
+  rc = rc < 0 ? rc : buf_put_str(&b, s->ns);
+  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"Key\":");
+  rc = rc < 0 ? rc : buf_put_str(&b, s->key);
+  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"LastSequence\":");
+  rc = rc < 0 ? rc : buf_put_int(&b, s->last_sequence);
+  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"Subscriber\":");
+  rc = rc < 0 ? rc : buf_put_str(&b, s->subscriber);
+  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"SubscriberInstance\":");
+  rc = rc < 0 ? rc : buf_put_str(&b, s->subscriber_instance);
+  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"LeaseEpoch\":");
+  rc = rc < 0 ? rc : buf_put_int(&b, s->lease_epoch);
+  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"SubscribedAt\":");
+  rc = rc < 0 ? rc : buf_put_time(&b, s->subscribed_at);
+  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"Checkpoint\":");
+  rc = rc < 0 ? rc : buf_put_int(&b, s->checkpoint);
+  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"CheckpointAt\":");
+  rc = rc < 0 ? rc : buf_put_time(&b, s->checkpoint_at);
+  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"OrphanedAt\":");
+  rc = rc < 0 ? rc : buf_put_time(&b, s->orphaned_at);
+  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"LastSubscriber\":");
+  rc = rc < 0 ? rc : buf_put_str(&b, s->last_subscriber);
+  rc = rc < 0 ? rc : buf_put(&b, "}", 2); /* with the NUL */
+  if (rc < 0) {
+    free(b.p);
+    return NULL;
+  }
+  return b.p;
+}
+
+/* ---- items
+ * ---------------------------------------------------------------------- */
+
+/* The item's content is written here, not by jansson, in one fixed layout
+ *
+ *   {"Sequence":42,"PayloadJson":"<payload, escaped>","AppendedAt":"<time>"}
+ *
+ * (the bytes jansson's compact, order-preserving dump gives), so that a
+ * reader can take the payload and the time out of it with one scan and no
+ * JSON tree: the catch-up of a long stream does that millions of times.
+ * Content in any other layout -- an item made by hand -- is parsed with
+ * jansson as before.  Escaping follows jansson's: the two characters '"'
+ * and '\\', the short escapes for \b \f \n \r \t, \u00XX for the other
+ * control characters, everything else as it is (the payload is valid UTF-8:
+ * a publish parsed it). */
 char *durable__item_encode(int64_t sequence, const char *payload,
                            int64_t appended_at) {
   text_buf_t b = {0};

@@ -1,6 +1,6 @@
 /*
- * item_codec_test.c: an item node's content, written and read without a
- * JSON tree (src/streams/stream.c).
+ * item_codec_test.c: an item node's content and a stream node's state,
+ * written and read without a JSON tree (src/streams/stream.c).
  *
  * The runtime writes {"Sequence":N,"PayloadJson":"...","AppendedAt":...}
  * itself and reads it back with one scan and a syntax check, because a
@@ -174,7 +174,76 @@ static void test_other_layouts(void) {
   CHECK(payload == NULL);
 }
 
+/* What jansson writes for a stream node's state: the old encoder. */
+static json_t *time_json(int64_t ms) {
+  char when[32];
+  if (ms == 0)
+    return json_null();
+  durable__iso_time(ms, when);
+  return json_string(when);
+}
+
+static json_t *str_json(const char *s) {
+  return s ? json_string(s) : json_null();
+}
+
+static char *jansson_state(const durable__stream_state_t *s) {
+  json_t *j = json_object();
+  json_object_set_new(j, "Namespace", json_string(s->ns));
+  json_object_set_new(j, "Key", json_string(s->key));
+  json_object_set_new(j, "LastSequence", json_integer(s->last_sequence));
+  json_object_set_new(j, "Subscriber", str_json(s->subscriber));
+  json_object_set_new(j, "SubscriberInstance",
+                      str_json(s->subscriber_instance));
+  json_object_set_new(j, "LeaseEpoch", json_integer(s->lease_epoch));
+  json_object_set_new(j, "SubscribedAt", time_json(s->subscribed_at));
+  json_object_set_new(j, "Checkpoint", json_integer(s->checkpoint));
+  json_object_set_new(j, "CheckpointAt", time_json(s->checkpoint_at));
+  json_object_set_new(j, "OrphanedAt", time_json(s->orphaned_at));
+  json_object_set_new(j, "LastSubscriber", str_json(s->last_subscriber));
+  char *text = json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT);
+  json_decref(j);
+  return text;
+}
+
+/* The stream node's state, written on every append and acknowledgement,
+ * is also written by hand: the same bytes, and it decodes back. */
+static void test_state_is_jansson_dump(void) {
+  durable__stream_state_t states[] = {
+      {.ns = "DocumentLog", .key = "Space/doc"},
+      {.ns = "Log",
+       .key = "Space/a \"quoted\" caf\xc3\xa9 \\ key",
+       .last_sequence = 9223372036854775807LL,
+       .subscriber = "client/x",
+       .subscriber_instance = "host:42:00000000deadbeef",
+       .lease_epoch = 7,
+       .subscribed_at = 1796119200250,
+       .checkpoint = -1,
+       .checkpoint_at = 1,
+       .orphaned_at = 951782400000,
+       .last_subscriber = "Space/\t\x01old"},
+  };
+  for (size_t i = 0; i < sizeof states / sizeof states[0]; i++) {
+    char *ours = durable__state_encode(&states[i]);
+    char *theirs = jansson_state(&states[i]);
+    CHECK_EQ_STR(ours, theirs);
+    durable__stream_state_t back = {0};
+    CHECK_OK(durable__state_decode(ours, "Space/doc/_DurableStream/DocumentLog",
+                                   &back));
+    CHECK_EQ_STR(back.key, states[i].key);
+    CHECK_EQ_INT(back.last_sequence, states[i].last_sequence);
+    CHECK_EQ_INT(back.orphaned_at, states[i].orphaned_at);
+    CHECK(states[i].subscriber == NULL
+              ? back.subscriber == NULL
+              : strcmp(back.subscriber, states[i].subscriber) == 0);
+    durable__state_free(&back);
+    free(ours);
+    free(theirs);
+  }
+}
+
 static const check_test_t tests[] = {
+    {"state_is_jansson_dump", test_state_is_jansson_dump},
     {"encode_is_jansson_dump", test_encode_is_jansson_dump},
     {"round_trip", test_round_trip},
     {"refuses_what_jansson_refuses", test_refuses_what_jansson_refuses},
