@@ -490,7 +490,8 @@ static void worker_main(void *arg) {
   durable_store_t *store = w->store;
   durable__job_t *batch[GROUP_MAX];
   for (;;) {
-    spin(w);
+    if (w == &store->writer)
+      spin(w); /* the reader's next page is asked for ahead: it waits */
     uv_mutex_lock(&store->lock);
     while (w->head == NULL && !store->stopping) {
       w->sleeping = 1;
