@@ -141,6 +141,9 @@ static const char *check_number(const char *s) {
 }
 
 static const char *check_value(const char *s, int depth) {
+  if (depth >= JSON_DEPTH_MAX)
+    return NULL; /* as jansson, which counts every value, not only arrays
+                    and objects */
   s = skip_ws(s);
   switch (*s) {
   case '"':
@@ -155,8 +158,6 @@ static const char *check_value(const char *s, int depth) {
   case '{': {
     char close = *s == '[' ? ']' : '}';
     int object = *s == '{';
-    if (depth >= JSON_DEPTH_MAX)
-      return NULL;
     s = skip_ws(s + 1);
     if (*s == close)
       return s + 1;

@@ -215,8 +215,20 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
     return queue(be, conn, place, op, ACT_INSERT, &node, err);
   /* the database compares the version: a compare-and-set without a read
    * before it (a stream hub's write of its state, every append) */
-  if (op->kind == DURABLE_WRITE_REPLACE)
-    return queue(be, conn, place, op, ACT_REPLACE, &node, err);
+  if (op->kind == DURABLE_WRITE_REPLACE) {
+    int rc = queue(be, conn, place, op, ACT_REPLACE, &node, err);
+    if (rc < 0 || op->out.status == DURABLE__PENDING || op->out.status == 0)
+      return rc;
+    /* the database answered at once (SQLite) and said no: the job stops
+     * here, before its other writes are run only to be undone */
+    int code = op->out.status;
+    op->action = ACT_NONE; /* it changed nothing */
+    *refused = 1;
+    if (code == DURABLE_ENOTFOUND)
+      return durable__error(err, code, "no node at '%s'", op->path);
+    return durable__error(err, code, "node '%s' is not at version %lld",
+                          op->path, (long long)op->expected_version);
+  }
 
   for (int attempt = 0;; attempt++) {
     durable_node_t *cur = NULL;

@@ -57,6 +57,10 @@ struct durable__pull_s {
   durable__pull_cb cb;
   void *cb_data;
   int closed, failed;
+  /* a read that failed while no callback waited (a read ahead): reported
+   * once the items read before it are handed over */
+  int read_status;
+  char read_message[sizeof(((durable_error_t *)0)->message)];
 };
 
 static void pull_free(durable__pull_t *p) {
@@ -111,6 +115,15 @@ static int buffer_put(durable__pull_t *p, int64_t seq, durable_node_t *copy) {
 
 static void read_more(durable__pull_t *p);
 
+/* Keep the first failure of a read for try_deliver to report. */
+static void read_failed(durable__pull_t *p, int status, const char *message) {
+  if (p->read_status == 0) {
+    p->read_status = status;
+    snprintf(p->read_message, sizeof p->read_message, "%s",
+             message ? message : durable_strerror(status));
+  }
+}
+
 static void deliver_error(durable__pull_t *p, int status, const char *message) {
   durable__pull_cb cb = p->cb;
   p->cb = NULL;
@@ -127,11 +140,9 @@ static void try_deliver(durable__pull_t *p) {
   while (p->first < p->nbuf && p->buf[p->first].seq < p->next)
     durable_node_free(p->buf[p->first++].node);
   size_t waiting = p->nbuf - p->first;
-  if (!p->custom && p->more && !p->reading && waiting > 0 && waiting < PAGE) {
+  if (!p->custom && p->more && !p->reading && !p->read_status &&
+      waiting > 0 && waiting < PAGE)
     read_more(p); /* ahead, while these are handed over */
-    if (p->failed)
-      return;
-  }
   if (waiting > 0 && p->buf[p->first].seq == p->next) {
     durable_node_t *node = p->buf[p->first++].node;
     char *payload = NULL;
@@ -163,8 +174,11 @@ static void try_deliver(durable__pull_t *p) {
     free(payload);
     return;
   }
-  if (!p->reading && (p->more || p->dirty || !p->started))
+  if (p->read_status == 0 && !p->reading &&
+      (p->more || p->dirty || !p->started))
     read_more(p);
+  if (p->read_status != 0 && !p->reading) /* nothing left before it */
+    deliver_error(p, p->read_status, p->read_message);
 }
 
 static void on_page(const durable_result_t *res) {
@@ -176,7 +190,8 @@ static void on_page(const durable_result_t *res) {
   }
   p->started = 1;
   if (res->status < 0) {
-    deliver_error(p, res->status, res->message);
+    read_failed(p, res->status, res->message);
+    try_deliver(p); /* the items before it first, if one waits */
     return;
   }
   for (size_t i = 0; i < res->count; i++) {
@@ -230,9 +245,9 @@ static void read_more(durable__pull_t *p) {
     rc = durable_store_read_items(store, NULL, p->items_ns, after, PAGE,
                                   on_page, p, &err);
   }
-  if (rc < 0) {
+  if (rc < 0) { /* try_deliver reports it, never from inside a read */
     p->reading = 0;
-    deliver_error(p, rc, err.message);
+    read_failed(p, rc, err.message);
   }
 }
 
@@ -255,10 +270,9 @@ static void on_signal(durable_watch_t *w, durable_change_kind_t kind,
   }
   if (p->custom && p->round_after != NULL)
     p->round_again = 1;
-  if (p->reading || p->cb == NULL)
-    p->dirty = 1;
-  else
-    read_more(p);
+  p->dirty = 1; /* read again: now if an item is asked for, else then */
+  if (!p->reading && p->cb != NULL)
+    try_deliver(p);
 }
 
 durable__pull_t *durable__pull_new(durable_mesh_t *mesh,

@@ -398,8 +398,8 @@ static int item_scan(const char *content, char **payload,
   if (strncmp(s, seq_key, sizeof seq_key - 1) != 0)
     return 0;
   s += sizeof seq_key - 1;
-  if (*s < '0' || *s > '9')
-    return 0;
+  if (*s < '0' || *s > '9' || (s[0] == '0' && s[1] >= '0' && s[1] <= '9'))
+    return 0; /* not a JSON number: jansson says so */
   while (*s >= '0' && *s <= '9')
     s++;
   if (strncmp(s, payload_key, sizeof payload_key - 1) != 0)
@@ -407,10 +407,10 @@ static int item_scan(const char *content, char **payload,
   s += sizeof payload_key - 1;
   /* the payload: unescaped into a copy no longer than the escaped text */
   const char *end = s;
-  while (*end && *end != '"')
+  while (*end && *end != '"' && (unsigned char)*end >= 0x20)
     end += *end == '\\' && end[1] ? 2 : 1;
   if (*end != '"')
-    return 0;
+    return 0; /* unterminated, or a raw control character: jansson's */
   char *out = malloc((size_t)(end - s) + 1), *o = out;
   if (out == NULL)
     return DURABLE_ENOMEM;

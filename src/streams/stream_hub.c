@@ -13,12 +13,17 @@
  * processes cannot both win (the loser re-reads and decides again), while a
  * producer's append and the holder's ack never get in each other's way.
  *
- *   request --> chain: [append append append] [claim] [ack] ...
- *                        one transaction        ping holder if held
- *                        items + LastSequence   then write the lease
+ *   request --> chain: [append ack append append] [claim] [release] ...
+ *                        one transaction            ping holder if held
+ *                        items, LastSequence and    then write the lease
+ *                        Checkpoint
  *
- * Appends waiting in the chain together go into one transaction: the
- * items and the new LastSequence, all or nothing.  The next sequence is
+ * Appends and acknowledgements waiting in the chain together go into one
+ * transaction: the items, the new LastSequence and the new Checkpoint, all
+ * or nothing -- so a consumer keeping up with a producer shares its
+ * commits.  The stream node is replaced at the version the hub last saw
+ * (no read, no decode); after another process's write was in the way, it
+ * is read and changed under the row's lock instead, for a while.  The next sequence is
  * re-derived after a recycle or a failure from both LastSequence and the
  * highest stored item, so an item left above LastSequence (made by hand, or
  * by another writer) is never handed out twice.
@@ -57,6 +62,9 @@ struct op_s {
   durable__stream_req_t *req; /* what was asked (protocol.h) */
   int typed;                  /* asked with a typed body: answer in kind */
   int attempts;
+  /* an ack in a batch: refused (fenced), and why */
+  int refused;
+  char *reason;
 };
 
 typedef struct {
@@ -77,7 +85,8 @@ typedef struct {
   int waking, woken;
   char *holder;          /* a claim's probe in flight: the holder probed */
   char *holder_instance; /* ... when it is in another process: which */
-  size_t batch; /* appends in the transaction in flight (the chain's head) */
+  size_t batch;   /* operations in the transaction in flight (the head's) */
+  size_t appends; /* ... of which appends */
 } shub_t;
 
 static const char shub_key;
@@ -89,6 +98,7 @@ static void pump(shub_t *sh);
 
 static void op_free(op_t *op) {
   durable__body_free(op->req ? &op->req->base : NULL);
+  free(op->reason);
   free(op);
 }
 
@@ -173,13 +183,14 @@ typedef void (*written_fn)(shub_t *sh, const durable_result_t *res);
  * decided on LastSequence and changes only that; a claim, ack or release
  * decided on the lease (holder, process, epoch, checkpoint) and changes only
  * the lease's fields.  So an append and an ack made at once by two
- * processes -- a producer and the holder -- both go through. */
-typedef enum { PART_TAIL, PART_LEASE } part_t;
+ * processes -- a producer and the holder -- both go through.  A batch of
+ * this process's appends and acks decides on both. */
+typedef enum { PART_TAIL = 1, PART_LEASE = 2 } part_t;
 
 typedef struct {
   shub_t *sh;
   written_fn then;
-  part_t part;
+  int part; /* part_t bits */
   durable__stream_state_t base; /* the state the decision was made on */
   durable__stream_state_t next; /* the decision */
   const char *path;
@@ -208,16 +219,16 @@ static int mutate_state(const durable_node_t *current, char **content,
   if (durable__state_decode(current->content, w->path, &cur) < 0)
     return DURABLE_ENOMEM;
   int moved =
-      w->part == PART_TAIL
-          ? cur.last_sequence != base->last_sequence
-          : !same_str(cur.subscriber, base->subscriber) ||
-                !same_str(cur.subscriber_instance, base->subscriber_instance) ||
-                cur.lease_epoch != base->lease_epoch ||
-                cur.checkpoint != base->checkpoint;
+      ((w->part & PART_TAIL) && cur.last_sequence != base->last_sequence) ||
+      ((w->part & PART_LEASE) &&
+       (!same_str(cur.subscriber, base->subscriber) ||
+        !same_str(cur.subscriber_instance, base->subscriber_instance) ||
+        cur.lease_epoch != base->lease_epoch ||
+        cur.checkpoint != base->checkpoint));
   int rc = moved ? DURABLE_ECONFLICT : 1;
-  if (!moved && w->part == PART_TAIL) {
+  if (!moved && (w->part & PART_TAIL))
     cur.last_sequence = next->last_sequence;
-  } else if (!moved) {
+  if (!moved && (w->part & PART_LEASE)) {
     if (durable__str_set(&cur.subscriber, next->subscriber) < 0 ||
         durable__str_set(&cur.subscriber_instance, next->subscriber_instance) <
             0 ||
@@ -290,7 +301,7 @@ static void on_written(const durable_result_t *res) {
  * changing only `part`, then `extra` writes (items) in the same
  * transaction.  The stream node comes first: a compare-and-set lost to
  * another process is refused before any item is tried.  Takes `next`. */
-static void write_state(shub_t *sh, part_t part, durable__stream_state_t *next,
+static void write_state(shub_t *sh, int part, durable__stream_state_t *next,
                         durable_write_t *extra, size_t nextra,
                         written_fn then) {
   write_ctx_t *w = calloc(1, sizeof(*w));
@@ -452,14 +463,42 @@ static void wake_owner(shub_t *sh) {
  * ------------------------------------------------------------------------------
  */
 
-static void appended(shub_t *sh, const durable_result_t *res) {
-  /* the batch run_append wrote, not the appends in the chain now: more may
-   * have queued behind it while the transaction was in flight */
-  size_t n = sh->batch;
-  sh->batch = 0;
+static int fenced(shub_t *sh, const op_t *op);
+
+/* An ack's decision on the cached state: 1 when it moves the checkpoint, 0
+ * when there is nothing to write (a repeat: accepted; fenced: refused,
+ * `reason` set). */
+static int decide_ack(shub_t *sh, op_t *op) {
+  const durable__stream_state_t *s = &sh->state;
+  free(op->reason);
+  op->reason = NULL;
+  op->refused = fenced(sh, op);
+  if (op->refused) {
+    char reason[2 * DURABLE_PATH_MAX + 2 * DURABLE_INSTANCE_MAX + 160];
+    snprintf(reason, sizeof reason,
+             "fenced: the lease is held by %s (process %s) at epoch %lld, "
+             "not by %s (process %s) at epoch %lld",
+             s->subscriber ? s->subscriber : "nobody",
+             s->subscriber_instance ? s->subscriber_instance : "-",
+             (long long)s->lease_epoch, op->req->subscriber, here(sh),
+             (long long)op->req->epoch);
+    op->reason = strdup(reason); /* NULL: refused without the why */
+    return 0;
+  }
+  return op->req->sequence > s->checkpoint;
+}
+
+/* The batch run_batch wrote came back. */
+static void batch_written(shub_t *sh, const durable_result_t *res) {
+  /* the batch written, not the operations in the chain now: more may have
+   * queued behind it while the transaction was in flight */
+  size_t n = sh->batch, appends = sh->appends;
+  sh->batch = sh->appends = 0;
   if (res->status == DURABLE_ECONFLICT && sh->have_state) {
-    /* another process appended first: go on after the tail that won */
-    sh->next_seq = sh->state.last_sequence + 1;
+    /* another process wrote first: decide again on what won (its tail,
+     * for appends), read under the row lock */
+    if (appends)
+      sh->next_seq = sh->state.last_sequence + 1;
     if (++sh->head->attempts >= MAX_CONTENDED) {
       fail_head(sh, res->status, res->message);
       return;
@@ -477,8 +516,9 @@ static void appended(shub_t *sh, const durable_result_t *res) {
   if (res->status < 0) {
     durable_stream_id_t id = id_of(sh);
     durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
-                     "Durable stream %s: append failed: %s",
-                     durable__stream_name(&id).text, res->message);
+                     "Durable stream %s: %s failed: %s",
+                     durable__stream_name(&id).text,
+                     appends ? "append" : "acknowledgement", res->message);
     sh->have_state = 0;
     sh->version = 0;
     sh->next_seq = 0;
@@ -491,61 +531,106 @@ static void appended(shub_t *sh, const durable_result_t *res) {
     pump(sh);
     return;
   }
-  int64_t first = sh->state.last_sequence - (int64_t)n + 1;
+  int64_t seq = sh->state.last_sequence - (int64_t)appends + 1;
   for (size_t i = 0; i < n; i++) {
     op_t *op = pop(sh);
-    durable__stream_ans_t *ans = durable__stream_ans_new();
-    if (ans)
-      ans->sequence = first + (int64_t)i;
-    answer(op, ans);
+    if (op->kind == DURABLE__OP_APPEND) {
+      durable__stream_ans_t *ans = durable__stream_ans_new();
+      if (ans)
+        ans->sequence = seq++;
+      answer(op, ans);
+    } else {
+      answer_ok(op, !op->refused, op->reason);
+    }
     op_free(op);
   }
-  sh->next_seq = sh->state.last_sequence + 1;
-  if (sh->state.subscriber == NULL)
-    wake_owner(sh);
-  else
-    suspect_if_elsewhere(sh);
+  if (appends) {
+    sh->next_seq = sh->state.last_sequence + 1;
+    if (sh->state.subscriber == NULL)
+      wake_owner(sh);
+    else
+      suspect_if_elsewhere(sh);
+  }
   sh->busy = 0;
   pump(sh);
 }
 
-static void run_append(shub_t *sh) {
-  size_t n = 0;
-  for (op_t *op = sh->head; op && op->kind == DURABLE__OP_APPEND && n < APPEND_BATCH;
-       op = op->next)
+static void derive_next(shub_t *sh);
+
+/* The appends and acknowledgements at the head of the chain, in one
+ * transaction: the items, and the stream node with the new LastSequence
+ * and the new Checkpoint.  A consumer's ack that waits behind a producer's
+ * appends so shares their commit instead of taking one of its own. */
+static void run_batch(shub_t *sh) {
+  size_t n = 0, appends = 0;
+  for (op_t *op = sh->head;
+       op &&
+       (op->kind == DURABLE__OP_APPEND || op->kind == DURABLE__OP_ACK) &&
+       n < APPEND_BATCH;
+       op = op->next) {
     n++;
+    appends += op->kind == DURABLE__OP_APPEND;
+  }
+  if (appends && sh->next_seq == 0) {
+    derive_next(sh); /* then back here */
+    return;
+  }
   durable__stream_state_t next;
   if (durable__state_copy(&sh->state, &next) < 0) {
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
-  durable_write_t *items = calloc(n, sizeof(*items));
-  char(*paths)[DURABLE_PATH_MAX + 48] = calloc(n, sizeof(*paths));
-  char **contents = calloc(n, sizeof(char *));
+  durable_write_t *items = calloc(appends + 1, sizeof(*items));
+  char(*paths)[DURABLE_PATH_MAX + 48] = calloc(appends + 1, sizeof(*paths));
+  char **contents = calloc(appends + 1, sizeof(char *));
   int ok = items && paths && contents;
+  int part = appends ? PART_TAIL : 0;
   int64_t now = now_ms();
+  size_t k = 0;
   op_t *op = sh->head;
   for (size_t i = 0; ok && i < n; i++, op = op->next) {
+    if (op->kind == DURABLE__OP_ACK) {
+      if (decide_ack(sh, op) && op->req->sequence > next.checkpoint) {
+        next.checkpoint = op->req->sequence;
+        next.checkpoint_at = now;
+        part |= PART_LEASE;
+      }
+      continue;
+    }
     char id[13];
-    int64_t seq = sh->next_seq + (int64_t)i;
+    int64_t seq = sh->next_seq + (int64_t)k;
     durable__item_id(seq, id);
-    snprintf(paths[i], sizeof paths[i], "%s/%s", sh->items_ns, id);
-    contents[i] = durable__item_encode(seq, op->req->payload, now);
-    ok = contents[i] != NULL;
-    items[i] = (durable_write_t){.kind = DURABLE_WRITE_CREATE,
-                                 .path = paths[i],
+    snprintf(paths[k], sizeof paths[k], "%s/%s", sh->items_ns, id);
+    contents[k] = durable__item_encode(seq, op->req->payload, now);
+    ok = contents[k] != NULL;
+    items[k] = (durable_write_t){.kind = DURABLE_WRITE_CREATE,
+                                 .path = paths[k],
                                  .node_type = DURABLE__ITEM_TYPE,
-                                 .content = contents[i]};
+                                 .content = contents[k]};
+    k++;
   }
-  if (ok) {
-    next.last_sequence = sh->next_seq + (int64_t)n - 1;
-    sh->batch = n;
-    write_state(sh, PART_TAIL, &next, items, n, appended);
-  } else {
+  if (!ok) {
     durable__state_free(&next);
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
+  } else if (part == 0) {
+    /* acks only, and none moves the checkpoint: answered, nothing
+     * written */
+    durable__state_free(&next);
+    for (size_t i = 0; i < n; i++) {
+      op_t *done = pop(sh);
+      answer_ok(done, !done->refused, done->reason);
+      op_free(done);
+    }
+    sh->busy = 0;
+    pump(sh);
+  } else {
+    if (appends)
+      next.last_sequence = sh->next_seq + (int64_t)appends - 1;
+    sh->batch = n;
+    sh->appends = appends;
+    write_state(sh, part, &next, items, appends, batch_written);
   }
-  for (size_t i = 0; contents && i < n; i++)
+  for (size_t i = 0; contents && i < appends; i++)
     free(contents[i]);
   free(contents);
   free(paths);
@@ -735,44 +820,6 @@ static int fenced(shub_t *sh, const op_t *op) {
           strcmp(s->subscriber_instance, here(sh)) != 0);
 }
 
-static void acked(shub_t *sh, const durable_result_t *res) {
-  if (!lease_saved(sh, res, 0))
-    return;
-  answer_ok(sh->head, 1, NULL);
-  next_op(sh);
-}
-
-static void run_ack(shub_t *sh) {
-  op_t *op = sh->head;
-  const durable__stream_state_t *s = &sh->state;
-  if (fenced(sh, op)) {
-    char reason[2 * DURABLE_PATH_MAX + 2 * DURABLE_INSTANCE_MAX + 160];
-    snprintf(reason, sizeof reason,
-             "fenced: the lease is held by %s (process %s) at epoch %lld, "
-             "not by %s (process %s) at epoch %lld",
-             s->subscriber ? s->subscriber : "nobody",
-             s->subscriber_instance ? s->subscriber_instance : "-",
-             (long long)s->lease_epoch, op->req->subscriber, here(sh),
-             (long long)op->req->epoch);
-    answer_ok(op, 0, reason);
-    next_op(sh);
-    return;
-  }
-  if (op->req->sequence <= s->checkpoint) { /* idempotent: nothing to write */
-    answer_ok(op, 1, NULL);
-    next_op(sh);
-    return;
-  }
-  durable__stream_state_t next;
-  if (durable__state_copy(s, &next) < 0) {
-    fail_head(sh, DURABLE_ENOMEM, "out of memory");
-    return;
-  }
-  next.checkpoint = op->req->sequence;
-  next.checkpoint_at = now_ms();
-  write_state(sh, PART_LEASE, &next, NULL, 0, acked);
-}
-
 static void released(shub_t *sh, const durable_result_t *res) {
   if (!lease_saved(sh, res, 0))
     return;
@@ -815,13 +862,11 @@ static void run_release(shub_t *sh) {
 static void run_head(shub_t *sh) {
   switch (sh->head->kind) {
   case DURABLE__OP_APPEND:
-    run_append(sh);
+  case DURABLE__OP_ACK:
+    run_batch(sh); /* with the appends and acks queued behind */
     break;
   case DURABLE__OP_CLAIM:
     run_claim(sh);
-    break;
-  case DURABLE__OP_ACK:
-    run_ack(sh);
     break;
   case DURABLE__OP_RELEASE:
     run_release(sh);
@@ -862,10 +907,7 @@ static void on_state_read(const durable_result_t *res) {
     } else {
       sh->have_state = 1;
       sh->version = res->node->version;
-      if (sh->head->kind == DURABLE__OP_APPEND && sh->next_seq == 0)
-        derive_next(sh);
-      else
-        run_head(sh);
+      run_head(sh); /* a batch with appends derives its sequence first */
     }
   }
   durable_hub_unref(sh->hub);
@@ -893,8 +935,6 @@ static void pump(shub_t *sh) {
       durable_hub_unref(sh->hub);
       fail_head(sh, err.code, err.message);
     }
-  } else if (sh->head->kind == DURABLE__OP_APPEND && sh->next_seq == 0) {
-    derive_next(sh);
   } else {
     run_head(sh);
   }

@@ -14,6 +14,7 @@
 #include <durable.h>
 
 #include "check.h"
+#include "store.h"
 #include "stream.h"
 
 #include <jansson.h>
@@ -148,6 +149,26 @@ static void test_refuses_what_jansson_refuses(void) {
     CHECK_MSG(jansson_accepts(valid[i]), "jansson refuses '%s'", valid[i]);
 }
 
+/* Nesting: jansson counts every value; 2048 levels are JSON, 2049 not. */
+static void test_depth_as_jansson(void) {
+  enum { DEEP = 2048 };
+  char *text = malloc(2 * DEEP + 8);
+  CHECK(text != NULL);
+  for (int levels = DEEP - 1; levels <= DEEP; levels++) {
+    /* `levels` arrays around a number: levels + 1 values deep */
+    size_t n = 0;
+    for (int i = 0; i < levels; i++)
+      text[n++] = '[';
+    text[n++] = '1';
+    for (int i = 0; i < levels; i++)
+      text[n++] = ']';
+    text[n] = '\0';
+    CHECK_EQ_INT(durable__json_valid(text), jansson_accepts(text));
+    CHECK_EQ_INT(durable__json_valid(text), levels < DEEP);
+  }
+  free(text);
+}
+
 static void test_other_layouts(void) {
   char *payload = NULL;
   int64_t at = 0;
@@ -168,6 +189,14 @@ static void test_other_layouts(void) {
   CHECK_EQ_INT(at, 1796119200000);
   free(payload);
   payload = NULL;
+  /* the runtime's layout, but not JSON: a raw line feed in the string, a
+   * sequence with a leading zero -- jansson's answer, not the scan's */
+  CHECK_EQ_CODE(decode("{\"Sequence\":1,\"PayloadJson\":\"\n1\",\"AppendedAt\":null}",
+                       &payload, &at),
+                DURABLE_EINVAL);
+  CHECK_EQ_CODE(decode("{\"Sequence\":01,\"PayloadJson\":\"1\",\"AppendedAt\":null}",
+                       &payload, &at),
+                DURABLE_EINVAL);
   /* no payload at all, and no JSON at all */
   CHECK_EQ_CODE(decode("{\"Sequence\":1}", &payload, &at), DURABLE_EINVAL);
   CHECK_EQ_CODE(decode("not json", &payload, &at), DURABLE_EINVAL);
@@ -248,6 +277,7 @@ static const check_test_t tests[] = {
     {"round_trip", test_round_trip},
     {"refuses_what_jansson_refuses", test_refuses_what_jansson_refuses},
     {"other_layouts", test_other_layouts},
+    {"depth_as_jansson", test_depth_as_jansson},
 };
 
 int main(int argc, char **argv) {

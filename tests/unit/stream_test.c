@@ -11,6 +11,7 @@
 #include "check.h"
 #include "mesh_fixture.h"
 
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -339,6 +340,102 @@ static void test_own_append_to_a_dead_holder(void) {
   remove_file_store(dir);
 }
 
+/* A read that fails while an item is in a consumer's handler (the next
+ * page, asked for ahead) stops the consumer with that failure once the
+ * items read before it are handled: it is never swallowed, which would
+ * leave a consumer that neither gets an item nor fails (and so never backs
+ * off and claims again). */
+static int fed, fed_ok, ahead_handled;
+static char ahead_file[160];
+static void on_fed(int status, int64_t seq, const char *message, void *data) {
+  (void)seq;
+  (void)data;
+  CHECK_MSG(status == 0, "%s", message);
+  fed_ok++;
+}
+
+static int all_fed(void *arg) {
+  (void)arg;
+  return fed_ok >= fed;
+}
+
+typedef struct {
+  uv_timer_t t;
+  durable_reply_t *done;
+} ahead_later_t;
+
+static void on_ahead_closed(uv_handle_t *h) {
+  free(h);
+}
+
+static void on_ahead_later(uv_timer_t *t) {
+  ahead_later_t *l = (ahead_later_t *)t;
+  durable_reply_ok(l->done, NULL);
+  uv_close((uv_handle_t *)t, on_ahead_closed);
+}
+
+/* Finishes each item on a later loop turn, as real work does; on the first
+ * item, the store's item table goes away under the reader. */
+static void ahead_handler(durable_hub_t *hub, const durable_item_t *item,
+                          durable_reply_t *done, void *data) {
+  (void)hub;
+  (void)item;
+  (void)data;
+  if (++ahead_handled == 1) {
+    sqlite3 *db = NULL;
+    CHECK_EQ_INT(sqlite3_open(ahead_file, &db), SQLITE_OK);
+    CHECK_EQ_INT(sqlite3_exec(db, "ALTER TABLE durable_stream_items RENAME "
+                                  "TO durable_stream_items_gone",
+                              NULL, NULL, NULL),
+                 SQLITE_OK);
+    sqlite3_close(db);
+  }
+  ahead_later_t *l = malloc(sizeof *l);
+  CHECK(l != NULL);
+  l->done = done;
+  uv_timer_init(&fx.loop, &l->t);
+  uv_timer_start(&l->t, on_ahead_later, 0, 0);
+}
+
+static int consumer_failed(void *arg) {
+  (void)arg;
+  return strstr(fx.log, "was NOT acknowledged") != NULL;
+}
+
+static void test_consumer_reports_a_failed_read_ahead(void) {
+  char dir[32];
+  snprintf(dir, sizeof dir, "/tmp/durable-stream-test.XXXXXX");
+  CHECK(mkdtemp(dir) != NULL);
+  /* relaxed: a thousand acknowledgements in a moment */
+  snprintf(file_url, sizeof file_url, "sqlite:%s/s.db?relaxed", dir);
+  snprintf(ahead_file, sizeof ahead_file, "%s/s.db", dir);
+  store_url = file_url;
+  open_mesh();
+  durable_error_t err = {0};
+  durable_stream_id_t id = {"Probe", "T/ahead"};
+  enum { N = 1500 }; /* more than one page of the reader's */
+  for (fed = 0; fed < N; fed++) {
+    char payload[32];
+    snprintf(payload, sizeof payload, "{\"v\":%d}", fed + 1);
+    CHECK_OK(durable_publish(fx.client, &id, payload, on_fed, NULL, &err));
+  }
+  CHECK(check_run_until_fn(&fx.loop, all_fed, NULL, 20000));
+  ahead_handled = 0;
+  durable_consumer_t c = {.ns = "Probe", .handler = ahead_handler};
+  durable_hub_t *hub = NULL;
+  CHECK_OK(durable_mesh_client(fx.mesh, "T/ahead", &hub, &err));
+  CHECK_OK(durable_hub_consume(hub, &c, &err));
+  CHECK_MSG(check_run_until_fn(&fx.loop, consumer_failed, NULL, 20000),
+            "the consumer stopped with neither an item nor a failure after "
+            "%d items",
+            ahead_handled);
+  CHECK_GE_INT(ahead_handled, 1000); /* what was read was handled first */
+  CHECK_LT_INT(ahead_handled, N);    /* the rest could not be read */
+  CHECK_CONTAINS(fx.log, "durable_stream_items");
+  close_mesh();
+  remove_file_store(dir);
+}
+
 int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -354,5 +451,7 @@ int main(int argc, char **argv) {
   printf("ok 5 - holder_in_another_process\n");
   test_own_append_to_a_dead_holder();
   printf("ok 6 - own_append_to_a_dead_holder\n");
+  test_consumer_reports_a_failed_read_ahead();
+  printf("ok 7 - consumer_reports_a_failed_read_ahead\n");
   return 0;
 }
