@@ -188,13 +188,6 @@ typedef struct durable__backend_s {
                  const char *instance, int64_t *commit_id,
                  durable_error_t *err);
 
-  /* Housekeeping beside the writes (SQLite: the WAL checkpoint).  After
-   * each group it committed, the writer asks maintenance_due on its
-   * connection; when it says 1, the reader runs maintain on its own.  NULL
-   * where there is none (PostgreSQL). */
-  int (*maintenance_due)(durable__conn_t *conn);
-  int (*maintain)(durable__conn_t *conn, durable_error_t *err);
-
   /* Access grants: the prefixes `principal` may read. */
   int (*grants_of)(durable__conn_t *conn, const char *principal,
                    durable__strv_t *out, durable_error_t *err);

@@ -31,7 +31,6 @@ typedef enum {
   JOB_GRANT, /* num = 1 add, 0 revoke */
   JOB_TYPE,  /* every node of NodeType `id`, path after `after` */
   JOB_ALIVE, /* is the store opened as instance `id` still open? */
-  JOB_MAINTAIN, /* the backend's housekeeping (a WAL checkpoint) */
 } durable__job_kind_t;
 
 /* The statement a write queued (write.c). */

@@ -208,19 +208,7 @@ struct durable__conn_s {
   int64_t version;   /* the last version it took (or found) */
   int bell_fd;       /* FILE-live, to ring the doorbell; BELL_* until open */
   uint64_t bell_key; /* the liveness key of the store writing (0: unknown) */
-  int wal_pages;          /* the WAL's length after this connection's commit */
-  int next_checkpoint_at; /* ask for a checkpoint when it reaches this */
 };
-
-/* SQLite's own checkpoint runs inside the COMMIT that brings the WAL to
- * 1,000 pages: that commit waits for the WAL to be copied into the file and
- * both synced (a stall of milliseconds every few hundred commits, seen in
- * the publish -> handler latency).  Every connection turns that off; the
- * writer's commits count the WAL (sqlite3_wal_hook) and, past this length,
- * the store has the reader run a passive checkpoint beside the writes
- * (maintain).  A checkpoint that cannot finish (a reader holds old frames)
- * is asked again every CHECKPOINT_PAGES more. */
-#define CHECKPOINT_PAGES 1000
 
 /* bell_fd before it is opened, and when it never will be (the in-memory
  * store, or FILE-live could not be opened: the watches' timer covers it). */
@@ -676,45 +664,9 @@ fail_sync:
   return rc;
 }
 
-static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages) {
-  (void)db;
-  (void)name;
-  ((durable__conn_t *)arg)->wal_pages = pages;
-  return SQLITE_OK;
-}
-
 static int connect_(const char *url, durable__conn_t **out,
                     durable_error_t *err) {
-  int rc = open_conn(url, 1, out, err);
-  if (rc == 0 && strcmp((*out)->file, MEMORY_NAME) != 0) {
-    sqlite3_wal_autocheckpoint((*out)->db, 0); /* see CHECKPOINT_PAGES */
-    sqlite3_wal_hook((*out)->db, wal_hook, *out);
-    (*out)->next_checkpoint_at = CHECKPOINT_PAGES;
-  }
-  return rc;
-}
-
-/* After a commit of this connection: 1 when a checkpoint should run. */
-static int maintenance_due(durable__conn_t *c) {
-  if (c->next_checkpoint_at == 0)
-    return 0; /* in memory: no WAL */
-  if (c->wal_pages < CHECKPOINT_PAGES) {
-    c->next_checkpoint_at = CHECKPOINT_PAGES; /* the WAL started over */
-    return 0;
-  }
-  if (c->wal_pages < c->next_checkpoint_at)
-    return 0;
-  c->next_checkpoint_at = c->wal_pages + CHECKPOINT_PAGES;
-  return 1;
-}
-
-static int maintain(durable__conn_t *c, durable_error_t *err) {
-  int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE,
-                                     NULL, NULL);
-  /* busy: another process's checkpoint runs; it does the same work */
-  return rc == SQLITE_OK || rc == SQLITE_BUSY ? 0
-                                              : sql_fail(c, rc, "checkpoint",
-                                                         err);
+  return open_conn(url, 1, out, err);
 }
 
 static void disconnect(durable__conn_t *conn) {
@@ -1558,8 +1510,6 @@ const durable__backend_t durable__sqlite_backend = {
     .upsert = upsert,
     .update = update,
     .replace = replace,
-    .maintenance_due = maintenance_due,
-    .maintain = maintain,
     .remove = remove_,
     .flush = flush,
     .changed = changed,

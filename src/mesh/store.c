@@ -476,31 +476,6 @@ static void run_grant(worker_t *w, durable__job_t *job) {
   }
 }
 
-static void run_maintain(worker_t *w, durable__job_t *job) {
-  durable_error_t err = {0};
-  if (ensure_conn(w, &err) == 0 && w->store->be->maintain(w->conn, &err) < 0 &&
-      err.code == DURABLE_EUNAVAIL)
-    drop_conn(w);
-  (void)job; /* nobody waits for it: a failed checkpoint is tried again */
-}
-
-/* Queue a JOB_MAINTAIN for the reader (writer thread).  Nothing when the
- * store is stopping: its workers may be gone. */
-static void enqueue(durable__job_t *job);
-
-static void ask_maintenance(durable_store_t *store) {
-  durable__job_t *job = durable__job_new(store, JOB_MAINTAIN);
-  if (job == NULL)
-    return;
-  uv_mutex_lock(&store->lock);
-  int stopping = store->stopping;
-  if (!stopping)
-    enqueue(job);
-  uv_mutex_unlock(&store->lock);
-  if (stopping)
-    durable__job_free(job);
-}
-
 /* Wait up to SPIN_NS for a job to be queued, yielding the core to anyone
  * else who needs it meanwhile. */
 static void spin(worker_t *w) {
@@ -544,18 +519,12 @@ static void worker_main(void *arg) {
     __atomic_store_n(&w->queued, w->head != NULL, __ATOMIC_RELEASE);
     uv_mutex_unlock(&store->lock);
 
-    if (first->kind == JOB_WRITE) {
+    if (first->kind == JOB_WRITE)
       run_writes(w, batch, n);
-      if (w->conn && store->be->maintenance_due &&
-          store->be->maintenance_due(w->conn))
-        ask_maintenance(store);
-    } else if (first->kind == JOB_MAINTAIN) {
-      run_maintain(w, first);
-    } else if (first->kind == JOB_GRANT) {
+    else if (first->kind == JOB_GRANT)
       run_grant(w, first);
-    } else {
+    else
       run_read(w, first);
-    }
     finish(store, batch, n);
   }
   drop_conn(w);
@@ -567,14 +536,14 @@ static void worker_main(void *arg) {
   uv_async_send(&store->async);
 }
 
-/* Queue `job` to its worker (under store->lock), and wake it. */
-static void enqueue(durable__job_t *job) {
+void durable__job_submit(durable__job_t *job) {
   durable_store_t *store = job->store;
   worker_t *w =
       (job->kind == JOB_WRITE || job->kind == JOB_GRANT || store->single)
           ? &store->writer
           : &store->reader;
   job->next = NULL;
+  uv_mutex_lock(&store->lock);
   if (w->tail)
     w->tail->next = job;
   else
@@ -583,12 +552,7 @@ static void enqueue(durable__job_t *job) {
   __atomic_store_n(&w->queued, 1, __ATOMIC_RELEASE);
   if (w->sleeping)
     uv_cond_signal(&w->wake);
-}
-
-void durable__job_submit(durable__job_t *job) {
-  uv_mutex_lock(&job->store->lock);
-  enqueue(job);
-  uv_mutex_unlock(&job->store->lock);
+  uv_mutex_unlock(&store->lock);
 }
 
 /* ---- completions on the loop -------------------------------------------- */

@@ -2247,37 +2247,6 @@ static void case_type_query_tables(void) {
   sqlite3_close(db);
 }
 
-/* SQLite: the WAL is copied into the database file beside the writes, by
- * the store's reader, not inside a commit (every connection of the store
- * turns SQLite's own checkpoint off): after enough commits the file itself
- * has grown, and the WAL does not grow without end. */
-static void case_wal_checkpointed(void) {
-  if (g_sqlite_file[0] == '\0')
-    SKIP("only a SQLite file has a WAL");
-  case_begin("wal_checkpointed");
-  struct stat before, after;
-  CHECK_EQ_INT(stat(g_sqlite_file, &before), 0);
-  res_t r = {0};
-  char pad[1200];
-  memset(pad, 'x', sizeof pad - 1);
-  pad[sizeof pad - 1] = '\0';
-  char content[1300];
-  snprintf(content, sizeof content, "{\"pad\":\"%s\"}", pad);
-  /* one commit each, a page or more of rows apiece: past a checkpoint's
-   * threshold several times */
-  for (int i = 0; i < 1500; i++)
-    CHECK_OK(PUT(&r, P("w/n%04d", i), "W", content));
-  /* a read queues behind the checkpoint the last commits asked for */
-  CHECK_OK(GET(&r, NULL, P("w/n0000")));
-  CHECK_EQ_INT(stat(g_sqlite_file, &after), 0);
-  CHECK_MSG(after.st_size >= before.st_size + 1500 * 1000,
-            "the database file grew by %lld bytes only: the WAL was not "
-            "checkpointed",
-            (long long)(after.st_size - before.st_size));
-  res_reset(&r);
-  case_end();
-}
-
 /* ---- the runner --------------------------------------------------------- */
 
 static const struct {
@@ -2315,7 +2284,6 @@ static const struct {
     {"type_query", case_type_query},
     {"type_query_tables", case_type_query_tables},
     {"alive", case_alive},
-    {"wal_checkpointed", case_wal_checkpointed},
 };
 
 static void remove_tree(const char *dir) {
