@@ -587,7 +587,8 @@ int durable_hub_timer(durable_hub_t *hub, uint32_t ms, const char *type,
  * stamp (OrphanedAt, LastSubscriber); each item is a write-once node
  * {Sequence, PayloadJson, AppendedAt} whose id is its 12-digit sequence.
  * The stream node's hub runs every append, claim, ack and release of the
- * stream through one serial chain, each a store transaction. */
+ * stream through one serial chain; appends and acks waiting in it together
+ * share one store transaction. */
 typedef struct durable_stream_id_s {
   const char *ns;  /* the family, e.g. "DocumentLog": non-empty, no '/' */
   const char *key; /* the owner's path */
