@@ -177,8 +177,12 @@ static void try_deliver(durable__pull_t *p) {
   if (p->read_status == 0 && !p->reading &&
       (p->more || p->dirty || !p->started))
     read_more(p);
-  if (p->read_status != 0 && !p->reading) /* nothing left before it */
-    deliver_error(p, p->read_status, p->read_message);
+  if (p->read_status != 0 && !p->reading) { /* nothing left before it */
+    /* the callback may close the pull, and read the message after */
+    char message[sizeof p->read_message];
+    memcpy(message, p->read_message, sizeof message);
+    deliver_error(p, p->read_status, message);
+  }
 }
 
 static void on_page(const durable_result_t *res) {
@@ -211,7 +215,8 @@ static void on_page(const durable_result_t *res) {
     durable_node_t *mine =
         p->custom ? durable_node_dup(node) : durable__result_take(res, i);
     if (mine == NULL || buffer_put(p, seq, mine) < 0) {
-      deliver_error(p, DURABLE_ENOMEM, "out of memory");
+      read_failed(p, DURABLE_ENOMEM, "out of memory");
+      try_deliver(p); /* what is buffered first */
       return;
     }
   }

@@ -11,7 +11,8 @@
  * lease for a claim, ack or release -- must not have moved since it was
  * read, checked in the write transaction itself.  So two stream hubs in two
  * processes cannot both win (the loser re-reads and decides again), while a
- * producer's append and the holder's ack never get in each other's way.
+ * producer's append in one process and the holder's ack in another do not
+ * get in each other's way.
  *
  *   request --> chain: [append ack append append] [claim] [release] ...
  *                        one transaction            ping holder if held
@@ -497,7 +498,7 @@ static void batch_written(shub_t *sh, const durable_result_t *res) {
   if (res->status == DURABLE_ECONFLICT && sh->have_state) {
     /* another process wrote first: decide again on what won (its tail,
      * for appends), read under the row lock */
-    if (appends)
+    if (appends && sh->next_seq <= sh->state.last_sequence)
       sh->next_seq = sh->state.last_sequence + 1;
     if (++sh->head->attempts >= MAX_CONTENDED) {
       fail_head(sh, res->status, res->message);
@@ -575,6 +576,9 @@ static void run_batch(shub_t *sh) {
     derive_next(sh); /* then back here */
     return;
   }
+  /* a state read since (another process's appends) may be ahead of it */
+  if (appends && sh->next_seq <= sh->state.last_sequence)
+    sh->next_seq = sh->state.last_sequence + 1;
   durable__stream_state_t next;
   if (durable__state_copy(&sh->state, &next) < 0) {
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
