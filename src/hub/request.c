@@ -533,10 +533,10 @@ void durable__run_message(durable_hub_t *hub, durable__env_t *env) {
     return;
   }
   msg_ex_t mx = {.msg = {.type = env->type,
-                          .payload = env->payload,
-                          .sender = env->sender,
-                          .request_id = env->request_id},
-                  .env = env};
+                         .payload = env->payload,
+                         .sender = env->sender,
+                         .request_id = env->request_id},
+                 .env = env};
   h->cb(hub, &mx.msg, reply, h->data);
   durable__env_free(env);
 }

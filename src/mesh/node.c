@@ -47,8 +47,9 @@ durable_node_t *durable_node_dup(const durable_node_t *node) {
   if (node == NULL)
     return NULL;
   durable__node_text_t text[6] = {
-      text_of(node->ns),        text_of(node->id),      text_of(node->path),
-      text_of(node->node_type), text_of(node->content), text_of(node->main_node)};
+      text_of(node->ns),      text_of(node->id),
+      text_of(node->path),    text_of(node->node_type),
+      text_of(node->content), text_of(node->main_node)};
   return durable__node_pack(text, node->version, node->created_at,
                             node->updated_at);
 }

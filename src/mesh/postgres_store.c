@@ -487,7 +487,7 @@ enum {
   OP_GRANT_DEL = 'R',
   OP_LIST_TYPE = 'y',
   OP_LIST_TYPE_SKIP = 'Y', /* OP_LIST_TYPE beside a bulk type (schema.h) */
-  OP_ALIVE = 'v' /* is advisory lock ($1 high, $2 low half) held? */
+  OP_ALIVE = 'v'           /* is advisory lock ($1 high, $2 low half) held? */
 };
 
 /* Append a step; its strings must live until it is sent (a write's are
@@ -1565,11 +1565,11 @@ static int queue_write(durable__conn_t *c, int op, durable__place_t place,
     s->vals[i] = copies[i];
   s->subject = copies[2]; /* the path */
   s->partition = copies[k];
-  s->what = op == OP_INSERT   ? "insert"
-            : op == OP_UPSERT ? "put"
+  s->what = op == OP_INSERT                       ? "insert"
+            : op == OP_UPSERT                     ? "put"
             : op == OP_UPDATE || op == OP_REPLACE ? "update"
-            : op == OP_REMOVE ? "remove"
-                              : "lock";
+            : op == OP_REMOVE                     ? "remove"
+                                                  : "lock";
   s->out = out;
   return 0;
 }

@@ -125,8 +125,9 @@ static char *sqlite_script(void) {
     sb_add(&b, ") WITHOUT ROWID;\n");
     /* IF NOT EXISTS: a file made before the index gets it at its next
      * open (one pass over the table, once) */
-    sb_add(&b, "CREATE INDEX IF NOT EXISTS %s" DURABLE__TYPE_INDEX_SUFFIX
-               " ON %s", *t, *t);
+    sb_add(&b,
+           "CREATE INDEX IF NOT EXISTS %s" DURABLE__TYPE_INDEX_SUFFIX " ON %s",
+           *t, *t);
     type_index_tail(&b, *t, "'");
     sb_add(&b, ";\n");
   }
@@ -167,8 +168,8 @@ static char *postgres_script(void) {
            *t, cols.s);
     free(cols.s);
     sb_add(&b,
-           "  EXECUTE format('CREATE INDEX IF NOT EXISTS %s"
-           DURABLE__TYPE_INDEX_SUFFIX " ON %%I.%s",
+           "  EXECUTE format('CREATE INDEX IF NOT EXISTS "
+           "%s" DURABLE__TYPE_INDEX_SUFFIX " ON %%I.%s",
            *t, *t);
     type_index_tail(&b, *t, "''");
     sb_add(&b, "', name);\n");

@@ -591,18 +591,19 @@ static void deliver(durable__job_t *job) {
   const durable_node_t **nodes = NULL;
   if (job->nodes.count > 0)
     nodes = (const durable_node_t **)job->nodes.items;
-  result_ex_t rx = {.res =
-                        {
-                            .status = job->status,
-                            .message = job->status < 0 ? job->err.message : NULL,
-                            .node = job->node,
-                            .nodes = nodes,
-                            .count = job->nodes.count,
-                            .more = job->more,
-                            .value = job->value,
-                            .data = job->data,
-                        },
-                    .job = job};
+  result_ex_t rx = {
+      .res =
+          {
+              .status = job->status,
+              .message = job->status < 0 ? job->err.message : NULL,
+              .node = job->node,
+              .nodes = nodes,
+              .count = job->nodes.count,
+              .more = job->more,
+              .value = job->value,
+              .data = job->data,
+          },
+      .job = job};
   if (job->cb)
     job->cb(&rx.res);
   durable__job_free(job);

@@ -97,10 +97,10 @@ char *durable__stream_ans_json(durable__stream_op_t op,
     break;
   case DURABLE__OP_CLAIM:
     j = json_pack("{s:b, s:I, s:I, s:o, s:o, s:o}", "Granted", a->ok, "Epoch",
-                  (json_int_t)a->epoch, "Checkpoint",
-                  (json_int_t)a->checkpoint, "Holder", str_or_null(a->holder),
-                  "HolderInstance", str_or_null(a->holder_instance),
-                  "TookOverFrom", str_or_null(a->took_over_from));
+                  (json_int_t)a->epoch, "Checkpoint", (json_int_t)a->checkpoint,
+                  "Holder", str_or_null(a->holder), "HolderInstance",
+                  str_or_null(a->holder_instance), "TookOverFrom",
+                  str_or_null(a->took_over_from));
     break;
   case DURABLE__OP_ACK:
     j = json_pack("{s:b, s:o}", "Accepted", a->ok, "Reason",

@@ -53,14 +53,14 @@ typedef struct {
 /* A stream hub's answer.  Strings are owned; NULL for none. */
 typedef struct {
   durable__body_t base;
-  int ok;                   /* claim: granted; ack: accepted; release: done */
-  int64_t sequence;         /* append */
-  int64_t epoch;            /* claim: the lease's epoch */
-  int64_t checkpoint;       /* claim: resume after this */
-  char *holder;             /* claim refused: who holds it */
-  char *holder_instance;    /*   ... in which process */
-  char *took_over_from;     /* claim granted by a takeover: from whom */
-  char *reason;             /* ack refused: why (fenced) */
+  int ok;                /* claim: granted; ack: accepted; release: done */
+  int64_t sequence;      /* append */
+  int64_t epoch;         /* claim: the lease's epoch */
+  int64_t checkpoint;    /* claim: resume after this */
+  char *holder;          /* claim refused: who holds it */
+  char *holder_instance; /*   ... in which process */
+  char *took_over_from;  /* claim granted by a takeover: from whom */
+  char *reason;          /* ack refused: why (fenced) */
 } durable__stream_ans_t;
 
 /* New bodies, or NULL when out of memory; strings are copied (NULL kept). */

@@ -67,8 +67,8 @@ static void on_appended(const durable_response_t *res) {
     durable_stream_id_t id = {.ns = p->ns, .key = p->key};
     durable_mesh_log(
         p->mesh, DURABLE_LOG_WARN,
-        "[DurableStreams] %s: the stream node refused "
-        DURABLE__MSG_APPEND " (%s); ensuring it exists and resending once",
+        "[DurableStreams] %s: the stream node refused " DURABLE__MSG_APPEND
+        " (%s); ensuring it exists and resending once",
         durable__stream_name(&id).text, res->message);
     p->resent = 1;
     durable__directory_forget(p->mesh, p->path);

@@ -46,7 +46,7 @@ struct durable__pull_s {
   int64_t next;      /* the sequence released next */
   int64_t read_upto; /* own items: the highest sequence read so far */
   char *round_after; /* custom source: the id cursor of the current round */
-  slot_t *buf; /* buf[first .. nbuf) wait, in sequence order */
+  slot_t *buf;       /* buf[first .. nbuf) wait, in sequence order */
   size_t first, nbuf, cap;
   int reading, dirty, more, started;
   /* custom source: a round must start over from the first id when items
@@ -79,8 +79,7 @@ static void pull_free(durable__pull_t *p) {
  * replaces the first. */
 static int buffer_put(durable__pull_t *p, int64_t seq, durable_node_t *copy) {
   if (p->first > 0) { /* what was handed over leaves, once per page */
-    memmove(p->buf, p->buf + p->first,
-            (p->nbuf - p->first) * sizeof(*p->buf));
+    memmove(p->buf, p->buf + p->first, (p->nbuf - p->first) * sizeof(*p->buf));
     p->nbuf -= p->first;
     p->first = 0;
   }
@@ -140,8 +139,8 @@ static void try_deliver(durable__pull_t *p) {
   while (p->first < p->nbuf && p->buf[p->first].seq < p->next)
     durable_node_free(p->buf[p->first++].node);
   size_t waiting = p->nbuf - p->first;
-  if (!p->custom && p->more && !p->reading && !p->read_status &&
-      waiting > 0 && waiting < PAGE)
+  if (!p->custom && p->more && !p->reading && !p->read_status && waiting > 0 &&
+      waiting < PAGE)
     read_more(p); /* ahead, while these are handed over */
   if (waiting > 0 && p->buf[p->first].seq == p->next) {
     durable_node_t *node = p->buf[p->first++].node;

@@ -236,13 +236,27 @@ static int buf_put_escaped(text_buf_t *b, const char *s) {
     char esc[6] = {'\\', 0};
     size_t n = 2;
     switch (c) {
-    case '"': esc[1] = '"'; break;
-    case '\\': esc[1] = '\\'; break;
-    case '\b': esc[1] = 'b'; break;
-    case '\f': esc[1] = 'f'; break;
-    case '\n': esc[1] = 'n'; break;
-    case '\r': esc[1] = 'r'; break;
-    case '\t': esc[1] = 't'; break;
+    case '"':
+      esc[1] = '"';
+      break;
+    case '\\':
+      esc[1] = '\\';
+      break;
+    case '\b':
+      esc[1] = 'b';
+      break;
+    case '\f':
+      esc[1] = 'f';
+      break;
+    case '\n':
+      esc[1] = 'n';
+      break;
+    case '\r':
+      esc[1] = 'r';
+      break;
+    case '\t':
+      esc[1] = 't';
+      break;
     default:
       memcpy(esc + 1, "u00", 3);
       esc[4] = hex[c >> 4];
@@ -421,12 +435,26 @@ static int item_scan(const char *content, char **payload,
     }
     char c = *++s;
     switch (c) {
-    case '"': case '\\': case '/': *o++ = c; break;
-    case 'b': *o++ = '\b'; break;
-    case 'f': *o++ = '\f'; break;
-    case 'n': *o++ = '\n'; break;
-    case 'r': *o++ = '\r'; break;
-    case 't': *o++ = '\t'; break;
+    case '"':
+    case '\\':
+    case '/':
+      *o++ = c;
+      break;
+    case 'b':
+      *o++ = '\b';
+      break;
+    case 'f':
+      *o++ = '\f';
+      break;
+    case 'n':
+      *o++ = '\n';
+      break;
+    case 'r':
+      *o++ = '\r';
+      break;
+    case 't':
+      *o++ = '\t';
+      break;
     default: /* \u: left to jansson */
       free(out);
       return 0;

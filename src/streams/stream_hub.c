@@ -24,10 +24,10 @@
  * or nothing -- so a consumer keeping up with a producer shares its
  * commits.  The stream node is replaced at the version the hub last saw
  * (no read, no decode); after another process's write was in the way, it
- * is read and changed under the row's lock instead, for a while.  The next sequence is
- * re-derived after a recycle or a failure from both LastSequence and the
- * highest stored item, so an item left above LastSequence (made by hand, or
- * by another writer) is never handed out twice.
+ * is read and changed under the row's lock instead, for a while.  The next
+ * sequence is re-derived after a recycle or a failure from both LastSequence
+ * and the highest stored item, so an item left above LastSequence (made by
+ * hand, or by another writer) is never handed out twice.
  *
  * An append to a stream nobody holds, and a release that leaves
  * unacknowledged items, wake the owner: a mesh read of the owner (which
@@ -191,7 +191,7 @@ typedef enum { PART_TAIL = 1, PART_LEASE = 2 } part_t;
 typedef struct {
   shub_t *sh;
   written_fn then;
-  int part; /* part_t bits */
+  int part;                     /* part_t bits */
   durable__stream_state_t base; /* the state the decision was made on */
   durable__stream_state_t next; /* the decision */
   const char *path;
@@ -565,8 +565,7 @@ static void derive_next(shub_t *sh);
 static void run_batch(shub_t *sh) {
   size_t n = 0, appends = 0;
   for (op_t *op = sh->head;
-       op &&
-       (op->kind == DURABLE__OP_APPEND || op->kind == DURABLE__OP_ACK) &&
+       op && (op->kind == DURABLE__OP_APPEND || op->kind == DURABLE__OP_ACK) &&
        n < APPEND_BATCH;
        op = op->next) {
     n++;
@@ -727,8 +726,8 @@ static void refuse(shub_t *sh) {
     ans->checkpoint = s->checkpoint;
     ans->holder = sh->holder; /* taken */
     sh->holder = NULL;
-    if (durable__stream_ans_set(&ans->holder_instance,
-                                s->subscriber_instance) < 0) {
+    if (durable__stream_ans_set(&ans->holder_instance, s->subscriber_instance) <
+        0) {
       durable__body_free(&ans->base);
       ans = NULL;
     }
@@ -781,7 +780,8 @@ static void run_claim(shub_t *sh) {
   /* a lease written before leases named processes counts as this one's */
   int local = s->subscriber_instance == NULL ||
               strcmp(s->subscriber_instance, here(sh)) == 0;
-  if (holder == NULL || (local && strcmp(holder, sh->head->req->subscriber) == 0)) {
+  if (holder == NULL ||
+      (local && strcmp(holder, sh->head->req->subscriber) == 0)) {
     grant(sh);
     return;
   }
@@ -818,7 +818,8 @@ static void run_claim(shub_t *sh) {
  * where its requests come from): the lease must be theirs, here. */
 static int fenced(shub_t *sh, const op_t *op) {
   const durable__stream_state_t *s = &sh->state;
-  return s->subscriber == NULL || strcmp(s->subscriber, op->req->subscriber) != 0 ||
+  return s->subscriber == NULL ||
+         strcmp(s->subscriber, op->req->subscriber) != 0 ||
          s->lease_epoch != op->req->epoch ||
          (s->subscriber_instance != NULL &&
           strcmp(s->subscriber_instance, here(sh)) != 0);
@@ -1044,6 +1045,6 @@ int durable__stream_hub_install(durable_mesh_t *mesh) {
              {DURABLE__MSG_RELEASE, DURABLE__OP_RELEASE}};
   for (size_t i = 0; rc == 0 && i < sizeof ops / sizeof ops[0]; i++)
     rc = durable__node_type_on(t, ops[i].type, on_request,
-                              (void *)(intptr_t)ops[i].kind, NULL);
+                               (void *)(intptr_t)ops[i].kind, NULL);
   return rc;
 }

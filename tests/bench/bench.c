@@ -279,7 +279,8 @@ void mesh_close(ctx_t *c, durable_mesh_t *m) {
   run_until(c, &closed, "closing a mesh");
 }
 
-/* ---- writing a stream's items --------------------------------------------- */
+/* ---- writing a stream's items ---------------------------------------------
+ */
 
 typedef struct {
   ctx_t *c;
@@ -354,8 +355,7 @@ static void fill_issue(fill_t *f) {
       snprintf(f->paths[k], sizeof f->paths[k], "%.200s/%012ld", f->items_ns,
                f->next);
       if (f->stamped)
-        stream_item_content(f->contents[k], sizeof f->contents[k], f->next,
-                            at);
+        stream_item_content(f->contents[k], sizeof f->contents[k], f->next, at);
       else
         item_content(f->contents[k], sizeof f->contents[k], f->next);
       f->writes[k] = (durable_write_t){.kind = DURABLE_WRITE_PUT,
@@ -478,8 +478,7 @@ double plain_sqlite_spread(plain_sqlite_t *p, const char *ns, long n,
       int64_t t = wall_ms();
       long seq = i / spread;
       if (spread > 1)
-        snprintf(row_ns, sizeof row_ns, "%.200s/k%03d", ns,
-                 (int)(i % spread));
+        snprintf(row_ns, sizeof row_ns, "%.200s/k%03d", ns, (int)(i % spread));
       snprintf(id, sizeof id, "n%07ld", seq);
       snprintf(path, sizeof path, "%s/%s", row_ns, id);
       item_content(content, sizeof content, seq);
@@ -634,10 +633,9 @@ static void pg_prepare_multi(plain_pg_t *p, int per_commit) {
   char *sql = malloc(cap);
   if (sql == NULL)
     die("out of memory");
-  o += (size_t)snprintf(sql, cap,
-                        "INSERT INTO %s.plain_nodes (" PLAIN_COLUMNS
-                        ") VALUES ",
-                        p->schema);
+  o += (size_t)snprintf(
+      sql, cap, "INSERT INTO %s.plain_nodes (" PLAIN_COLUMNS ") VALUES ",
+      p->schema);
   for (int r = 0; r < per_commit; r++) {
     o += (size_t)snprintf(sql + o, cap - o, "%s(", r ? "," : "");
     for (int col = 0; col < 9; col++)

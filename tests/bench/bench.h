@@ -103,7 +103,8 @@ void ctx_finish(ctx_t *c);
 durable_mesh_t *mesh_open(ctx_t *c, const char *url, durable_log_cb log);
 void mesh_close(ctx_t *c, durable_mesh_t *m);
 
-/* ---- writing a stream's items --------------------------------------------- */
+/* ---- writing a stream's items ---------------------------------------------
+ */
 
 /* Write the n nodes w[0..n-1] to `store` (on c's loop) in transactions of
  * FILL_BATCH, all issued at once, and wait until all are committed. */

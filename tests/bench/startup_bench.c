@@ -37,10 +37,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define STREAMS 100      /* streams in the store */
-#define FAMILY "Log"     /* their family */
+#define STREAMS 100  /* streams in the store */
+#define FAMILY "Log" /* their family */
 #define OWNER_TYPE "BenchOwner"
-#define PAGE 1000        /* page size of the listing (as `durable streams`) */
+#define PAGE 1000 /* page size of the listing (as `durable streams`) */
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -52,17 +52,16 @@ static struct {
 } opt = {1000000, 1000, 5, NULL};
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: startup_bench [--items N] [--small N] [--reps N] [--keep] "
-          "[--only sqlite|postgres]\n"
-          "  --items N  items stored in all for the second measurement "
-          "(default 1000000)\n"
-          "  --small N  items stored in all for the first (default 1000)\n"
-          "  --reps N   repetitions of each measurement; medians are "
-          "printed (default 5)\n"
-          "  --keep     keep the SQLite file / PostgreSQL schema (printed)\n"
-          "  --only S   run one store only\n"
-          "PostgreSQL runs when DURABLE_TEST_PG holds a libpq URL.\n");
+  fprintf(f, "usage: startup_bench [--items N] [--small N] [--reps N] [--keep] "
+             "[--only sqlite|postgres]\n"
+             "  --items N  items stored in all for the second measurement "
+             "(default 1000000)\n"
+             "  --small N  items stored in all for the first (default 1000)\n"
+             "  --reps N   repetitions of each measurement; medians are "
+             "printed (default 5)\n"
+             "  --keep     keep the SQLite file / PostgreSQL schema (printed)\n"
+             "  --only S   run one store only\n"
+             "PostgreSQL runs when DURABLE_TEST_PG holds a libpq URL.\n");
 }
 
 /* ---- the loop ----------------------------------------------------------- */
@@ -73,7 +72,7 @@ static ctx_t C; /* the loop (and, while a store runs, its store) */
 
 typedef struct {
   const char *url;
-  const char *prefix; /* first path segment: the partition */
+  const char *prefix;  /* first path segment: the partition */
   long items[STREAMS]; /* items stored per stream, all acknowledged */
   int64_t hot_last;    /* stream 0: its last sequence */
 } target_t;
@@ -187,9 +186,8 @@ static void on_list_page(const durable_result_t *r) {
 
 static void list_page(listing_t *l) {
   durable_error_t err = {0};
-  int rc = durable_store_query(l->store, DURABLE_PLATFORM,
-                               "type:DurableStream", l->after, PAGE,
-                               on_list_page, l, &err);
+  int rc = durable_store_query(l->store, DURABLE_PLATFORM, "type:DurableStream",
+                               l->after, PAGE, on_list_page, l, &err);
   if (rc < 0)
     die("durable_store_query refused: %s (%s)", err.message,
         durable_err_name(rc));
@@ -248,7 +246,6 @@ static void on_log(durable_log_level_t level, const char *line, void *data) {
   if (level <= DURABLE_LOG_WARN)
     fprintf(stderr, "%s\n", line);
 }
-
 
 /* A producer (no consumer, not a host) appends one item to stream 0. */
 static void publish_one(target_t *t) {

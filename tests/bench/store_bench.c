@@ -27,9 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define INFLIGHT 64     /* concurrent puts for the group commit figure */
-#define PAGE 1000       /* page size of every range read */
-#define TAIL_REPS 9     /* repetitions of the (cheap) tail read */
+#define INFLIGHT 64 /* concurrent puts for the group commit figure */
+#define PAGE 1000   /* page size of every range read */
+#define TAIL_REPS 9 /* repetitions of the (cheap) tail read */
 
 /* ---- options ------------------------------------------------------------ */
 

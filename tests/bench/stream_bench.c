@@ -41,9 +41,10 @@
 #define MULTI_PROCS 4    /* figure 6: producer processes */
 #define MULTI_STREAMS 4  /* figure 6: streams they share */
 #define MULTI_INFLIGHT 4 /* figure 6: publishes in flight per stream */
-#define SPREAD 64        /* [2], [3]: streams of the many-stream runs, and
-                            namespaces of the plain loop of the same rows
-                            (the printed labels say 64) */
+#define SPREAD                                                                 \
+  64 /* [2], [3]: streams of the many-stream runs, and                         \
+        namespaces of the plain loop of the same rows                          \
+        (the printed labels say 64) */
 
 /* The raw catch-up read, the store's limit for figure 4: the columns a
  * reader needs, one page after a cursor, paged by the first column (the
@@ -68,15 +69,15 @@ static struct {
 
 /* Sizes per figure (--quick makes them small). */
 static struct {
-  long plain1;             /* rows of a one-row-commit loop run */
-  long plain100;           /* rows of a 100-rows-per-commit loop run */
-  long single;             /* [1] publishes */
-  long in16;               /* [2] publishes of each 16-in-flight run */
-  long in64;               /* [2] publishes of the 64-stream run */
-  long drain1;             /* [3] backlog of the 1-stream drain */
-  long drain64;            /* [3] backlog of each of the 64 streams */
-  long lua_pub;            /* [4] Lua producer's publishes */
-  long multi_s;            /* [6] seconds */
+  long plain1;   /* rows of a one-row-commit loop run */
+  long plain100; /* rows of a 100-rows-per-commit loop run */
+  long single;   /* [1] publishes */
+  long in16;     /* [2] publishes of each 16-in-flight run */
+  long in64;     /* [2] publishes of the 64-stream run */
+  long drain1;   /* [3] backlog of the 1-stream drain */
+  long drain64;  /* [3] backlog of each of the 64 streams */
+  long lua_pub;  /* [4] Lua producer's publishes */
+  long multi_s;  /* [6] seconds */
 } sz = {1000, 50000, 1000, 4000, 12800, 2000, 100, 1000, 5};
 
 static void usage(FILE *f) {
@@ -765,8 +766,7 @@ static void fig_catchup(void) {
   put_owners(durable_mesh_store(M), keys, 1, "BenchOwner");
   /* items 1..n-1 as the stream hub writes them, then item n by a publish
    * (it makes the stream node with LastSequence n) */
-  double fill =
-      fill_items(&C, durable_mesh_store(M), items_ns, 1, n - 1, 1);
+  double fill = fill_items(&C, durable_mesh_store(M), items_ns, 1, n - 1, 1);
   publish_run("Bench", keys, 1, 1, 1);
   printf("  %-60s %12s rows/s   (%.1f s)\n",
          "fill: durable_store_write, batches of 1000, 8 in flight", num(fill),
@@ -1246,16 +1246,17 @@ static void run_postgres(const char *url) {
   fresh_partition("sbench", partition, sizeof partition);
   plain_pg_t plain = {0};
   plain_pg_start(&plain, url, partition);
-  target_t t = {.label = "PostgreSQL",
-                .url = url,
-                .partition = partition,
-                .pg = 1,
-                .ppg = &plain,
-                .plain1_name = "plain libpq loop, 1 row/commit",
-                .plain100_name = "plain libpq loop, 100-row INSERT/commit",
-                .plain100s_name =
-                    "plain libpq loop, 100-row INSERT/commit over 64 namespaces",
-                .pg_url = url};
+  target_t t = {
+      .label = "PostgreSQL",
+      .url = url,
+      .partition = partition,
+      .pg = 1,
+      .ppg = &plain,
+      .plain1_name = "plain libpq loop, 1 row/commit",
+      .plain100_name = "plain libpq loop, 100-row INSERT/commit",
+      .plain100s_name =
+          "plain libpq loop, 100-row INSERT/commit over 64 namespaces",
+      .pg_url = url};
   run_target(&t);
   plain_pg_close(&plain);
 }

@@ -2160,7 +2160,8 @@ static void case_type_query_tables(void) {
   /* one node of the type in each table, durable_stream_items included
    * (whose type index leaves DurableStreamItem out, see schema.h) */
   char items[700];
-  snprintf(items, sizeof items, "%s", P("s/_DurableStream/Log/_DurableStreamItem"));
+  snprintf(items, sizeof items, "%s",
+           P("s/_DurableStream/Log/_DurableStreamItem"));
   char in_items[700], in_parts[700], in_threads[700], in_main[700];
   snprintf(in_items, sizeof in_items, "%.600s/000000000002/_DurableStream/Log",
            items);
@@ -2236,8 +2237,7 @@ static void case_type_query_tables(void) {
                                     -1, &st, NULL),
                  SQLITE_OK);
     sqlite3_bind_text(st, 1, tables[i], -1, SQLITE_STATIC);
-    CHECK_MSG(sqlite3_step(st) == SQLITE_ROW, "no type index on %s",
-              tables[i]);
+    CHECK_MSG(sqlite3_step(st) == SQLITE_ROW, "no type index on %s", tables[i]);
     const char *sql = (const char *)sqlite3_column_text(st, 0);
     CHECK_MSG(strstr(sql, "(node_type, path)") != NULL, "%s", sql);
     int partial = strstr(sql, "WHERE node_type <> 'DurableStreamItem'") != 0;

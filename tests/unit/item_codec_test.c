@@ -191,12 +191,14 @@ static void test_other_layouts(void) {
   payload = NULL;
   /* the runtime's layout, but not JSON: a raw line feed in the string, a
    * sequence with a leading zero -- jansson's answer, not the scan's */
-  CHECK_EQ_CODE(decode("{\"Sequence\":1,\"PayloadJson\":\"\n1\",\"AppendedAt\":null}",
-                       &payload, &at),
-                DURABLE_EINVAL);
-  CHECK_EQ_CODE(decode("{\"Sequence\":01,\"PayloadJson\":\"1\",\"AppendedAt\":null}",
-                       &payload, &at),
-                DURABLE_EINVAL);
+  CHECK_EQ_CODE(
+      decode("{\"Sequence\":1,\"PayloadJson\":\"\n1\",\"AppendedAt\":null}",
+             &payload, &at),
+      DURABLE_EINVAL);
+  CHECK_EQ_CODE(
+      decode("{\"Sequence\":01,\"PayloadJson\":\"1\",\"AppendedAt\":null}",
+             &payload, &at),
+      DURABLE_EINVAL);
   /* no payload at all, and no JSON at all */
   CHECK_EQ_CODE(decode("{\"Sequence\":1}", &payload, &at), DURABLE_EINVAL);
   CHECK_EQ_CODE(decode("not json", &payload, &at), DURABLE_EINVAL);

@@ -384,8 +384,9 @@ static void ahead_handler(durable_hub_t *hub, const durable_item_t *item,
   if (++ahead_handled == 1) {
     sqlite3 *db = NULL;
     CHECK_EQ_INT(sqlite3_open(ahead_file, &db), SQLITE_OK);
-    CHECK_EQ_INT(sqlite3_exec(db, "ALTER TABLE durable_stream_items RENAME "
-                                  "TO durable_stream_items_gone",
+    CHECK_EQ_INT(sqlite3_exec(db,
+                              "ALTER TABLE durable_stream_items RENAME "
+                              "TO durable_stream_items_gone",
                               NULL, NULL, NULL),
                  SQLITE_OK);
     sqlite3_close(db);
