@@ -79,9 +79,49 @@ void durable__iso_time(int64_t ms, char out[32]) {
   snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
 }
 
+/* Days from 1970-01-01 to y-m-d (proleptic Gregorian), without timegm. */
+static int64_t days_from_civil(int64_t y, int m, int d) {
+  y -= m <= 2;
+  int64_t era = (y >= 0 ? y : y - 399) / 400;
+  int64_t yoe = y - era * 400;
+  int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+static int digits_at(const char *s, int n, int *out) {
+  int v = 0;
+  for (int i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9')
+      return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  *out = v;
+  return 0;
+}
+
+/* "YYYY-MM-DDTHH:MM:SS.mmmZ" exactly (what durable__iso_time writes), in
+ * ms, without strptime and timegm (every item read carries one); -1 for
+ * anything else. */
+static int64_t parse_iso_exact(const char *s, size_t n) {
+  int y, mo, d, h, mi, se, ms;
+  if (n != 24 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' ||
+      s[16] != ':' || s[19] != '.' || s[23] != 'Z' || digits_at(s, 4, &y) ||
+      digits_at(s + 5, 2, &mo) || digits_at(s + 8, 2, &d) ||
+      digits_at(s + 11, 2, &h) || digits_at(s + 14, 2, &mi) ||
+      digits_at(s + 17, 2, &se) || digits_at(s + 20, 3, &ms) || mo < 1 ||
+      mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60)
+    return -1;
+  return ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60000 +
+         (int64_t)se * 1000 + ms;
+}
+
 int64_t durable__parse_time(const char *text) {
   if (text == NULL)
     return 0;
+  int64_t exact = parse_iso_exact(text, strlen(text));
+  if (exact >= 0)
+    return exact;
   struct tm tm = {0};
   int ms = 0;
   char *rest = strptime(text, "%Y-%m-%dT%H:%M:%S", &tm);
@@ -364,42 +404,6 @@ char *durable__item_encode(int64_t sequence, const char *payload,
   return b.p;
 }
 
-/* Days from 1970-01-01 to y-m-d (proleptic Gregorian), without timegm. */
-static int64_t days_from_civil(int64_t y, int m, int d) {
-  y -= m <= 2;
-  int64_t era = (y >= 0 ? y : y - 399) / 400;
-  int64_t yoe = y - era * 400;
-  int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
-}
-
-static int digits_at(const char *s, int n, int *out) {
-  int v = 0;
-  for (int i = 0; i < n; i++) {
-    if (s[i] < '0' || s[i] > '9')
-      return -1;
-    v = v * 10 + (s[i] - '0');
-  }
-  *out = v;
-  return 0;
-}
-
-/* "YYYY-MM-DDTHH:MM:SS.mmmZ" exactly (what durable__iso_time writes), in
- * ms; -1 for anything else. */
-static int64_t parse_iso_exact(const char *s, size_t n) {
-  int y, mo, d, h, mi, se, ms;
-  if (n != 24 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' ||
-      s[16] != ':' || s[19] != '.' || s[23] != 'Z' || digits_at(s, 4, &y) ||
-      digits_at(s + 5, 2, &mo) || digits_at(s + 8, 2, &d) ||
-      digits_at(s + 11, 2, &h) || digits_at(s + 14, 2, &mi) ||
-      digits_at(s + 17, 2, &se) || digits_at(s + 20, 3, &ms) || mo < 1 ||
-      mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60)
-    return -1;
-  return ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60000 +
-         (int64_t)se * 1000 + ms;
-}
-
 /* The fixed layout of durable__item_encode: 1 with *payload (malloc'ed)
  * and *appended_at set, 0 when the content is in another layout (or uses an
  * escape this scan leaves to jansson), a negative code when out of memory. */
@@ -469,9 +473,13 @@ static int item_scan(const char *content, char **payload,
   s = end + sizeof at_key - 1;
   if (strcmp(s, "null}") != 0) {
     const char *close = *s == '"' ? strchr(s + 1, '"') : NULL;
+    char when[32];
     if (close == NULL || strcmp(close, "\"}") != 0 ||
-        (at = parse_iso_exact(s + 1, (size_t)(close - s - 1))) < 0)
+        (size_t)(close - s - 1) >= sizeof when)
       goto other;
+    memcpy(when, s + 1, (size_t)(close - s - 1));
+    when[close - s - 1] = '\0';
+    at = durable__parse_time(when); /* as jansson's path would read it */
   }
   *payload = out;
   *appended_at = at;
