@@ -236,43 +236,49 @@ int durable__state_decode(const char *content, const char *stream_path,
 }
 
 /* Text built by hand in the bytes jansson's compact, order-preserving dump
- * gives (see the item's content below for why). */
+ * gives (see the item's content below for why).  A failed allocation makes
+ * the buffer fail for good: the text's writer checks once, at the end. */
 typedef struct {
   char *p;
   size_t len, cap;
+  int failed;
 } text_buf_t;
 
-static int buf_grow(text_buf_t *b, size_t more) {
-  if (b->len + more <= b->cap)
-    return 0;
-  size_t cap = b->cap ? b->cap : 128;
-  while (cap < b->len + more)
-    cap *= 2;
-  char *p = realloc(b->p, cap);
-  if (p == NULL)
-    return -1;
-  b->p = p;
-  b->cap = cap;
-  return 0;
-}
-
-static int buf_put(text_buf_t *b, const char *s, size_t n) {
-  if (buf_grow(b, n) < 0)
-    return -1;
+static void buf_put(text_buf_t *b, const char *s, size_t n) {
+  if (b->failed)
+    return;
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + n)
+      cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (p == NULL) {
+      b->failed = 1;
+      return;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
   memcpy(b->p + b->len, s, n);
   b->len += n;
-  return 0;
 }
 
-static int buf_put_escaped(text_buf_t *b, const char *s) {
+#define BUF_LIT(b, lit) buf_put((b), (lit), sizeof(lit) - 1)
+
+/* `s` as a JSON string, or null. */
+static void buf_put_str(text_buf_t *b, const char *s) {
   static const char hex[] = "0123456789ABCDEF";
+  if (s == NULL) {
+    BUF_LIT(b, "null");
+    return;
+  }
+  BUF_LIT(b, "\"");
   const char *run = s;
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
     if (c >= 0x20 && c != '"' && c != '\\')
       continue;
-    if (buf_put(b, run, (size_t)(s - run)) < 0)
-      return -1;
+    buf_put(b, run, (size_t)(s - run));
     char esc[6] = {'\\', 0};
     size_t n = 2;
     switch (c) {
@@ -303,68 +309,65 @@ static int buf_put_escaped(text_buf_t *b, const char *s) {
       esc[5] = hex[c & 15];
       n = 6;
     }
-    if (buf_put(b, esc, n) < 0)
-      return -1;
+    buf_put(b, esc, n);
     run = s + 1;
   }
-  return buf_put(b, run, (size_t)(s - run));
+  buf_put(b, run, (size_t)(s - run));
+  BUF_LIT(b, "\"");
 }
 
-#define BUF_LIT(b, lit) buf_put((b), (lit), sizeof(lit) - 1)
-
-static int buf_put_str(text_buf_t *b, const char *s) {
-  if (s == NULL)
-    return buf_put(b, "null", 4);
-  return buf_put(b, "\"", 1) < 0 || buf_put_escaped(b, s) < 0
-             ? -1
-             : buf_put(b, "\"", 1);
-}
-
-static int buf_put_time(text_buf_t *b, int64_t ms) {
+static void buf_put_time(text_buf_t *b, int64_t ms) {
   char when[32];
-  if (ms == 0)
-    return buf_put(b, "null", 4);
+  if (ms == 0) {
+    BUF_LIT(b, "null");
+    return;
+  }
   durable__iso_time(ms, when);
-  return buf_put_str(b, when);
+  buf_put_str(b, when);
 }
 
-static int buf_put_int(text_buf_t *b, int64_t v) {
+static void buf_put_int(text_buf_t *b, int64_t v) {
   char n[24];
-  return buf_put(b, n, (size_t)snprintf(n, sizeof n, "%lld", (long long)v));
+  buf_put(b, n, (size_t)snprintf(n, sizeof n, "%lld", (long long)v));
+}
+
+/* The text, NUL-terminated (malloc'ed), or NULL when out of memory. */
+static char *buf_end(text_buf_t *b) {
+  buf_put(b, "", 1);
+  if (b->failed) {
+    free(b->p);
+    return NULL;
+  }
+  return b->p;
 }
 
 /* Written on every append and acknowledgement, so by hand too. */
 char *durable__state_encode(const durable__stream_state_t *s) {
   text_buf_t b = {0};
-  int rc = buf_grow(&b, 512);
-  rc = rc < 0 ? rc : BUF_LIT(&b, "{\"Namespace\":");
-  rc = rc < 0 ? rc : buf_put_str(&b, s->ns);
-  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"Key\":");
-  rc = rc < 0 ? rc : buf_put_str(&b, s->key);
-  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"LastSequence\":");
-  rc = rc < 0 ? rc : buf_put_int(&b, s->last_sequence);
-  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"Subscriber\":");
-  rc = rc < 0 ? rc : buf_put_str(&b, s->subscriber);
-  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"SubscriberInstance\":");
-  rc = rc < 0 ? rc : buf_put_str(&b, s->subscriber_instance);
-  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"LeaseEpoch\":");
-  rc = rc < 0 ? rc : buf_put_int(&b, s->lease_epoch);
-  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"SubscribedAt\":");
-  rc = rc < 0 ? rc : buf_put_time(&b, s->subscribed_at);
-  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"Checkpoint\":");
-  rc = rc < 0 ? rc : buf_put_int(&b, s->checkpoint);
-  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"CheckpointAt\":");
-  rc = rc < 0 ? rc : buf_put_time(&b, s->checkpoint_at);
-  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"OrphanedAt\":");
-  rc = rc < 0 ? rc : buf_put_time(&b, s->orphaned_at);
-  rc = rc < 0 ? rc : BUF_LIT(&b, ",\"LastSubscriber\":");
-  rc = rc < 0 ? rc : buf_put_str(&b, s->last_subscriber);
-  rc = rc < 0 ? rc : buf_put(&b, "}", 2); /* with the NUL */
-  if (rc < 0) {
-    free(b.p);
-    return NULL;
-  }
-  return b.p;
+  BUF_LIT(&b, "{\"Namespace\":");
+  buf_put_str(&b, s->ns);
+  BUF_LIT(&b, ",\"Key\":");
+  buf_put_str(&b, s->key);
+  BUF_LIT(&b, ",\"LastSequence\":");
+  buf_put_int(&b, s->last_sequence);
+  BUF_LIT(&b, ",\"Subscriber\":");
+  buf_put_str(&b, s->subscriber);
+  BUF_LIT(&b, ",\"SubscriberInstance\":");
+  buf_put_str(&b, s->subscriber_instance);
+  BUF_LIT(&b, ",\"LeaseEpoch\":");
+  buf_put_int(&b, s->lease_epoch);
+  BUF_LIT(&b, ",\"SubscribedAt\":");
+  buf_put_time(&b, s->subscribed_at);
+  BUF_LIT(&b, ",\"Checkpoint\":");
+  buf_put_int(&b, s->checkpoint);
+  BUF_LIT(&b, ",\"CheckpointAt\":");
+  buf_put_time(&b, s->checkpoint_at);
+  BUF_LIT(&b, ",\"OrphanedAt\":");
+  buf_put_time(&b, s->orphaned_at);
+  BUF_LIT(&b, ",\"LastSubscriber\":");
+  buf_put_str(&b, s->last_subscriber);
+  BUF_LIT(&b, "}");
+  return buf_end(&b);
 }
 
 /* ---- items
@@ -385,23 +388,14 @@ char *durable__state_encode(const durable__stream_state_t *s) {
 char *durable__item_encode(int64_t sequence, const char *payload,
                            int64_t appended_at) {
   text_buf_t b = {0};
-  char head[48], tail[64];
-  int nh = snprintf(head, sizeof head, "{\"Sequence\":%lld,\"PayloadJson\":\"",
-                    (long long)sequence);
-  if (appended_at) {
-    char when[32];
-    durable__iso_time(appended_at, when);
-    snprintf(tail, sizeof tail, "\",\"AppendedAt\":\"%s\"}", when);
-  } else {
-    snprintf(tail, sizeof tail, "\",\"AppendedAt\":null}");
-  }
-  if (buf_grow(&b, strlen(payload) + 96) < 0 ||
-      buf_put(&b, head, (size_t)nh) < 0 || buf_put_escaped(&b, payload) < 0 ||
-      buf_put(&b, tail, strlen(tail) + 1) < 0) {
-    free(b.p);
-    return NULL;
-  }
-  return b.p;
+  BUF_LIT(&b, "{\"Sequence\":");
+  buf_put_int(&b, sequence);
+  BUF_LIT(&b, ",\"PayloadJson\":");
+  buf_put_str(&b, payload);
+  BUF_LIT(&b, ",\"AppendedAt\":");
+  buf_put_time(&b, appended_at);
+  BUF_LIT(&b, "}");
+  return buf_end(&b);
 }
 
 /* The fixed layout of durable__item_encode: 1 with *payload (malloc'ed)
