@@ -11,13 +11,14 @@
  * overlong form, no surrogate, nothing above U+10FFFF) with the JSON
  * escapes, no NUL and no raw control character; numbers in JSON's grammar
  * that fit a double; the three literals; nesting up to jansson's 2048.  A
- * caller that needs to say what is wrong asks jansson for the message once
- * the check has said no (tests/unit/item_codec_test.c holds the two to the
- * same answers).
+ * caller that needs to say what is wrong calls durable__json_check, which
+ * asks jansson for the message once the check has said no
+ * (tests/unit/item_codec_test.c holds the two to the same answers).
  */
 #include "store.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,4 +188,12 @@ static const char *check_value(const char *s, int depth) {
 int durable__json_valid(const char *text) {
   const char *end = check_value(text, 0);
   return end != NULL && *skip_ws(end) == '\0';
+}
+
+int durable__json_check(const char *text, json_error_t *je) {
+  if (durable__json_valid(text))
+    return 0; /* the common case, without a tree */
+  json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, je);
+  json_decref(j);
+  return j ? 0 : -1;
 }

@@ -54,8 +54,13 @@ int64_t durable__written_version(const durable_result_t *res, size_t i);
 durable_node_t *durable__result_take(const durable_result_t *res, size_t i);
 
 /* json_check.c: 1 when `text` is one JSON value, as jansson would parse it
- * (allocates nothing; ask jansson for the message when it is not). */
+ * (allocates nothing). */
 int durable__json_valid(const char *text);
+/* 0 when `text` is JSON; else -1 with `je` filled by jansson, to say what
+ * is wrong and where.  Integers beyond 64 bits are JSON (read as reals):
+ * the text is checked, and kept as written. */
+struct json_error_t;
+int durable__json_check(const char *text, struct json_error_t *je);
 
 /* The length of the owner prefix of a checked path (durable_path_owner
  * without the check, for paths checked when they entered). */

@@ -39,18 +39,12 @@
 
 static int check_json(const char *text, const char *path,
                       durable_error_t *err) {
-  if (durable__json_valid(text))
-    return 0; /* without a tree; jansson only to say what is wrong */
   json_error_t je;
-  /* INT_AS_REAL: integers beyond 64 bits are still JSON; we only check
-   * the text here and keep it as written. */
-  json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
-  if (j == NULL)
+  if (durable__json_check(text, &je) < 0)
     return durable__error(
         err, DURABLE_EINVAL,
         "content of '%s' is not JSON: %s at line %d column %d", path, je.text,
         je.line, je.column);
-  json_decref(j);
   return 0;
 }
 

@@ -129,17 +129,12 @@ int durable_publish(durable_hub_t *hub, const durable_stream_id_t *id,
     return durable__error(err, DURABLE_EINVAL,
                           "A durable stream item for %s needs a payload.",
                           name.text);
-  if (!durable__json_valid(payload)) { /* jansson says what is wrong */
-    json_error_t je;
-    json_t *j =
-        json_loads(payload, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
-    if (j == NULL)
-      return durable__error(err, DURABLE_EINVAL,
-                            "A durable stream item for %s is not JSON: %s at "
-                            "line %d column %d",
-                            name.text, je.text, je.line, je.column);
-    json_decref(j);
-  }
+  json_error_t je;
+  if (durable__json_check(payload, &je) < 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "A durable stream item for %s is not JSON: %s at "
+                          "line %d column %d",
+                          name.text, je.text, je.line, je.column);
   durable_mesh_t *mesh = durable_hub_mesh(hub);
   if (mesh->closing)
     return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closing");

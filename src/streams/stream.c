@@ -504,8 +504,7 @@ int durable__item_decode(const durable_node_t *node, char **payload,
                           "%s carries no DurableStreamItemContent", node->path);
   }
   /* the payload itself must be JSON for a consumer to read it */
-  json_t *p = json_loads(text, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
-  if (p == NULL) {
+  if (durable__json_check(text, &je) < 0) {
     int rc = durable__error(err, DURABLE_EINVAL,
                             "Durable stream item %s could not be read as "
                             "JSON: %s",
@@ -513,7 +512,6 @@ int durable__item_decode(const durable_node_t *node, char **payload,
     json_decref(j);
     return rc;
   }
-  json_decref(p);
   *payload = strdup(text);
   if (appended_at)
     *appended_at = durable__parse_time(str_of(j, "AppendedAt"));
