@@ -149,6 +149,24 @@ void durable__writes_free(durable__job_t *job) {
 /* ---- step 1: decide and queue ---------------------------------------------
  */
 
+/* Why the database refused `op` with outcome `code`, into `err`; the code
+ * to report. */
+static int refusal(const durable__write_op_t *op, int code,
+                   durable_error_t *err) {
+  if (code == DURABLE_EEXIST)
+    return durable__error(err, code, "node '%s' already exists", op->path);
+  if (code == DURABLE_ENOTFOUND)
+    return durable__error(err, code, "no node at '%s'", op->path);
+  if (code == DURABLE_ECONFLICT && op->kind == DURABLE_WRITE_REPLACE)
+    return durable__error(err, code, "node '%s' is not at version %lld",
+                          op->path, (long long)op->expected_version);
+  if (code == DURABLE__PENDING) /* a backend broke its promise */
+    return durable__error(err, DURABLE_EIO,
+                          "write of '%s': its outcome never came", op->path);
+  return durable__error(err, code, "write of '%s' failed: %s", op->path,
+                        durable_strerror(code));
+}
+
 /* Queue `action` for `node`.  Returns the backend's code (a failure of the
  * transaction). */
 static int queue(const durable__backend_t *be, durable__conn_t *conn,
@@ -215,13 +233,9 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
       return rc;
     /* the database answered at once (SQLite) and said no: the job stops
      * here, before its other writes are run only to be undone */
-    int code = op->out.status;
     op->action = ACT_NONE; /* it changed nothing */
     *refused = 1;
-    if (code == DURABLE_ENOTFOUND)
-      return durable__error(err, code, "no node at '%s'", op->path);
-    return durable__error(err, code, "node '%s' is not at version %lld",
-                          op->path, (long long)op->expected_version);
+    return refusal(op, op->out.status, err);
   }
 
   for (int attempt = 0;; attempt++) {
@@ -387,24 +401,8 @@ int durable__writes_settle(durable__job_t *job) {
     else if (failed == NULL)
       failed = op;
   }
-  if (failed != NULL) {
-    int code = failed->out.status;
-    if (code == DURABLE_EEXIST)
-      durable__error(&job->err, code, "node '%s' already exists", failed->path);
-    else if (code == DURABLE_ENOTFOUND)
-      durable__error(&job->err, code, "no node at '%s'", failed->path);
-    else if (code == DURABLE_ECONFLICT && failed->action == ACT_REPLACE)
-      durable__error(&job->err, code, "node '%s' is not at version %lld",
-                     failed->path, (long long)failed->expected_version);
-    else if (code == DURABLE__PENDING) /* a backend broke its promise */
-      code =
-          durable__error(&job->err, DURABLE_EIO,
-                         "write of '%s': its outcome never came", failed->path);
-    else
-      durable__error(&job->err, code, "write of '%s' failed: %s", failed->path,
-                     durable_strerror(code));
-    job->status = code;
-  }
+  if (failed != NULL)
+    job->status = refusal(failed, failed->out.status, &job->err);
   if (job->status < 0)
     return changed;
 
