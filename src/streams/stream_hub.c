@@ -161,12 +161,18 @@ static void fail_head(shub_t *sh, int code, const char *message) {
   next_op(sh);
 }
 
-/* A compare-and-set lost, or the store refused: read again and decide again
- * (bounded), else fail the head. */
-static void retry_head(shub_t *sh, int code, const char *message) {
+/* What the hub knows of its node is no longer to be trusted: read it again
+ * (and its version), and derive the next sequence again. */
+static void forget_state(shub_t *sh) {
   sh->have_state = 0;
   sh->version = 0;
   sh->next_seq = 0;
+}
+
+/* A compare-and-set lost, or the store refused: read again and decide again
+ * (bounded), else fail the head. */
+static void retry_head(shub_t *sh, int code, const char *message) {
+  forget_state(sh);
   if (++sh->head->attempts >= MAX_ATTEMPTS) {
     fail_head(sh, code, message);
     return;
@@ -489,6 +495,24 @@ static int decide_ack(shub_t *sh, op_t *op) {
   return op->req->sequence > s->checkpoint;
 }
 
+/* Answer the `n` operations of a batch at the head of the chain, and take
+ * them off it: appends with their sequences from `seq` on, acks as
+ * decide_ack decided. */
+static void answer_batch(shub_t *sh, size_t n, int64_t seq) {
+  for (size_t i = 0; i < n; i++) {
+    op_t *op = pop(sh);
+    if (op->kind == DURABLE__OP_APPEND) {
+      durable__stream_ans_t *ans = durable__stream_ans_new();
+      if (ans)
+        ans->sequence = seq++;
+      answer(op, ans);
+    } else {
+      answer_ok(op, !op->refused, op->reason);
+    }
+    op_free(op);
+  }
+}
+
 /* The batch run_batch wrote came back. */
 static void batch_written(shub_t *sh, const durable_result_t *res) {
   /* the batch written, not the operations in the chain now: more may have
@@ -496,10 +520,8 @@ static void batch_written(shub_t *sh, const durable_result_t *res) {
   size_t n = sh->batch, appends = sh->appends;
   sh->batch = sh->appends = 0;
   if (res->status == DURABLE_ECONFLICT && sh->have_state) {
-    /* another process wrote first: decide again on what won (its tail,
-     * for appends), read under the row lock */
-    if (appends && sh->next_seq <= sh->state.last_sequence)
-      sh->next_seq = sh->state.last_sequence + 1;
+    /* another process wrote first: decide again on what won, read under
+     * the row lock (run_batch goes on after its tail) */
     if (++sh->head->attempts >= MAX_CONTENDED) {
       fail_head(sh, res->status, res->message);
       return;
@@ -520,9 +542,7 @@ static void batch_written(shub_t *sh, const durable_result_t *res) {
                      "Durable stream %s: %s failed: %s",
                      durable__stream_name(&id).text,
                      appends ? "append" : "acknowledgement", res->message);
-    sh->have_state = 0;
-    sh->version = 0;
-    sh->next_seq = 0;
+    forget_state(sh);
     for (size_t i = 0; i < n; i++) {
       op_t *op = pop(sh);
       durable_reply_fail(op->reply, res->status, res->message);
@@ -532,19 +552,7 @@ static void batch_written(shub_t *sh, const durable_result_t *res) {
     pump(sh);
     return;
   }
-  int64_t seq = sh->state.last_sequence - (int64_t)appends + 1;
-  for (size_t i = 0; i < n; i++) {
-    op_t *op = pop(sh);
-    if (op->kind == DURABLE__OP_APPEND) {
-      durable__stream_ans_t *ans = durable__stream_ans_new();
-      if (ans)
-        ans->sequence = seq++;
-      answer(op, ans);
-    } else {
-      answer_ok(op, !op->refused, op->reason);
-    }
-    op_free(op);
-  }
+  answer_batch(sh, n, sh->state.last_sequence - (int64_t)appends + 1);
   if (appends) {
     sh->next_seq = sh->state.last_sequence + 1;
     if (sh->state.subscriber == NULL)
@@ -619,11 +627,7 @@ static void run_batch(shub_t *sh) {
     /* acks only, and none moves the checkpoint: answered, nothing
      * written */
     durable__state_free(&next);
-    for (size_t i = 0; i < n; i++) {
-      op_t *done = pop(sh);
-      answer_ok(done, !done->refused, done->reason);
-      op_free(done);
-    }
+    answer_batch(sh, n, 0);
     sh->busy = 0;
     pump(sh);
   } else {
