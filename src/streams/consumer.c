@@ -117,13 +117,6 @@ static int ask(consumer_t *c, const char *type, int64_t epoch, int64_t seq,
   return rc;
 }
 
-/* The stream hub's answer to an ask that succeeded (NULL: none came). */
-static const durable__stream_ans_t *answer_of(const durable_response_t *res) {
-  return res->status == 0
-             ? (const durable__stream_ans_t *)durable__response_body(res)
-             : NULL;
-}
-
 /* Arm a hub timer that posts `type` with the current generation. */
 static void arm(consumer_t *c, const char *type, uint32_t ms) {
   char payload[32];
@@ -187,7 +180,7 @@ static void on_ack(const durable_response_t *res) {
              (long long)a->seq, res->message);
     durable_reply_fail(a->turn, DURABLE_EFAILED, m);
   } else {
-    const durable__stream_ans_t *ans = answer_of(res);
+    const durable__stream_ans_t *ans = durable__stream_answer(res);
     if (ans && ans->ok) {
       durable_reply_ok(a->turn, NULL);
     } else {
@@ -378,7 +371,7 @@ static void on_claim(const durable_response_t *res) {
   consumer_t *c = a->c;
   uint64_t gen = a->gen;
   free(a);
-  const durable__stream_ans_t *ans = answer_of(res);
+  const durable__stream_ans_t *ans = durable__stream_answer(res);
   int granted = ans && ans->ok;
   int64_t epoch = ans ? ans->epoch : 0;
   int64_t checkpoint = ans ? ans->checkpoint : 0;
@@ -541,7 +534,7 @@ static void on_released(const durable_response_t *res) {
   ask_t *a = res->data;
   consumer_t *c = a->c;
   durable__stream_name_t n;
-  const durable__stream_ans_t *ans = answer_of(res);
+  const durable__stream_ans_t *ans = durable__stream_answer(res);
   if (res->status == 0)
     durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
                      "Durable stream consumer %s released %s%s", hub_name(c),

@@ -61,6 +61,13 @@ int durable__stream_ans_set(char **field, const char *s) {
   return 0;
 }
 
+const durable__stream_ans_t *
+durable__stream_answer(const durable_response_t *res) {
+  return res->status == 0
+             ? (const durable__stream_ans_t *)durable__response_body(res)
+             : NULL;
+}
+
 durable__stream_req_t *durable__stream_req_parse(durable__stream_op_t op,
                                                  const char *json,
                                                  const char **why) {

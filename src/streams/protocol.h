@@ -71,6 +71,11 @@ durable__stream_ans_t *durable__stream_ans_new(void);
 /* Copy `s` into a string field of an answer (NULL clears). */
 int durable__stream_ans_set(char **field, const char *s);
 
+/* The stream hub's answer in a response that succeeded, borrowed for the
+ * response callback; NULL for a failure (or an answer that came in JSON). */
+const durable__stream_ans_t *
+durable__stream_answer(const durable_response_t *res);
+
 /* The JSON forms above.  From JSON: a request, or NULL with `why` set to
  * what is missing.  To JSON: the answer to an `op` (malloc'ed), or NULL. */
 durable__stream_req_t *durable__stream_req_parse(durable__stream_op_t op,

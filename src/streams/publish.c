@@ -52,8 +52,7 @@ static void ensure(publish_t *p);
 static void on_appended(const durable_response_t *res) {
   publish_t *p = res->data;
   if (res->status == 0) {
-    const durable__stream_ans_t *ans =
-        (const durable__stream_ans_t *)durable__response_body(res);
+    const durable__stream_ans_t *ans = durable__stream_answer(res);
     int64_t seq = ans ? ans->sequence : 0;
     if (seq > 0)
       finish(p, 0, seq, NULL);
