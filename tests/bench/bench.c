@@ -3,6 +3,7 @@
  * (see bench.h).
  */
 #include "bench.h"
+#include "stream.h" /* durable__item_encode: the rows as the runtime writes them */
 
 #include <dirent.h>
 #include <errno.h>
@@ -147,21 +148,6 @@ void run_stores(const char *only, void (*run_sqlite)(void),
       printf("\n== PostgreSQL: skipped (set DURABLE_TEST_PG to a libpq URL) "
              "==\n");
   }
-}
-
-void iso_time(int64_t ms, char out[32]) {
-  time_t secs = (time_t)(ms / 1000);
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
-}
-
-void stream_item_content(char *buf, size_t size, long seq, const char *at) {
-  snprintf(buf, size,
-           "{\"Sequence\":%ld,\"PayloadJson\":\"{\\\"i\\\":%ld}\","
-           "\"AppendedAt\":\"%s\"}",
-           seq, seq, at);
 }
 
 /* ---- a temporary folder -------------------------------------------------- */
@@ -343,21 +329,27 @@ static void fill_done(const durable_result_t *r) {
 
 static void fill_issue(fill_t *f) {
   durable_error_t err = {0};
-  char at[32];
   if (f->issuing)
     return;
   f->issuing = 1;
   while (f->next <= f->to && f->inflight < FILL_INFLIGHT) {
     size_t k = 0;
-    if (f->stamped)
-      iso_time(wall_ms(), at);
+    int64_t at = f->stamped ? wall_ms() : 0;
     for (; k < FILL_BATCH && f->next <= f->to; k++, f->next++) {
       snprintf(f->paths[k], sizeof f->paths[k], "%.200s/%012ld", f->items_ns,
                f->next);
-      if (f->stamped)
-        stream_item_content(f->contents[k], sizeof f->contents[k], f->next, at);
-      else
+      if (f->stamped) {
+        /* the runtime's own encoder: the rows a reader meets in use */
+        char payload[32];
+        snprintf(payload, sizeof payload, "{\"i\":%ld}", f->next);
+        char *text = durable__item_encode(f->next, payload, at);
+        if (text == NULL)
+          die("out of memory");
+        snprintf(f->contents[k], sizeof f->contents[k], "%s", text);
+        free(text);
+      } else {
         item_content(f->contents[k], sizeof f->contents[k], f->next);
+      }
       f->writes[k] = (durable_write_t){.kind = DURABLE_WRITE_PUT,
                                        .path = f->paths[k],
                                        .node_type = "DurableStreamItem",

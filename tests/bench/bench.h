@@ -60,12 +60,6 @@ void other_arg(const char *a)
  * run_postgres(DURABLE_TEST_PG), or a "skipped" line when that is unset. */
 void run_stores(const char *only, void (*run_sqlite)(void),
                 void (*run_postgres)(const char *url));
-/* durable__iso_time's format, 2024-05-01T12:00:00.000Z, of ms since the
- * epoch. */
-void iso_time(int64_t ms, char out[32]);
-/* The content the stream hub writes for item seq (src/streams/stream.c
- * durable__item_encode: Sequence, PayloadJson, AppendedAt). */
-void stream_item_content(char *buf, size_t size, long seq, const char *at);
 
 /* A fresh folder $TMPDIR/PREFIX.XXXXXX (or under /tmp); dies when it
  * cannot be made.  It and the files in it are removed by tmpdir_remove()
@@ -113,8 +107,8 @@ void write_nodes(ctx_t *c, durable_store_t *store, const durable_write_t *w,
 /* Items from..to of a stream, at "{items_ns}/{seq:012}" with NodeType
  * DurableStreamItem, in batches of FILL_BATCH with FILL_INFLIGHT batches in
  * flight, and wait.  The content is item_content(), or with `stamped`
- * stream_item_content() with AppendedAt the batch's time, as the stream hub
- * writes an item.  Returns rows/s (0 when to < from). */
+ * what the stream hub writes for an item (durable__item_encode, with
+ * AppendedAt the batch's time).  Returns rows/s (0 when to < from). */
 double fill_items(ctx_t *c, durable_store_t *store, const char *items_ns,
                   long from, long to, int stamped);
 
