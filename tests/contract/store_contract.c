@@ -1822,20 +1822,28 @@ static void case_feed_no_gap_other_store(void) {
   case_end();
 }
 
-/* Another store on the same URL (another connection; for SQLite, what
- * another process would do): its commits reach this store's watch. */
+/* A second store on this case's URL (another connection; for SQLite, what
+ * another process would do), and a watch of the namespace `ns` (P("ns"))
+ * through this case's store, synced: what the other writes, this one
+ * hears.  The caller closes both. */
+static durable_store_t *other_store_heard(feed_t *f, char ns[400]) {
+  durable_store_t *other = open_store(&T.loop);
+  snprintf(ns, 400, "%s", P("ns"));
+  feed_watch(f, T.store, ns, DURABLE_WATCH_INITIAL);
+  CHECK_MSG(check_run_until(&T.loop, &f->synced, WAIT_MS), "no SYNCED");
+  return other;
+}
+
+/* Another store on the same URL: its commits reach this store's watch. */
 static void case_feed_other_store(void) {
   if (g_memory)
     SKIP("a private in-memory store has no other writer");
   case_begin("feed_other_store");
   res_t r = {0};
   durable_store_t *mine = T.store;
-  durable_store_t *other = open_store(&T.loop);
   char ns[400];
-  snprintf(ns, sizeof(ns), "%s", P("ns"));
   feed_t f = {0};
-  feed_watch(&f, mine, ns, DURABLE_WATCH_INITIAL);
-  CHECK_MSG(check_run_until(&T.loop, &f.synced, WAIT_MS), "no SYNCED");
+  durable_store_t *other = other_store_heard(&f, ns);
 
   T.store = other;
   int64_t t0 = now_ms();
@@ -1893,12 +1901,9 @@ static void case_feed_other_store_prompt(void) {
   case_begin("feed_other_store_prompt");
   res_t r = {0};
   durable_store_t *mine = T.store;
-  durable_store_t *other = open_store(&T.loop);
   char ns[400];
-  snprintf(ns, sizeof(ns), "%s", P("ns"));
   feed_t f = {0};
-  feed_watch(&f, mine, ns, DURABLE_WATCH_INITIAL);
-  CHECK_MSG(check_run_until(&T.loop, &f.synced, WAIT_MS), "no SYNCED");
+  durable_store_t *other = other_store_heard(&f, ns);
 
   int64_t us[PROMPT_ROUNDS];
   T.store = other;
