@@ -20,7 +20,6 @@
  */
 #include "stream.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,10 +265,7 @@ static void on_signal(durable_watch_t *w, durable_change_kind_t kind,
     if (strcmp(node->id, p->ns) != 0)
       return; /* another family's stream */
     /* an ack or a claim also updates the stream node: only new items count */
-    json_t *j = json_loads(node->content ? node->content : "", 0, NULL);
-    json_int_t last = json_integer_value(json_object_get(j, "LastSequence"));
-    json_decref(j);
-    if (last <= p->read_upto)
+    if (durable__state_last_sequence(node->content) <= p->read_upto)
       return;
   }
   if (p->custom && p->round_after != NULL)

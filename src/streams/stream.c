@@ -370,6 +370,22 @@ char *durable__state_encode(const durable__stream_state_t *s) {
   return buf_end(&b);
 }
 
+int64_t durable__state_last_sequence(const char *content) {
+  /* durable__state_encode's layout: Namespace and Key come first, and a
+   * quote inside a string is escaped, so the first ,"LastSequence": is the
+   * key itself */
+  static const char head[] = "{\"Namespace\":", key[] = ",\"LastSequence\":";
+  const char *at = content && strncmp(content, head, sizeof head - 1) == 0
+                       ? strstr(content, key)
+                       : NULL;
+  if (at)
+    return strtoll(at + sizeof key - 1, NULL, 10);
+  json_t *j = json_loads(content ? content : "", 0, NULL); /* by hand */
+  json_int_t last = json_integer_value(json_object_get(j, "LastSequence"));
+  json_decref(j);
+  return last;
+}
+
 /* ---- items
  * ---------------------------------------------------------------------- */
 

@@ -41,6 +41,9 @@ int durable__state_decode(const char *content, const char *stream_path,
                           durable__stream_state_t *out);
 /* JSON text in the spec's field order (malloc'ed), or NULL. */
 char *durable__state_encode(const durable__stream_state_t *s);
+/* A stream node content's LastSequence (0 when it has none), without
+ * decoding the rest: a reader asks at every change of its stream node. */
+int64_t durable__state_last_sequence(const char *content);
 int durable__state_copy(const durable__stream_state_t *from,
                         durable__stream_state_t *to);
 void durable__state_free(durable__stream_state_t *s);

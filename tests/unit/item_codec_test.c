@@ -267,13 +267,30 @@ static void test_state_is_jansson_dump(void) {
     CHECK(states[i].subscriber == NULL
               ? back.subscriber == NULL
               : strcmp(back.subscriber, states[i].subscriber) == 0);
+    CHECK_EQ_INT(durable__state_last_sequence(ours), states[i].last_sequence);
     durable__state_free(&back);
     free(ours);
     free(theirs);
   }
 }
 
+/* LastSequence without decoding the rest: also when the key's text names
+ * it, also in another layout. */
+static void test_last_sequence(void) {
+  durable__stream_state_t s = {
+      .ns = "Log", .key = "Space/x,\"LastSequence\":99", .last_sequence = 7};
+  char *text = durable__state_encode(&s);
+  CHECK_EQ_INT(durable__state_last_sequence(text), 7);
+  free(text);
+  CHECK_EQ_INT(durable__state_last_sequence(
+                   "{\"LastSequence\":5,\"Namespace\":\"Log\"}"),
+               5);
+  CHECK_EQ_INT(durable__state_last_sequence("{}"), 0);
+  CHECK_EQ_INT(durable__state_last_sequence(NULL), 0);
+}
+
 static const check_test_t tests[] = {
+    {"last_sequence", test_last_sequence},
     {"state_is_jansson_dump", test_state_is_jansson_dump},
     {"encode_is_jansson_dump", test_encode_is_jansson_dump},
     {"round_trip", test_round_trip},
