@@ -26,8 +26,8 @@
  *    after COMMIT it rings a doorbell -- when another store holds its
  *    liveness lock in FILE-live, so a lone process pays nothing -- a
  *    one-byte write to FILE-live, which
- *    the watches of every process hear through inotify (uv_fs_event on the
- *    file's folder).  A watch then checks PRAGMA data_version (which moves
+ *    the watches of every process hear through inotify (uv_fs_event on
+ *    FILE-live).  A watch then checks PRAGMA data_version (which moves
  *    only when another connection committed), and only when it moved reads
  *    which namespaces were logged after the commit id it last saw.  A slow
  *    timer checks too, for a missed ring (a fast one where inotify is not to
@@ -67,7 +67,7 @@
 /* The watch hears other processes' commits through the doorbell (see
  * "watching other processes"), at once.  Its timer only catches a ring that
  * was missed: a writer that could not open FILE-live, an overflowing inotify
- * queue, the folder renamed under us, a check that failed and must be
+ * queue, FILE-live removed under us, a check that failed and must be
  * retried.  Those are rare, so a second is enough, and an idle process
  * wakes once a second instead of 25 times. */
 #define WATCH_FALLBACK_MS 1000
@@ -1174,7 +1174,8 @@ static int grant(durable__conn_t *c, const char *principal, const char *prefix,
  * its commit (ring, above) when another store is there to hear it: it
  * writes a byte to FILE-live.  Each watch has a uv_fs_event on FILE-live
  * (inotify; the watch made the file before, to hold its liveness lock in
- * it; a file removed by hand is watched again when it comes back) and
+ * it; when the file is removed or replaced by hand, the watch moves to the
+ * new one if it is there at that moment, else only the timer is left) and
  * answers an event by checking, on libuv's thread pool, on the watch's own
  * connection:
  *
