@@ -1410,10 +1410,7 @@ static int pg_list_type(durable__conn_t *c, durable__place_t place,
                         durable__nodes_t *out, durable_error_t *err) {
   char name[32], lim[24];
   int absent = 0;
-  /* a table whose type index leaves a bulk type out: the statement that
-   * names it, unless the bulk type is the one asked for (then a scan) */
-  const char *bulk = durable__bulk_type(place.table);
-  int op = bulk && strcmp(bulk, node_type ? node_type : "") != 0
+  int op = durable__type_query_skips_bulk(place.table, node_type)
                ? OP_LIST_TYPE_SKIP
                : OP_LIST_TYPE;
   int rc = prepare_read(c, op, place, name, &absent, err);

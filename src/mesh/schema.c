@@ -64,6 +64,11 @@ const char *durable__bulk_type(const char *table) {
   return NULL;
 }
 
+int durable__type_query_skips_bulk(const char *table, const char *node_type) {
+  const char *bulk = durable__bulk_type(table);
+  return bulk != NULL && strcmp(bulk, node_type ? node_type : "") != 0;
+}
+
 /* A tiny string builder; on allocation failure it keeps NULL. */
 typedef struct {
   char *s;

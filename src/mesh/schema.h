@@ -42,6 +42,10 @@ const char *const *durable__tables(void);
  * type index covers every row.  It is one of our constants: safe to paste
  * into SQL text between single quotes. */
 const char *durable__bulk_type(const char *table);
+/* Whether a type query for `node_type` in `table` carries the bulk type's
+ * term (the statement beside the partial index), as above: 1 in a table
+ * with a bulk type, unless that type is the one asked for. */
+int durable__type_query_skips_bulk(const char *table, const char *node_type);
 
 /* The name of a table's type index: "{table}_by_type". */
 #define DURABLE__TYPE_INDEX_SUFFIX "_by_type"
