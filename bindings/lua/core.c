@@ -315,7 +315,7 @@ int luaopen_durable_core(lua_State *L) {
   dlua_state(L);
   luaL_newlib(L, core_functions);
   /* stack: module */
-  lua_pushliteral(L, DURABLE_VERSION_STRING);
+  lua_pushstring(L, durable_version_string());
   lua_setfield(L, -2, "version");
   lua_pushinteger(L, DLUA_DEFAULT_BUDGET);
   lua_setfield(L, -2, "default_instruction_budget");

@@ -85,21 +85,6 @@ static int h_release(lua_State *L) {
   return 0;
 }
 
-static const char *level_name(durable_run_level_t level) {
-  switch (level) {
-  case DURABLE_HUB_STARTING:
-    return "Starting";
-  case DURABLE_HUB_STARTED:
-    return "Started";
-  case DURABLE_HUB_QUIESCING:
-    return "Quiescing";
-  case DURABLE_HUB_SHUTDOWN:
-    return "ShutDown";
-  default:
-    return "Dead";
-  }
-}
-
 /* hub.address, hub.node_type, hub.run_level, hub.incarnation, hub.mesh;
  * anything else from the methods table (upvalue 1). */
 static int h_index(lua_State *L) {
@@ -121,7 +106,8 @@ static int h_index(lua_State *L) {
       else if (key[0] == 'n')
         lua_pushstring(L, durable_hub_node_type(h->hub));
       else if (key[0] == 'r')
-        lua_pushstring(L, level_name(durable_hub_run_level(h->hub)));
+        lua_pushstring(L,
+                       durable_run_level_name(durable_hub_run_level(h->hub)));
       else
         lua_pushinteger(L, (lua_Integer)durable_hub_incarnation(h->hub));
       return 1;
@@ -136,7 +122,7 @@ static int h_tostring(lua_State *L) {
   dlua_hub_t *h = to_hub(L, 1);
   if (h->hub)
     lua_pushfstring(L, "durable.hub(%s, %s)", durable_hub_address(h->hub),
-                    level_name(durable_hub_run_level(h->hub)));
+                    durable_run_level_name(durable_hub_run_level(h->hub)));
   else
     lua_pushliteral(L, "durable.hub(released)");
   return 1;
@@ -150,8 +136,8 @@ static char *check_payload(lua_State *L, int idx, const char *what) {
   return text;
 }
 
-static void on_response(const durable_response_t *res) {
-  dlua_req_t *r = res->data;
+static void on_response(const durable_response_t *res, void *data) {
+  dlua_req_t *r = data;
   lua_State *L = dlua_req_begin(r);
   if (L == NULL)
     return;
@@ -227,7 +213,7 @@ static int h_timer(lua_State *L) {
   const char *type = luaL_checkstring(L, 3);
   char *payload = check_payload(L, 4, "timer");
   durable_error_t err = {0};
-  int rc = durable_hub_timer(h->hub, (uint32_t)ms, type, payload, &err);
+  int rc = durable_hub_post_after(h->hub, (uint32_t)ms, type, payload, &err);
   free(payload);
   if (rc == DURABLE_EINVAL)
     return luaL_error(L, "timer: %s", err.message);

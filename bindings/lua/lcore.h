@@ -2,8 +2,9 @@
  * lcore.h: what the files of the `durable.core` Lua module share.
  *
  * bindings/lua/ is the only C in the tree that includes lua.h.  It is a thin
- * layer over the public C API (durable.h) and nothing else: no src/ header is
- * included here.  One file per concept, luv-style:
+ * layer over the C API: durable.h, plus the few front-end calls of
+ * durable_internal.h (the log threshold and line, the read-issuing hub); no
+ * other src/ header is included here.  One file per concept, luv-style:
  *
  *   core.c   the module: per-state bookkeeping, counted registry references,
  *            the one protected call into Lua (traceback + instruction budget)
@@ -30,7 +31,7 @@
 #ifndef DURABLE_LUA_LCORE_H
 #define DURABLE_LUA_LCORE_H
 
-#include <durable.h>
+#include <durable_internal.h>
 #include <jansson.h>
 #include <lauxlib.h>
 #include <lua.h>

@@ -102,30 +102,6 @@ int dlua_req_submitted(lua_State *L, dlua_req_t *r, int rc,
 /* ---- logging
  * ----------------------------------------------------------------- */
 
-static const char *level_name(durable_log_level_t level) {
-  switch (level) {
-  case DURABLE_LOG_ERROR:
-    return "error";
-  case DURABLE_LOG_WARN:
-    return "warn";
-  case DURABLE_LOG_INFO:
-    return "info";
-  default:
-    return "debug";
-  }
-}
-
-static void stderr_line(durable_log_level_t level, const char *line) {
-  struct timespec ts;
-  struct tm tm;
-  char when[32];
-  clock_gettime(CLOCK_REALTIME, &ts);
-  gmtime_r(&ts.tv_sec, &tm);
-  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-  fprintf(stderr, "%s.%03ldZ %-5s %s\n", when, ts.tv_nsec / 1000000,
-          level_name(level), line);
-}
-
 /* The sink given to the C mesh when Lua passed a log function. */
 static void log_sink(durable_log_level_t level, const char *line, void *data) {
   dlua_mesh_t *m = data;
@@ -133,15 +109,15 @@ static void log_sink(durable_log_level_t level, const char *line, void *data) {
   /* a log line written by the log function itself goes to stderr */
   if (L == NULL || m->log_ref == LUA_NOREF || m->in_log ||
       !lua_checkstack(L, 4)) {
-    stderr_line(level, line);
+    durable__log_stderr(level, line);
     return;
   }
   m->in_log = 1;
   lua_rawgeti(L, LUA_REGISTRYINDEX, m->log_ref);
-  lua_pushstring(L, level_name(level));
+  lua_pushstring(L, durable_log_level_name(level));
   lua_pushstring(L, line);
   if (dlua_pcall(L, m->S, m->budget, 2, 0) != LUA_OK) {
-    stderr_line(level, line);
+    durable__log_stderr(level, line);
     fprintf(stderr, "durable: the log function failed: %s\n",
             lua_tostring(L, -1));
     lua_pop(L, 1);
@@ -158,14 +134,14 @@ void dlua_mesh_log(dlua_mesh_t *m, durable_log_level_t level, const char *fmt,
   va_end(ap);
   if (m->mesh) {
     durable_mesh_log(m->mesh, level, "%s", line);
-  } else if (level <= durable_log_threshold()) {
+  } else if (level <= durable__log_threshold()) {
     for (char *p = line; *p; p++)
       if (*p == '\n' || *p == '\r')
         *p = ' ';
     if (m->log_ref != LUA_NOREF)
       log_sink(level, line, m);
     else
-      stderr_line(level, line);
+      durable__log_stderr(level, line);
   }
 }
 
@@ -310,8 +286,33 @@ static int m_tostring(lua_State *L) {
   return 1;
 }
 
+/* The stream timings of core.open's `streams` table at `idx` (checked by
+ * lua/durable/streams.lua; nil or a missing field keeps a default). */
+static durable_stream_options_t stream_options(lua_State *L, int idx) {
+  static const char *const names[] = {"holder_probe_ms", "reclaim_ms",
+                                      "backoff_min_ms", "backoff_max_ms",
+                                      "liveness_ms"};
+  uint32_t v[5] = {0};
+  if (lua_istable(L, idx)) {
+    for (int i = 0; i < 5; i++) {
+      lua_getfield(L, idx, names[i]);
+      lua_Integer n = luaL_optinteger(L, -1, 0);
+      if (n < 0 || n > UINT32_MAX)
+        luaL_error(L, "durable.open: 'streams.%s' out of range", names[i]);
+      v[i] = (uint32_t)n;
+      lua_pop(L, 1);
+    }
+  }
+  return (durable_stream_options_t){.holder_probe_ms = v[0],
+                                    .reclaim_ms = v[1],
+                                    .backoff_min_ms = v[2],
+                                    .backoff_max_ms = v[3],
+                                    .liveness_ms = v[4]};
+}
+
 /* core.open{ store=, quiesce_budget_ms=, request_timeout_ms=,
- *            instruction_budget=, log=function(level, line) end }
+ *            instruction_budget=, log=function(level, line) end,
+ *            streams={ holder_probe_ms=, ... } }
  * -> mesh, or nil, message, code when the store cannot be opened. */
 static int l_open(lua_State *L) {
   dlua_state_t *S = dlua_state(L);
@@ -338,6 +339,9 @@ static int l_open(lua_State *L) {
                          "(0: no budget)");
   if (!lua_isnil(L, 6) && !lua_isfunction(L, 6))
     return luaL_error(L, "durable.open: 'log' must be a function(level, line)");
+  lua_getfield(L, 1, "streams");
+  durable_stream_options_t streams = stream_options(L, 7);
+  lua_pop(L, 1);
 
   /* Closed and consistent before anything is acquired, so __gc is safe at
    * every step below. */
@@ -364,6 +368,7 @@ static int l_open(lua_State *L) {
       .request_timeout_ms = (uint32_t)timeout,
       .log = m->log_ref != LUA_NOREF ? log_sink : NULL,
       .log_data = m,
+      .streams = streams,
   };
   rc = durable_mesh_open(&m->loop, &options, &m->mesh, &err);
   if (rc < 0) {
@@ -435,8 +440,8 @@ typedef struct {
   store_op_t op;
 } store_req_t;
 
-static void on_store_done(const durable_result_t *res) {
-  store_req_t *sr = res->data;
+static void on_store_done(const durable_result_t *res, void *data) {
+  store_req_t *sr = data;
   dlua_req_t *r = sr->req;
   store_op_t op = sr->op;
   free(sr);
@@ -652,7 +657,7 @@ static void fn_drop(lua_State *L, dlua_mesh_t *m) {
 
 static durable_node_type_t *check_type(lua_State *L, dlua_mesh_t *m, int idx) {
   const char *name = luaL_checkstring(L, idx);
-  durable_node_type_t *t = durable_mesh_node_type(m->mesh, name);
+  durable_node_type_t *t = durable_node_type_get(m->mesh, name);
   if (t == NULL)
     luaL_error(L, "NodeType name must be a non-empty string");
   return t;
@@ -741,7 +746,7 @@ static int m_find(lua_State *L) {
 /* mesh:reads_hub() -> the process-level read-issuing hub. */
 static int m_reads_hub(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  if (!dlua_push_hub(L, m, durable_mesh_reads_hub(m->mesh)))
+  if (!dlua_push_hub(L, m, durable__mesh_reads_hub(m->mesh)))
     lua_pushnil(L);
   return 1;
 }

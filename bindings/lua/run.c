@@ -51,7 +51,7 @@ static void on_signal(uv_signal_t *h, int signum) {
 static int l_host(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
   durable_error_t err = {0};
-  if (durable_mesh_host(m->mesh, &err) < 0)
+  if (durable_mesh_start_hosting(m->mesh, &err) < 0)
     return dlua_fail(L, err.code, err.message);
   lua_pushboolean(L, 1);
   return 1;

@@ -428,7 +428,7 @@ static int m_consume_type(lua_State *L) {
   const char *type_name = luaL_checkstring(L, 2);
   const char *ns = luaL_checkstring(L, 3);
   luaL_checktype(L, 4, LUA_TTABLE);
-  durable_node_type_t *type = durable_mesh_node_type(m->mesh, type_name);
+  durable_node_type_t *type = durable_node_type_get(m->mesh, type_name);
   if (type == NULL)
     return luaL_error(L, "NodeType name must be a non-empty string");
   lua_getfield(L, 4, "key_of");
@@ -496,7 +496,7 @@ static int h_consume(lua_State *L) {
                             .handler = tramp_handler,
                             .data = cs};
   durable_error_t err = {0};
-  int rc = durable_hub_consume(h->hub, &cfg, &err);
+  int rc = durable_hub_consume(h->hub, &cfg, NULL, &err);
   if (rc < 0) {
     cspec_free(cs);
     if (rc == DURABLE_EEXIST)
@@ -543,7 +543,7 @@ static int h_publish(lua_State *L) {
   const char *payload = luaL_checkstring(L, 4);
   dlua_req_t *r = dlua_req_new(L, h->m, 5);
   durable_error_t err = {0};
-  int rc = durable_publish(h->hub, &id, payload, on_sequence, r, &err);
+  int rc = durable_stream_publish(h->hub, &id, payload, on_sequence, r, &err);
   return dlua_req_submitted(L, r, rc, &err, NULL);
 }
 
@@ -683,9 +683,9 @@ static int h_read(lua_State *L) {
     s->error_ref = dlua_ref(L, m->S);
   }
   durable_error_t err = {0};
-  int rc = durable_read(m->mesh, &id, (int64_t)after,
-                        s->src ? &s->src->source : NULL, on_read, s, &s->reader,
-                        &err);
+  int rc = durable_stream_read(m->mesh, &id, (int64_t)after,
+                               s->src ? &s->src->source : NULL, on_read, s,
+                               &s->reader, &err);
   if (rc < 0) {
     s->closed = 1;
     unref(m, &s->item_ref);
@@ -695,7 +695,7 @@ static int h_read(lua_State *L) {
       return luaL_error(L, "read_durable: %s", err.message);
     return dlua_fail(L, rc, err.message);
   }
-  /* durable_read asks for the first item at once, but the store answers
+  /* durable_stream_read asks for the first item at once, but the store answers
    * later: nothing has been delivered yet */
   dlua_streams_t *st = streams_of(m);
   s->next = st->subs;
@@ -805,24 +805,6 @@ void dlua_streams_release(dlua_mesh_t *m) {
   m->streams = NULL;
 }
 
-/* mesh:_stream_options(holder_probe_ms, reclaim_ms, backoff_min_ms,
- * backoff_max_ms, liveness_ms): 0 or nil keeps a default. */
-static int m_stream_options(lua_State *L) {
-  dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  lua_Integer v[5];
-  for (int i = 0; i < 5; i++) {
-    v[i] = luaL_optinteger(L, 2 + i, 0);
-    luaL_argcheck(L, v[i] >= 0 && v[i] <= UINT32_MAX, 2 + i, "out of range");
-  }
-  durable_stream_options_t o = {.holder_probe_ms = (uint32_t)v[0],
-                                .reclaim_ms = (uint32_t)v[1],
-                                .backoff_min_ms = (uint32_t)v[2],
-                                .backoff_max_ms = (uint32_t)v[3],
-                                .liveness_ms = (uint32_t)v[4]};
-  durable_mesh_stream_options(m->mesh, &o);
-  return 0;
-}
-
 /* ---- module functions ---------------------------------------------------- */
 
 static durable_stream_id_t opt_id(lua_State *L) {
@@ -866,8 +848,6 @@ void dlua_open_streams(lua_State *L) {
   lua_getfield(L, -1, "Mesh");
   lua_pushcfunction(L, m_consume_type);
   lua_setfield(L, -2, "_consume_type");
-  lua_pushcfunction(L, m_stream_options);
-  lua_setfield(L, -2, "_stream_options");
   lua_pop(L, 1);
   lua_getfield(L, -1, "Hub");
   lua_pushcfunction(L, h_publish);

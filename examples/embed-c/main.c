@@ -87,7 +87,7 @@ static void on_recycled(int status, const char *message, void *data) {
   printf("recycled Demo/counter: its lease is released\n");
 }
 
-static void on_put(const durable_result_t *res) {
+static void on_put(const durable_result_t *res, void *data) {
   if (res->status < 0)
     die("put", res->message);
 }
@@ -107,13 +107,18 @@ static void run_until(int *flag, int want) {
 int main(int argc, char **argv) {
   const char *store = argc > 1 ? argv[1] : "sqlite::memory:";
   durable_error_t err = {0};
+  /* built against one header, running with whatever library is installed:
+   * a different major version may have broken what this program uses */
+  if (durable_version() >> 16 != DURABLE_VERSION_MAJOR)
+    die("version", "libdurable's major version differs from durable.h's");
+  printf("libdurable %s\n", durable_version_string());
   uv_loop_init(&loop);
 
   durable_mesh_options_t options = {.store = store};
   if (durable_mesh_open(&loop, &options, &mesh, &err) < 0)
     die("open", err.message);
   durable_consumer_t ticks = {.ns = "Ticks", .handler = on_tick};
-  if (durable_node_type_consume(durable_mesh_node_type(mesh, "Counter"), &ticks,
+  if (durable_node_type_consume(durable_node_type_get(mesh, "Counter"), &ticks,
                                 &err) < 0)
     die("consume", err.message);
 
@@ -129,7 +134,8 @@ int main(int argc, char **argv) {
   for (int i = 1; i <= 5; i++) {
     char payload[32];
     snprintf(payload, sizeof payload, "{\"tick\":%d}", i);
-    if (durable_publish(app, &stream, payload, on_published, NULL, &err) < 0)
+    if (durable_stream_publish(app, &stream, payload, on_published, NULL,
+                               &err) < 0)
       die("publish", err.message);
   }
   run_until(&published, 5);
@@ -139,7 +145,8 @@ int main(int argc, char **argv) {
     die("recycle", err.message);
 
   durable_reader_t *reader;
-  if (durable_read(mesh, &stream, 0, NULL, on_read, NULL, &reader, &err) < 0)
+  if (durable_stream_read(mesh, &stream, 0, NULL, on_read, NULL, &reader,
+                          &err) < 0)
     die("read", err.message);
   run_until(&read_back, 5);
 

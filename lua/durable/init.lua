@@ -98,7 +98,7 @@ end
 ---Open a mesh over a store, with the NodeTypes of the plugin files.
 ---A plugin that fails to load raises (file, line, reason) before anything
 ---is opened; a store that cannot be opened returns nil, message, code.
----`streams` sets the durable stream timings (durable_mesh_stream_options):
+---`streams` sets the durable stream timings (durable_mesh_options_t.streams):
 ---holder_probe_ms (5000), reclaim_ms (30000), backoff_min_ms (1000),
 ---backoff_max_ms (60000), liveness_ms (1000); tests shrink them.
 ---@param opts { store?: string, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
@@ -131,9 +131,9 @@ function durable.open(opts)
     request_timeout_ms = opts.request_timeout_ms,
     instruction_budget = opts.instruction_budget,
     log = opts.log,
+    streams = opts.streams,
   }
   if not mesh then return nil, message, code end
-  streams.configure(mesh, opts.streams) -- before any stream is used
   local ok, err = pcall(plugin.install, mesh, records)
   if not ok then
     mesh:close()

@@ -153,7 +153,10 @@ local OPTION_ORDER = { "holder_probe_ms", "reclaim_ms", "backoff_min_ms", "backo
 local OPTION_KEYS = {}
 for _, k in ipairs(OPTION_ORDER) do OPTION_KEYS[k] = true end
 
----Check durable.open's `streams` option; raises at the caller's caller.
+---Check durable.open's `streams` option (the stream timings, given to the
+---mesh at open; defaults: the spec's 5 s holder probe, 30 s reclaim, backoff
+---1 s doubling to 60 s; a host asks every 1 s whether other processes holding
+---leases are alive); raises at the caller's caller.
 ---@param t any
 function M.check_options(t)
   if t == nil then return end
@@ -172,17 +175,6 @@ function M.check_options(t)
   if t.backoff_min_ms and t.backoff_max_ms and t.backoff_min_ms > t.backoff_max_ms then
     error("durable.open: streams.backoff_min_ms is above streams.backoff_max_ms", 3)
   end
-end
-
----Apply the stream timings (defaults: the spec's 5 s holder probe, 30 s
----reclaim, backoff 1 s doubling to 60 s; a host asks every 1 s whether
----other processes holding leases are alive).  Before the first stream is used.
----@param mesh durable.Mesh
----@param t? { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer }
-function M.configure(mesh, t)
-  if t == nil then return end
-  mesh:_stream_options(t.holder_probe_ms, t.reclaim_ms, t.backoff_min_ms, t.backoff_max_ms,
-    t.liveness_ms)
 end
 
 -- ---- producing -----------------------------------------------------------------------

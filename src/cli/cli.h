@@ -13,7 +13,7 @@
 #ifndef DURABLE_CLI_H
 #define DURABLE_CLI_H
 
-#include <durable.h>
+#include <durable_internal.h>
 #include <stdio.h>
 
 /* Exit codes, the same for every command. */

@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
       return CLI_OK;
     }
     if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0) {
-      printf("durable %s\n", DURABLE_VERSION_STRING);
+      printf("durable %s\n", durable_version_string());
       return CLI_OK;
     }
     took = take_option("--store", 1, argc, argv, &i, &store);

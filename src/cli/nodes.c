@@ -22,8 +22,8 @@ typedef struct put_state_s {
   const char *path;
 } put_state_t;
 
-static void put_done(const durable_result_t *result) {
-  cli_t *cli = result->data;
+static void put_done(const durable_result_t *result, void *data) {
+  cli_t *cli = data;
   put_state_t *state = cli->state;
   if (result->status < 0) {
     cli_failed(cli, result);
@@ -112,8 +112,8 @@ typedef struct get_state_s {
   const char *path;
 } get_state_t;
 
-static void get_done(const durable_result_t *result) {
-  cli_t *cli = result->data;
+static void get_done(const durable_result_t *result, void *data) {
+  cli_t *cli = data;
   get_state_t *state = cli->state;
   if (result->status == DURABLE_ENOTFOUND ||
       (result->status == 0 && result->node == NULL)) {
@@ -172,7 +172,7 @@ typedef struct search_state_s {
   char *after; /* the last id printed: where the next page starts */
 } search_state_t;
 
-static void search_done(const durable_result_t *result);
+static void search_done(const durable_result_t *result, void *data);
 
 static void search_next(cli_t *cli) {
   search_state_t *state = cli->state;
@@ -185,8 +185,8 @@ static void search_next(cli_t *cli) {
     cli_refused(cli, rc, &err);
 }
 
-static void search_done(const durable_result_t *result) {
-  cli_t *cli = result->data;
+static void search_done(const durable_result_t *result, void *data) {
+  cli_t *cli = data;
   search_state_t *state = cli->state;
   if (result->status < 0) {
     cli_failed(cli, result);

@@ -4,17 +4,17 @@
  *   publish  opens a mesh (the producer needs hubs: the stream node's hub
  *            assigns the sequence), a client hub "cli/publish-PID", appends,
  *            prints the sequence and closes the mesh.
- *   read     opens a mesh and a durable_read() reader.  Without --follow it
- *            first asks for the highest stored item and stops once it has
- *            printed it; with --follow it prints the live tail until SIGINT
- *            or SIGTERM (uv_signal_t), then closes and exits 0.
- *   streams  needs only the store (like search): every DurableStream node,
- *            all pages of "type:DurableStream", as a table or JSON lines.
+ *   read     opens a mesh and a durable_stream_read() reader.  Without --follow
+ * it first asks for the highest stored item and stops once it has printed it;
+ * with --follow it prints the live tail until SIGINT or SIGTERM (uv_signal_t),
+ * then closes and exits 0. streams  needs only the store (like search): every
+ * DurableStream node, all pages of "type:DurableStream", as a table or JSON
+ * lines.
  *
  * Arguments are checked before anything is opened (durable_stream_check
  * gives the spec's messages), so a bad stream id costs nothing and exits 2.
- * The payload is checked by durable_publish itself, synchronously, before
- * anything is written: its refusal (EINVAL) exits 2 with its message.
+ * The payload is checked by durable_stream_publish itself, synchronously,
+ * before anything is written: its refusal (EINVAL) exits 2 with its message.
  *
  * publish and read run on session.c's mesh session (cli_open_mesh): a fresh
  * loop, the mesh on it, a command that ends by closing it -- the reader and
@@ -145,8 +145,8 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
   snprintf(address, sizeof address, "cli/publish-%d", (int)uv_os_getpid());
   rc = durable_mesh_client(cli->mesh, address, &hub, &err);
   if (rc == 0)
-    rc = durable_publish(hub, &s.id, payload, published, &s, &err);
-  free(owned); /* copied by durable_publish */
+    rc = durable_stream_publish(hub, &s.id, payload, published, &s, &err);
+  free(owned); /* copied by durable_stream_publish */
   if (rc < 0)
     cli_refused(cli, rc, &err);
   return cli_run(cli);
@@ -209,16 +209,16 @@ static void on_item(durable_reader_t *reader, int status,
 static void start_reader(stream_state_t *s) {
   durable_error_t err;
   memset(&err, 0, sizeof err);
-  int rc = durable_read(s->cli->mesh, &s->id, s->after, NULL, on_item, s,
-                        &s->reader, &err);
+  int rc = durable_stream_read(s->cli->mesh, &s->id, s->after, NULL, on_item, s,
+                               &s->reader, &err);
   if (rc < 0) {
     s->reader = NULL;
     cli_refused(s->cli, rc, &err);
   }
 }
 
-static void on_last_item(const durable_result_t *result) {
-  stream_state_t *s = result->data;
+static void on_last_item(const durable_result_t *result, void *data) {
+  stream_state_t *s = data;
   if (result->status < 0) {
     cli_failed_with(s->cli, result->status, result->message);
     return;
@@ -231,8 +231,8 @@ static void on_last_item(const durable_result_t *result) {
   start_reader(s);
 }
 
-static void on_exists(const durable_result_t *result) {
-  stream_state_t *s = result->data;
+static void on_exists(const durable_result_t *result, void *data) {
+  stream_state_t *s = data;
   durable_error_t err;
   if (result->status < 0) {
     cli_failed_with(s->cli, result->status, result->message);
@@ -244,8 +244,8 @@ static void on_exists(const durable_result_t *result) {
     return;
   }
   memset(&err, 0, sizeof err);
-  int rc = durable_store_last_item(durable_mesh_store(s->cli->mesh),
-                                   s->items_ns, on_last_item, s, &err);
+  int rc = durable__store_last_item(durable_mesh_store(s->cli->mesh),
+                                    s->items_ns, on_last_item, s, &err);
   if (rc < 0)
     cli_refused(s->cli, rc, &err);
 }
@@ -490,7 +490,7 @@ static void print_table(const streams_state_t *st) {
   }
 }
 
-static void streams_done(const durable_result_t *result);
+static void streams_done(const durable_result_t *result, void *data);
 
 static void streams_next(cli_t *cli) {
   streams_state_t *st = cli->state;
@@ -503,8 +503,8 @@ static void streams_next(cli_t *cli) {
     cli_refused(cli, rc, &err);
 }
 
-static void streams_done(const durable_result_t *result) {
-  cli_t *cli = result->data;
+static void streams_done(const durable_result_t *result, void *data) {
+  cli_t *cli = data;
   streams_state_t *st = cli->state;
   if (result->status < 0) {
     cli_failed(cli, result);

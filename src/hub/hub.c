@@ -81,6 +81,22 @@ const char *durable_hub_node_type(const durable_hub_t *hub) {
 durable_run_level_t durable_hub_run_level(const durable_hub_t *hub) {
   return hub->level;
 }
+
+const char *durable_run_level_name(durable_run_level_t level) {
+  switch (level) {
+  case DURABLE_HUB_STARTING:
+    return "Starting";
+  case DURABLE_HUB_STARTED:
+    return "Started";
+  case DURABLE_HUB_QUIESCING:
+    return "Quiescing";
+  case DURABLE_HUB_SHUTDOWN:
+    return "ShutDown";
+  case DURABLE_HUB_DEAD:
+    return "Dead";
+  }
+  return "unknown";
+}
 durable_mesh_t *durable_hub_mesh(durable_hub_t *hub) {
   return hub->mesh;
 }
@@ -460,8 +476,8 @@ static void on_hub_timer(uv_timer_t *timer) {
   drop_timer(t);
 }
 
-int durable_hub_timer(durable_hub_t *hub, uint32_t ms, const char *type,
-                      const char *payload, durable_error_t *err) {
+int durable_hub_post_after(durable_hub_t *hub, uint32_t ms, const char *type,
+                           const char *payload, durable_error_t *err) {
   if (type == NULL || *type == '\0')
     return durable__error(err, DURABLE_EINVAL, "a timer needs a message type");
   if (hub->level >= DURABLE_HUB_QUIESCING)

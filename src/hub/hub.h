@@ -10,7 +10,7 @@
 #ifndef DURABLE_HUB_HUB_H
 #define DURABLE_HUB_HUB_H
 
-#include "durable.h"
+#include "durable_internal.h"
 #include "map.h"
 #include "store.h" /* durable__error, the store below */
 
@@ -162,6 +162,8 @@ struct durable_mesh_s {
   uint32_t request_timeout_ms;
   durable_log_cb log;
   void *log_data;
+  durable_stream_options_t stream_options; /* as given; the streams layer
+                                              fills in its defaults */
 
   durable__map_t hubs;    /* address -> hub */
   durable__map_t pending; /* request id -> pending */

@@ -12,10 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ctype.h>
 #include <strings.h>
 #include <time.h>
 
-durable_log_level_t durable_log_threshold(void) {
+durable_log_level_t durable__log_threshold(void) {
   const char *v = getenv("DURABLE_LOG");
   if (v == NULL || *v == '\0')
     return DURABLE_LOG_INFO;
@@ -28,33 +29,40 @@ durable_log_level_t durable_log_threshold(void) {
   return DURABLE_LOG_INFO;
 }
 
-static const char *level_name(durable_log_level_t level) {
+const char *durable_log_level_name(durable_log_level_t level) {
   switch (level) {
   case DURABLE_LOG_ERROR:
-    return "ERROR";
+    return "error";
   case DURABLE_LOG_WARN:
-    return "WARN ";
+    return "warn";
   case DURABLE_LOG_INFO:
-    return "INFO ";
-  default:
-    return "DEBUG";
+    return "info";
+  case DURABLE_LOG_DEBUG:
+    return "debug";
   }
+  return "unknown";
 }
 
-static void stderr_sink(durable_log_level_t level, const char *line) {
+void durable__log_stderr(durable_log_level_t level, const char *line) {
+  char upper[8];
+  const char *name = durable_log_level_name(level);
+  size_t i = 0;
+  for (; name[i] && i < sizeof upper - 1; i++)
+    upper[i] = (char)toupper((unsigned char)name[i]);
+  upper[i] = '\0';
   struct timespec ts;
   struct tm tm;
   char when[32];
   clock_gettime(CLOCK_REALTIME, &ts);
   gmtime_r(&ts.tv_sec, &tm);
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-  fprintf(stderr, "%s.%03ldZ %s %s\n", when, ts.tv_nsec / 1000000,
-          level_name(level), line);
+  fprintf(stderr, "%s.%03ldZ %-5s %s\n", when, ts.tv_nsec / 1000000, upper,
+          line);
 }
 
 void durable__logv(durable_mesh_t *mesh, durable_log_level_t level,
                    const char *fmt, va_list ap) {
-  if (level > durable_log_threshold())
+  if (level > durable__log_threshold())
     return;
   char line[2048];
   vsnprintf(line, sizeof line, fmt, ap);
@@ -64,7 +72,7 @@ void durable__logv(durable_mesh_t *mesh, durable_log_level_t level,
   if (mesh && mesh->log)
     mesh->log(level, line, mesh->log_data);
   else
-    stderr_sink(level, line);
+    durable__log_stderr(level, line);
 }
 
 void durable_mesh_log(durable_mesh_t *mesh, durable_log_level_t level,

@@ -75,8 +75,8 @@ void durable__mesh_run_later(durable_mesh_t *mesh) {
 /* ---- node types
  * ---------------------------------------------------------------- */
 
-durable_node_type_t *durable_mesh_node_type(durable_mesh_t *mesh,
-                                            const char *name) {
+durable_node_type_t *durable_node_type_get(durable_mesh_t *mesh,
+                                           const char *name) {
   if (name == NULL || *name == '\0')
     return NULL;
   durable_node_type_t *t = durable__map_get(&mesh->types, name);
@@ -226,8 +226,8 @@ static void next_init_step(durable_hub_t *hub) {
   step->init(hub, done, step->data);
 }
 
-static void on_node_read(const durable_result_t *res) {
-  durable_hub_t *hub = res->data;
+static void on_node_read(const durable_result_t *res, void *data) {
+  durable_hub_t *hub = data;
   if (res->status < 0) {
     durable__hub_fail_activation(hub, res->status, res->message);
   } else {
@@ -287,7 +287,7 @@ int durable_mesh_client(durable_mesh_t *mesh, const char *address,
   return 0;
 }
 
-durable_hub_t *durable_mesh_reads_hub(durable_mesh_t *mesh) {
+durable_hub_t *durable__mesh_reads_hub(durable_mesh_t *mesh) {
   return mesh->reads;
 }
 
@@ -300,8 +300,8 @@ typedef struct {
   void *data;
 } status_req_t;
 
-static void on_activate_ping(const durable_response_t *res) {
-  status_req_t *r = res->data;
+static void on_activate_ping(const durable_response_t *res, void *data) {
+  status_req_t *r = data;
   r->cb(res->status, res->message, r->data);
   free(r);
 }
@@ -377,8 +377,8 @@ static void read_end(read_req_t *r, durable_read_outcome_t outcome,
   free(r);
 }
 
-static void on_read_node(const durable_result_t *res) {
-  read_req_t *r = res->data;
+static void on_read_node(const durable_result_t *res, void *data) {
+  read_req_t *r = data;
   if (res->status == 0)
     read_end(r, DURABLE_READ_PRESENT, res->node, NULL);
   else if (res->status == DURABLE_ENOTFOUND)
@@ -395,8 +395,8 @@ static void reprobe(int status, const char *message, void *data) {
   probe(data);
 }
 
-static void on_probe(const durable_response_t *res) {
-  read_req_t *r = res->data;
+static void on_probe(const durable_response_t *res, void *data) {
+  read_req_t *r = data;
   durable_mesh_t *mesh = r->mesh;
   if (res->status == 0) {
     durable_error_t err = {0};
@@ -434,6 +434,18 @@ static void probe(read_req_t *r) {
   durable_error_t err = {0};
   if (send_probe(r, &err) < 0)
     read_end(r, DURABLE_READ_UNAVAILABLE, NULL, err.message);
+}
+
+const char *durable_read_outcome_name(durable_read_outcome_t outcome) {
+  switch (outcome) {
+  case DURABLE_READ_PRESENT:
+    return "present";
+  case DURABLE_READ_ABSENT:
+    return "absent";
+  case DURABLE_READ_UNAVAILABLE:
+    return "unavailable";
+  }
+  return "unknown";
 }
 
 int durable_mesh_read(durable_mesh_t *mesh, const char *path,
@@ -481,6 +493,7 @@ int durable_mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
                                  : DEFAULT_REQUEST_TIMEOUT_MS;
   mesh->log = options->log;
   mesh->log_data = options->log_data;
+  mesh->stream_options = options->streams;
   int rc = durable_store_open(loop, options->store, &mesh->store, err);
   if (rc < 0) {
     free(mesh);

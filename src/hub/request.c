@@ -163,11 +163,10 @@ void durable__run_reply(durable_hub_t *hub, durable__env_t *env) {
   unlink_pending(p);
   response_ex_t rx = {.res = {.status = env->status,
                               .payload = env->status == 0 ? env->payload : NULL,
-                              .message = env->status < 0 ? env->message : NULL,
-                              .data = p->data},
+                              .message = env->status < 0 ? env->message : NULL},
                       .body = env->body};
   if (p->cb)
-    p->cb(&rx.res);
+    p->cb(&rx.res, p->data);
   release_pending(p);
   durable__hub_check_quiesced(hub);
   if (hub->is_reads)
@@ -179,10 +178,9 @@ void durable__fail_pending(durable_hub_t *hub, int status,
   while (hub->pending) {
     durable__pending_t *p = hub->pending;
     unlink_pending(p);
-    response_ex_t rx = {
-        .res = {.status = status, .message = message, .data = p->data}};
+    response_ex_t rx = {.res = {.status = status, .message = message}};
     if (p->cb)
-      p->cb(&rx.res);
+      p->cb(&rx.res, p->data);
     release_pending(p);
   }
 }

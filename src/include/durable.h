@@ -18,6 +18,9 @@
  *    naming what was wrong (it may be NULL).
  *  - All functions must be called on the thread that runs the store's loop,
  *    unless a comment says otherwise.  Callbacks run on that thread.
+ *  - Functions are named durable_<type>_<verb> (durable_stream_publish,
+ *    durable_reader_close); callback types end in _cb, and every callback
+ *    gets the caller's `void *data` as its last argument.
  *  - Strings passed in are copied before the call returns (the caller keeps
  *    ownership).  Results handed to a callback are borrowed: valid until the
  *    callback returns; keep them with durable_node_dup().
@@ -33,7 +36,28 @@
 extern "C" {
 #endif
 
-#define DURABLE_VERSION_STRING "0.1.0"
+/* ---- version ----------------------------------------------------------- */
+
+/* The version this header belongs to (semantic versioning: a MINOR release
+ * adds, a MAJOR one may break).  CMake reads the three numbers from here. */
+#define DURABLE_VERSION_MAJOR 0
+#define DURABLE_VERSION_MINOR 1
+#define DURABLE_VERSION_PATCH 0
+#define DURABLE_VERSION_STRINGIFY_(x) #x
+#define DURABLE_VERSION_STRINGIFY(x) DURABLE_VERSION_STRINGIFY_(x)
+#define DURABLE_VERSION_STRING                                                 \
+  DURABLE_VERSION_STRINGIFY(DURABLE_VERSION_MAJOR)                             \
+  "." DURABLE_VERSION_STRINGIFY(                                               \
+      DURABLE_VERSION_MINOR) "." DURABLE_VERSION_STRINGIFY(DURABLE_VERSION_PATCH)
+/* One number that orders versions: 0xMMmmpp. */
+#define DURABLE_VERSION_HEX                                                    \
+  ((DURABLE_VERSION_MAJOR << 16) | (DURABLE_VERSION_MINOR << 8) |              \
+   DURABLE_VERSION_PATCH)
+
+/* The version of the library linked at run time, which may differ from the
+ * header's: DURABLE_VERSION_HEX and DURABLE_VERSION_STRING of the build. */
+unsigned int durable_version(void);
+const char *durable_version_string(void);
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -71,6 +95,12 @@ const char *durable_strerror(int code);
 /* The code's name ("EEXIST"); never NULL. */
 const char *durable_err_name(int code);
 
+/* Every enum below has a name function returning static text, never NULL
+ * ("unknown" for a value outside the enum): durable_write_kind_name ("put"),
+ * durable_change_kind_name ("added"), durable_log_level_name ("info"),
+ * durable_run_level_name ("Started"), durable_read_outcome_name
+ * ("present").  Log levels are named as DURABLE_LOG takes them. */
+
 /* ---- paths ------------------------------------------------------------- */
 
 /* A path is `namespace/id`: segments separated by '/'.  The rules, checked by
@@ -99,13 +129,6 @@ int durable_path_check(const char *path, durable_error_t *err);
  * itself.  Writes at most `size` bytes including the NUL; returns the length
  * or DURABLE_EINVAL. */
 int durable_path_owner(const char *path, char *out, size_t size);
-
-/* The table a path is stored in: the longest entry of the satellite mapping
- * list whose segment occurs as a whole segment of the path
- * ("_DurableStreamItem" -> "durable_stream_items", "_DocumentPart" ->
- * "document_parts", "_ThreadMessage" -> "threads"), else "mesh_nodes".
- * Returns a static string. */
-const char *durable_path_table(const char *path);
 
 /* ---- nodes ------------------------------------------------------------- */
 
@@ -174,10 +197,9 @@ typedef struct durable_result_s {
   size_t count;
   int more;      /* query: more rows follow the last one */
   int64_t value; /* exists: 0/1; last_sequence: the sequence */
-  void *data;    /* the caller's pointer */
 } durable_result_t;
 
-typedef void (*durable_done_cb)(const durable_result_t *result);
+typedef void (*durable_done_cb)(const durable_result_t *result, void *data);
 
 /* The principal that reads; NULL or DURABLE_PLATFORM reads and writes
  * everything.  Other principals read what their grants cover (see
@@ -209,30 +231,6 @@ int durable_store_exists(durable_store_t *store, const char *principal,
                          const char *path, durable_done_cb cb, void *data,
                          durable_error_t *err);
 
-/* The items of a stream in sequence order: the children of `items_ns` whose
- * ids are 12-digit sequences greater than `after`, at most `limit`.  An index
- * range scan: the cost follows the rows returned, not the stream's length. */
-int durable_store_read_items(durable_store_t *store, const char *principal,
-                             const char *items_ns, int64_t after, size_t limit,
-                             durable_done_cb cb, void *data,
-                             durable_error_t *err);
-
-/* The highest stored item sequence under `items_ns` (0 when empty), in
- * result->value. */
-int durable_store_last_item(durable_store_t *store, const char *items_ns,
-                            durable_done_cb cb, void *data,
-                            durable_error_t *err);
-
-/* Whether the store opened as `instance` -- by this process or any other --
- * is still open: result->value 1 alive, 0 gone.  The database itself
- * answers: every open store holds a lock that it releases when the process
- * dies (PostgreSQL: a session advisory lock on the store's LISTEN
- * connection; SQLite: an OFD lock in the file FILE-live), so a process that
- * is busy, however long, is alive, and a killed one is gone at once.  An
- * instance that is not "HOST:PID:16hex" fails with DURABLE_EINVAL. */
-int durable_store_alive(durable_store_t *store, const char *instance,
-                        durable_done_cb cb, void *data, durable_error_t *err);
-
 /* ---- writes ------------------------------------------------------------ */
 
 /* A mutator for an atomic read-modify-write.  It runs on the store's writer
@@ -242,8 +240,10 @@ int durable_store_alive(durable_store_t *store, const char *instance,
  * malloc'ed strings to write them, 0 to write nothing, or a negative code to
  * fail the write (the transaction's other writes are unaffected).  It may run
  * more than once for one request (when a group commit is retried), so it must
- * depend only on `current` and `arg`. */
-typedef int (*durable_mutate_fn)(const durable_node_t *current, char **content,
+ * depend only on `current` and `arg`.  (Lua's update_node cannot run on the
+ * writer thread, so it is optimistic instead: it reads, runs its function on
+ * the loop and writes at the version it read, starting over on a conflict.) */
+typedef int (*durable_mutate_cb)(const durable_node_t *current, char **content,
                                  char **node_type, void *arg);
 
 typedef enum {
@@ -256,13 +256,15 @@ typedef enum {
   DURABLE_WRITE_MUTATE   /* read-modify-write with `mutate` */
 } durable_write_kind_t;
 
+const char *durable_write_kind_name(durable_write_kind_t kind);
+
 typedef struct durable_write_s {
   durable_write_kind_t kind;
   const char *path;
   const char *node_type;    /* PUT, CREATE, REPLACE; NULL means "" */
   const char *content;      /* PUT, CREATE, REPLACE: JSON text; NULL means {} */
   int64_t expected_version; /* REPLACE */
-  durable_mutate_fn mutate; /* MUTATE */
+  durable_mutate_cb mutate; /* MUTATE */
   void *mutate_arg;         /* MUTATE; must stay valid until the callback */
 } durable_write_t;
 
@@ -286,7 +288,7 @@ int durable_store_create(durable_store_t *store, const char *path,
 int durable_store_delete(durable_store_t *store, const char *path,
                          durable_done_cb cb, void *data, durable_error_t *err);
 int durable_store_update(durable_store_t *store, const char *path,
-                         durable_mutate_fn mutate, void *arg,
+                         durable_mutate_cb mutate, void *arg,
                          durable_done_cb cb, void *data, durable_error_t *err);
 
 /* ---- access ------------------------------------------------------------ */
@@ -309,6 +311,8 @@ typedef enum {
   DURABLE_CHANGE_REMOVED,
   DURABLE_CHANGE_SYNCED /* the initial result is complete (node is NULL) */
 } durable_change_kind_t;
+
+const char *durable_change_kind_name(durable_change_kind_t kind);
 
 typedef struct durable_watch_s durable_watch_t;
 
@@ -346,13 +350,11 @@ typedef enum {
   DURABLE_LOG_DEBUG
 } durable_log_level_t;
 
+const char *durable_log_level_name(durable_log_level_t level);
+
 /* A log sink receives one finished line (no newline) at a time. */
 typedef void (*durable_log_cb)(durable_log_level_t level, const char *line,
                                void *data);
-
-/* The level below which lines are dropped: from the environment variable
- * DURABLE_LOG (error, warn, info, debug; info by default). */
-durable_log_level_t durable_log_threshold(void);
 
 /* ---- the mesh and its hubs ---------------------------------------------- */
 
@@ -382,12 +384,27 @@ typedef enum {
   DURABLE_HUB_DEAD
 } durable_run_level_t;
 
+const char *durable_run_level_name(durable_run_level_t level);
+
+/* The timings of durable streams, given at open in durable_mesh_options_t
+ * (0 fields keep the defaults named here). */
+typedef struct durable_stream_options_s {
+  uint32_t
+      holder_probe_ms; /* a claim waits this long for the holder's ping: 5000 */
+  uint32_t reclaim_ms; /* a refused consumer claims again after: 30000 */
+  uint32_t backoff_min_ms; /* a failed consumer starts over after: 1000, */
+  uint32_t backoff_max_ms; /*   doubling up to: 60000 */
+  uint32_t liveness_ms;    /* a host asks whether the other processes holding
+                              streams with waiting items are alive: 1000 */
+} durable_stream_options_t;
+
 typedef struct durable_mesh_options_s {
   const char *store;           /* store URL, see durable_store_open() */
   uint32_t quiesce_budget_ms;  /* how long a recycle waits; 0: 2000 */
   uint32_t request_timeout_ms; /* for requests that give none; 0: 30000 */
   durable_log_cb log;          /* NULL: stderr, filtered by DURABLE_LOG */
   void *log_data;
+  durable_stream_options_t streams; /* stream timings; zeros: defaults */
 } durable_mesh_options_t;
 
 /* Open a mesh on `loop` over the store `options->store`.  Returns 0 and sets
@@ -444,16 +461,15 @@ typedef struct durable_response_s {
   int status;
   const char *payload; /* JSON text when status is 0 */
   const char *message; /* one line when status < 0 */
-  void *data;
 } durable_response_t;
 
-typedef void (*durable_response_cb)(const durable_response_t *response);
+typedef void (*durable_response_cb)(const durable_response_t *response,
+                                    void *data);
 
 /* Send a request from `from` to the hub at `to` (activated if need be).
  * `payload` is JSON text (NULL: null).  `cb` runs once, as a turn of `from`.
  * timeout_ms 0 takes the mesh's default.  Returns DURABLE_ESHUTDOWN at once
- * when `from` is quiescing or dead: a leaving hub starts nothing new (send
- * from durable_mesh_reads_hub() on its behalf). */
+ * when `from` is quiescing or dead: a leaving hub starts nothing new. */
 int durable_hub_request(durable_hub_t *from, const char *to, const char *type,
                         const char *payload, uint32_t timeout_ms,
                         durable_response_cb cb, void *data,
@@ -488,8 +504,8 @@ typedef void (*durable_dispose_cb)(durable_hub_t *hub, void *data);
 /* The configuration of NodeType `name`, made on first use.  Hubs of nodes
  * whose type has none are plain hubs (they answer ping).  Configure before
  * the first activation of that type. */
-durable_node_type_t *durable_mesh_node_type(durable_mesh_t *mesh,
-                                            const char *name);
+durable_node_type_t *durable_node_type_get(durable_mesh_t *mesh,
+                                           const char *name);
 
 /* Handle messages of `type` ("ping" is built in and cannot be replaced;
  * names beginning with "durable." belong to the runtime: DURABLE_EINVAL). */
@@ -510,10 +526,6 @@ int durable_node_type_on_dispose(durable_node_type_t *type,
  * current turn. */
 int durable_mesh_client(durable_mesh_t *mesh, const char *address,
                         durable_hub_t **out, durable_error_t *err);
-
-/* The process-level read-issuing hub: never recycled, for requests sent on
- * behalf of a hub that is quiescing. */
-durable_hub_t *durable_mesh_reads_hub(durable_mesh_t *mesh);
 
 /* The active hub at `address`, or NULL (borrowed). */
 durable_hub_t *durable_mesh_find(durable_mesh_t *mesh, const char *address);
@@ -541,6 +553,8 @@ typedef enum {
   DURABLE_READ_ABSENT,
   DURABLE_READ_UNAVAILABLE
 } durable_read_outcome_t;
+
+const char *durable_read_outcome_name(durable_read_outcome_t outcome);
 
 typedef void (*durable_read_cb)(durable_read_outcome_t outcome,
                                 const durable_node_t *node, const char *message,
@@ -571,8 +585,8 @@ void *durable_hub_data(const durable_hub_t *hub);
  * never runs a handler directly).  A timer armed before a recycle still
  * fires while the hub quiesces (a handler in flight may wait for it); no
  * new timer starts then, and timers end when the hub is dead. */
-int durable_hub_timer(durable_hub_t *hub, uint32_t ms, const char *type,
-                      const char *payload, durable_error_t *err);
+int durable_hub_post_after(durable_hub_t *hub, uint32_t ms, const char *type,
+                           const char *payload, durable_error_t *err);
 
 /* ---- durable streams ------------------------------------------------------
  */
@@ -614,21 +628,6 @@ typedef struct durable_item_s {
   const durable_node_t *node; /* the node the item was read from */
 } durable_item_t;
 
-typedef struct durable_stream_options_s {
-  uint32_t
-      holder_probe_ms; /* a claim waits this long for the holder's ping: 5000 */
-  uint32_t reclaim_ms; /* a refused consumer claims again after: 30000 */
-  uint32_t backoff_min_ms; /* a failed consumer starts over after: 1000, */
-  uint32_t backoff_max_ms; /*   doubling up to: 60000 */
-  uint32_t liveness_ms;    /* a host asks whether the other processes holding
-                              streams with waiting items are alive: 1000 */
-} durable_stream_options_t;
-
-/* Set the stream timings of a mesh (0 fields keep their defaults).  Call
- * before the first stream is used. */
-void durable_mesh_stream_options(durable_mesh_t *mesh,
-                                 const durable_stream_options_t *options);
-
 /* Append `payload` (JSON text, kept byte for byte) to the stream, on behalf
  * of `hub` (the request goes out from the read-issuing hub, so a quiescing
  * hub may publish).  The stream node is made on first use, once per stream
@@ -636,9 +635,9 @@ void durable_mesh_stream_options(durable_mesh_t *mesh,
  * ("Appending to durable stream NS@KEY failed: ..."). */
 typedef void (*durable_sequence_cb)(int status, int64_t sequence,
                                     const char *message, void *data);
-int durable_publish(durable_hub_t *hub, const durable_stream_id_t *id,
-                    const char *payload, durable_sequence_cb cb, void *data,
-                    durable_error_t *err);
+int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
+                           const char *payload, durable_sequence_cb cb,
+                           void *data, durable_error_t *err);
 
 /* Where a stream's items are read from.  The default (a NULL source) is the
  * stream's own item nodes.  A custom source names a namespace whose children
@@ -670,10 +669,10 @@ typedef struct durable_reader_s durable_reader_t;
 typedef void (*durable_reader_cb)(durable_reader_t *reader, int status,
                                   const durable_item_t *item,
                                   const char *message, void *data);
-int durable_read(durable_mesh_t *mesh, const durable_stream_id_t *id,
-                 int64_t after, const durable_source_t *source,
-                 durable_reader_cb cb, void *data, durable_reader_t **out,
-                 durable_error_t *err);
+int durable_stream_read(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                        int64_t after, const durable_source_t *source,
+                        durable_reader_cb cb, void *data,
+                        durable_reader_t **out, durable_error_t *err);
 /* No callback runs after this returns. */
 void durable_reader_close(durable_reader_t *reader);
 
@@ -708,11 +707,22 @@ int durable_node_type_consume(durable_node_type_t *type,
  * that family here, is activated (so its consumer claims) now, and again
  * whenever another process appends to a stream (the change feed tells).
  * Within one process a stream wakes its owner without this. */
-int durable_mesh_host(durable_mesh_t *mesh, durable_error_t *err);
+int durable_mesh_start_hosting(durable_mesh_t *mesh, durable_error_t *err);
 
-/* This hub consumes, for as long as it is active (a client hub, say). */
+/* This hub consumes, for as long as it is active (a client hub, say), or
+ * until stopped.  With `out` (may be NULL) the caller gets a handle to stop
+ * it with; the handle keeps the consumer's memory (and the hub's) until
+ * durable_consumer_stop, which must then be called exactly once, also after
+ * the hub has left. */
+typedef struct durable_consumer_handle_s durable_consumer_handle_t;
 int durable_hub_consume(durable_hub_t *hub, const durable_consumer_t *consumer,
-                        durable_error_t *err);
+                        durable_consumer_handle_t **out, durable_error_t *err);
+
+/* Stop consuming: the item in flight finishes and is acknowledged as usual,
+ * nothing new starts, the lease is released, and then `cb` (may be NULL)
+ * runs with status 0 and the handle is gone.  The hub itself stays. */
+void durable_consumer_stop(durable_consumer_handle_t *handle,
+                           durable_status_cb cb, void *data);
 
 #ifdef __cplusplus
 }

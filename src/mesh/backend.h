@@ -33,19 +33,19 @@
  * the transaction back on its own (PostgreSQL: a deadlock between two
  * processes' groups, a serialization failure): nothing of it was committed,
  * and the caller runs it again.  `place` names where a row lives: its
- * partition (first path segment) and its table (durable_path_table()).
+ * partition (first path segment) and its table (durable__path_table()).
  */
 #ifndef DURABLE_MESH_BACKEND_H
 #define DURABLE_MESH_BACKEND_H
 
-#include "durable.h"
+#include "durable_internal.h"
 
 typedef struct durable__conn_s durable__conn_t; /* defined by each backend */
 typedef struct durable__watch_src_s durable__watch_src_t;
 
 typedef struct {
   const char *partition; /* first path segment */
-  const char *table;     /* from durable_path_table() */
+  const char *table;     /* from durable__path_table() */
 } durable__place_t;
 
 /* A growable array of nodes that the caller frees with durable__nodes_free. */
@@ -194,7 +194,7 @@ typedef struct durable__backend_s {
   int (*grant)(durable__conn_t *conn, const char *principal, const char *prefix,
                int add, durable_error_t *err);
 
-  /* Liveness (durable_store_alive): *alive = 1 when the store whose
+  /* Liveness (durable__store_alive): *alive = 1 when the store whose
    * instance has the liveness key `key` (durable__instance_key) still holds
    * its lock.  watch_start takes this store's own lock, watch_stop (or the
    * process's death) lets it go. */

@@ -242,6 +242,20 @@ static void read_page(durable_watch_t *w, const char *after) {
 
 /* ---- entry points -------------------------------------------------------- */
 
+const char *durable_change_kind_name(durable_change_kind_t kind) {
+  switch (kind) {
+  case DURABLE_CHANGE_ADDED:
+    return "added";
+  case DURABLE_CHANGE_UPDATED:
+    return "updated";
+  case DURABLE_CHANGE_REMOVED:
+    return "removed";
+  case DURABLE_CHANGE_SYNCED:
+    return "synced";
+  }
+  return "unknown";
+}
+
 int durable_store_watch(durable_store_t *store, const char *ns, int flags,
                         durable_change_cb cb, void *data, durable_watch_t **out,
                         durable_error_t *err) {

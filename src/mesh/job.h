@@ -51,7 +51,7 @@ typedef struct {
   char *owner; /* main_node, worked out once when the write is prepared */
   char *node_type, *content;
   int64_t expected_version;
-  durable_mutate_fn mutate;
+  durable_mutate_cb mutate;
   void *mutate_arg;
   /* what a run decided (cleared by durable__writes_reset) */
   durable__action_t action;

@@ -159,7 +159,7 @@ static int has_segment(const char *path, const char *seg) {
   return 0;
 }
 
-const char *durable_path_table(const char *path) {
+const char *durable__path_table(const char *path) {
   const char *table = DURABLE__PRIMARY_TABLE;
   size_t best = 0;
   if (path == NULL)
@@ -196,6 +196,6 @@ durable__place_t durable__path_place(const char *path, char *partition_buf,
   memcpy(partition_buf, path, n);
   partition_buf[n] = '\0';
   place.partition = partition_buf;
-  place.table = durable_path_table(path);
+  place.table = durable__path_table(path);
   return place;
 }

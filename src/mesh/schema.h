@@ -1,7 +1,7 @@
 /*
  * schema.h: the satellite mapping list and the table DDL generated from it.
  *
- * The list is written once (schema.c).  Placement (durable_path_table), the
+ * The list is written once (schema.c).  Placement (durable__path_table), the
  * SQLite schema and PostgreSQL's public.ensure_partition_schema(name) all
  * come from it, so adding a mapping adds its table everywhere.
  */

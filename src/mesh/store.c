@@ -601,11 +601,10 @@ static void deliver(durable__job_t *job) {
               .count = job->nodes.count,
               .more = job->more,
               .value = job->value,
-              .data = job->data,
           },
       .job = job};
   if (job->cb)
-    job->cb(&rx.res);
+    job->cb(&rx.res, job->data);
   durable__job_free(job);
 }
 
@@ -1195,10 +1194,10 @@ int durable_store_query(durable_store_t *store, const char *principal,
   return submit(job, cb, data);
 }
 
-int durable_store_read_items(durable_store_t *store, const char *principal,
-                             const char *items_ns, int64_t after, size_t limit,
-                             durable_done_cb cb, void *data,
-                             durable_error_t *err) {
+int durable__store_read_items(durable_store_t *store, const char *principal,
+                              const char *items_ns, int64_t after, size_t limit,
+                              durable_done_cb cb, void *data,
+                              durable_error_t *err) {
   if (limit == 0)
     limit = QUERY_LIMIT_DEFAULT;
   if (limit > QUERY_LIMIT_MAX)
@@ -1219,9 +1218,9 @@ int durable_store_read_items(durable_store_t *store, const char *principal,
   return submit(job, cb, data);
 }
 
-int durable_store_last_item(durable_store_t *store, const char *items_ns,
-                            durable_done_cb cb, void *data,
-                            durable_error_t *err) {
+int durable__store_last_item(durable_store_t *store, const char *items_ns,
+                             durable_done_cb cb, void *data,
+                             durable_error_t *err) {
   durable__job_t *job;
   int rc = path_job(store, JOB_LAST, NULL, items_ns, &job, err);
   if (rc < 0)
@@ -1232,8 +1231,8 @@ int durable_store_last_item(durable_store_t *store, const char *items_ns,
   return submit(job, cb, data);
 }
 
-int durable_store_alive(durable_store_t *store, const char *instance,
-                        durable_done_cb cb, void *data, durable_error_t *err) {
+int durable__store_alive(durable_store_t *store, const char *instance,
+                         durable_done_cb cb, void *data, durable_error_t *err) {
   uint64_t key;
   if (durable__instance_key(instance, &key) < 0)
     return durable__error(err, DURABLE_EINVAL,

@@ -453,6 +453,22 @@ nomem:
 
 /* ---- the public write calls ---------------------------------------------- */
 
+const char *durable_write_kind_name(durable_write_kind_t kind) {
+  switch (kind) {
+  case DURABLE_WRITE_PUT:
+    return "put";
+  case DURABLE_WRITE_CREATE:
+    return "create";
+  case DURABLE_WRITE_REPLACE:
+    return "replace";
+  case DURABLE_WRITE_DELETE:
+    return "delete";
+  case DURABLE_WRITE_MUTATE:
+    return "mutate";
+  }
+  return "unknown";
+}
+
 int durable_store_write(durable_store_t *store, const durable_write_t *writes,
                         size_t count, durable_done_cb cb, void *data,
                         durable_error_t *err) {
@@ -500,7 +516,7 @@ int durable_store_delete(durable_store_t *store, const char *path,
 }
 
 int durable_store_update(durable_store_t *store, const char *path,
-                         durable_mutate_fn mutate, void *arg,
+                         durable_mutate_cb mutate, void *arg,
                          durable_done_cb cb, void *data, durable_error_t *err) {
   durable_write_t w = {.kind = DURABLE_WRITE_MUTATE,
                        .path = path,

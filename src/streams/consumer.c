@@ -70,7 +70,17 @@ typedef struct consumer_s {
   int64_t turn_appended_at;
   char msg_turn[DURABLE_PATH_MAX], msg_wake[DURABLE_PATH_MAX],
       msg_retry[DURABLE_PATH_MAX], msg_reclaim[DURABLE_PATH_MAX];
+  /* durable_consumer_stop: the embedder's handle, and its callback once the
+   * item in flight is done and the lease let go */
+  int has_handle, stopping, stop_reported;
+  durable_status_cb stop_cb;
+  void *stop_data;
 } consumer_t;
+
+/* The embedder's handle is the consumer itself. */
+struct durable_consumer_handle_s {
+  consumer_t c;
+};
 
 static durable_stream_id_t id_of(const consumer_t *c) {
   return (durable_stream_id_t){.ns = c->ns, .key = c->key};
@@ -98,6 +108,7 @@ typedef struct {
   uint64_t gen;
   int64_t seq;
   durable_reply_t *turn; /* an ack's turn */
+  int stopped;           /* a release that durable_consumer_stop waits for */
 } ask_t;
 
 /* Ask the stream hub `type` (protocol.h) as this consumer's hub, with its
@@ -110,7 +121,7 @@ static int ask(consumer_t *c, const char *type, int64_t epoch, int64_t seq,
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   a->c = c;
   durable_hub_ref(c->hub);
-  int rc = durable__hub_request_body(durable_mesh_reads_hub(c->mesh), c->path,
+  int rc = durable__hub_request_body(durable__mesh_reads_hub(c->mesh), c->path,
                                      type, &req->base, 0, cb, a, err);
   if (rc < 0)
     durable_hub_unref(c->hub);
@@ -121,7 +132,8 @@ static int ask(consumer_t *c, const char *type, int64_t epoch, int64_t seq,
 static void arm(consumer_t *c, const char *type, uint32_t ms) {
   char payload[32];
   snprintf(payload, sizeof payload, "%llu", (unsigned long long)c->gen);
-  durable_hub_timer(c->hub, ms, type, payload, NULL); /* refused once leaving */
+  durable_hub_post_after(c->hub, ms, type, payload,
+                         NULL); /* refused once leaving */
 }
 
 static int current_gen(consumer_t *c, const durable_msg_t *msg) {
@@ -130,6 +142,8 @@ static int current_gen(consumer_t *c, const durable_msg_t *msg) {
 
 static void claim(consumer_t *c);
 static void consume_next(consumer_t *c);
+static void finish_stop(consumer_t *c);
+static void stop_done(consumer_t *c);
 
 static void stop_reading(consumer_t *c) {
   durable__pull_close(c->pull);
@@ -170,8 +184,8 @@ static void failure(consumer_t *c, int64_t seq, const char *why) {
 /* ---- the turn (runs as a message of the hub)
  * -------------------------------------------- */
 
-static void on_ack(const durable_response_t *res) {
-  ask_t *a = res->data;
+static void on_ack(const durable_response_t *res, void *data) {
+  ask_t *a = data;
   consumer_t *c = a->c;
   durable__stream_name_t n;
   if (res->status < 0) {
@@ -206,8 +220,10 @@ static void on_handler_done(durable_hub_t *hub, int status, const char *payload,
   durable__stream_name_t n;
   if (status < 0) {
     char m[2048];
-    snprintf(m, sizeof m, "Durable stream %s item %lld failed: %s",
-             name_of(c, &n), (long long)a->seq,
+    /* the turn fails EFAILED whatever the handler said (ECONFLICT there
+     * means a lost lease); the handler's own code stays in the message */
+    snprintf(m, sizeof m, "Durable stream %s item %lld failed (%s): %s",
+             name_of(c, &n), (long long)a->seq, durable_err_name(status),
              message ? message : durable_strerror(status));
     durable_reply_fail(a->turn, DURABLE_EFAILED, m);
     free(a);
@@ -266,13 +282,17 @@ static void clear_turn(consumer_t *c) {
   c->turn_seq = 0;
 }
 
-static void on_turn_done(const durable_response_t *res) {
-  ask_t *a = res->data;
+static void on_turn_done(const durable_response_t *res, void *data) {
+  ask_t *a = data;
   consumer_t *c = a->c;
   uint64_t gen = a->gen;
   int64_t seq = a->seq;
   free(a);
   clear_turn(c);
+  if (c->stopping) {
+    finish_stop(c); /* the item in flight is done: now let go */
+    return;
+  }
   if (c->state != C_CONSUMING || gen != c->gen)
     return;
   if (res->status == 0) {
@@ -366,8 +386,8 @@ static void on_orphan_signal(durable_watch_t *w, durable_change_kind_t kind,
 
 static void release_granted(consumer_t *c, int64_t epoch);
 
-static void on_claim(const durable_response_t *res) {
-  ask_t *a = res->data;
+static void on_claim(const durable_response_t *res, void *data) {
+  ask_t *a = data;
   consumer_t *c = a->c;
   uint64_t gen = a->gen;
   free(a);
@@ -454,8 +474,8 @@ static void claim(consumer_t *c) {
 /* ---- start, wake, timers
  * ------------------------------------------------------------------ */
 
-static void on_exists(const durable_result_t *res) {
-  consumer_t *c = res->data;
+static void on_exists(const durable_result_t *res, void *data) {
+  consumer_t *c = data;
   durable__stream_name_t n;
   if (c->state == C_STARTING) {
     if (res->status < 0) {
@@ -530,8 +550,8 @@ static void on_reclaim(durable_hub_t *hub, const durable_msg_t *msg,
  * ----------------------------------------------------------------------------------
  */
 
-static void on_released(const durable_response_t *res) {
-  ask_t *a = res->data;
+static void on_released(const durable_response_t *res, void *data) {
+  ask_t *a = data;
   consumer_t *c = a->c;
   durable__stream_name_t n;
   const durable__stream_ans_t *ans = durable__stream_answer(res);
@@ -547,6 +567,8 @@ static void on_released(const durable_response_t *res) {
         "claimant takes it over once this address stops answering "
         "(%s)",
         hub_name(c), name_of(c, &n), res->message);
+  if (a->stopped)
+    stop_done(c);
   durable_hub_unref(c->hub);
   free(a);
 }
@@ -557,6 +579,59 @@ static void release_granted(consumer_t *c, int64_t epoch) {
   if (a == NULL ||
       ask(c, DURABLE__MSG_RELEASE, epoch, 0, on_released, a, &err) < 0)
     free(a);
+}
+
+/* ---- stopping (durable_consumer_stop)
+ * --------------------------------------------------------------------- */
+
+static void stop_done(consumer_t *c) {
+  if (c->stop_reported)
+    return;
+  c->stop_reported = 1;
+  if (c->stop_cb)
+    c->stop_cb(0, NULL, c->stop_data);
+  durable_hub_unref(c->hub); /* the handle's reference: c may be gone now */
+}
+
+static void on_stop_later(int status, const char *message, void *data) {
+  (void)status;
+  (void)message;
+  stop_done(data);
+}
+
+/* No item is in flight: stop reading and let go of the lease, if held;
+ * the stopper hears once the release is answered. */
+static void finish_stop(consumer_t *c) {
+  int held = c->state == C_CONSUMING && c->epoch > 0;
+  c->state = C_STOPPED;
+  c->gen++; /* retire the timers and answers of the last round */
+  stop_reading(c);
+  ask_t *a = held ? calloc(1, sizeof(*a)) : NULL;
+  durable_error_t err = {0};
+  if (a != NULL) {
+    a->stopped = 1;
+    if (ask(c, DURABLE__MSG_RELEASE, c->epoch, 0, on_released, a, &err) == 0)
+      return;
+    free(a);
+  }
+  durable__mesh_later(c->mesh, on_stop_later, 0, NULL, c);
+}
+
+void durable_consumer_stop(durable_consumer_handle_t *handle,
+                           durable_status_cb cb, void *data) {
+  consumer_t *c = &handle->c;
+  if (c->stopping)
+    return; /* stopped once already */
+  c->stopping = 1;
+  c->stop_cb = cb;
+  c->stop_data = data;
+  if (c->state == C_STOPPED) { /* the hub left first: nothing is held */
+    durable__mesh_later(c->mesh, on_stop_later, 0, NULL, c);
+    return;
+  }
+  if (c->turn_seq == 0)
+    finish_stop(c);
+  /* else on_turn_done finishes the stop after the item's turn */
 }
 
 static void on_dispose(durable_hub_t *hub, void *data) {
@@ -585,8 +660,10 @@ static void consumer_free(void *data) {
  */
 
 static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
-                          durable_error_t *err) {
-  consumer_t *c = calloc(1, sizeof(*c));
+                          consumer_t **out, durable_error_t *err) {
+  /* allocated as the handle, so that durable_hub_consume can hand it out */
+  durable_consumer_handle_t *h = calloc(1, sizeof(*h));
+  consumer_t *c = h ? &h->c : NULL;
   if (c == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   c->hub = hub;
@@ -648,6 +725,8 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
     c->state = C_STOPPED;
     return rc;
   }
+  if (out)
+    *out = c;
   start(c);
   return 0;
 }
@@ -655,7 +734,7 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
 static void consumer_init(durable_hub_t *hub, durable_reply_t *done,
                           void *data) {
   durable_error_t err = {0};
-  if (start_consumer(hub, data, &err) < 0)
+  if (start_consumer(hub, data, NULL, &err) < 0)
     durable_reply_fail(done, err.code, err.message);
   else
     durable_reply_ok(done, NULL);
@@ -695,7 +774,7 @@ int durable_node_type_consume(durable_node_type_t *type,
 }
 
 int durable_hub_consume(durable_hub_t *hub, const durable_consumer_t *consumer,
-                        durable_error_t *err) {
+                        durable_consumer_handle_t **out, durable_error_t *err) {
   int rc = check_consumer(consumer, err);
   if (rc < 0)
     return rc;
@@ -703,5 +782,13 @@ int durable_hub_consume(durable_hub_t *hub, const durable_consumer_t *consumer,
     return durable__error(err, DURABLE_ESHUTDOWN,
                           "hub '%s' is not started and cannot consume",
                           durable_hub_address(hub));
-  return start_consumer(hub, consumer, err);
+  consumer_t *c = NULL;
+  if ((rc = start_consumer(hub, consumer, out ? &c : NULL, err)) < 0)
+    return rc;
+  if (out) {
+    c->has_handle = 1;
+    durable_hub_ref(hub); /* the handle keeps the consumer's memory */
+    *out = (durable_consumer_handle_t *)c;
+  }
+  return 0;
 }

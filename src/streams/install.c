@@ -5,8 +5,9 @@
  * The hub layer calls the hooks of durable__mesh_installs[] when a mesh
  * opens; it knows nothing of streams (the arrow points down: this file
  * fills the table the hub layer declares).  Per-mesh state -- the stream
- * timings and the directory of streams this process has ensured -- is kept
- * on the read-issuing hub, which lives exactly as long as the mesh.
+ * timings given at open (durable_mesh_options_t.streams) and the directory of
+ * streams this process has ensured -- is kept on the read-issuing hub, which
+ * lives exactly as long as the mesh.
  */
 #include "stream.h"
 
@@ -30,21 +31,23 @@ static void mesh_state_free(void *data) {
 }
 
 static streams_mesh_t *mesh_state(durable_mesh_t *mesh) {
-  return durable__hub_attached(durable_mesh_reads_hub(mesh), &mesh_key);
+  return durable__hub_attached(durable__mesh_reads_hub(mesh), &mesh_key);
 }
 
 static int install(durable_mesh_t *mesh) {
   streams_mesh_t *m = calloc(1, sizeof(*m));
   if (m == NULL)
     return DURABLE_ENOMEM;
+  /* the timings given at open, each 0 taking its default */
+  const durable_stream_options_t *o = &mesh->stream_options;
   m->options = (durable_stream_options_t){
-      .holder_probe_ms = 5000,
-      .reclaim_ms = 30000,
-      .backoff_min_ms = 1000,
-      .backoff_max_ms = 60000,
-      .liveness_ms = 1000,
+      .holder_probe_ms = o->holder_probe_ms ? o->holder_probe_ms : 5000,
+      .reclaim_ms = o->reclaim_ms ? o->reclaim_ms : 30000,
+      .backoff_min_ms = o->backoff_min_ms ? o->backoff_min_ms : 1000,
+      .backoff_max_ms = o->backoff_max_ms ? o->backoff_max_ms : 60000,
+      .liveness_ms = o->liveness_ms ? o->liveness_ms : 1000,
   };
-  if (durable__hub_attach(durable_mesh_reads_hub(mesh), &mesh_key, m,
+  if (durable__hub_attach(durable__mesh_reads_hub(mesh), &mesh_key, m,
                           mesh_state_free) < 0) {
     free(m);
     return DURABLE_ENOMEM;
@@ -53,23 +56,6 @@ static int install(durable_mesh_t *mesh) {
 }
 
 int (*const durable__mesh_installs[])(durable_mesh_t *mesh) = {install, NULL};
-
-void durable_mesh_stream_options(durable_mesh_t *mesh,
-                                 const durable_stream_options_t *options) {
-  streams_mesh_t *m = mesh_state(mesh);
-  if (m == NULL || options == NULL)
-    return;
-  if (options->holder_probe_ms)
-    m->options.holder_probe_ms = options->holder_probe_ms;
-  if (options->reclaim_ms)
-    m->options.reclaim_ms = options->reclaim_ms;
-  if (options->backoff_min_ms)
-    m->options.backoff_min_ms = options->backoff_min_ms;
-  if (options->backoff_max_ms)
-    m->options.backoff_max_ms = options->backoff_max_ms;
-  if (options->liveness_ms)
-    m->options.liveness_ms = options->liveness_ms;
-}
 
 durable_stream_options_t durable__stream_options(durable_mesh_t *mesh) {
   streams_mesh_t *m = mesh_state(mesh);

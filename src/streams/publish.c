@@ -49,8 +49,8 @@ static void finish(publish_t *p, int status, int64_t seq, const char *why) {
 
 static void ensure(publish_t *p);
 
-static void on_appended(const durable_response_t *res) {
-  publish_t *p = res->data;
+static void on_appended(const durable_response_t *res, void *data) {
+  publish_t *p = data;
   if (res->status == 0) {
     const durable__stream_ans_t *ans = durable__stream_answer(res);
     int64_t seq = ans ? ans->sequence : 0;
@@ -80,7 +80,7 @@ static void on_appended(const durable_response_t *res) {
 static void send_append(publish_t *p) {
   durable__stream_req_t *req = durable__stream_req_new(p->payload, NULL, 0, 0);
   durable_error_t err = {0};
-  int rc = req ? durable__hub_request_body(durable_mesh_reads_hub(p->mesh),
+  int rc = req ? durable__hub_request_body(durable__mesh_reads_hub(p->mesh),
                                            p->path, DURABLE__MSG_APPEND,
                                            &req->base, 0, on_appended, p, &err)
                : durable__error(&err, DURABLE_ENOMEM, "out of memory");
@@ -88,8 +88,8 @@ static void send_append(publish_t *p) {
     finish(p, rc, 0, err.message);
 }
 
-static void on_ensured(const durable_result_t *res) {
-  publish_t *p = res->data;
+static void on_ensured(const durable_result_t *res, void *data) {
+  publish_t *p = data;
   if (res->status < 0 && res->status != DURABLE_EEXIST) {
     finish(p, res->status, 0, res->message);
     return;
@@ -115,9 +115,9 @@ static void ensure(publish_t *p) {
     finish(p, rc, 0, err.message);
 }
 
-int durable_publish(durable_hub_t *hub, const durable_stream_id_t *id,
-                    const char *payload, durable_sequence_cb cb, void *data,
-                    durable_error_t *err) {
+int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
+                           const char *payload, durable_sequence_cb cb,
+                           void *data, durable_error_t *err) {
   int rc = durable_stream_check(id, err);
   if (rc < 0)
     return rc;

@@ -1,6 +1,6 @@
 /*
  * reader.c: reading a stream in order: the pull reader under the consumer,
- * and durable_read() over it.
+ * and durable_stream_read() over it.
  *
  * The reader keeps a cursor (`next`, the sequence it releases next) and a
  * small sorted reorder buffer.  It reads the backlog by range in pages --
@@ -183,8 +183,8 @@ static void try_deliver(durable__pull_t *p) {
   }
 }
 
-static void on_page(const durable_result_t *res) {
-  durable__pull_t *p = res->data;
+static void on_page(const durable_result_t *res, void *data) {
+  durable__pull_t *p = data;
   p->reading = 0;
   if (p->closed) {
     pull_free(p);
@@ -245,8 +245,8 @@ static void read_more(durable__pull_t *p) {
                              p, &err);
   } else {
     int64_t after = p->next - 1 > p->read_upto ? p->next - 1 : p->read_upto;
-    rc = durable_store_read_items(store, NULL, p->items_ns, after, PAGE,
-                                  on_page, p, &err);
+    rc = durable__store_read_items(store, NULL, p->items_ns, after, PAGE,
+                                   on_page, p, &err);
   }
   if (rc < 0) { /* try_deliver reports it, never from inside a read */
     p->reading = 0;
@@ -343,7 +343,7 @@ void durable__pull_close(durable__pull_t *p) {
     pull_free(p);
 }
 
-/* ---- durable_read: the plain, unleased reader
+/* ---- durable_stream_read: the plain, unleased reader
  * ------------------------------------ */
 
 struct durable_reader_s {
@@ -371,10 +371,10 @@ static void on_pulled(durable__pull_t *pull, int status,
     durable__pull_next(r->pull, on_pulled, r);
 }
 
-int durable_read(durable_mesh_t *mesh, const durable_stream_id_t *id,
-                 int64_t after, const durable_source_t *source,
-                 durable_reader_cb cb, void *data, durable_reader_t **out,
-                 durable_error_t *err) {
+int durable_stream_read(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                        int64_t after, const durable_source_t *source,
+                        durable_reader_cb cb, void *data,
+                        durable_reader_t **out, durable_error_t *err) {
   *out = NULL;
   if (cb == NULL)
     return durable__error(err, DURABLE_EINVAL, "callback is missing");

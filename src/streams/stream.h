@@ -83,14 +83,14 @@ int durable__consumed_has(durable_mesh_t *mesh, const char *type,
 /* waker.c: a stream with waiting items whose lease names another process
  * `instance`: a host asks every liveness_ms whether that process is alive,
  * and wakes the owner once it is gone.  Nothing when this mesh hosts
- * nothing (durable_mesh_host). */
+ * nothing (durable_mesh_start_hosting). */
 void durable__waker_suspect(durable_mesh_t *mesh, const char *stream_path,
                             const char *instance);
 
 /* stream_hub.c: the DurableStream NodeType's configuration. */
 int durable__stream_hub_install(durable_mesh_t *mesh);
 
-/* reader.c: a pull reader under the consumer and durable_read. */
+/* reader.c: a pull reader under the consumer and durable_stream_read. */
 typedef struct durable__pull_s durable__pull_t;
 typedef void (*durable__pull_cb)(durable__pull_t *pull, int status,
                                  const durable_item_t *item,

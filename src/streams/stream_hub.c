@@ -270,8 +270,8 @@ static void write_ctx_free(write_ctx_t *w) {
   free(w);
 }
 
-static void on_written(const durable_result_t *res) {
-  write_ctx_t *w = res->data;
+static void on_written(const durable_result_t *res, void *data) {
+  write_ctx_t *w = data;
   shub_t *sh = w->sh;
   durable__stream_state_t *stored = NULL;
   if (res->status == 0) {
@@ -422,7 +422,7 @@ static void on_owner_read(durable_read_outcome_t outcome,
                           sh->state.key);
     char *text = j ? json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
     durable_error_t err = {0};
-    if (text == NULL || durable_hub_post(durable_mesh_reads_hub(sh->mesh),
+    if (text == NULL || durable_hub_post(durable__mesh_reads_hub(sh->mesh),
                                          sh->state.key, type, text, &err) < 0)
       durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
                        "[DurableStreams] %s: items are waiting but waking the "
@@ -741,8 +741,8 @@ static void refuse(shub_t *sh) {
   next_op(sh);
 }
 
-static void on_holder_ping(const durable_response_t *res) {
-  shub_t *sh = res->data;
+static void on_holder_ping(const durable_response_t *res, void *data) {
+  shub_t *sh = data;
   /* a holder that is recycling is alive: its item in flight finishes and
    * its release is the orphan event the claimant waits for */
   if (res->status == 0 || res->status == DURABLE_ESHUTDOWN)
@@ -752,8 +752,8 @@ static void on_holder_ping(const durable_response_t *res) {
   durable_hub_unref(sh->hub);
 }
 
-static void on_holder_alive(const durable_result_t *res) {
-  shub_t *sh = res->data;
+static void on_holder_alive(const durable_result_t *res, void *data) {
+  shub_t *sh = data;
   if (res->status == 0 && res->value == 0) {
     grant(sh); /* its process is gone: taken over */
   } else {
@@ -776,7 +776,7 @@ static void on_holder_alive(const durable_result_t *res) {
  * by a hub of this process: is it alive?  Pinging it answers (reaching a
  * node address activates its hub, so a node that holds a lease always
  * answers).  Held in another process: is that process alive?  The
- * database answers (durable_store_alive), however busy the process is, so
+ * database answers (durable__store_alive), however busy the process is, so
  * a live holder keeps its lease through a handler of any length. */
 static void run_claim(shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
@@ -800,12 +800,12 @@ static void run_claim(shub_t *sh) {
   durable_error_t err = {0};
   durable_hub_ref(sh->hub);
   int rc = local ? durable_hub_request(
-                       durable_mesh_reads_hub(sh->mesh), holder, "ping", NULL,
+                       durable__mesh_reads_hub(sh->mesh), holder, "ping", NULL,
                        durable__stream_options(sh->mesh).holder_probe_ms,
                        on_holder_ping, sh, &err)
-                 : durable_store_alive(durable_mesh_store(sh->mesh),
-                                       sh->holder_instance, on_holder_alive, sh,
-                                       &err);
+                 : durable__store_alive(durable_mesh_store(sh->mesh),
+                                        sh->holder_instance, on_holder_alive,
+                                        sh, &err);
   if (rc < 0) {
     durable_hub_unref(sh->hub);
     if (local)
@@ -883,8 +883,8 @@ static void run_head(shub_t *sh) {
   }
 }
 
-static void on_last_item(const durable_result_t *res) {
-  shub_t *sh = res->data;
+static void on_last_item(const durable_result_t *res, void *data) {
+  shub_t *sh = data;
   if (res->status < 0) {
     retry_head(sh, res->status, res->message);
   } else {
@@ -898,15 +898,15 @@ static void on_last_item(const durable_result_t *res) {
 static void derive_next(shub_t *sh) {
   durable_error_t err = {0};
   durable_hub_ref(sh->hub);
-  if (durable_store_last_item(durable_mesh_store(sh->mesh), sh->items_ns,
-                              on_last_item, sh, &err) < 0) {
+  if (durable__store_last_item(durable_mesh_store(sh->mesh), sh->items_ns,
+                               on_last_item, sh, &err) < 0) {
     durable_hub_unref(sh->hub);
     retry_head(sh, err.code, err.message);
   }
 }
 
-static void on_state_read(const durable_result_t *res) {
-  shub_t *sh = res->data;
+static void on_state_read(const durable_result_t *res, void *data) {
+  shub_t *sh = data;
   if (res->status < 0) {
     retry_head(sh, res->status, res->message);
   } else {
@@ -1031,7 +1031,7 @@ static void stream_hub_dispose(durable_hub_t *hub, void *data) {
 }
 
 int durable__stream_hub_install(durable_mesh_t *mesh) {
-  durable_node_type_t *t = durable_mesh_node_type(mesh, DURABLE__STREAM_TYPE);
+  durable_node_type_t *t = durable_node_type_get(mesh, DURABLE__STREAM_TYPE);
   if (t == NULL)
     return DURABLE_ENOMEM;
   /* a closing mesh stops stream hubs after the consumers, whose releases

@@ -17,7 +17,7 @@
  * written, and nothing appended wakes anyone, since the streams look held.
  * So the host keeps the streams with waiting items that it saw held by
  * other processes (the suspects), and every liveness_ms asks the database
- * whether each of those processes is alive (durable_store_alive: a lock the
+ * whether each of those processes is alive (durable__store_alive: a lock the
  * database drops with the process, not a heartbeat, so a slow handler never
  * looks dead).  A process found gone makes its streams unheld here: their
  * owners are woken, and the claim takes the lease over (the stream hub asks
@@ -57,7 +57,7 @@ static void on_owner_active(durable_read_outcome_t outcome,
     snprintf(type, sizeof type, "durable.wake:%s", w->family);
     durable_hub_t *owner = durable_mesh_find(w->mesh, w->key);
     if (owner && durable__hub_handles(owner, type))
-      durable_hub_post(durable_mesh_reads_hub(w->mesh), w->key, type, "null",
+      durable_hub_post(durable__mesh_reads_hub(w->mesh), w->key, type, "null",
                        NULL);
   } else if (!w->mesh->closing) {
     durable_mesh_log(w->mesh, DURABLE_LOG_WARN,
@@ -68,8 +68,8 @@ static void on_owner_active(durable_read_outcome_t outcome,
   wake_free(w);
 }
 
-static void on_owner_read(const durable_result_t *res) {
-  wake_t *w = res->data;
+static void on_owner_read(const durable_result_t *res, void *data) {
+  wake_t *w = data;
   if (res->status == 0 &&
       durable__consumed_has(w->mesh, res->node->node_type, w->family)) {
     durable_error_t err = {0};
@@ -93,7 +93,7 @@ typedef struct {
 static const char waker_key;
 
 static waker_t *waker_of(durable_mesh_t *mesh) {
-  return durable__hub_attached(durable_mesh_reads_hub(mesh), &waker_key);
+  return durable__hub_attached(durable__mesh_reads_hub(mesh), &waker_key);
 }
 
 static void suspect_del(waker_t *wk, const char *path) {
@@ -177,13 +177,13 @@ typedef struct {
   char *path, *gone;
 } reread_t;
 
-static void on_stream_read(const durable_result_t *res) {
-  reread_t *r = res->data;
+static void on_stream_read(const durable_result_t *res, void *data) {
+  reread_t *r = data;
   if (res->status == 0)
     consider(r->mesh, res->node, 0, r->gone);
   else /* ask again on the next round */
     durable__waker_suspect(r->mesh, r->path, r->gone);
-  durable_hub_unref(durable_mesh_reads_hub(r->mesh));
+  durable_hub_unref(durable__mesh_reads_hub(r->mesh));
   free(r->path);
   free(r->gone);
   free(r);
@@ -197,8 +197,8 @@ typedef struct {
   char *instance;
 } ask_t;
 
-static void on_alive(const durable_result_t *res) {
-  ask_t *a = res->data;
+static void on_alive(const durable_result_t *res, void *data) {
+  ask_t *a = data;
   waker_t *wk = a->wk;
   durable_mesh_t *mesh = wk->mesh;
   wk->asking--;
@@ -227,10 +227,10 @@ static void on_alive(const durable_result_t *res) {
       }
       r->mesh = mesh;
       suspect_del(wk, r->path);
-      durable_hub_ref(durable_mesh_reads_hub(mesh));
+      durable_hub_ref(durable__mesh_reads_hub(mesh));
       if (durable_store_get(durable_mesh_store(mesh), NULL, r->path,
                             on_stream_read, r, NULL) < 0) {
-        durable_hub_unref(durable_mesh_reads_hub(mesh));
+        durable_hub_unref(durable__mesh_reads_hub(mesh));
         durable__waker_suspect(mesh, r->path, r->gone);
         free(r->path);
         free(r->gone);
@@ -239,7 +239,7 @@ static void on_alive(const durable_result_t *res) {
     }
     durable__strv_free(&paths);
   }
-  durable_hub_unref(durable_mesh_reads_hub(mesh));
+  durable_hub_unref(durable__mesh_reads_hub(mesh));
   free(a->instance);
   free(a);
 }
@@ -270,8 +270,8 @@ static void on_tick(durable_hub_t *hub, const durable_msg_t *msg,
       }
       a->wk = wk;
       durable_hub_ref(hub);
-      if (durable_store_alive(durable_mesh_store(mesh), a->instance, on_alive,
-                              a, NULL) < 0) {
+      if (durable__store_alive(durable_mesh_store(mesh), a->instance, on_alive,
+                               a, NULL) < 0) {
         durable_hub_unref(hub);
         free(a->instance);
         free(a);
@@ -281,8 +281,8 @@ static void on_tick(durable_hub_t *hub, const durable_msg_t *msg,
     }
     durable__map_free(&asked);
   }
-  durable_hub_timer(hub, durable__stream_options(mesh).liveness_ms,
-                    LIVENESS_MSG, "null", NULL);
+  durable_hub_post_after(hub, durable__stream_options(mesh).liveness_ms,
+                         LIVENESS_MSG, "null", NULL);
 }
 
 typedef struct {
@@ -293,8 +293,8 @@ typedef struct {
 
 static void scan_page(scan_t *sc, const char *after);
 
-static void on_page(const durable_result_t *res) {
-  scan_t *sc = res->data;
+static void on_page(const durable_result_t *res, void *data) {
+  scan_t *sc = data;
   if (res->status == 0) {
     for (size_t i = 0; i < res->count; i++)
       if (strcmp(res->nodes[i]->node_type, DURABLE__STREAM_TYPE) == 0)
@@ -350,10 +350,10 @@ static void on_foreign(void *data, const char *ns) {
   }
 }
 
-int durable_mesh_host(durable_mesh_t *mesh, durable_error_t *err) {
+int durable_mesh_start_hosting(durable_mesh_t *mesh, durable_error_t *err) {
   if (mesh == NULL)
     return durable__error(err, DURABLE_EINVAL, "no mesh");
-  durable_hub_t *reads = durable_mesh_reads_hub(mesh);
+  durable_hub_t *reads = durable__mesh_reads_hub(mesh);
   if (waker_of(mesh) == NULL) {
     waker_t *wk = calloc(1, sizeof(*wk));
     if (wk == NULL)
@@ -365,8 +365,9 @@ int durable_mesh_host(durable_mesh_t *mesh, durable_error_t *err) {
     }
     int rc = durable__hub_on(reads, LIVENESS_MSG, on_tick, wk, err);
     if (rc == 0)
-      rc = durable_hub_timer(reads, durable__stream_options(mesh).liveness_ms,
-                             LIVENESS_MSG, "null", err);
+      rc = durable_hub_post_after(reads,
+                                  durable__stream_options(mesh).liveness_ms,
+                                  LIVENESS_MSG, "null", err);
     if (rc < 0)
       return rc;
   }

@@ -274,8 +274,8 @@ typedef struct {
   int finished;
 } wait_t;
 
-static void write_done(const durable_result_t *r) {
-  wait_t *w = r->data;
+static void write_done(const durable_result_t *r, void *data) {
+  wait_t *w = data;
   w->c->progress++;
   if (r->status < 0)
     die("store write failed: %s (%s)", r->message ? r->message : "",
@@ -315,8 +315,8 @@ typedef struct {
 
 static void fill_issue(fill_t *f);
 
-static void fill_done(const durable_result_t *r) {
-  fill_t *f = r->data;
+static void fill_done(const durable_result_t *r, void *data) {
+  fill_t *f = data;
   f->c->progress++;
   if (r->status < 0)
     die("item batch write failed: %s (%s)", r->message ? r->message : "",

@@ -7,7 +7,7 @@
 #ifndef DURABLE_BENCH_H
 #define DURABLE_BENCH_H
 
-#include <durable.h>
+#include <durable_internal.h>
 
 #include <libpq-fe.h>
 #include <sqlite3.h>

@@ -8,8 +8,8 @@
  *   (a) the listing `durable streams` does: every page of
  *       durable_store_query("type:DurableStream"), 1,000 rows a page;
  *   (b) a host's start: durable_mesh_open, a C consumer on the owners'
- *       NodeType, durable_mesh_host, until the handler of the one waiting
- *       item is entered;
+ *       NodeType, durable_mesh_start_hosting, until the handler of the one
+ * waiting item is entered;
  *
  * then fills the other streams up to --items items in all (1,000,000),
  * acknowledged, and measures both again.  Printed: the medians and the
@@ -23,8 +23,8 @@
  * items "{stream}/_DurableStreamItem/{seq:012}" with durable__item_encode's
  * {Sequence, PayloadJson, AppendedAt}, in batches of durable_store_write.
  * Before every host start a producer mesh (no consumer, not a host)
- * durable_publish()es one item to the stream {P}/o000, so the stream node
- * that start finds is the runtime's own.
+ * durable_stream_publish()es one item to the stream {P}/o000, so the stream
+ * node that start finds is the runtime's own.
  *
  * It prints figures and never asserts on time.  It exits 1 only when an
  * operation fails or stalls (no progress for STALL_SECONDS).
@@ -162,8 +162,8 @@ typedef struct {
 
 static void list_page(listing_t *l);
 
-static void on_list_page(const durable_result_t *r) {
-  listing_t *l = r->data;
+static void on_list_page(const durable_result_t *r, void *data) {
+  listing_t *l = data;
   size_t plen = strlen(l->prefix);
   C.progress++;
   if (r->status < 0)
@@ -258,9 +258,9 @@ static void publish_one(target_t *t) {
   owner_path(t, 0, key, sizeof key);
   durable_stream_id_t id = {.ns = FAMILY, .key = key};
   published = 0;
-  if (durable_publish(client, &id, "{\"bench\":1}", on_published, NULL, &err) <
-      0)
-    die("durable_publish: %s", err.message);
+  if (durable_stream_publish(client, &id, "{\"bench\":1}", on_published, NULL,
+                             &err) < 0)
+    die("durable_stream_publish: %s", err.message);
   run_until(&C, &published, "publishing");
   mesh_close(&C, mesh);
   t->hot_last = published_seq;
@@ -268,7 +268,8 @@ static void publish_one(target_t *t) {
 
 static int got_state;
 static char state[1024];
-static void on_state(const durable_result_t *r) {
+static void on_state(const durable_result_t *r, void *data) {
+  (void)data;
   C.progress++;
   if (r->status < 0)
     die("reading the stream node: %s", r->message ? r->message : "");
@@ -287,11 +288,11 @@ static double host_start(target_t *t, durable_store_t *store) {
   double t0 = now_s();
   durable_mesh_t *mesh = mesh_open(&C, t->url, on_log);
   durable_consumer_t c = {.ns = FAMILY, .handler = on_item};
-  if (durable_node_type_consume(durable_mesh_node_type(mesh, OWNER_TYPE), &c,
+  if (durable_node_type_consume(durable_node_type_get(mesh, OWNER_TYPE), &c,
                                 &err) < 0)
     die("durable_node_type_consume: %s", err.message);
-  if (durable_mesh_host(mesh, &err) < 0)
-    die("durable_mesh_host: %s", err.message);
+  if (durable_mesh_start_hosting(mesh, &err) < 0)
+    die("durable_mesh_start_hosting: %s", err.message);
   run_until(&C, &host.entered, "waiting for the host to handle the item");
   double dt = host.at - t0;
   if (host.got != host.want)

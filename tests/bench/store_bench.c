@@ -66,8 +66,8 @@ typedef struct {
 
 static void w_issue(wdrv_t *d);
 
-static void w_done(const durable_result_t *r) {
-  wdrv_t *d = r->data;
+static void w_done(const durable_result_t *r, void *data) {
+  wdrv_t *d = data;
   d->c->progress++;
   if (r->status < 0)
     die("put failed: %s (%s)", r->message ? r->message : "",
@@ -117,8 +117,8 @@ typedef struct {
 
 static void r_issue(rdrv_t *d);
 
-static void r_done(const durable_result_t *r) {
-  rdrv_t *d = r->data;
+static void r_done(const durable_result_t *r, void *data) {
+  rdrv_t *d = data;
   d->c->progress++;
   if (r->status < 0)
     die("read_items failed: %s (%s)", r->message ? r->message : "",
@@ -138,10 +138,10 @@ static void r_done(const durable_result_t *r) {
 
 static void r_issue(rdrv_t *d) {
   durable_error_t err = {0};
-  int rc = durable_store_read_items(d->c->store, NULL, d->items_ns, d->after,
-                                    PAGE, r_done, d, &err);
+  int rc = durable__store_read_items(d->c->store, NULL, d->items_ns, d->after,
+                                     PAGE, r_done, d, &err);
   if (rc < 0)
-    die("durable_store_read_items refused: %s (%s)", err.message,
+    die("durable__store_read_items refused: %s (%s)", err.message,
         durable_err_name(rc));
 }
 

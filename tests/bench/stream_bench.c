@@ -10,10 +10,10 @@
  *   [3] a consumer draining a backlog: 1 stream       vs 1 row/commit
  *       64 streams                                     vs 100 rows/commit,
  *                                  and 100 rows/commit over 64 namespaces
- *   [4] catch-up: durable_read from 0 over --items    vs a raw range read
- *       (and from items-1000, memory; Lua read_durable and a Lua producer)
- *   [5] latency publish -> handler entry at 1,000 items/s
- *   [6] PostgreSQL: 4 producer processes on the same 4 streams
+ *   [4] catch-up: durable_stream_read from 0 over --items    vs a raw range
+ * read (and from items-1000, memory; Lua read_durable and a Lua producer) [5]
+ * latency publish -> handler entry at 1,000 items/s [6] PostgreSQL: 4 producer
+ * processes on the same 4 streams
  *
  * What a host's start and the stream listing cost at 1,000 and 1,000,000
  * stored items is startup_bench.c's (both stores).
@@ -159,7 +159,7 @@ static void log_line(durable_log_level_t level, const char *line, void *data) {
   else if (level == DURABLE_LOG_WARN)
     logs.warn++;
   /* warnings and errors (what DURABLE_LOG lets through): the first 20 */
-  if (level <= DURABLE_LOG_WARN && level <= durable_log_threshold() &&
+  if (level <= DURABLE_LOG_WARN && level <= durable__log_threshold() &&
       logs.printed++ < 20)
     fprintf(stderr, "  log: %s\n", line);
 }
@@ -232,7 +232,7 @@ static void pub_done(int status, int64_t seq, const char *message, void *data) {
   C.progress++;
   if (status < 0) {
     if (!d->stop_on_fail)
-      die("durable_publish failed: %s (%s)", message ? message : "",
+      die("durable_stream_publish failed: %s (%s)", message ? message : "",
           durable_err_name(status));
     if (d->failed++ == 0)
       snprintf(d->first_failure, sizeof d->first_failure, "%s",
@@ -256,10 +256,10 @@ static void pub_issue(pub_t *d, int s) {
     durable_stream_id_t id = {.ns = d->ns, .key = d->keys[s]};
     long i = ++d->issued[s];
     snprintf(payload, sizeof payload, "{\"i\":%ld}", i);
-    int rc =
-        durable_publish(d->hub, &id, payload, pub_done, &d->slots[s], &err);
+    int rc = durable_stream_publish(d->hub, &id, payload, pub_done,
+                                    &d->slots[s], &err);
     if (rc < 0)
-      die("durable_publish refused: %s (%s)", err.message,
+      die("durable_stream_publish refused: %s (%s)", err.message,
           durable_err_name(rc));
   }
 }
@@ -344,7 +344,7 @@ static void fig_producers(void) {
       free(keys);
     }
     print_rate(T->plain1_name, p1, reps, "rows/s");
-    print_rate("durable_publish, 1 in flight", one, reps, "items/s");
+    print_rate("durable_stream_publish, 1 in flight", one, reps, "items/s");
     print_ratio("ratio 1 in flight / plain 1-row", r_one, reps, ">= 0.8x");
     plain1_rate_seen = median(p1, reps);
   }
@@ -436,8 +436,8 @@ static void drain_handler(durable_hub_t *hub, const durable_item_t *item,
 static void drain_check(drain_t *d);
 static void drain_timer_cb(uv_timer_t *t);
 
-static void drain_got(const durable_result_t *r) {
-  drain_t *d = r->data;
+static void drain_got(const durable_result_t *r, void *data) {
+  drain_t *d = data;
   dstream_t *s = &d->s[d->checked];
   C.progress++;
   if (r->status < 0)
@@ -509,7 +509,7 @@ static double drain_run(char (*keys)[128], int n, long per, int rep) {
                                .key_of = drain_key_of,
                                .handler = drain_handler,
                                .data = &d.s[i]};
-    if (durable_hub_consume(h, &cons, &err) < 0)
+    if (durable_hub_consume(h, &cons, NULL, &err) < 0)
       die("durable_hub_consume: %s", err.message);
   }
   run_until(&C, &d.all_handled, "draining the backlog");
@@ -660,7 +660,7 @@ static double raw_read(const char *ns, long after, long *rows) {
   return now_s() - t0;
 }
 
-/* durable_read from `after` until item `until`: seconds; peak RSS. */
+/* durable_stream_read from `after` until item `until`: seconds; peak RSS. */
 typedef struct {
   long until, got, expect;
   int finished, order_ok;
@@ -672,7 +672,7 @@ static void rd_cb(durable_reader_t *reader, int status,
   rd_t *d = data;
   C.progress++;
   if (status < 0)
-    die("durable_read failed: %s (%s)", message ? message : "",
+    die("durable_stream_read failed: %s (%s)", message ? message : "",
         durable_err_name(status));
   if (item->sequence != d->expect++)
     d->order_ok = 0;
@@ -694,13 +694,14 @@ static double reader_run(const durable_stream_id_t *id, long after, long until,
   durable_error_t err = {0};
   d.rss_peak = rss_kib();
   double t0 = now_s();
-  int rc = durable_read(M, id, after, NULL, rd_cb, &d, &reader, &err);
+  int rc = durable_stream_read(M, id, after, NULL, rd_cb, &d, &reader, &err);
   if (rc < 0)
-    die("durable_read refused: %s", err.message);
+    die("durable_stream_read refused: %s", err.message);
   run_until(&C, &d.finished, "reading the stream");
   double dt = now_s() - t0;
   if (!d.order_ok || d.got != until - after)
-    printf("  WARNING: durable_read after %ld gave %ld items, in order: %s\n",
+    printf("  WARNING: durable_stream_read after %ld gave %ld items, in order: "
+           "%s\n",
            after, d.got, d.order_ok ? "yes" : "NO");
   if (rss_peak && d.rss_peak > *rss_peak)
     *rss_peak = d.rss_peak;
@@ -800,11 +801,11 @@ static void fig_catchup(void) {
   snprintf(label, sizeof label, "raw read (%s)",
            T->pg ? "libpq, same database" : "sqlite3, same file");
   print_rate(label, rate_raw, reps, "rows/s");
-  print_rate("durable_read from 0", rate_full, reps, "items/s");
+  print_rate("durable_stream_read from 0", rate_full, reps, "items/s");
   print_rate("Lua read_durable from 0", lua, reps, "items/s");
-  print_ratio("ratio durable_read / raw", r_full, reps, ">= 0.5x");
+  print_ratio("ratio durable_stream_read / raw", r_full, reps, ">= 0.5x");
   print_ratio("ratio Lua read_durable / raw", r_lua, reps, ">= 0.25x");
-  snprintf(label, sizeof label, "durable_read from %s (%s items)",
+  snprintf(label, sizeof label, "durable_stream_read from %s (%s items)",
            num((double)tail_after), num((double)(n - tail_after)));
   printf("  %-60s %12.2f ms       %s\n", label, median(tail, TAIL_REPS) * 1e3,
          runs(tail, TAIL_REPS, 1e3, "%.1f"));
@@ -880,7 +881,7 @@ static void lat_published(int status, int64_t seq, const char *message,
   (void)seq;
   C.progress++;
   if (status < 0)
-    die("durable_publish failed: %s", message ? message : "");
+    die("durable_stream_publish failed: %s", message ? message : "");
   if (p->sent == 0)
     L.warm_saved = 1;
   if (p->sent > 0 && L.npub < L.total)
@@ -897,8 +898,8 @@ static void lat_publish(int64_t stamp) {
     die("out of memory");
   p->sent = stamp;
   snprintf(payload, sizeof payload, "{\"t\":%" PRId64 "}", stamp);
-  if (durable_publish(client, &id, payload, lat_published, p, &err) < 0)
-    die("durable_publish refused: %s", err.message);
+  if (durable_stream_publish(client, &id, payload, lat_published, p, &err) < 0)
+    die("durable_stream_publish refused: %s", err.message);
 }
 
 static void lat_tick(uv_timer_t *t) {
@@ -951,7 +952,7 @@ static void fig_latency(void) {
   snprintf(ks.key, sizeof ks.key, "%s", L.key);
   durable_consumer_t cons = {
       .ns = "Lat", .key_of = drain_key_of, .handler = lat_handler, .data = &ks};
-  if (durable_hub_consume(h, &cons, &err) < 0)
+  if (durable_hub_consume(h, &cons, NULL, &err) < 0)
     die("durable_hub_consume: %s", err.message);
   run_until(&C, &L.warm, "waiting for the first latency item");
   uv_timer_init(&C.loop, &L.pace);
@@ -1034,9 +1035,9 @@ static void child_publish(pub_t *d, int s) {
     durable_stream_id_t id = {.ns = "Multi", .key = d->keys[s]};
     snprintf(payload, sizeof payload, "{\"pid\":%d,\"i\":%ld}", (int)getpid(),
              ++d->issued[s]);
-    if (durable_publish(d->hub, &id, payload, child_done, &d->slots[s], &err) <
-        0)
-      die("durable_publish refused: %s", err.message);
+    if (durable_stream_publish(d->hub, &id, payload, child_done, &d->slots[s],
+                               &err) < 0)
+      die("durable_stream_publish refused: %s", err.message);
   }
 }
 
@@ -1089,8 +1090,8 @@ typedef struct {
   int finished;
 } last_t;
 
-static void stream_last_got(const durable_result_t *r) {
-  last_t *v = r->data;
+static void stream_last_got(const durable_result_t *r, void *data) {
+  last_t *v = data;
   C.progress++;
   const char *p = r->status == 0 && r->node->content
                       ? strstr(r->node->content, "\"LastSequence\":")

@@ -20,7 +20,7 @@
  * round-trips, and for the SQLite file variant also by opening the file with
  * sqlite3 after the store is closed.
  */
-#include <durable.h>
+#include <durable_internal.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -159,8 +159,8 @@ static void res_reset(res_t *r) {
   memset(r, 0, sizeof(*r));
 }
 
-static void res_cb(const durable_result_t *result) {
-  res_t *r = result->data;
+static void res_cb(const durable_result_t *result, void *data) {
+  res_t *r = data;
   CHECK(r != NULL);
   CHECK_EQ_INT(r->calls, 0); /* exactly once */
   r->status = result->status;
@@ -254,7 +254,7 @@ static int delete_(res_t *r, const char *path) {
 }
 #define DELETE(r, path) (g_line = __LINE__, delete_(r, path))
 
-static int update_(res_t *r, const char *path, durable_mutate_fn fn,
+static int update_(res_t *r, const char *path, durable_mutate_cb fn,
                    void *arg) {
   durable_error_t e = {0};
   res_reset(r);
@@ -293,8 +293,8 @@ static int read_items_(res_t *r, const char *principal, const char *ns,
                        int64_t after, size_t limit) {
   durable_error_t e = {0};
   res_reset(r);
-  submitted(durable_store_read_items(T.store, principal, ns, after, limit,
-                                     res_cb, r, &e),
+  submitted(durable__store_read_items(T.store, principal, ns, after, limit,
+                                      res_cb, r, &e),
             &e, "read_items", ns);
   res_wait(r);
   return r->status;
@@ -305,7 +305,7 @@ static int read_items_(res_t *r, const char *principal, const char *ns,
 static int last_item_(res_t *r, const char *ns) {
   durable_error_t e = {0};
   res_reset(r);
-  submitted(durable_store_last_item(T.store, ns, res_cb, r, &e), &e,
+  submitted(durable__store_last_item(T.store, ns, res_cb, r, &e), &e,
             "last_item", ns);
   res_wait(r);
   return r->status;
@@ -331,7 +331,7 @@ static int grant_(res_t *r, int revoke, const char *principal,
 static int alive_(res_t *r, durable_store_t *store, const char *instance) {
   durable_error_t e = {0};
   res_reset(r);
-  submitted(durable_store_alive(store, instance, res_cb, r, &e), &e, "alive",
+  submitted(durable__store_alive(store, instance, res_cb, r, &e), &e, "alive",
             instance);
   res_wait(r);
   return r->status;
@@ -341,8 +341,9 @@ static int alive_(res_t *r, durable_store_t *store, const char *instance) {
 
 /* Refused submissions: the code comes back at once, `err` says why, and the
  * callback never runs (stray_cb counts it if it does). */
-static void stray_cb(const durable_result_t *result) {
+static void stray_cb(const durable_result_t *result, void *data) {
   (void)result;
+  (void)data;
   g_stray_calls++;
 }
 
@@ -472,7 +473,7 @@ static void case_alive(void) {
   CHECK_EQ_INT((int)r.value, 0);
   durable_error_t e = {0};
   CHECK_EQ_CODE(
-      durable_store_alive(T.store, "not an instance", stray_cb, NULL, &e),
+      durable__store_alive(T.store, "not an instance", stray_cb, NULL, &e),
       DURABLE_EINVAL);
   CHECK_CONTAINS(e.message, "not an instance");
 
@@ -771,8 +772,8 @@ typedef struct {
 
 static void cross_next(cross_t *x);
 
-static void cross_done(const durable_result_t *result) {
-  cross_t *x = result->data;
+static void cross_done(const durable_result_t *result, void *data) {
+  cross_t *x = data;
   if (result->status < 0 && x->failed++ == 0)
     snprintf(x->message, sizeof x->message, "%s", result->message);
   cross_next(x);
@@ -1062,10 +1063,10 @@ static void case_items(void) {
   CHECK_OK(LAST_ITEM(&r, items));
   CHECK_EQ_INT(r.value, 10);
 
-  REFUSED(EINVAL, durable_store_read_items(T.store, NULL, "a//b", 0, 10,
-                                           stray_cb, NULL, &e));
+  REFUSED(EINVAL, durable__store_read_items(T.store, NULL, "a//b", 0, 10,
+                                            stray_cb, NULL, &e));
   REFUSED(EINVAL,
-          durable_store_last_item(T.store, "a/../b", stray_cb, NULL, &e));
+          durable__store_last_item(T.store, "a/../b", stray_cb, NULL, &e));
   res_reset(&r);
   case_end();
 }
@@ -1143,7 +1144,7 @@ static void case_placement(void) {
   for (int i = 0; i < 3; i++) {
     g_line = __LINE__;
     CHECK_EQ_INT(sqlite_rows(owners[i].table, paths[i][0]), 1);
-    CHECK_EQ_INT(sqlite_rows(durable_path_table(paths[i][1]), paths[i][1]), 1);
+    CHECK_EQ_INT(sqlite_rows(durable__path_table(paths[i][1]), paths[i][1]), 1);
     for (int s = 1; s <= 3; s++) {
       const char *item = item_path(paths[i][2], s);
       CHECK_EQ_INT(sqlite_rows("durable_stream_items", item), 1);
@@ -2173,10 +2174,10 @@ static void case_type_query_tables(void) {
   snprintf(in_parts, sizeof in_parts, "%s", P("d/_DocumentPart/000001"));
   snprintf(in_threads, sizeof in_threads, "%s", P("t/_ThreadMessage/m1"));
   snprintf(in_main, sizeof in_main, "%s", P("m"));
-  CHECK_EQ_STR(durable_path_table(in_items), "durable_stream_items");
-  CHECK_EQ_STR(durable_path_table(in_parts), "document_parts");
-  CHECK_EQ_STR(durable_path_table(in_threads), "threads");
-  CHECK_EQ_STR(durable_path_table(in_main), "mesh_nodes");
+  CHECK_EQ_STR(durable__path_table(in_items), "durable_stream_items");
+  CHECK_EQ_STR(durable__path_table(in_parts), "document_parts");
+  CHECK_EQ_STR(durable__path_table(in_threads), "threads");
+  CHECK_EQ_STR(durable__path_table(in_main), "mesh_nodes");
   const char *typed[4] = {in_items, in_parts, in_threads, in_main};
   for (int i = 0; i < 4; i++)
     CHECK_OK(PUT(&r, typed[i], type, "{}"));

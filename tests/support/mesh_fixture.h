@@ -24,7 +24,7 @@
 #ifndef DURABLE_TEST_MESH_FIXTURE_H
 #define DURABLE_TEST_MESH_FIXTURE_H
 
-#include <durable.h>
+#include <durable_internal.h>
 
 #include "check.h"
 
@@ -79,9 +79,9 @@ CHECK__UNUSED static void fx_open(void) {
   fx_open_options((durable_mesh_options_t){0});
 }
 
-static void on_put(const durable_result_t *res) {
+static void on_put(const durable_result_t *res, void *data) {
   CHECK_MSG(res->status == 0, "%s", res->message);
-  *(int *)res->data = 1;
+  *(int *)data = 1;
 }
 
 CHECK__UNUSED static void fx_put_content(const char *path, const char *type,
@@ -132,8 +132,8 @@ typedef struct {
   char message[512];
 } call_t;
 
-static void on_response(const durable_response_t *res) {
-  call_t *c = res->data;
+static void on_response(const durable_response_t *res, void *data) {
+  call_t *c = data;
   c->calls++;
   c->status = res->status;
   c->order = ++events;

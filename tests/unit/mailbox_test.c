@@ -13,7 +13,7 @@
  * nodes it needs, and ends by closing the mesh and asserting the loop
  * closes with nothing left on it.
  */
-#include <durable.h>
+#include <durable_internal.h>
 
 #include "check.h"
 #define MESH_FIXTURE_ECHO_LOG 1 /* the mesh's log lines on stderr too */
@@ -69,7 +69,7 @@ static void probe_handler(durable_hub_t *hub, const durable_msg_t *msg,
 static void test_one_at_a_time(void) {
   fx_open();
   depth = max_depth = handled = 0;
-  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Probe");
+  durable_node_type_t *t = durable_node_type_get(fx.mesh, "Probe");
   on_handler(t, "probe", probe_handler);
   fx_put("Space/a", "Probe");
   fx_put("Space/b", "Probe");
@@ -118,7 +118,7 @@ static void test_self_post_later_turn(void) {
   fx_open();
   depth = max_depth = 0;
   first_returned = second_saw_first_returned = second_ran = 0;
-  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Self");
+  durable_node_type_t *t = durable_node_type_get(fx.mesh, "Self");
   on_handler(t, "first", first_handler);
   on_handler(t, "second", second_handler);
   fx_put("Space/self", "Self");
@@ -160,7 +160,7 @@ static void test_order_per_sender(void) {
   fx_open();
   n_a = n_b = 0;
   events = 0;
-  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Recorder");
+  durable_node_type_t *t = durable_node_type_get(fx.mesh, "Recorder");
   on_handler(t, "rec", record_handler);
   fx_put("Space/rec", "Recorder");
   durable_hub_t *other = NULL;
@@ -252,7 +252,7 @@ static void test_finish_later_from_timer(void) {
   fx_open();
   depth = max_depth = events = 0;
   slow_in_flight = fast_saw_slow_in_flight = 0;
-  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Later");
+  durable_node_type_t *t = durable_node_type_get(fx.mesh, "Later");
   on_handler(t, "slow", slow_handler);
   on_handler(t, "fast", fast_handler);
   fx_put("Space/later", "Later");
@@ -276,9 +276,9 @@ static void test_finish_later_from_timer(void) {
  * the answer: in a blocking design this deadlocks. */
 static int outer_in_flight, inner_saw_outer_in_flight;
 
-static void on_inner(const durable_response_t *res) {
+static void on_inner(const durable_response_t *res, void *data) {
   enter();
-  durable_reply_t *outer = res->data;
+  durable_reply_t *outer = data;
   CHECK_EQ_CODE(res->status, 0);
   outer_in_flight = 0;
   durable_reply_ok(outer, res->payload);
@@ -313,7 +313,7 @@ static void test_finish_later_from_own_request(void) {
   fx_open();
   depth = max_depth = events = 0;
   outer_in_flight = inner_saw_outer_in_flight = 0;
-  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Chain");
+  durable_node_type_t *t = durable_node_type_get(fx.mesh, "Chain");
   on_handler(t, "outer", outer_handler);
   on_handler(t, "inner", inner_handler);
   fx_put("Space/chain", "Chain");
@@ -345,7 +345,7 @@ static void ping_ok(durable_hub_t *from, const char *to) {
 
 static void test_ping_every_hub(void) {
   fx_open();
-  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Configured");
+  durable_node_type_t *t = durable_node_type_get(fx.mesh, "Configured");
   on_handler(t, "x", fast_handler);
   fx_put("Space/plain", "Plain"); /* a NodeType nobody configured */
   fx_put("Space/untyped", NULL);  /* no NodeType at all */
@@ -359,8 +359,8 @@ static void test_ping_every_hub(void) {
   ping_ok(fx.client, "Space/configured");
   ping_ok(fx.client, "client/other");
   ping_ok(other, "client/test");
-  ping_ok(fx.client, durable_hub_address(durable_mesh_reads_hub(fx.mesh)));
-  ping_ok(durable_mesh_reads_hub(fx.mesh), "client/test");
+  ping_ok(fx.client, durable_hub_address(durable__mesh_reads_hub(fx.mesh)));
+  ping_ok(durable__mesh_reads_hub(fx.mesh), "client/test");
 
   durable_hub_t *plain = durable_mesh_find(fx.mesh, "Space/plain");
   CHECK(plain != NULL);

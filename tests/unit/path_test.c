@@ -8,7 +8,7 @@
  * placement follows the longest mapped segment that occurs as a *whole*
  * segment, wherever it sits in the path.
  */
-#include <durable.h>
+#include <durable_internal.h>
 
 #include "check.h"
 
@@ -212,37 +212,37 @@ static void test_owner_invalid(void) {
 
 static void test_table(void) {
   /* The longest-segment rule, as the issue states it. */
-  CHECK_EQ_STR(durable_path_table("T/_ThreadMessage/m1/_DurableStream/Log/"
-                                  "_DurableStreamItem/000000000001"),
+  CHECK_EQ_STR(durable__path_table("T/_ThreadMessage/m1/_DurableStream/Log/"
+                                   "_DurableStreamItem/000000000001"),
                "durable_stream_items");
-  CHECK_EQ_STR(durable_path_table("D/_DocumentPart/000001/_DurableStream/Log/"
-                                  "_DurableStreamItem/000000000001"),
+  CHECK_EQ_STR(durable__path_table("D/_DocumentPart/000001/_DurableStream/Log/"
+                                   "_DurableStreamItem/000000000001"),
                "durable_stream_items");
-  CHECK_EQ_STR(durable_path_table("D/_DocumentPart/000001"), "document_parts");
-  CHECK_EQ_STR(durable_path_table("Space/doc"), "mesh_nodes");
+  CHECK_EQ_STR(durable__path_table("D/_DocumentPart/000001"), "document_parts");
+  CHECK_EQ_STR(durable__path_table("Space/doc"), "mesh_nodes");
 
-  CHECK_EQ_STR(durable_path_table("T/_ThreadMessage/m1"), "threads");
-  CHECK_EQ_STR(durable_path_table("S/doc/_DurableStream/Log"), "mesh_nodes");
-  CHECK_EQ_STR(durable_path_table("S/doc/_DurableStream/Log/"
-                                  "_DurableStreamItem/000000000001"),
+  CHECK_EQ_STR(durable__path_table("T/_ThreadMessage/m1"), "threads");
+  CHECK_EQ_STR(durable__path_table("S/doc/_DurableStream/Log"), "mesh_nodes");
+  CHECK_EQ_STR(durable__path_table("S/doc/_DurableStream/Log/"
+                                   "_DurableStreamItem/000000000001"),
                "durable_stream_items");
-  CHECK_EQ_STR(durable_path_table("S/a/_DocumentPart"), "document_parts");
-  CHECK_EQ_STR(durable_path_table("a"), "mesh_nodes");
+  CHECK_EQ_STR(durable__path_table("S/a/_DocumentPart"), "document_parts");
+  CHECK_EQ_STR(durable__path_table("a"), "mesh_nodes");
   /* Longest wins wherever it sits, not the first nor the last. */
-  CHECK_EQ_STR(durable_path_table("D/_DurableStreamItem/1/_DocumentPart/2"),
+  CHECK_EQ_STR(durable__path_table("D/_DurableStreamItem/1/_DocumentPart/2"),
                "durable_stream_items");
-  CHECK_EQ_STR(durable_path_table("T/_ThreadMessage/m1/_DocumentPart/2"),
+  CHECK_EQ_STR(durable__path_table("T/_ThreadMessage/m1/_DocumentPart/2"),
                "threads");
-  CHECK_EQ_STR(durable_path_table("D/_DocumentPart/2/_ThreadMessage/m1"),
+  CHECK_EQ_STR(durable__path_table("D/_DocumentPart/2/_ThreadMessage/m1"),
                "threads");
   /* Only whole segments count. */
-  CHECK_EQ_STR(durable_path_table("S/x_DocumentPart/1"), "mesh_nodes");
-  CHECK_EQ_STR(durable_path_table("S/_DocumentPartX/1"), "mesh_nodes");
-  CHECK_EQ_STR(durable_path_table("S/_DurableStreamItems/1"), "mesh_nodes");
-  CHECK_EQ_STR(durable_path_table("S/_DurableStream/Item"), "mesh_nodes");
-  CHECK_EQ_STR(durable_path_table("S/a_ThreadMessage"), "mesh_nodes");
-  CHECK_EQ_STR(durable_path_table("S/_threadmessage/1"), "mesh_nodes");
-  printf("ok - durable_path_table\n");
+  CHECK_EQ_STR(durable__path_table("S/x_DocumentPart/1"), "mesh_nodes");
+  CHECK_EQ_STR(durable__path_table("S/_DocumentPartX/1"), "mesh_nodes");
+  CHECK_EQ_STR(durable__path_table("S/_DurableStreamItems/1"), "mesh_nodes");
+  CHECK_EQ_STR(durable__path_table("S/_DurableStream/Item"), "mesh_nodes");
+  CHECK_EQ_STR(durable__path_table("S/a_ThreadMessage"), "mesh_nodes");
+  CHECK_EQ_STR(durable__path_table("S/_threadmessage/1"), "mesh_nodes");
+  printf("ok - durable__path_table\n");
 }
 
 static void test_errors(void) {

@@ -14,7 +14,7 @@
  * Each test opens a mesh on its own loop over "sqlite::memory:" and ends by
  * closing it and asserting the loop closes with nothing left on it.
  */
-#include <durable.h>
+#include <durable_internal.h>
 
 #include "check.h"
 #include "mesh_fixture.h"
@@ -88,7 +88,7 @@ static void fail_handler(durable_hub_t *hub, const durable_msg_t *msg,
 
 static void test_reply_with_payload(void) {
   fx_open();
-  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Echo");
+  durable_node_type_t *t = durable_node_type_get(fx.mesh, "Echo");
   on_handler(t, "echo", echo_handler, NULL);
   on_handler(t, "nil", null_handler, NULL);
   fx_put("Space/echo", "Echo");
@@ -121,7 +121,7 @@ static void test_reply_with_payload(void) {
 static void test_timeout_late_reply_dropped(void) {
   fx_open_with(80); /* the mesh's default for requests that give none */
   held = NULL;
-  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Holder");
+  durable_node_type_t *t = durable_node_type_get(fx.mesh, "Holder");
   on_handler(t, "hold", hold_handler, NULL);
   on_handler(t, "echo", echo_handler, NULL);
   fx_put("Space/hold", "Holder");
@@ -206,7 +206,7 @@ static void test_not_found_invalid_path(void) {
 
 static void test_failed_with_message(void) {
   fx_open();
-  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Failing");
+  durable_node_type_t *t = durable_node_type_get(fx.mesh, "Failing");
   on_handler(t, "fail", fail_handler, NULL);
   fx_put("Space/fail", "Failing");
   call_t c = ask("Space/fail", "fail", NULL);
@@ -227,7 +227,7 @@ static void test_failed_with_message(void) {
 
 static void test_no_handler(void) {
   fx_open();
-  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Echo");
+  durable_node_type_t *t = durable_node_type_get(fx.mesh, "Echo");
   on_handler(t, "echo", echo_handler, NULL);
   fx_put("Space/echo", "Echo");
   call_t c = ask("Space/echo", "frobnicate", NULL);
@@ -306,7 +306,7 @@ static void on_activated(int status, const char *message, void *data) {
 static void test_activation_on_first_message(void) {
   fx_open();
   trace[0] = '\0';
-  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Steps");
+  durable_node_type_t *t = durable_node_type_get(fx.mesh, "Steps");
   CHECK_OK(durable_node_type_on_init(t, init1, "one"));
   CHECK_OK(durable_node_type_on_init(t, init2, "two"));
   on_handler(t, "hello", hello_handler, NULL);
@@ -383,7 +383,7 @@ static void never_handler(durable_hub_t *hub, const durable_msg_t *msg,
 static void test_failing_init_fails_queued(void) {
   fx_open();
   broken_inits = never_handled = 0;
-  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Broken");
+  durable_node_type_t *t = durable_node_type_get(fx.mesh, "Broken");
   CHECK_OK(durable_node_type_on_init(t, broken_init, NULL));
   on_handler(t, "work", never_handler, NULL);
   fx_put("Space/broken", "Broken");
@@ -442,7 +442,7 @@ static const check_test_t tests[] = {
 
 int main(int argc, char **argv) {
   /* the tests read WARN lines from the log sink */
-  if (durable_log_threshold() < DURABLE_LOG_WARN)
+  if (durable__log_threshold() < DURABLE_LOG_WARN)
     setenv("DURABLE_LOG", "warn", 1);
   return check_main(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

@@ -17,7 +17,7 @@
  * Each test opens a mesh on its own loop over "sqlite::memory:" and ends by
  * closing it and asserting the loop closes with nothing left on it.
  */
-#include <durable.h>
+#include <durable_internal.h>
 
 #include "check.h"
 #include "mesh_fixture.h"
@@ -186,10 +186,10 @@ static void note_handler(durable_hub_t *hub, const durable_msg_t *msg,
   durable_reply_ok(reply, NULL);
 }
 
-static void on_ask_inner(const durable_response_t *res) {
+static void on_ask_inner(const durable_response_t *res, void *data) {
   ask_inner_level =
       durable_hub_run_level(durable_mesh_find(fx.mesh, "Space/x"));
-  on_response(res);
+  on_response(res, data);
 }
 
 static void ask_handler(durable_hub_t *hub, const durable_msg_t *msg,
@@ -207,8 +207,8 @@ static void arm_handler(durable_hub_t *hub, const durable_msg_t *msg,
                         durable_reply_t *reply, void *data) {
   (void)data;
   durable_error_t err = {0};
-  int rc = durable_hub_timer(hub, (uint32_t)atoi(msg->payload), "tick",
-                             "{\"t\":1}", &err);
+  int rc = durable_hub_post_after(hub, (uint32_t)atoi(msg->payload), "tick",
+                                  "{\"t\":1}", &err);
   CHECK_MSG(rc == 0, "%s", err.message);
   durable_reply_ok(reply, NULL);
 }
@@ -225,7 +225,7 @@ static void tick_handler(durable_hub_t *hub, const durable_msg_t *msg,
 
 static void configure_life(void) {
   durable_error_t err = {0};
-  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Life");
+  durable_node_type_t *t = durable_node_type_get(fx.mesh, "Life");
   CHECK(t != NULL);
   CHECK_OK(durable_node_type_on_init(t, life_init, NULL));
   CHECK_OK(durable_node_type_on_dispose(t, life_dispose1, NULL));
@@ -317,12 +317,12 @@ static void test_quiescing_refuses_admits_replies(void) {
   CHECK_CONTAINS(err.message, "Space/x");
   CHECK_EQ_CODE(durable_hub_post(x, "Space/other", "note", NULL, &err),
                 DURABLE_ESHUTDOWN);
-  CHECK_EQ_CODE(durable_hub_timer(x, 10, "tick", NULL, &err),
+  CHECK_EQ_CODE(durable_hub_post_after(x, 10, "tick", NULL, &err),
                 DURABLE_ESHUTDOWN);
 
   /* the read-issuing hub sends on its behalf */
   call_t on_behalf = {0};
-  request(durable_mesh_reads_hub(fx.mesh), "Space/other", "who", NULL,
+  request(durable__mesh_reads_hub(fx.mesh), "Space/other", "who", NULL,
           &on_behalf);
   wait_call(&on_behalf);
   CHECK_EQ_CODE(on_behalf.status, 0);
@@ -495,10 +495,10 @@ static void test_hub_timers(void) {
 
   /* misuse */
   durable_error_t err = {0};
-  CHECK_EQ_CODE(durable_hub_timer(fx.client, 10, "", NULL, &err),
+  CHECK_EQ_CODE(durable_hub_post_after(fx.client, 10, "", NULL, &err),
                 DURABLE_EINVAL);
   /* a client hub's timer posts to it (no handler: logged, no crash) */
-  CHECK_OK(durable_hub_timer(fx.client, 10, "tick", NULL, &err));
+  CHECK_OK(durable_hub_post_after(fx.client, 10, "tick", NULL, &err));
   check_run_for(&fx.loop, 40);
   CHECK_EQ_INT(ticks, 1);
   /* a timer pending at close ends with its hub: it does not hold the
@@ -520,7 +520,7 @@ static void wait_handler(durable_hub_t *hub, const durable_msg_t *msg,
   (void)data;
   waiting_reply = reply;
   durable_error_t err = {0};
-  CHECK_OK(durable_hub_timer(hub, 100, "wake", NULL, &err));
+  CHECK_OK(durable_hub_post_after(hub, 100, "wake", NULL, &err));
 }
 static void wake_handler(durable_hub_t *hub, const durable_msg_t *msg,
                          durable_reply_t *reply, void *data) {
@@ -538,7 +538,7 @@ static void test_timer_fires_while_quiescing(void) {
   reset();
   waiting_reply = NULL;
   durable_error_t err = {0};
-  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Waiter");
+  durable_node_type_t *t = durable_node_type_get(fx.mesh, "Waiter");
   CHECK_OK(durable_node_type_on(t, "wait", wait_handler, NULL, &err));
   CHECK_OK(durable_node_type_on(t, "wake", wake_handler, NULL, &err));
   fx_put("Space/w", "Waiter");
@@ -563,7 +563,7 @@ static void test_reads_hub_survives(void) {
   fx_open();
   reset();
   configure_life();
-  durable_hub_t *reads = durable_mesh_reads_hub(fx.mesh);
+  durable_hub_t *reads = durable__mesh_reads_hub(fx.mesh);
   CHECK(reads != NULL);
   CHECK(strncmp(durable_hub_address(reads), "mesh/reads-", 11) == 0);
   CHECK(durable_mesh_find(fx.mesh, durable_hub_address(reads)) == reads);
@@ -585,7 +585,7 @@ static void test_reads_hub_survives(void) {
   wait_done(&a, 2000);
   wait_done(&b, 2000);
   wait_done(&c, 2000);
-  CHECK(durable_mesh_reads_hub(fx.mesh) == reads);
+  CHECK(durable__mesh_reads_hub(fx.mesh) == reads);
   CHECK_EQ_INT(durable_hub_run_level(reads), DURABLE_HUB_STARTED);
   CHECK_EQ_INT(durable_hub_incarnation(reads), inc);
   call_t p = {0};
@@ -758,9 +758,9 @@ static void test_close_with_pending(void) {
   fx_open_with(300);
   reset();
   configure_life();
-  durable_node_type_t *late = durable_mesh_node_type(fx.mesh, "LateStart");
+  durable_node_type_t *late = durable_node_type_get(fx.mesh, "LateStart");
   CHECK_OK(durable_node_type_on_init(late, late_init, NULL));
-  durable_node_type_t *forever = durable_mesh_node_type(fx.mesh, "Forever");
+  durable_node_type_t *forever = durable_node_type_get(fx.mesh, "Forever");
   durable_error_t err = {0};
   CHECK_OK(durable_node_type_on(forever, "hold", hold_handler, NULL, &err));
   CHECK_OK(durable_node_type_on_dispose(forever, release_held, NULL));
@@ -869,7 +869,7 @@ static void test_close_with_stuck_activation(void) {
   fx_open_with(100);
   reset();
   stuck_init = NULL;
-  durable_node_type_t *t = durable_mesh_node_type(fx.mesh, "Stuck");
+  durable_node_type_t *t = durable_node_type_get(fx.mesh, "Stuck");
   CHECK_OK(durable_node_type_on_init(t, stuck_init_step, NULL));
   fx_put("Space/stuck", "Stuck");
   call_t c = {0};
@@ -909,7 +909,7 @@ static const check_test_t tests[] = {
 
 int main(int argc, char **argv) {
   /* the tests read WARN lines from the log sink */
-  if (durable_log_threshold() < DURABLE_LOG_WARN)
+  if (durable__log_threshold() < DURABLE_LOG_WARN)
     setenv("DURABLE_LOG", "warn", 1);
   return check_main(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

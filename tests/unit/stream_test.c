@@ -19,13 +19,12 @@
 static const char *store_url = "sqlite::memory:";
 
 static void open_mesh(void) {
-  fx_open_options((durable_mesh_options_t){.store = store_url});
-  durable_stream_options_t so = {.backoff_min_ms = 50,
-                                 .backoff_max_ms = 200,
-                                 .reclaim_ms = 500,
-                                 .holder_probe_ms = 300,
-                                 .liveness_ms = 100};
-  durable_mesh_stream_options(fx.mesh, &so);
+  fx_open_options((durable_mesh_options_t){.store = store_url,
+                                           .streams = {.backoff_min_ms = 50,
+                                                       .backoff_max_ms = 200,
+                                                       .reclaim_ms = 500,
+                                                       .holder_probe_ms = 300,
+                                                       .liveness_ms = 100}});
 }
 
 static void close_mesh(void) {
@@ -46,8 +45,9 @@ static int64_t publish(const char *ns, const char *key, const char *payload) {
   durable_stream_id_t id = {ns, key};
   durable_error_t err = {0};
   got = 0;
-  CHECK_MSG(durable_publish(fx.client, &id, payload, on_seq, NULL, &err) == 0,
-            "%s", err.message);
+  CHECK_MSG(
+      durable_stream_publish(fx.client, &id, payload, on_seq, NULL, &err) == 0,
+      "%s", err.message);
   CHECK(check_run_until(&fx.loop, &got, 5000));
   return got_seq;
 }
@@ -105,7 +105,7 @@ static void probe_consumes(void) {
   durable_error_t err = {0};
   durable_consumer_t c = {.ns = "Probe", .handler = probe};
   CHECK_OK(durable_node_type_consume(
-      durable_mesh_node_type(fx.mesh, "ProbeNode"), &c, &err));
+      durable_node_type_get(fx.mesh, "ProbeNode"), &c, &err));
 }
 
 static void test_recycle_mid_stream(void) {
@@ -158,7 +158,7 @@ static void test_reader_and_stream_hub_recycle(void) {
   durable_reader_t *r;
   nread = 0;
   durable_stream_id_t id = {"Probe", "T/plain"};
-  CHECK_OK(durable_read(fx.mesh, &id, 5, NULL, on_read, NULL, &r, &err));
+  CHECK_OK(durable_stream_read(fx.mesh, &id, 5, NULL, on_read, NULL, &r, &err));
   read_n = 15;
   CHECK(check_run_until_fn(&fx.loop, read_at_least, &read_n, 5000));
   publish_range("T/plain", 21, 21); /* the live tail */
@@ -173,7 +173,8 @@ static void test_reader_and_stream_hub_recycle(void) {
 /* closing the mesh is a graceful leave: the item in flight finishes, the
  * lease is released (the stream shows OrphanedAt), nothing is redelivered */
 static durable_node_t *got_node;
-static void on_get(const durable_result_t *r) {
+static void on_get(const durable_result_t *r, void *data) {
+  (void)data;
   CHECK_MSG(r->status == 0, "%s", r->message);
   got_node = durable_node_dup(r->node);
 }
@@ -329,7 +330,7 @@ static void test_own_append_to_a_dead_holder(void) {
   int closed = 0; /* its process is gone */
   durable_store_close(other, on_other_closed, &closed);
   CHECK(check_run_until(&fx.loop, &closed, 5000));
-  CHECK_OK(durable_mesh_host(fx.mesh, &err)); /* nothing waits yet */
+  CHECK_OK(durable_mesh_start_hosting(fx.mesh, &err)); /* nothing waits yet */
   publish_range("T/far", 1, 2);
   int two = 2;
   CHECK(check_run_until_fn(&fx.loop, handled_at_least, &two, 5000));
@@ -418,14 +419,15 @@ static void test_consumer_reports_a_failed_read_ahead(void) {
   for (fed = 0; fed < N; fed++) {
     char payload[32];
     snprintf(payload, sizeof payload, "{\"v\":%d}", fed + 1);
-    CHECK_OK(durable_publish(fx.client, &id, payload, on_fed, NULL, &err));
+    CHECK_OK(
+        durable_stream_publish(fx.client, &id, payload, on_fed, NULL, &err));
   }
   CHECK(check_run_until_fn(&fx.loop, all_fed, NULL, 20000));
   ahead_handled = 0;
   durable_consumer_t c = {.ns = "Probe", .handler = ahead_handler};
   durable_hub_t *hub = NULL;
   CHECK_OK(durable_mesh_client(fx.mesh, "T/ahead", &hub, &err));
-  CHECK_OK(durable_hub_consume(hub, &c, &err));
+  CHECK_OK(durable_hub_consume(hub, &c, NULL, &err));
   CHECK_MSG(check_run_until_fn(&fx.loop, consumer_failed, NULL, 20000),
             "the consumer stopped with neither an item nor a failure after "
             "%d items",
@@ -435,6 +437,83 @@ static void test_consumer_reports_a_failed_read_ahead(void) {
   CHECK_CONTAINS(fx.log, "durable_stream_items");
   close_mesh();
   remove_file_store(dir);
+}
+
+/* durable_consumer_stop: the item in flight finishes and is acknowledged,
+ * nothing after it starts, the lease is released before the callback, and a
+ * consumer started later resumes after the checkpoint. */
+static int stopped;
+static uv_timer_t pause_timer;
+static void on_pause(uv_timer_t *t) {
+  *(int *)t->data = 1;
+}
+static void on_stopped(int status, const char *message, void *data) {
+  (void)message;
+  (void)data;
+  CHECK_EQ_CODE(status, 0);
+  stopped++;
+}
+
+static int stopper_key(durable_hub_t *hub, char *out, size_t size, void *data) {
+  (void)hub;
+  (void)data;
+  snprintf(out, size, "T/stopper");
+  return 0;
+}
+
+static void test_consumer_stop(void) {
+  open_mesh();
+  nhandled = active = max_active = 0;
+  probe_delay_ms = 20; /* the stop arrives while an item is in flight */
+  durable_error_t err = {0};
+  publish_range("T/stopper", 1, 10);
+  durable_consumer_t c = {.ns = "Probe", .handler = probe};
+  durable_hub_t *hub = NULL;
+  durable_consumer_handle_t *handle = NULL;
+  CHECK_OK(durable_mesh_client(fx.mesh, "T/stopper", &hub, &err));
+  CHECK_OK(durable_hub_consume(hub, &c, &handle, &err));
+  CHECK(handle != NULL);
+  handled_at_least_n = 3;
+  CHECK(check_run_until_fn(&fx.loop, handled_at_least, &handled_at_least_n,
+                           10000));
+  CHECK_EQ_INT(active, 1); /* item 3 is in flight */
+  stopped = 0;
+  durable_consumer_stop(handle, on_stopped, NULL);
+  CHECK_EQ_INT(stopped, 0); /* never from inside the call */
+  CHECK(check_run_until(&fx.loop, &stopped, 5000));
+  CHECK_EQ_INT(active, 0);
+  CHECK_EQ_INT(nhandled, 3);
+  /* the lease is free and item 3 acknowledged */
+  got_node = NULL;
+  CHECK_OK(durable_store_get(durable_mesh_store(fx.mesh), NULL,
+                             "T/stopper/_DurableStream/Probe", on_get, NULL,
+                             &err));
+  while (got_node == NULL)
+    uv_run(&fx.loop, UV_RUN_ONCE);
+  CHECK_CONTAINS(got_node->content, "\"Subscriber\":null");
+  CHECK_CONTAINS(got_node->content, "\"Checkpoint\":3,");
+  durable_node_free(got_node);
+  /* nothing more is handled by the stopped consumer ... */
+  publish_range("T/stopper", 11, 11);
+  int paused = 0;
+  uv_timer_init(&fx.loop, &pause_timer);
+  pause_timer.data = &paused;
+  uv_timer_start(&pause_timer, on_pause, 100, 0);
+  CHECK(check_run_until(&fx.loop, &paused, 5000));
+  uv_close((uv_handle_t *)&pause_timer, NULL);
+  CHECK_EQ_INT(nhandled, 3);
+  /* ... and a new one resumes after the checkpoint */
+  durable_hub_t *next = NULL;
+  CHECK_OK(durable_mesh_client(fx.mesh, "T/stopper2", &next, &err));
+  c.key_of = stopper_key;
+  CHECK_OK(durable_hub_consume(next, &c, NULL, &err));
+  handled_at_least_n = 11;
+  CHECK(check_run_until_fn(&fx.loop, handled_at_least, &handled_at_least_n,
+                           10000));
+  for (int i = 0; i < 11; i++)
+    CHECK_EQ_INT(handled[i], i + 1);
+  probe_delay_ms = 5;
+  close_mesh();
 }
 
 int main(int argc, char **argv) {
@@ -454,5 +533,8 @@ int main(int argc, char **argv) {
   printf("ok 6 - own_append_to_a_dead_holder\n");
   test_consumer_reports_a_failed_read_ahead();
   printf("ok 7 - consumer_reports_a_failed_read_ahead\n");
+  store_url = "sqlite::memory:";
+  test_consumer_stop();
+  printf("ok 8 - consumer_stop\n");
   return 0;
 }

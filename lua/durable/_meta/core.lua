@@ -25,7 +25,7 @@ core.Mesh = {}
 core.Hub = {}
 
 ---Open a mesh over a store, on a libuv loop the mesh owns.
----@param opts { store: string, quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: "error"|"warn"|"info"|"debug", line: string) }
+---@param opts { store: string, quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: "error"|"warn"|"info"|"debug", line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
 ---@return durable.Mesh|nil mesh
 ---@return string? message
 ---@return string? code
@@ -184,10 +184,6 @@ function core.stream_check(namespace, key) end
 ---@return string items_namespace "{path}/_DurableStreamItem"
 function core.stream_path(namespace, key) end
 
----Set the mesh's stream timings (durable_mesh_stream_options); nil or 0
----keeps a default (5000, 30000, 1000, 60000, 1000 ms).
-function core.Mesh:_stream_options(holder_probe_ms, reclaim_ms, backoff_min_ms, backoff_max_ms, liveness_ms) end
-
 ---Every hub of node_type consumes the family `namespace`.  spec =
 ---{ key_of = fn(hub) -> key | nil (the hub's address), source_of =
 ---fn(hub) -> source table | nil, run = fn(hub, item, reply) }, each called
@@ -199,7 +195,7 @@ function core.Mesh:_consume_type(node_type, namespace, spec) end
 ---or payload (EINVAL).
 function core.Hub:_publish(namespace, key, payload_text, cb) end
 
----A reader (durable_read): on_item(item) for each item after `after`, in
+---A reader (durable_stream_read): on_item(item) for each item after `after`, in
 ---order; on a failure (on_item raised, an unreadable item) it stops and
 ---calls on_error(message), or logs.  source: a source table or nil.
 ---@return durable.Subscription

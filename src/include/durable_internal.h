@@ -1,0 +1,68 @@
+/*
+ * durable_internal.h: what the runtime's own front ends use of libdurable
+ * beyond durable.h.
+ *
+ * The `durable` command, the Lua binding, the tests and the benches need a
+ * few calls that an embedder should not build on: the table a path lands
+ * in, the stream-specific store reads behind `durable streams` and the
+ * readers, the liveness of another process's store, the log threshold and
+ * the read-issuing hub.  They live here, under the internal prefix
+ * `durable__`, so that durable.h is only what libdurable promises to keep.
+ * This header is not installed.
+ */
+#ifndef DURABLE_INTERNAL_H
+#define DURABLE_INTERNAL_H
+
+#include <durable.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The table a path is stored in: the longest entry of the satellite mapping
+ * list whose segment occurs as a whole segment of the path
+ * ("_DurableStreamItem" -> "durable_stream_items", "_DocumentPart" ->
+ * "document_parts", "_ThreadMessage" -> "threads"), else "mesh_nodes".
+ * Returns a static string. */
+const char *durable__path_table(const char *path);
+
+/* The items of a stream in sequence order: the children of `items_ns` whose
+ * ids are 12-digit sequences greater than `after`, at most `limit`.  An index
+ * range scan: the cost follows the rows returned, not the stream's length. */
+int durable__store_read_items(durable_store_t *store, const char *principal,
+                              const char *items_ns, int64_t after, size_t limit,
+                              durable_done_cb cb, void *data,
+                              durable_error_t *err);
+
+/* The highest stored item sequence under `items_ns` (0 when empty), in
+ * result->value. */
+int durable__store_last_item(durable_store_t *store, const char *items_ns,
+                             durable_done_cb cb, void *data,
+                             durable_error_t *err);
+
+/* Whether the store opened as `instance` -- by this process or any other --
+ * is still open: result->value 1 alive, 0 gone.  The database itself
+ * answers: every open store holds a lock that it releases when the process
+ * dies (PostgreSQL: a session advisory lock on the store's LISTEN
+ * connection; SQLite: an OFD lock in the file FILE-live), so a process that
+ * is busy, however long, is alive, and a killed one is gone at once.  An
+ * instance that is not "HOST:PID:16hex" fails with DURABLE_EINVAL. */
+int durable__store_alive(durable_store_t *store, const char *instance,
+                         durable_done_cb cb, void *data, durable_error_t *err);
+
+/* The level below which lines are dropped: from the environment variable
+ * DURABLE_LOG (error, warn, info, debug; info by default). */
+durable_log_level_t durable__log_threshold(void);
+
+/* The process-level read-issuing hub: never recycled, for requests sent on
+ * behalf of a hub that is quiescing. */
+durable_hub_t *durable__mesh_reads_hub(durable_mesh_t *mesh);
+
+/* Write `line` to stderr as the default sink does: a UTC time, the level
+ * and the line. */
+void durable__log_stderr(durable_log_level_t level, const char *line);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DURABLE_INTERNAL_H */
