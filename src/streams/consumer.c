@@ -206,8 +206,8 @@ static void on_handler_done(durable_hub_t *hub, int status, const char *payload,
   durable__stream_name_t n;
   if (status < 0) {
     char m[2048];
-    snprintf(m, sizeof m, "Durable stream %s item %lld failed: %s",
-             name_of(c, &n), (long long)a->seq,
+    snprintf(m, sizeof m, "Durable stream %s item %lld failed (%s): %s",
+             name_of(c, &n), (long long)a->seq, durable_err_name(status),
              message ? message : durable_strerror(status));
     durable_reply_fail(a->turn, DURABLE_EFAILED, m);
     free(a);
