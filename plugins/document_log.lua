@@ -12,6 +12,8 @@
 --   durable put Space/doc Document '{}'
 --   durable publish DocumentLog Space/doc '{"$type":"DocumentLogAppend","text":"Hello","offset":0}'
 --   durable get @Space/doc
+local durable = require "durable"
+
 local function apply(text, append)
   local offset = tonumber(append.offset)
   if offset == nil or offset < 0 or offset > #text then
@@ -29,7 +31,8 @@ return {
         handler = function(hub, item)
           local append = item.payload
           if append["$type"] ~= "DocumentLogAppend" or type(append.text) ~= "string" then
-            error(("item %d is not a DocumentLogAppend"):format(item.sequence))
+            -- not acknowledged; the host's log line says EINVAL and why
+            durable.fail("EINVAL", ("item %d is not a DocumentLogAppend"):format(item.sequence))
           end
           return hub:update_node(hub.address, function(node)
             local doc = node.content

@@ -24,6 +24,17 @@
  * error with pcall and carries on is stopped again at once.  Nested entries
  * (a log line written from inside a handler) share the outer budget.
  *
+ * Handlers run in coroutines (lua/durable/completion.lua spawns them), and a
+ * hook belongs to one thread: a coroutine made inside an entry inherits the
+ * count hook, and each time the glue resumes one it first copies the
+ * resuming thread's hook onto it (core.inherit_hook), so a coroutine resumed
+ * in a later entry -- after an await -- runs under that entry's budget.  A
+ * runaway inside a handler's coroutine ends the coroutine (coroutine.resume
+ * returns the error to the glue, not to this file); the glue reports it,
+ * fails that handler's message, and then gives the rest of the entry a fresh
+ * budget (core.budget_reset), so that reporting it -- a log line through a
+ * Lua log function -- is not stopped in turn.
+ *
  * Registry references are taken only through dlua_ref()/dlua_unref(), which
  * count them; core.refs() returns the count so that specs can assert that
  * every callback's reference was let go.  Fixed registry slots use the
@@ -221,9 +232,14 @@ int dlua_pcall(lua_State *L, dlua_state_t *S, long long budget, int nargs,
   int status = lua_pcall(L, nargs, nresults, base);
   S->depth--;
   if (outer && status == LUA_OK && S->ran_away) {
-    /* it returned, but only after running away somewhere: still a failure */
+    /* it returned, but only after running away somewhere: still a failure
+     * (a continuation caught it); msgh never saw it, so the traceback the
+     * caller logs is the message, not an older failure's */
     lua_settop(L, base);
-    lua_pushliteral(L, "");
+    lua_pushfstring(L, "handler ran away: more than %I instructions",
+                    (lua_Integer)S->budget);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &traceback_key);
     status = LUA_ERRRUN;
   }
   if (outer) {
@@ -299,12 +315,78 @@ static int core_path_check(lua_State *L) {
   return 1;
 }
 
+int dlua_code_named(const char *name) {
+  if (name != NULL) {
+#define XX(n, code, text)                                                      \
+  if (strcmp(name, #n) == 0)                                                   \
+    return code;
+    DURABLE_ERRNO_MAP(XX)
+#undef XX
+  }
+  return 0;
+}
+
+/* core.err_code(name) -> the negative DURABLE_E* code of "ECONFLICT"...,
+ * or nil for a name the runtime does not have. */
+static int core_err_code(lua_State *L) {
+  int code = dlua_code_named(luaL_checkstring(L, 1));
+  if (code == 0)
+    lua_pushnil(L);
+  else
+    lua_pushinteger(L, code);
+  return 1;
+}
+
+/* core.inherit_hook(co): give coroutine `co` the calling thread's hook, so
+ * that resuming it runs it under the current entry's instruction budget
+ * (or under no hook, outside entries, as the caller runs). */
+static int core_inherit_hook(lua_State *L) {
+  lua_State *co = lua_tothread(L, 1);
+  luaL_argexpected(L, co != NULL, 1, "coroutine");
+  lua_sethook(co, lua_gethook(L), lua_gethookmask(L), lua_gethookcount(L));
+  return 0;
+}
+
+/* core.ran_away() -> "handler ran away: more than N instructions" when the
+ * current entry spent its budget, else nil.  The glue asks after each
+ * resume of a handler: a runaway in a coroutine the handler made and caught
+ * still fails the handler (that coroutine's hook fired, not the handler's). */
+static int core_ran_away(lua_State *L) {
+  dlua_state_t *S = dlua_state(L);
+  if (S->depth == 0 || !S->ran_away)
+    return 0;
+  lua_pushfstring(L, "handler ran away: more than %I instructions",
+                  (lua_Integer)S->budget);
+  return 1;
+}
+
+/* core.budget_reset(): the glue has stopped and reported the runaway (the
+ * coroutine that ran away is dead): the rest of the entry gets a fresh
+ * budget.  Only trusted glue calls it. */
+static int core_budget_reset(lua_State *L) {
+  dlua_state_t *S = dlua_state(L);
+  if (S->depth == 0 || !S->ran_away)
+    return 0;
+  S->ran_away = 0;
+  S->used = 0;
+  if (S->budget > 0) {
+    lua_sethook(S->main, count_hook, LUA_MASKCOUNT, hook_grain(S->budget));
+    if (L != S->main)
+      lua_sethook(L, count_hook, LUA_MASKCOUNT, hook_grain(S->budget));
+  }
+  return 0;
+}
+
 static const luaL_Reg core_functions[] = {
     {"refs", core_refs},
     {"in_callback", core_in_callback},
     {"meshes", core_meshes},
     {"trust", core_trust},
     {"err_name", core_err_name},
+    {"err_code", core_err_code},
+    {"inherit_hook", core_inherit_hook},
+    {"ran_away", core_ran_away},
+    {"budget_reset", core_budget_reset},
     {"path_check", core_path_check},
     {NULL, NULL},
 };

@@ -10,11 +10,12 @@
  * one activation, and a fresh activation is a fresh object.
  *
  * A message reaches Lua as fn(hub, msg, reply), where fn is the wrapper that
- * lua/durable/plugin.lua made around the user's handler.  The wrapper turns
- * what the handler returned (nil, a value, a completion) into
- * reply:ok(value) or reply:fail(message), now or later.  When the handler
- * raises, dlua_pcall gives back the message and this file fails the reply
- * with it (the sender gets Failed) and logs the traceback; the hub lives on.
+ * lua/durable/plugin.lua made around the user's handler.  The wrapper runs
+ * the handler in a coroutine and turns its outcome (nil, a value, a
+ * completion, a raise -- now or after awaits) into reply:ok(value) or
+ * reply:fail(message, code), and logs a raise with its traceback.  When the
+ * wrapper itself fails, dlua_pcall gives back the message and this file
+ * fails the reply with it (EFAILED) and logs the traceback; the hub lives on.
  * A reply that is garbage-collected unfinished (a completion nobody will
  * settle) is failed by its __gc, so the sender is not left waiting forever.
  */
@@ -343,16 +344,20 @@ static int r_ok(lua_State *L) {
   return 1;
 }
 
-/* reply:fail(message) -> true, or false when it was finished already.  The
- * sender gets Failed (EFAILED) with the message. */
+/* reply:fail(message [, code]) -> true, or false when it was finished
+ * already.  The sender gets the failure with the message and the code
+ * ("ECONFLICT"...; default and unknown names: EFAILED). */
 static int r_fail(lua_State *L) {
   dlua_reply_t *r = to_reply(L);
   const char *message = luaL_optstring(L, 2, "failed");
+  int code = dlua_code_named(luaL_optstring(L, 3, NULL));
+  if (code == 0) /* none, or a name the runtime does not have */
+    code = DURABLE_EFAILED;
   if (r->reply == NULL) {
     lua_pushboolean(L, 0);
     return 1;
   }
-  dlua_reply_finish(r, DURABLE_EFAILED, NULL, message);
+  dlua_reply_finish(r, code, NULL, message);
   lua_pushboolean(L, 1);
   return 1;
 }

@@ -228,4 +228,8 @@ void dlua_open_run(lua_State *L);     /* stack: module -> module (run.c) */
 
 int luaopen_durable_core(lua_State *L);
 
+/* The DURABLE_E* code named `name` ("ECONFLICT"), or 0 for NULL and for a
+ * name the runtime does not have. */
+int dlua_code_named(const char *name);
+
 #endif

@@ -21,6 +21,14 @@
 --   durable run examples/custom-plugin/account.lua
 --   durable publish Ledger Bank/alice '{"$type":"Deposit","amount":100}'
 --   durable get @Bank/alice          # content: {"balance":100,"applied":1}
+--
+-- A "transfer" message ({ to = "Bank/bob", amount = 30 }) shows a handler
+-- that awaits: it reads the account, appends a Withdrawal to its own Ledger,
+-- then a Deposit to the other account's, each step waiting for the one
+-- before -- top to bottom, no nesting (every handler runs in a coroutine, and
+-- completion:await() suspends it while the loop goes on).  A refusal keeps
+-- its code: the sender sees EINVAL or ECONFLICT, not just "failed".
+local durable = require "durable"
 
 -- The balance after `entry`, or raises why it cannot be applied.
 local function apply(account, entry, sequence)
@@ -62,6 +70,29 @@ return {
           end)
         end,
       }
+
+      config:on("transfer", function(hub, msg)
+        local to, amount = msg.payload and msg.payload.to, msg.payload and msg.payload.amount
+        if type(to) ~= "string" or math.type(amount) ~= "integer" or amount <= 0 then
+          durable.fail("EINVAL", "transfer: expects { to = ACCOUNT PATH, amount = N > 0 }")
+        end
+        -- the balance as applied so far: items still in the Ledger are not in
+        -- it, and the Withdrawal item is checked again when it is applied
+        local node = hub:get_node(hub.address):await()
+        local account = node and node.content or {}
+        local balance, floor = account.balance or 0, -(account.credit_limit or 0)
+        if balance - amount < floor then
+          durable.fail("ECONFLICT", ("transfer of %d: the balance is %d (credit limit %d)")
+            :format(amount, balance, -floor))
+        end
+        local withdrawal, message, code = hub:publish_durable({ namespace = "Ledger", key = hub.address },
+          { ["$type"] = "Withdrawal", amount = amount }):await()
+        if not withdrawal then durable.fail(code, message) end
+        local deposit, message2, code2 = hub:publish_durable({ namespace = "Ledger", key = to },
+          { ["$type"] = "Deposit", amount = amount }):await()
+        if not deposit then durable.fail(code2, message2) end
+        return { withdrawal = withdrawal, deposit = deposit } -- the two items' sequences
+      end)
     end,
   },
 }

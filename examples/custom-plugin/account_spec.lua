@@ -86,6 +86,25 @@ describe("an Account consuming its Ledger", function()
       assert.same({ balance = 85, applied = 3, credit_limit = 50 }, account())
     end)
 
+  it("transfers with a message whose handler awaits each step; a refusal keeps its code", function()
+    open_account()
+    local BOB = "Bank/bob"
+    assert(mesh:put_node { path = BOB, node_type = "Account", content = {} }:wait())
+    publish("Deposit", 100)
+    wait_applied(1)
+    assert.same({ withdrawal = 2, deposit = 1 },
+      client:request(ACCOUNT, "transfer", { to = BOB, amount = 30 }):wait())
+    wait_applied(2)
+    assert(mesh:run_until(function() return mesh:get_node(BOB):wait().content.applied == 1 end, 5000))
+    assert.equal(70, account().balance)
+    assert.equal(30, mesh:get_node(BOB):wait().content.balance)
+    -- refused before anything is appended: the sender sees the code
+    local _, message, code = client:request(ACCOUNT, "transfer", { to = BOB, amount = 500 }):wait()
+    assert.equal("ECONFLICT", code)
+    assert.truthy(message:find("the balance is 70", 1, true), message)
+    assert.equal("EINVAL", select(3, client:request(ACCOUNT, "transfer", { amount = 1 }):wait()))
+  end)
+
   it("changes nothing for an item it has applied already (a redelivery)", function()
     -- as if items 1 and 2 had been applied and the host stopped before
     -- their acknowledgement: they are handed over again

@@ -1,11 +1,14 @@
 --- durable.completion: the one way anything finishes later.
 --
 -- A completion is a value that arrives later, or a failure (a message and
--- a code such as "ENOTFOUND").  Nothing blocks the loop and nothing awaits:
--- a handler that needs a store read or another hub's answer returns a
--- completion, and its message is done when that completion is.  Outside
--- handlers (a script, a spec) `:wait()` runs the mesh's loop until the
--- completion settles.
+-- a code such as "ENOTFOUND").  Nothing blocks the loop.  Three ways to get
+-- at the outcome, one per place:
+--
+--   inside a handler    local v, message, code = c:await()
+--                       (the handler runs in a coroutine: await suspends it
+--                       and the loop goes on; it resumes once c settles)
+--   in a callback       c:next(function(v) ... end)  -> a new completion
+--   in a script, spec   local v, message, code = c:wait()  (runs the loop)
 --
 --   hub:request(...) --> completion --:next(fn)--> completion --:wait()--> value
 --                         (settled by a C callback, on the loop)
@@ -13,15 +16,25 @@
 -- Settling runs the continuations at once, in the order they were added
 -- (no extra tick: the C runtime already made the callback a loop turn).  A
 -- continuation that raises fails the completion it produced; it never
--- escapes into the C callback that settled the first one.
+-- escapes into the C callback that settled the first one.  A handler's
+-- coroutine is resumed from such a continuation, so the part of a handler
+-- after an await runs inside that loop turn, and a raise there fails the
+-- handler's message, never the C callback.
 --
--- A cold completion (completion.cold) does nothing until the first :next()
--- or :wait(); durable streams' publish uses that so that building a publish
--- does not append anything yet.
+-- A failure keeps its code: a raise of { code = "ECONFLICT", message = ... }
+-- (or durable.fail(code, message), which raises that) fails with that code;
+-- a plain string raise is "EFAILED", as is a code the runtime has no name
+-- for (the message is kept).
+--
+-- A cold completion (completion.cold) does nothing until the first :next(),
+-- :await() or :wait(); durable streams' publish uses that so that building a
+-- publish does not append anything yet.  One that is collected without ever
+-- being started -- hub:publish_durable(...) written as a statement, which
+-- sends nothing -- logs a warning naming the line that made it.
 --
 -- Errors follow luv: misuse raises (a wrong argument, :wait() inside a
--- handler); an operational failure is a failed completion, and :wait()
--- returns nil, message, code for it.
+-- handler, :await() outside one); an operational failure is a failed
+-- completion, and :wait() / :await() return nil, message, code for it.
 local core = require "durable.core"
 
 -- This glue settles completions: a spent instruction budget stops the user
@@ -34,25 +47,85 @@ local M = {}
 ---@field state "pending"|"ok"|"failed"
 ---@field value any        the value once ok
 ---@field message string?  the failure's message
----@field code string?     the failure's code ("EFAILED", "ENOTFOUND", ...)
----@field traceback string? where a continuation raised, when it did
+---@field code string?     the failure's code ("EFAILED", "ENOTFOUND", "ECONFLICT", ...)
+---@field traceback string? where a continuation or a handler raised, when one did
 local Completion = {}
 Completion.__index = Completion
 Completion.__name = "durable.completion"
 
+-- A cold completion has the same methods, and a finalizer that warns when
+-- it is collected unstarted (only cold ones pay for finalization).
+local Cold = {}
+for k, v in pairs(Completion) do Cold[k] = v end
+
 local PENDING, OK, FAILED = "pending", "ok", "failed"
+
+---@class durable.Failure
+---@field code string
+---@field message string
+local Failure = { __name = "durable.failure" }
+function Failure:__tostring() return self.code .. ": " .. self.message end
+
+-- The message and the code a raised value fails with: { code =, message = }
+-- keeps its code (EFAILED for a name the runtime does not have); anything
+-- else is EFAILED with the value as text.
+local function failure_of(e)
+  if type(e) == "string" then return e, "EFAILED" end
+  if type(e) == "table" and (type(e.code) == "string" or type(e.message) == "string") then
+    local code = type(e.code) == "string" and e.code or "EFAILED"
+    local message = type(e.message) == "string" and e.message or code
+    if core.err_code(code) == nil then code = "EFAILED" end
+    return message, code
+  end
+  local mt = getmetatable(e)
+  if type(mt) == "table" and mt.__tostring then return tostring(e), "EFAILED" end
+  return ("(error object is a %s value)"):format(type(e)), "EFAILED"
+end
+
+---Raise a failure with `code` ("ECONFLICT", "ENOTFOUND", ...) and
+---`message`: inside a handler, the sender (or the stream's log) sees that
+---code.  Exported as durable.fail.
+---@param code string
+---@param message? string
+function M.fail(code, message)
+  if type(code) ~= "string" or code == "" then
+    error("durable.fail(code, message): code must be an error name such as \"ECONFLICT\"", 2)
+  end
+  if message ~= nil and type(message) ~= "string" then
+    error("durable.fail(code, message): message must be a string", 2)
+  end
+  error(setmetatable({ code = code, message = message or code }, Failure), 0)
+end
 
 -- The traceback of the last raise seen by a continuation; kept apart from
 -- the message so the message stays one readable line.
 local last_traceback
 local function msgh(e)
-  local msg = type(e) == "string" and e or tostring(e)
-  last_traceback = debug.traceback(msg, 2)
-  return msg
+  last_traceback = debug.traceback((failure_of(e)), 2)
+  return e
 end
 
 local function new(mesh)
   return setmetatable({ state = PENDING, mesh = mesh }, Completion)
+end
+
+-- Coroutines this module runs handlers in (weak: a handler suspended on a
+-- completion nobody can settle is collected with it).
+local handler_threads = setmetatable({}, { __mode = "k" })
+-- Per thread, how many :next() continuations (or cold starts) run on it
+-- now: await is refused there (it would suspend the handler in the middle
+-- of settling some other completion).
+local in_continuation = setmetatable({}, { __mode = "k" })
+local AWAIT = {} -- what a handler's coroutine yields: AWAIT, completion
+
+-- xpcall(fn, msgh, a, b) counted as a continuation of the running thread.
+local function continuation(fn, a, b)
+  local co = coroutine.running()
+  local n = in_continuation[co]
+  in_continuation[co] = (n or 0) + 1
+  local ok, r = xpcall(fn, msgh, a, b)
+  in_continuation[co] = n
+  return ok, r
 end
 
 local function settle(c, ok, a, b)
@@ -74,17 +147,18 @@ end
 ---@param x any
 ---@return boolean
 function M.is(x)
-  return getmetatable(x) == Completion
+  local mt = getmetatable(x)
+  return mt == Completion or mt == Cold
 end
 
 local function start(c)
   local fn = c._start
   if fn == nil then return end
   c._start = nil
-  local ok, r = xpcall(fn, msgh)
+  local ok, r = continuation(fn)
   if not ok then
     c.traceback = last_traceback
-    settle(c, false, r, "EFAILED")
+    settle(c, false, failure_of(r))
   else
     M.adopt(c, r)
   end
@@ -186,9 +260,29 @@ function M.cold(mesh, fn)
   if type(fn) ~= "function" then
     error("completion.cold(mesh, fn): fn must be a function", 2)
   end
-  local c = new(mesh)
-  c._start = fn
-  return c
+  -- where it was made: the first caller outside the module's own glue
+  -- (publish_durable's caller, not publish_durable); kept as two fields, the
+  -- text is made only if the warning is ever written
+  local trusted = debug.getregistry()["durable.trusted"] or {}
+  local info
+  for level = 2, 8 do
+    info = debug.getinfo(level, "Sl")
+    if info == nil or not trusted[info.source] then break end
+  end
+  return setmetatable({ state = PENDING, mesh = mesh, _start = fn,
+    _src = info and info.short_src, _line = info and info.currentline }, Cold)
+end
+
+-- A cold completion collected unstarted did nothing -- almost always a
+-- publish written as a statement: say where it was made.
+function Cold:__gc()
+  if self._start == nil then return end
+  local line = ("a cold completion made at %s:%s was collected without ever being started, "
+    .. "so it did nothing (nothing was sent): await it, return it from the handler, "
+    .. "or call :next() or :wait() on it"):format(self._src or "?", self._line or "?")
+  local mesh = self.mesh
+  if mesh and mesh:is_open() and pcall(mesh.log, mesh, "warn", line) then return end
+  io.stderr:write("durable: warn ", line, "\n")
 end
 
 ---A completion of the values of all `list`'s completions (plain values
@@ -256,15 +350,87 @@ function Completion:next(on_ok, on_fail)
       end
       return
     end
-    local ok, r = xpcall(fn, msgh, a, b)
+    local ok, r = continuation(fn, a, b)
     if not ok then
       c2.traceback = last_traceback
-      settle(c2, false, r, "EFAILED")
+      settle(c2, false, failure_of(r))
     else
       M.adopt(c2, r)
     end
   end)
   return c2
+end
+
+---Inside a handler: suspend it until this completion settles (the loop goes
+---on meanwhile), then return its value, or nil, message, code when it
+---failed.  Starts a cold one.  Raises outside a handler's coroutine -- in a
+---script or a spec use :wait(), in a callback :next() -- and inside a
+---:next() continuation.
+---@return any value
+---@return string? message
+---@return string? code
+function Completion:await()
+  local co, main = coroutine.running()
+  if main or not handler_threads[co] then
+    error("completion:await() works only inside a handler (it suspends the handler's "
+      .. "coroutine); here use :wait() (a script, a spec) or :next() (a callback)", 2)
+  end
+  if in_continuation[co] then
+    error("completion:await() inside a :next() continuation: await in the handler "
+      .. "itself, or return a completion from the continuation", 2)
+  end
+  start(self)
+  if self.state == PENDING then
+    coroutine.yield(AWAIT, self)
+  end
+  if self.state == OK then return self.value end
+  return nil, self.message, self.code
+end
+
+---Run fn(...) as a handler: in a coroutine of its own, where :await()
+---suspends it.  Returns a completion of its outcome: what fn returned (a
+---value, or a completion to follow), or its raise -- then
+---on_raise(message, code, traceback) runs first, so the raise can be logged.
+---For the runtime's own glue (plugin.lua); user code is already inside one.
+---@param on_raise fun(message: string, code: string, traceback: string)
+---@param fn fun(...): any
+---@return durable.Completion
+function M.spawn(on_raise, fn, ...)
+  local c = new(nil)
+  local co = coroutine.create(fn)
+  handler_threads[co] = true
+  local step
+  local function resume(...)
+    core.inherit_hook(co) -- the budget of the entry resuming it (core.c)
+    return step(coroutine.resume(co, ...))
+  end
+  step = function(ok, a, b)
+    local runaway = core.ran_away() -- here, or in a coroutine it made and caught
+    if ok and runaway then
+      ok, a = false, runaway
+      if coroutine.status(co) ~= "dead" then coroutine.close(co) end
+    end
+    if not ok then
+      -- reported here, the rest of the entry goes on (core.c)
+      if runaway then core.budget_reset() end
+      local message, code = failure_of(a)
+      c.traceback = debug.traceback(co, message)
+      on_raise(message, code, c.traceback)
+      settle(c, false, message, code)
+    elseif coroutine.status(co) == "dead" then
+      M.adopt(c, a)
+    elseif a == AWAIT and M.is(b) then
+      M.subscribe(b, function() resume() end)
+    else
+      coroutine.close(co)
+      local message = "a handler may yield only through completion:await()"
+      c.traceback = message
+      on_raise(message, "EFAILED", message)
+      settle(c, false, message, "EFAILED")
+    end
+  end
+  resume(...)
+  return c
 end
 
 ---Run the loop of the completion's mesh until `pred()` is true, at most
@@ -293,7 +459,7 @@ function M.run(mesh, pred, timeout_ms)
 end
 
 ---Run the loop until this completion settles (outside handlers only: inside
----one, return the completion instead).  Returns the value; or nil, message,
+---one, :await() it or return it).  Returns the value; or nil, message,
 ---code when it failed, or when `timeout_ms` passed first ("ETIMEDOUT").
 ---@param timeout_ms? number  no limit when nil
 ---@return any value
@@ -305,7 +471,7 @@ function Completion:wait(timeout_ms)
   end
   if core.in_callback() then
     error("completion:wait() cannot be called inside a handler or a callback "
-      .. "(it would run the loop there); return the completion instead", 2)
+      .. "(it would run the loop there); use :await() in a handler, or return the completion", 2)
   end
   start(self)
   if self.state == PENDING then
@@ -336,6 +502,8 @@ function Completion:__tostring()
   end
   return "durable.completion(pending)"
 end
+
+Cold.__tostring = Completion.__tostring
 
 M.Completion = Completion
 return M

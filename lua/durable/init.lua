@@ -48,6 +48,7 @@ durable.failed = completion.failed
 durable.all = completion.all
 durable.cold = completion.cold
 durable.is_completion = completion.is
+durable.fail = completion.fail -- raise a failure with a code: durable.fail("ECONFLICT", "...")
 
 ---Durable streams (lua/durable/streams.lua): hub:publish_durable,
 ---hub:read_durable, hub:consume, config:with_durable_stream_consumer, and:

@@ -30,7 +30,7 @@
 -- appended to `record.installs` runs at install time as fn(mesh, record).
 local completion = require "durable.completion"
 
--- finish() below settles replies: let it finish even once a budget is spent
+-- run() below settles replies: let it finish even once a budget is spent
 require("durable.core").trust()
 
 local M = {}
@@ -84,9 +84,11 @@ config_mt.__tostring = function(config)
   return ("durable.config(%s)"):format(records[config].name)
 end
 
----Handle messages of type `msg_type`: fn(hub, msg) returns nil (done, the
----reply is null), a value (the reply), a completion (done when it is), or
----raises (the sender gets Failed with the message).
+---Handle messages of type `msg_type`: fn(hub, msg) runs in a coroutine
+---(completion:await() suspends it) and returns nil (done, the reply is
+---null), a value (the reply), a completion (done when it is), or raises
+---(the sender gets the failure: EFAILED with the message, or the code of a
+---raised { code =, message = } / durable.fail(code, message)).
 ---@param msg_type string
 ---@param fn fun(hub: durable.Hub, msg: durable.Message): any
 function M.methods.on(config, msg_type, fn)
@@ -111,8 +113,9 @@ function M.methods.on(config, msg_type, fn)
 end
 
 ---Run fn(hub) when a hub of this NodeType activates, before its first
----message; it may return a completion (activation waits for it) or raise
----(the activation fails, and so do the messages that caused it).
+---message; it runs in a coroutine (it may :await()), may return a
+---completion (activation waits for it) or raise (the activation fails, and
+---so do the messages that caused it).
 ---@param fn fun(hub: durable.Hub): any
 function M.methods.on_init(config, fn)
   local rec = M.record(config)
@@ -120,7 +123,9 @@ function M.methods.on_init(config, fn)
   rec.inits[#rec.inits + 1] = fn
 end
 
----Run fn(hub) when a hub of this NodeType leaves (after it quiesced).
+---Run fn(hub) when a hub of this NodeType leaves (after it quiesced).  It
+---cannot finish later (the hub is gone): a plain call, where :await()
+---raises; start work with :next() if it must.
 ---@param fn fun(hub: durable.Hub)
 function M.methods.on_dispose(config, fn)
   local rec = M.record(config)
@@ -279,36 +284,57 @@ end
 
 -- ---- installing -------------------------------------------------------------
 
--- Finish the message with what the handler returned.
-local function finish(reply, result)
-  if completion.is(result) then
-    completion.subscribe(result, function(c)
-      if c.state == "ok" then
-        local ok, err = pcall(reply.ok, reply, c.value)
-        if not ok then reply:fail(err) end
-      else
-        reply:fail(c.message)
-      end
-    end)
-  else
-    reply:ok(result) -- raises for a value JSON cannot hold: the reply fails
-  end
+---The one finisher of every handler (messages, init steps, stream items):
+---run fn(...) in a coroutine (completion.spawn: :await() suspends it) and
+---finish `reply` with its outcome once it is known -- ok with what fn
+---returned (`with_value`: as the reply's payload; else nothing), once a
+---returned completion is ok; failed with the message and code of a raise
+---or of a failed completion.  A raise is logged, with its traceback, as
+---"[Lua] WHAT failed: ...", `what()` naming the handler (made only then).
+---@param reply userdata the C reply (hub.c)
+---@param hub durable.Hub whose mesh logs
+---@param what fun(): string
+---@param with_value boolean
+---@param fn function
+function M.run(reply, hub, what, with_value, fn, ...)
+  local mesh = hub.mesh
+  local outcome = completion.spawn(function(_, _, traceback)
+    pcall(mesh.log, mesh, "warn", ("[Lua] %s failed: %s"):format(what(), traceback))
+  end, fn, ...)
+  completion.subscribe(outcome, function(c)
+    if c.state == "ok" then
+      -- a value JSON cannot hold raises: the reply fails, saying why
+      local ok, err = pcall(reply.ok, reply, with_value and c.value or nil)
+      if not ok then reply:fail(err) end
+    else
+      reply:fail(c.message, c.code)
+    end
+  end)
 end
 
 ---The function C calls for a message: fn(hub, msg) finished through reply.
 ---@param fn fun(hub: durable.Hub, msg: durable.Message): any
+---@param node_type? string for the log line of a raise
 ---@return fun(hub: durable.Hub, msg: durable.Message, reply: userdata)
-function M.handler(fn)
+function M.handler(fn, node_type)
   return function(hub, msg, reply)
-    return finish(reply, fn(hub, msg))
+    local msg_type = msg.type -- the handler may change msg
+    M.run(reply, hub, function()
+      return ("handler for '%s' of NodeType '%s' at hub '%s'")
+        :format(msg_type, node_type or hub.node_type, hub.address)
+    end, true, fn, hub, msg)
   end
 end
 
 ---The function C calls for an init step.
 ---@param fn fun(hub: durable.Hub): any
-function M.step(fn)
+---@param node_type? string for the log line of a raise
+function M.step(fn, node_type)
   return function(hub, reply)
-    return finish(reply, fn(hub))
+    M.run(reply, hub, function()
+      return ("init step of NodeType '%s' at hub '%s'"):format(node_type or hub.node_type,
+        hub.address)
+    end, true, fn, hub)
   end
 end
 
@@ -319,9 +345,9 @@ function M.install(mesh, recs)
   for _, rec in ipairs(recs) do
     mesh:_node_type(rec.name)
     for _, h in ipairs(rec.handlers) do
-      mesh:_on(rec.name, h.msg_type, M.handler(h.fn))
+      mesh:_on(rec.name, h.msg_type, M.handler(h.fn, rec.name))
     end
-    for _, fn in ipairs(rec.inits) do mesh:_on_init(rec.name, M.step(fn)) end
+    for _, fn in ipairs(rec.inits) do mesh:_on_init(rec.name, M.step(fn, rec.name)) end
     for _, fn in ipairs(rec.disposes) do mesh:_on_dispose(rec.name, fn) end
     for _, install in ipairs(rec.installs) do install(mesh, rec) end
   end

@@ -18,16 +18,18 @@
 -- acknowledges it.  This file validates what Lua hands over -- misuse
 -- raises where it was made, with the spec's messages for stream ids and
 -- payloads -- and builds the small tables bindings/lua/streams.c calls
--- back: a consumer's key and source functions, and `run`, which calls the
--- handler and finishes the item's reply with what it returned:
+-- back: a consumer's key and source functions, and `run`, which runs the
+-- handler in a coroutine (it may :await()) and finishes the item's reply
+-- with its outcome, through plugin.run like every other handler:
 --
---   nil (or any value)  done now: the item is acknowledged
+--   nil (or any value)  done: the item is acknowledged
 --   a completion        done when it completes; a failed one fails the item
 --   raises              failed: NOT acknowledged, retried after a backoff
 --
 -- A failed item is logged by the runtime ("Durable stream consumer ...
--- stopped on ... the item was NOT acknowledged ...") and handed over again
--- from the checkpoint; it is never skipped.
+-- stopped on ... the item was NOT acknowledged ...", with the failure's code
+-- and message) and handed over again from the checkpoint; it is never
+-- skipped.
 local core = require "durable.core"
 local completion = require "durable.completion"
 local plugin = require "durable.plugin"
@@ -266,21 +268,15 @@ local function check_consumer(what, t, level)
   return t.namespace
 end
 
--- fn(hub, item, reply): the handler, and the reply finished with its outcome.
-local function runner(handler)
+-- fn(hub, item, reply): the handler, run by the one finisher of every
+-- handler (plugin.run: a coroutine, then the reply finished with its
+-- outcome; what it returns is not a payload, so only done or failed counts).
+local function runner(ns, handler)
   return function(hub, item, reply)
-    local result = handler(hub, item) -- a raise fails the item (C catches it)
-    if completion.is(result) then
-      completion.subscribe(result, function(c)
-        if c.state == "ok" then
-          reply:ok()
-        else
-          reply:fail(c.message)
-        end
-      end)
-    else
-      reply:ok()
-    end
+    local sequence = item.sequence
+    plugin.run(reply, hub, function()
+      return ("the '%s' handler at hub '%s' on item %d"):format(ns, hub.address, sequence)
+    end, false, handler, hub, item)
   end
 end
 
@@ -321,7 +317,7 @@ function plugin.methods.with_durable_stream_consumer(config, t)
   local spec = {
     key_of = key_fn and function(hub) return key_checked(ns, key_fn(hub)) end,
     source_of = source_fn and function(hub) return source_checked(ns, source_fn(hub)) end,
-    run = runner(t.handler),
+    run = runner(ns, t.handler),
   }
   rec.installs[#rec.installs + 1] = function(mesh, r)
     mesh:_consume_type(r.name, ns, spec)
@@ -357,7 +353,7 @@ function Hub:consume(t)
     if not good then error("hub:consume: " .. why, 2) end
     source = s
   end
-  return self:_consume(ns, key, { run = runner(t.handler) }, source)
+  return self:_consume(ns, key, { run = runner(ns, t.handler) }, source)
 end
 
 M.Mesh, M.Hub = Mesh, Hub

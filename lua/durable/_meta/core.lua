@@ -54,6 +54,24 @@ function core.trust() end
 ---@return string name "ENOTFOUND", ...
 function core.err_name(code) end
 
+---@param name string "ECONFLICT", ...
+---@return integer|nil code the negative DURABLE_E* code; nil for a name the runtime has not
+function core.err_code(name) end
+
+---Give coroutine `co` the calling thread's hook (the instruction budget of
+---the entry that resumes it).  For the glue that resumes handlers.
+---@param co thread
+function core.inherit_hook(co) end
+
+---"handler ran away: more than N instructions" when the current entry spent
+---its instruction budget, else nil.
+---@return string|nil
+function core.ran_away() end
+
+---After the glue reported a runaway (its coroutine is dead): the rest of
+---the entry gets a fresh budget.
+function core.budget_reset() end
+
 ---@param path string
 ---@return true|nil ok
 ---@return string? message
@@ -159,9 +177,12 @@ local Reply = {}
 ---Finish the message with `value` (JSON-encoded; raises if it cannot be).
 ---@return boolean finished false when it was finished already
 function Reply:ok(value) end
----Finish the message as Failed with `message`.
+---Finish the message as failed with `message` and `code` ("ECONFLICT", ...;
+---default, and a name the runtime does not have: "EFAILED").
+---@param message? string
+---@param code? string
 ---@return boolean
-function Reply:fail(message) end
+function Reply:fail(message, code) end
 ---@return boolean still unfinished
 function Reply:pending() end
 
