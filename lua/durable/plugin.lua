@@ -32,6 +32,7 @@ local completion = require "durable.completion"
 
 -- finish() below settles replies: let it finish even once a budget is spent
 require("durable.core").trust()
+local prim = require("durable.core").primitives
 
 local M = {}
 
@@ -317,12 +318,12 @@ end
 ---@param recs durable.NodeTypeRecord[]
 function M.install(mesh, recs)
   for _, rec in ipairs(recs) do
-    mesh:_node_type(rec.name)
+    prim.mesh.node_type(mesh, rec.name)
     for _, h in ipairs(rec.handlers) do
-      mesh:_on(rec.name, h.msg_type, M.handler(h.fn))
+      prim.mesh.on(mesh, rec.name, h.msg_type, M.handler(h.fn))
     end
-    for _, fn in ipairs(rec.inits) do mesh:_on_init(rec.name, M.step(fn)) end
-    for _, fn in ipairs(rec.disposes) do mesh:_on_dispose(rec.name, fn) end
+    for _, fn in ipairs(rec.inits) do prim.mesh.on_init(mesh, rec.name, M.step(fn)) end
+    for _, fn in ipairs(rec.disposes) do prim.mesh.on_dispose(mesh, rec.name, fn) end
     for _, install in ipairs(rec.installs) do install(mesh, rec) end
   end
 end

@@ -29,6 +29,7 @@
 -- stopped on ... the item was NOT acknowledged ...") and handed over again
 -- from the checkpoint; it is never skipped.
 local core = require "durable.core"
+local prim = core.primitives
 local completion = require "durable.completion"
 local plugin = require "durable.plugin"
 
@@ -181,7 +182,7 @@ end
 ---@param t? { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer }
 function M.configure(mesh, t)
   if t == nil then return end
-  mesh:_stream_options(t.holder_probe_ms, t.reclaim_ms, t.backoff_min_ms, t.backoff_max_ms,
+  prim.mesh.stream_options(mesh, t.holder_probe_ms, t.reclaim_ms, t.backoff_min_ms, t.backoff_max_ms,
     t.liveness_ms)
 end
 
@@ -207,7 +208,7 @@ function Hub:publish_durable(stream, payload)
   end
   local hub, mesh = self, self.mesh
   return completion.cold(mesh, function()
-    return completion.from(mesh, function(cb) return hub:_publish(ns, key, text, cb) end)
+    return completion.from(mesh, function(cb) return prim.hub.publish(hub, ns, key, text, cb) end)
   end)
 end
 
@@ -239,7 +240,7 @@ function Hub:read_durable(stream, after_sequence, on_item, source, on_error)
   if on_error ~= nil and type(on_error) ~= "function" then
     error("read_durable: on_error must be a function(message)", 2)
   end
-  return self:_read(ns, key, after_sequence, source, on_item, on_error)
+  return prim.hub.read(self, ns, key, after_sequence, source, on_item, on_error)
 end
 
 -- ---- consuming ------------------------------------------------------------------------------
@@ -332,7 +333,7 @@ function plugin.methods.with_durable_stream_consumer(config, t)
     run = runner(t.handler),
   }
   rec.installs[#rec.installs + 1] = function(mesh, r)
-    mesh:_consume_type(r.name, ns, spec)
+    prim.mesh.consume_type(mesh, r.name, ns, spec)
   end
 end
 
@@ -365,7 +366,7 @@ function Hub:consume(t)
     if not good then error("hub:consume: " .. why, 2) end
     source = s
   end
-  return self:_consume(ns, key, { run = runner(t.handler) }, source)
+  return prim.hub.consume(self, ns, key, { run = runner(t.handler) }, source)
 end
 
 M.Mesh, M.Hub = Mesh, Hub
