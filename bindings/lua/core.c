@@ -375,6 +375,22 @@ static int core_path_check(lua_State *L) {
   return 1;
 }
 
+/* core.node_type_check(name) -> true, or nil, message, "EINVAL": the
+ * NodeType rules of durable_node_type_check (an empty name is refused). */
+static int core_node_type_check(lua_State *L) {
+  durable_error_t err = {0};
+  char why[400];
+  luaL_checkstring(L, 1);
+  const char *name = dlua_text(L, 1, "node type", why, sizeof why);
+  if (name == NULL)
+    return dlua_fail(L, DURABLE_EINVAL, why);
+  int rc = durable_node_type_check(name, &err);
+  if (rc < 0)
+    return dlua_fail(L, rc, err.message);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 static const luaL_Reg core_functions[] = {
     {"refs", core_refs},
     {"in_callback", core_in_callback},
@@ -382,10 +398,12 @@ static const luaL_Reg core_functions[] = {
     {"trust", core_trust},
     {"err_name", core_err_name},
     {"path_check", core_path_check},
+    {"node_type_check", core_node_type_check},
     {NULL, NULL},
 };
 
-/* ---- the primitives ----------------------------------------------------------
+/* ---- the primitives
+ * ----------------------------------------------------------
  *
  * The C files register the mesh's and the hub's callback-taking primitives
  * as methods named "_x" beside the public ones.  Here, once every file has
@@ -402,8 +420,8 @@ static void split_primitives(lua_State *L, const char *cls, const char *as) {
   /* stack: module primitives methods prims */
   lua_pushnil(L);
   while (lua_next(L, -3)) {
-    const char *name = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2)
-                                                      : NULL;
+    const char *name =
+        lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
     if (name && name[0] == '_' && name[1] != '_') {
       lua_setfield(L, -3, name + 1); /* prims.x = fn (popped) */
       lua_pushvalue(L, -1);          /* the key */

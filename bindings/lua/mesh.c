@@ -591,11 +591,10 @@ static int m_write(lua_State *L) {
                  kind);
       writes[i].path = lua_tostring(L, w + 2);
       writes[i].node_type = lua_tostring(L, w + 3);
-      if (why[0] == '\0' && (dlua_has_nul(L, w + 1, "write kind", why,
-                                           sizeof why) ||
-                              dlua_has_nul(L, w + 2, "path", why, sizeof why) ||
-                              dlua_has_nul(L, w + 3, "node_type", why,
-                                           sizeof why)))
+      if (why[0] == '\0' &&
+          (dlua_has_nul(L, w + 1, "write kind", why, sizeof why) ||
+           dlua_has_nul(L, w + 2, "path", why, sizeof why) ||
+           dlua_has_nul(L, w + 3, "node_type", why, sizeof why)))
         break; /* nothing is written */
       writes[i].expected_version = (int64_t)lua_tointeger(L, w + 4);
       if (!lua_isnil(L, w + 5) && why[0] == '\0') {
@@ -744,7 +743,8 @@ static int m_client(lua_State *L) {
 /* mesh:_find(address) -> the active hub at address, or nil. */
 static int m_find(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  durable_hub_t *hub = durable_mesh_find(m->mesh, dlua_check_text(L, 2, "hub address"));
+  durable_hub_t *hub =
+      durable_mesh_find(m->mesh, dlua_check_text(L, 2, "hub address"));
   if (hub == NULL || !dlua_push_hub(L, m, hub))
     lua_pushnil(L);
   return 1;

@@ -230,10 +230,12 @@ function M.load(file, seen)
   end
   local names = {}
   for name, fn in pairs(node_types) do
-    if type(name) ~= "string" or name == "" then
+    if type(name) ~= "string" then
       error(refusal(file, line, ("node_types keys must be NodeType names (strings), not %s")
         :format(type(name))), 0)
     end
+    local named, why = require("durable.core").node_type_check(name)
+    if not named then error(refusal(file, line_of(file, name, line), why), 0) end
     if type(fn) ~= "function" then
       error(refusal(file, line_of(file, name, line),
         ("node_types.%s must be a function(config), not %s"):format(name, type(fn))), 0)

@@ -5,12 +5,12 @@
  * request nobody answers in time ends DURABLE_ETIMEDOUT and the late reply
  * is dropped (the callback runs once); an address with no node gives
  * DURABLE_ENOTFOUND, one that is no valid path is refused at the call with
- * DURABLE_EINVAL (requests, posts, clients, activation, recycle); a handler's failure reaches the
- * sender as DURABLE_EFAILED with its message, and so does a message type
- * with no handler (naming the type); the first message to a node activates
- * its hub, running the NodeType's init steps in order before the message is
- * delivered, and a failing init step fails the requests that waited; a
- * node whose type has no configuration gets a plain hub.
+ * DURABLE_EINVAL (requests, posts, clients, activation, recycle); a handler's
+ * failure reaches the sender as DURABLE_EFAILED with its message, and so does a
+ * message type with no handler (naming the type); the first message to a node
+ * activates its hub, running the NodeType's init steps in order before the
+ * message is delivered, and a failing init step fails the requests that waited;
+ * a node whose type has no configuration gets a plain hub.
  *
  * Each test opens a mesh on its own loop over "sqlite::memory:" and ends by
  * closing it and asserting the loop closes with nothing left on it.
@@ -214,9 +214,9 @@ static void test_invalid_address_refused(void) {
     CHECK_EQ_CODE(durable_mesh_client(fx.mesh, bad[i], &hub, &err),
                   DURABLE_EINVAL);
     CHECK(hub == NULL);
-    CHECK_EQ_CODE(durable_mesh_activate(fx.mesh, bad[i], bad_client_cb, NULL,
-                                        &err),
-                  DURABLE_EINVAL);
+    CHECK_EQ_CODE(
+        durable_mesh_activate(fx.mesh, bad[i], bad_client_cb, NULL, &err),
+        DURABLE_EINVAL);
     CHECK_EQ_CODE(
         durable_mesh_recycle(fx.mesh, bad[i], bad_client_cb, NULL, &err),
         DURABLE_EINVAL);
