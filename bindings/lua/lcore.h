@@ -16,6 +16,10 @@
  *            consumers, sources, stream timings
  *   host.c   the `durable lua SCRIPT` command's interpreter (durable_lua.h)
  *
+ * The mesh and hub primitives that take callbacks are registered as
+ * "_name" methods; luaopen_durable_core moves every one of them into
+ * core.primitives.mesh / .hub, so user objects never carry them.
+ *
  * The userdata *is* the C object: a mesh's struct lives in its userdata
  * memory, which Lua frees only after __gc has run.  C callbacks that must
  * reach Lua later hold a registry reference, taken and released only through

@@ -3,21 +3,22 @@
  * userdata owns, seen from Lua.
  *
  * Each mesh has its own loop, so that Lua decides when it runs: nothing
- * happens until Lua calls mesh:_step() (which completion:wait() and
+ * happens until Lua calls the step primitive (which completion:wait() and
  * mesh:run_until() do), and every callback of that loop arrives inside that
  * call, on the thread running Lua.  A step may not start while Lua is inside
  * a call from C (a handler, a completion callback): running the loop there
  * would run other handlers inside this one, which the hub model forbids.
  *
- *   Lua: c:wait() --> mesh:_step(ms) --> uv_run(ONCE) --> store/hub callbacks
+ *   Lua: c:wait() --> step(mesh, ms) --> uv_run(ONCE) --> store/hub callbacks
  *                                                          |
  *                        Lua callbacks <-- dlua_pcall <----'
  *
  * The low-level methods here take a Lua function and call it once with
  * (true, value...) or (false, message, "ECODE"); lua/durable/ turns them into
- * completions.  They start with '_' because the friendly names belong to the
- * Lua layer.  Misuse (a wrong argument) raises; a refusal of the runtime
- * returns nil, message, code.
+ * completions.  They are registered as "_name" and core.c moves them off
+ * the method table into core.primitives.mesh.name (user objects do not
+ * carry them; the friendly names belong to the Lua layer).  Misuse (a wrong
+ * argument) raises; a refusal of the runtime returns nil, message, code.
  *
  * Closing: mesh:close() (or __close, or __gc) closes the C mesh and runs the
  * loop until it is freed, so every pending callback runs first; then the

@@ -13,7 +13,10 @@
 -- file is the friendly API over it: completions instead of callbacks,
 -- node tables, plugins.  The methods below are added to the very method
 -- tables of the C userdata (core.Mesh, core.Hub), so a mesh or a hub is one
--- object whichever layer a method comes from.
+-- object whichever layer a method comes from.  The C primitives themselves
+-- (step, write, publish, ...) are not on those tables: they are in
+-- core.primitives.mesh / .hub, for lua/durable/ only, so user code cannot
+-- go around the checks and completions here.
 --
 -- Each mesh owns its libuv loop.  Nothing runs until Lua lets the loop run:
 -- completion:wait(), mesh:run_until() and mesh:close() do; a handler never
