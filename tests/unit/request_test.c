@@ -217,6 +217,7 @@ static void test_invalid_address_refused(void) {
     CHECK_EQ_CODE(
         durable_mesh_activate(fx.mesh, bad[i], bad_client_cb, NULL, &err),
         DURABLE_EINVAL);
+    CHECK_CONTAINS(err.message, "hub address");
     CHECK_EQ_CODE(
         durable_mesh_recycle(fx.mesh, bad[i], bad_client_cb, NULL, &err),
         DURABLE_EINVAL);
