@@ -90,6 +90,77 @@ int dlua_fail(lua_State *L, int code, const char *message) {
   return 3;
 }
 
+/* ---- names taken from Lua ----------------------------------------------- */
+
+/* `s` (of `len` bytes) for a message: quoted as a Lua literal would be
+ * (\0, \n, \xNN for other control bytes), cut after 40 bytes. */
+static void show_text(const char *s, size_t len, char *out, size_t size) {
+  static const char hex[] = "0123456789abcdef";
+  size_t o = 0;
+  for (size_t i = 0; i < len && o + 8 < size; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (i == 40) {
+      memcpy(out + o, "...", 3);
+      o += 3;
+      break;
+    }
+    if (c == '\0' || c == '\n' || c == '"' || c == '\\') {
+      out[o++] = '\\';
+      out[o++] = c == '\0' ? '0' : c == '\n' ? 'n' : (char)c;
+    } else if (c < 0x20 || c == 0x7F) {
+      out[o++] = '\\';
+      out[o++] = 'x';
+      out[o++] = hex[c >> 4];
+      out[o++] = hex[c & 15];
+    } else {
+      out[o++] = (char)c;
+    }
+  }
+  out[o] = '\0';
+}
+
+int dlua_has_nul(lua_State *L, int idx, const char *what, char *why,
+                 size_t size) {
+  size_t len;
+  const char *s = lua_tolstring(L, idx, &len);
+  if (s == NULL || strlen(s) == len)
+    return 0;
+  char shown[200];
+  show_text(s, len, shown, sizeof shown);
+  snprintf(why, size, "%s must not contain a NUL byte (was \"%s\")", what,
+           shown);
+  return 1;
+}
+
+const char *dlua_text(lua_State *L, int idx, const char *what, char *why,
+                      size_t size) {
+  int t = lua_type(L, idx);
+  if (t != LUA_TSTRING && t != LUA_TNUMBER) {
+    snprintf(why, size, "%s must be a string, not %s", what,
+             lua_typename(L, t));
+    return NULL;
+  }
+  if (dlua_has_nul(L, idx, what, why, size))
+    return NULL;
+  return lua_tostring(L, idx);
+}
+
+const char *dlua_check_text(lua_State *L, int idx, const char *what) {
+  luaL_checklstring(L, idx, NULL); /* the usual "bad argument" otherwise */
+  char why[400];
+  const char *s = dlua_text(L, idx, what, why, sizeof why);
+  if (s == NULL)
+    luaL_error(L, "%s", why);
+  return s;
+}
+
+const char *dlua_opt_text(lua_State *L, int idx, const char *what,
+                          const char *def) {
+  if (lua_isnoneornil(L, idx))
+    return def;
+  return dlua_check_text(L, idx, what);
+}
+
 void dlua_registry_table(lua_State *L, const void *key, const char *mode) {
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) != LUA_TNIL)
     return;
@@ -308,7 +379,28 @@ static int core_err_name(lua_State *L) {
 /* core.path_check(path) -> true, or nil, message, "EINVAL". */
 static int core_path_check(lua_State *L) {
   durable_error_t err = {0};
-  int rc = durable_path_check(luaL_checkstring(L, 1), &err);
+  char why[400];
+  luaL_checkstring(L, 1);
+  const char *path = dlua_text(L, 1, "path", why, sizeof why);
+  if (path == NULL)
+    return dlua_fail(L, DURABLE_EINVAL, why);
+  int rc = durable_path_check(path, &err);
+  if (rc < 0)
+    return dlua_fail(L, rc, err.message);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* core.node_type_check(name) -> true, or nil, message, "EINVAL": the
+ * NodeType rules of durable_node_type_check (an empty name is refused). */
+static int core_node_type_check(lua_State *L) {
+  durable_error_t err = {0};
+  char why[400];
+  luaL_checkstring(L, 1);
+  const char *name = dlua_text(L, 1, "node type", why, sizeof why);
+  if (name == NULL)
+    return dlua_fail(L, DURABLE_EINVAL, why);
+  int rc = durable_node_type_check(name, &err);
   if (rc < 0)
     return dlua_fail(L, rc, err.message);
   lua_pushboolean(L, 1);
@@ -388,8 +480,43 @@ static const luaL_Reg core_functions[] = {
     {"ran_away", core_ran_away},
     {"budget_reset", core_budget_reset},
     {"path_check", core_path_check},
+    {"node_type_check", core_node_type_check},
     {NULL, NULL},
 };
+
+/* ---- the primitives
+ * ----------------------------------------------------------
+ *
+ * The C files register the mesh's and the hub's callback-taking primitives
+ * as methods named "_x" beside the public ones.  Here, once every file has
+ * registered, each "_x" leaves the method table (which user objects index)
+ * for core.primitives.mesh.x / core.primitives.hub.x, which only the
+ * runtime's own modules (lua/durable/) use: `mesh._write` is nil, so user
+ * code cannot write around the checks and completions of the Lua face.
+ * Moving every "_" name, rather than listing them, keeps a primitive added
+ * later out of the method table too. */
+static void split_primitives(lua_State *L, const char *cls, const char *as) {
+  /* stack: module primitives */
+  lua_getfield(L, -2, cls);
+  lua_newtable(L);
+  /* stack: module primitives methods prims */
+  lua_pushnil(L);
+  while (lua_next(L, -3)) {
+    const char *name =
+        lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    if (name && name[0] == '_' && name[1] != '_') {
+      lua_setfield(L, -3, name + 1); /* prims.x = fn (popped) */
+      lua_pushvalue(L, -1);          /* the key */
+      lua_pushnil(L);
+      lua_rawset(L, -5); /* clearing a field while traversing is allowed */
+    } else {
+      lua_pop(L, 1);
+    }
+  }
+  lua_setfield(L, -3, as);
+  lua_pop(L, 1);
+  /* stack: module primitives */
+}
 
 int luaopen_durable_core(lua_State *L) {
   /* Loading twice (busted's insulation unloads modules between files)
@@ -406,5 +533,9 @@ int luaopen_durable_core(lua_State *L) {
   dlua_open_hub(L);
   dlua_open_streams(L);
   dlua_open_run(L);
+  lua_newtable(L);
+  split_primitives(L, "Mesh", "mesh");
+  split_primitives(L, "Hub", "hub");
+  lua_setfield(L, -2, "primitives");
   return 1;
 }

@@ -172,8 +172,8 @@ static void on_response(const durable_response_t *res, void *data) {
  * this hub. */
 static int h_request(lua_State *L) {
   dlua_hub_t *h = check_hub(L, 1);
-  const char *to = luaL_checkstring(L, 2);
-  const char *type = luaL_checkstring(L, 3);
+  const char *to = dlua_check_text(L, 2, "request: address");
+  const char *type = dlua_check_text(L, 3, "request: message type");
   lua_Integer timeout = luaL_optinteger(L, 5, 0);
   luaL_argcheck(L, timeout >= 0 && timeout <= UINT32_MAX, 5,
                 "timeout_ms out of range");
@@ -191,8 +191,8 @@ static int h_request(lua_State *L) {
  * nobody awaits. */
 static int h_post(lua_State *L) {
   dlua_hub_t *h = check_hub(L, 1);
-  const char *to = luaL_checkstring(L, 2);
-  const char *type = luaL_checkstring(L, 3);
+  const char *to = dlua_check_text(L, 2, "post: address");
+  const char *type = dlua_check_text(L, 3, "post: message type");
   char *payload = check_payload(L, 4, "post");
   durable_error_t err = {0};
   int rc = durable_hub_post(h->hub, to, type, payload, &err);
@@ -211,7 +211,7 @@ static int h_timer(lua_State *L) {
   dlua_hub_t *h = check_hub(L, 1);
   lua_Integer ms = luaL_checkinteger(L, 2);
   luaL_argcheck(L, ms >= 0 && ms <= UINT32_MAX, 2, "ms out of range");
-  const char *type = luaL_checkstring(L, 3);
+  const char *type = dlua_check_text(L, 3, "timer: message type");
   char *payload = check_payload(L, 4, "timer");
   durable_error_t err = {0};
   int rc = durable_hub_post_after(h->hub, (uint32_t)ms, type, payload, &err);

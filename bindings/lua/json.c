@@ -128,6 +128,12 @@ static json_t *encode_table(lua_State *L, int idx, enc_t *e, int depth) {
   while (lua_next(L, idx)) {
     lua_pop(L, 1);
     if (lua_type(L, -1) == LUA_TSTRING) {
+      size_t len;
+      const char *key = lua_tolstring(L, -1, &len);
+      if (strlen(key) != len) { /* jansson's keys are C strings */
+        lua_pop(L, 1);
+        return enc_fail(e, "%s", "object keys must not contain a NUL byte");
+      }
       strings++;
     } else if (lua_isinteger(L, -1) && lua_tointeger(L, -1) >= 1) {
       n++;
@@ -367,6 +373,10 @@ static int l_encode(lua_State *L) {
 static int l_decode(lua_State *L) {
   char err[512];
   const char *text = luaL_checkstring(L, 1);
+  /* JSON text never holds a NUL byte (a string writes it \u0000): one here
+   * would cut the text short, and what follows it would be lost */
+  if (dlua_has_nul(L, 1, "durable.decode: JSON text", err, sizeof err))
+    return dlua_fail(L, DURABLE_EINVAL, err);
   if (dlua_decode(L, text, err, sizeof err) < 0)
     return dlua_fail(L, DURABLE_EINVAL, err);
   return 1;
@@ -376,7 +386,7 @@ static int l_decode(lua_State *L) {
  * checked now, so a mistake is reported where it was made. */
 static int l_json(lua_State *L) {
   json_error_t jerr;
-  const char *text = luaL_checkstring(L, 1);
+  const char *text = dlua_check_text(L, 1, "durable.json: JSON text");
   json_t *j = json_loads(text, JSON_DECODE_ANY, &jerr);
   if (j == NULL)
     return luaL_error(L, "durable.json: invalid JSON at line %d, column %d: %s",

@@ -17,6 +17,10 @@
  *            consumers, sources, stream timings
  *   host.c   the `durable lua SCRIPT` command's interpreter (durable_lua.h)
  *
+ * The mesh and hub primitives that take callbacks are registered as
+ * "_name" methods; luaopen_durable_core moves every one of them into
+ * core.primitives.mesh / .hub, so user objects never carry them.
+ *
  * The userdata *is* the C object: a mesh's struct lives in its userdata
  * memory, which Lua frees only after __gc has run.  C callbacks that must
  * reach Lua later hold a registry reference, taken and released only through
@@ -127,6 +131,27 @@ const char *dlua_traceback(lua_State *L);
 /* Push nil, "message", "ECODE" and return 3: the luv convention for an
  * operational failure. */
 int dlua_fail(lua_State *L, int code, const char *message);
+/* Names taken from Lua -- paths, namespaces, keys, node types, hub
+ * addresses, message types, queries -- go to C as C strings, where a NUL
+ * byte would end them early ("Space/a\0/../x" would name "Space/a").  Every
+ * such argument is taken through these, which refuse a string with a NUL.
+ *
+ * dlua_text: the string at `idx` (a string or a number, like
+ * lua_tolstring), or NULL with `why` set to a line naming `what` when it
+ * is none or holds a NUL.  Never raises (for callers with malloc'ed memory
+ * in hand). */
+const char *dlua_text(lua_State *L, int idx, const char *what, char *why,
+                      size_t size);
+/* The string at `idx`, or raise: a bad argument when it is no string, "WHAT
+ * must not contain a NUL byte (was \"Space/a\\0/...\")" when it has one. */
+const char *dlua_check_text(lua_State *L, int idx, const char *what);
+/* Like dlua_check_text, but nil or none gives `def`. */
+const char *dlua_opt_text(lua_State *L, int idx, const char *what,
+                          const char *def);
+/* 1 when the string at `idx` holds a NUL byte, with `why` naming `what`. */
+int dlua_has_nul(lua_State *L, int idx, const char *what, char *why,
+                 size_t size);
+
 /* Push the table at registry[key], creating it first if there is none; a
  * new one gets a metatable {__mode = mode} when `mode` is not NULL.
  * stack: -> table */

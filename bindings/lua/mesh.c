@@ -3,21 +3,22 @@
  * userdata owns, seen from Lua.
  *
  * Each mesh has its own loop, so that Lua decides when it runs: nothing
- * happens until Lua calls mesh:_step() (which completion:wait() and
+ * happens until Lua calls the step primitive (which completion:wait() and
  * mesh:run_until() do), and every callback of that loop arrives inside that
  * call, on the thread running Lua.  A step may not start while Lua is inside
  * a call from C (a handler, a completion callback): running the loop there
  * would run other handlers inside this one, which the hub model forbids.
  *
- *   Lua: c:wait() --> mesh:_step(ms) --> uv_run(ONCE) --> store/hub callbacks
+ *   Lua: c:wait() --> step(mesh, ms) --> uv_run(ONCE) --> store/hub callbacks
  *                                                          |
  *                        Lua callbacks <-- dlua_pcall <----'
  *
  * The low-level methods here take a Lua function and call it once with
  * (true, value...) or (false, message, "ECODE"); lua/durable/ turns them into
- * completions.  They start with '_' because the friendly names belong to the
- * Lua layer.  Misuse (a wrong argument) raises; a refusal of the runtime
- * returns nil, message, code.
+ * completions.  They are registered as "_name" and core.c moves them off
+ * the method table into core.primitives.mesh.name (user objects do not
+ * carry them; the friendly names belong to the Lua layer).  Misuse (a wrong
+ * argument) raises; a refusal of the runtime returns nil, message, code.
  *
  * Closing: mesh:close() (or __close, or __gc) closes the C mesh and runs the
  * loop until it is freed, so every pending callback runs first; then the
@@ -322,6 +323,7 @@ static int l_open(lua_State *L) {
   const char *store = lua_tostring(L, -1);
   if (lua_type(L, -1) != LUA_TSTRING || *store == '\0')
     return luaL_error(L, "durable.open: 'store' must be a store URL string");
+  store = dlua_check_text(L, -1, "durable.open: 'store'");
   lua_getfield(L, 1, "quiesce_budget_ms");
   lua_getfield(L, 1, "request_timeout_ms");
   lua_getfield(L, 1, "instruction_budget");
@@ -507,7 +509,7 @@ static store_req_t *store_req(lua_State *L, dlua_mesh_t *m, int cb_idx,
  * cb(false, message, code) ("ENOTFOUND" when there is none). */
 static int m_get(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  const char *path = luaL_checkstring(L, 2);
+  const char *path = dlua_check_text(L, 2, "get_node: path");
   durable_store_t *store = mesh_store(m);
   if (store == NULL)
     return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
@@ -520,8 +522,8 @@ static int m_get(lua_State *L) {
 /* mesh:_query(query, after, limit, cb): cb(true, nodes, more). */
 static int m_query(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  const char *query = luaL_checkstring(L, 2);
-  const char *after = luaL_optstring(L, 3, NULL);
+  const char *query = dlua_check_text(L, 2, "query");
+  const char *after = dlua_opt_text(L, 3, "query: after", NULL);
   lua_Integer limit = luaL_optinteger(L, 4, 0);
   luaL_argcheck(L, limit >= 0 && limit <= 1000, 4, "limit must be 0..1000");
   durable_store_t *store = mesh_store(m);
@@ -595,6 +597,11 @@ static int m_write(lua_State *L) {
                  kind);
       writes[i].path = lua_tostring(L, w + 2);
       writes[i].node_type = lua_tostring(L, w + 3);
+      if (why[0] == '\0' &&
+          (dlua_has_nul(L, w + 1, "write kind", why, sizeof why) ||
+           dlua_has_nul(L, w + 2, "path", why, sizeof why) ||
+           dlua_has_nul(L, w + 3, "node_type", why, sizeof why)))
+        break; /* nothing is written */
       writes[i].expected_version = (int64_t)lua_tointeger(L, w + 4);
       if (!lua_isnil(L, w + 5) && why[0] == '\0') {
         char err[400];
@@ -656,10 +663,13 @@ static void fn_drop(lua_State *L, dlua_mesh_t *m) {
 }
 
 static durable_node_type_t *check_type(lua_State *L, dlua_mesh_t *m, int idx) {
-  const char *name = luaL_checkstring(L, idx);
+  const char *name = dlua_check_text(L, idx, "NodeType name");
+  durable_error_t err = {0};
+  if (durable_node_type_check(name, &err) < 0)
+    luaL_error(L, "%s", err.message);
   durable_node_type_t *t = durable_node_type_get(m->mesh, name);
   if (t == NULL)
-    luaL_error(L, "NodeType name must be a non-empty string");
+    luaL_error(L, "out of memory");
   return t;
 }
 
@@ -681,7 +691,7 @@ static int m_node_type(lua_State *L) {
 static int m_on(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
   durable_node_type_t *t = check_type(L, m, 2);
-  const char *msg_type = luaL_checkstring(L, 3);
+  const char *msg_type = dlua_check_text(L, 3, "message type");
   dlua_fn_t *f = fn_new(L, m, 4, lua_tostring(L, 2), msg_type);
   durable_error_t err = {0};
   if (durable_node_type_on(t, msg_type, dlua_handler_cb, f, &err) < 0) {
@@ -723,10 +733,12 @@ static int m_on_dispose(lua_State *L) {
 /* mesh:_client(address) -> hub, or nil, message, code. */
 static int m_client(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  const char *address = luaL_checkstring(L, 2);
+  const char *address = dlua_check_text(L, 2, "hub address");
   durable_hub_t *hub = NULL;
   durable_error_t err = {0};
   int rc = durable_mesh_client(m->mesh, address, &hub, &err);
+  if (rc == DURABLE_EINVAL) /* a bad address: misuse */
+    return luaL_error(L, "%s", err.message);
   if (rc < 0)
     return dlua_fail(L, rc, err.message);
   if (!dlua_push_hub(L, m, hub))
@@ -737,7 +749,8 @@ static int m_client(lua_State *L) {
 /* mesh:_find(address) -> the active hub at address, or nil. */
 static int m_find(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  durable_hub_t *hub = durable_mesh_find(m->mesh, luaL_checkstring(L, 2));
+  durable_hub_t *hub =
+      durable_mesh_find(m->mesh, dlua_check_text(L, 2, "hub address"));
   if (hub == NULL || !dlua_push_hub(L, m, hub))
     lua_pushnil(L);
   return 1;
@@ -770,7 +783,7 @@ typedef int (*status_submit_fn)(durable_mesh_t *, const char *,
 
 static int status_op(lua_State *L, status_submit_fn submit, const char *what) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  const char *address = luaL_checkstring(L, 2);
+  const char *address = dlua_check_text(L, 2, "hub address");
   dlua_req_t *r = dlua_req_new(L, m, 3);
   durable_error_t err = {0};
   int rc = submit(m->mesh, address, on_status, r, &err);
@@ -813,7 +826,7 @@ static void on_read(durable_read_outcome_t outcome, const durable_node_t *node,
  * message, "EUNAVAIL"). */
 static int m_read(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  const char *path = luaL_checkstring(L, 2);
+  const char *path = dlua_check_text(L, 2, "read: path");
   dlua_req_t *r = dlua_req_new(L, m, 3);
   durable_error_t err = {0};
   int rc = durable_mesh_read(m->mesh, path, on_read, r, &err);

@@ -247,7 +247,11 @@ static dlua_src_t *src_new(lua_State *L, int idx, dlua_mesh_t *m, char *err,
   const char *doc = lua_tostring(L, top + 1);
   const char *items = lua_tostring(L, top + 2);
   const char *bad = NULL;
-  if (lua_type(L, top + 1) == LUA_TSTRING) {
+  char nul[256]; /* the size of the callers' err buffers */
+  if (dlua_has_nul(L, top + 1, "a source's document", nul, sizeof nul) ||
+      dlua_has_nul(L, top + 2, "items_namespace", nul, sizeof nul)) {
+    bad = nul;
+  } else if (lua_type(L, top + 1) == LUA_TSTRING) {
     if (durable_source_document_parts(doc, s->items_ns, sizeof s->items_ns,
                                       &s->source) < 0)
       bad = "the document's path is not a valid path";
@@ -425,12 +429,15 @@ static void tramp_handler(durable_hub_t *hub, const durable_item_t *item,
  * run = fn(hub, item, reply) }. */
 static int m_consume_type(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  const char *type_name = luaL_checkstring(L, 2);
-  const char *ns = luaL_checkstring(L, 3);
+  const char *type_name = dlua_check_text(L, 2, "NodeType name");
+  const char *ns = dlua_check_text(L, 3, "stream namespace");
   luaL_checktype(L, 4, LUA_TTABLE);
+  durable_error_t terr = {0};
+  if (durable_node_type_check(type_name, &terr) < 0)
+    return luaL_error(L, "%s", terr.message);
   durable_node_type_t *type = durable_node_type_get(m->mesh, type_name);
   if (type == NULL)
-    return luaL_error(L, "NodeType name must be a non-empty string");
+    return luaL_error(L, "out of memory");
   lua_getfield(L, 4, "key_of");
   lua_getfield(L, 4, "source_of");
   int has_key = !lua_isnil(L, -2), has_source = !lua_isnil(L, -1);
@@ -468,8 +475,8 @@ static int h_consume(lua_State *L) {
   dlua_mesh_t *m = h->m;
   if (m->mesh == NULL)
     return luaL_error(L, "the mesh is closed");
-  const char *ns = luaL_checkstring(L, 2);
-  const char *key = luaL_checkstring(L, 3);
+  const char *ns = dlua_check_text(L, 2, "stream namespace");
+  const char *key = dlua_check_text(L, 3, "stream key");
   luaL_checktype(L, 4, LUA_TTABLE);
   dlua_cspec_t *cs = calloc(1, sizeof(*cs));
   if (cs == NULL)
@@ -538,9 +545,11 @@ static int h_publish(lua_State *L) {
     return luaL_error(L, "the hub was released");
   if (h->m->mesh == NULL)
     return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closed");
-  durable_stream_id_t id = {.ns = luaL_checkstring(L, 2),
-                            .key = luaL_checkstring(L, 3)};
-  const char *payload = luaL_checkstring(L, 4);
+  durable_stream_id_t id = {.ns = dlua_check_text(L, 2, "stream namespace"),
+                            .key = dlua_check_text(L, 3, "stream key")};
+  /* JSON text: a NUL byte is never part of it (inside a string it is
+   * written \u0000), so one here would cut the payload short */
+  const char *payload = dlua_check_text(L, 4, "publish: payload JSON text");
   dlua_req_t *r = dlua_req_new(L, h->m, 5);
   durable_error_t err = {0};
   int rc = durable_stream_publish(h->hub, &id, payload, on_sequence, r, &err);
@@ -653,8 +662,8 @@ static int h_read(lua_State *L) {
   dlua_mesh_t *m = h->m;
   if (m->mesh == NULL)
     return luaL_error(L, "the mesh is closed");
-  durable_stream_id_t id = {.ns = luaL_checkstring(L, 2),
-                            .key = luaL_checkstring(L, 3)};
+  durable_stream_id_t id = {.ns = dlua_check_text(L, 2, "stream namespace"),
+                            .key = dlua_check_text(L, 3, "stream key")};
   lua_Integer after = luaL_checkinteger(L, 4);
   luaL_checktype(L, 6, LUA_TFUNCTION);
   if (!lua_isnoneornil(L, 7))
@@ -807,15 +816,25 @@ void dlua_streams_release(dlua_mesh_t *m) {
 
 /* ---- module functions ---------------------------------------------------- */
 
-static durable_stream_id_t opt_id(lua_State *L) {
-  return (durable_stream_id_t){.ns = lua_tostring(L, 1),
-                               .key = lua_tostring(L, 2)};
+/* The stream id at 1, 2 (either may be missing: durable_stream_check says
+ * so); 0, or -1 with `why` set when one holds a NUL byte. */
+static int opt_id(lua_State *L, durable_stream_id_t *id, char *why,
+                  size_t size) {
+  *id = (durable_stream_id_t){.ns = lua_tostring(L, 1),
+                              .key = lua_tostring(L, 2)};
+  if (dlua_has_nul(L, 1, "stream namespace", why, size) ||
+      dlua_has_nul(L, 2, "stream key", why, size))
+    return -1;
+  return 0;
 }
 
 /* core.stream_check(namespace, key) -> true, or nil, message, "EINVAL"
  * with the spec's message. */
 static int l_stream_check(lua_State *L) {
-  durable_stream_id_t id = opt_id(L);
+  durable_stream_id_t id;
+  char why[400];
+  if (opt_id(L, &id, why, sizeof why) < 0)
+    return dlua_fail(L, DURABLE_EINVAL, why);
   durable_error_t err = {0};
   int rc = durable_stream_check(&id, &err);
   if (rc < 0)
@@ -827,7 +846,10 @@ static int l_stream_check(lua_State *L) {
 /* core.stream_path(namespace, key) -> the stream node's path, its items'
  * namespace; raises on a bad stream id. */
 static int l_stream_path(lua_State *L) {
-  durable_stream_id_t id = opt_id(L);
+  durable_stream_id_t id;
+  char why[400];
+  if (opt_id(L, &id, why, sizeof why) < 0)
+    return luaL_error(L, "%s", why);
   durable_error_t err = {0};
   char path[DURABLE_PATH_MAX + 1], items[DURABLE_PATH_MAX + 32];
   if (durable_stream_check(&id, &err) < 0)

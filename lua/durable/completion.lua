@@ -36,6 +36,7 @@
 -- handler, :await() outside one); an operational failure is a failed
 -- completion, and :wait() / :await() return nil, message, code for it.
 local core = require "durable.core"
+local prim = core.primitives -- the C primitives, for the runtime's modules only
 
 -- This glue settles completions: a spent instruction budget stops the user
 -- code it calls, never the glue itself (see bindings/lua/core.c).
@@ -441,16 +442,16 @@ end
 ---@return true|nil ok
 ---@return string? message
 function M.run(mesh, pred, timeout_ms)
-  local deadline = timeout_ms and mesh:_now() + math.ceil(timeout_ms)
+  local deadline = timeout_ms and prim.mesh.now(mesh) + math.ceil(timeout_ms)
   while not pred() do
     local wait_ms
     if deadline then
-      wait_ms = deadline - mesh:_now()
+      wait_ms = deadline - prim.mesh.now(mesh)
       if wait_ms <= 0 then
         return nil, ("timed out after %d ms"):format(math.ceil(timeout_ms))
       end
     end
-    local alive = mesh:_step(wait_ms)
+    local alive = prim.mesh.step(mesh, wait_ms)
     if not alive and deadline == nil and not pred() then
       return nil, "nothing is left to run on the loop and the condition is still false"
     end

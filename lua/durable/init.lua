@@ -13,7 +13,10 @@
 -- file is the friendly API over it: completions instead of callbacks,
 -- node tables, plugins.  The methods below are added to the very method
 -- tables of the C userdata (core.Mesh, core.Hub), so a mesh or a hub is one
--- object whichever layer a method comes from.
+-- object whichever layer a method comes from.  The C primitives themselves
+-- (step, write, publish, ...) are not on those tables: they are in
+-- core.primitives.mesh / .hub, for lua/durable/ only, so user code cannot
+-- go around the checks and completions here.
 --
 -- Each mesh owns its libuv loop.  Nothing runs until Lua lets the loop run:
 -- completion:wait(), mesh:run_until() and mesh:close() do; a handler never
@@ -22,6 +25,7 @@
 -- failed completion, or a direct return), code being the runtime's error
 -- name ("ENOTFOUND", "ESHUTDOWN", "EFAILED", "ETIMEDOUT", ...).
 local core = require "durable.core"
+local prim = core.primitives -- the C primitives (mesh._write is nil)
 local completion = require "durable.completion"
 local plugin = require "durable.plugin"
 local streams = require "durable.streams"
@@ -154,7 +158,7 @@ end
 local function get_node(mesh, path)
   check_path("get_node", path, 3)
   return completion.from(mesh, function(cb)
-    return mesh:_get(path, function(ok, a, b)
+    return prim.mesh.get(mesh, path, function(ok, a, b)
       if not ok and b == "ENOTFOUND" then return cb(true, nil) end
       cb(ok, a, b)
     end)
@@ -163,7 +167,7 @@ end
 
 local function node_write(mesh, write)
   return completion.from(mesh, function(cb)
-    return mesh:_write({ write }, cb)
+    return prim.mesh.write(mesh, { write }, cb)
   end)
 end
 
@@ -181,7 +185,7 @@ end
 local function delete_node(mesh, path)
   check_path("delete_node", path, 3)
   return completion.from(mesh, function(cb)
-    return mesh:_write({ { kind = "delete", path = path } }, function(ok, a, b)
+    return prim.mesh.write(mesh, { { kind = "delete", path = path } }, function(ok, a, b)
       if ok then return cb(true, true) end
       cb(ok, a, b)
     end)
@@ -196,7 +200,7 @@ local function query(mesh, q)
   local all = {}
   local on_page
   local function page(after)
-    return mesh:_query(q, after, PAGE, on_page)
+    return prim.mesh.query(mesh, q, after, PAGE, on_page)
   end
   on_page = function(ok, nodes, more)
     if not ok then return fail(nodes, more) end
@@ -247,7 +251,7 @@ local function update_node(mesh, path, fn)
       content = content,
       expected_version = current and current.version or nil,
     }
-    local submitted, queued, message, code2 = pcall(mesh._write, mesh, { write },
+    local submitted, queued, message, code2 = pcall(prim.mesh.write, mesh, { write },
       function(written, value, why)
         if written then return resolve(value) end
         -- someone wrote (or created, or deleted) meanwhile: read again
@@ -262,7 +266,7 @@ local function update_node(mesh, path, fn)
   end
   attempt = function()
     attempts = attempts + 1
-    local queued, message, code = mesh:_get(path, on_read)
+    local queued, message, code = prim.mesh.get(mesh, path, on_read)
     if not queued then fail(message, code) end
   end
   attempt()
@@ -271,7 +275,7 @@ end
 
 local function mesh_read(mesh, path)
   check_path("read", path, 3)
-  return completion.from(mesh, function(cb) return mesh:_read(path, cb) end)
+  return completion.from(mesh, function(cb) return prim.mesh.read(mesh, path, cb) end)
 end
 
 ---Write the node at t.path (create or replace).  content is a table (or any
@@ -324,23 +328,23 @@ function Mesh:hub(address)
   if type(address) ~= "string" or address == "" then
     error("mesh:hub(address): address must be a non-empty string", 2)
   end
-  local hub = self:_find(address)
+  local hub = prim.mesh.find(self, address)
   if hub then return hub end
   if core.path_check(address) then -- a path may have a node: activate it
     if core.in_callback() then
       error(("mesh:hub('%s') inside a handler: the hub is not active and activating "
         .. "it would run the loop here; send it a request instead"):format(address), 2)
     end
-    local c = completion.from(self, function(cb) return self:_activate(address, cb) end)
+    local c = completion.from(self, function(cb) return prim.mesh.activate(self, address, cb) end)
     local _, message, code = c:wait()
     if message == nil then -- activated
-      hub = self:_find(address)
+      hub = prim.mesh.find(self, address)
       if hub then return hub end
     elseif code ~= "ENOTFOUND" then
       return nil, message, code
     end
   end
-  return self:_client(address)
+  return prim.mesh.client(self, address)
 end
 
 ---Recycle the hub at `address`: it refuses new requests (ShuttingDown),
@@ -350,7 +354,7 @@ end
 ---@return durable.Completion # of true once it is dead
 function Mesh:recycle(address)
   if type(address) ~= "string" then error("mesh:recycle(address): address must be a string", 2) end
-  return completion.from(self, function(cb) return self:_recycle(address, cb) end)
+  return completion.from(self, function(cb) return prim.mesh.recycle(self, address, cb) end)
 end
 
 ---Run the loop until predicate() is true (checked before each turn of the
@@ -382,7 +386,7 @@ end
 ---@return durable.Completion # of the decoded reply (nil for null); fails ENOTFOUND (no node), ESHUTDOWN (recycling: ask again, or this hub is leaving), EFAILED (the handler failed), ETIMEDOUT
 function Hub:request(to, msg_type, payload, timeout_ms)
   return completion.from(self.mesh, function(cb)
-    return self:_request(to, msg_type, payload, timeout_ms, cb)
+    return prim.hub.request(self, to, msg_type, payload, timeout_ms, cb)
   end)
 end
 

@@ -32,6 +32,7 @@ local completion = require "durable.completion"
 
 -- run() below settles replies: let it finish even once a budget is spent
 require("durable.core").trust()
+local prim = require("durable.core").primitives
 
 local M = {}
 
@@ -234,10 +235,12 @@ function M.load(file, seen)
   end
   local names = {}
   for name, fn in pairs(node_types) do
-    if type(name) ~= "string" or name == "" then
+    if type(name) ~= "string" then
       error(refusal(file, line, ("node_types keys must be NodeType names (strings), not %s")
         :format(type(name))), 0)
     end
+    local named, why = require("durable.core").node_type_check(name)
+    if not named then error(refusal(file, line_of(file, name, line), why), 0) end
     if type(fn) ~= "function" then
       error(refusal(file, line_of(file, name, line),
         ("node_types.%s must be a function(config), not %s"):format(name, type(fn))), 0)
@@ -343,12 +346,12 @@ end
 ---@param recs durable.NodeTypeRecord[]
 function M.install(mesh, recs)
   for _, rec in ipairs(recs) do
-    mesh:_node_type(rec.name)
+    prim.mesh.node_type(mesh, rec.name)
     for _, h in ipairs(rec.handlers) do
-      mesh:_on(rec.name, h.msg_type, M.handler(h.fn, rec.name))
+      prim.mesh.on(mesh, rec.name, h.msg_type, M.handler(h.fn, rec.name))
     end
-    for _, fn in ipairs(rec.inits) do mesh:_on_init(rec.name, M.step(fn, rec.name)) end
-    for _, fn in ipairs(rec.disposes) do mesh:_on_dispose(rec.name, fn) end
+    for _, fn in ipairs(rec.inits) do prim.mesh.on_init(mesh, rec.name, M.step(fn, rec.name)) end
+    for _, fn in ipairs(rec.disposes) do prim.mesh.on_dispose(mesh, rec.name, fn) end
     for _, install in ipairs(rec.installs) do install(mesh, rec) end
   end
 end

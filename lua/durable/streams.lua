@@ -31,6 +31,7 @@
 -- and message) and handed over again from the checkpoint; it is never
 -- skipped.
 local core = require "durable.core"
+local prim = core.primitives
 local completion = require "durable.completion"
 local plugin = require "durable.plugin"
 
@@ -201,7 +202,7 @@ function Hub:publish_durable(stream, payload)
   end
   local hub, mesh = self, self.mesh
   return completion.cold(mesh, function()
-    return completion.from(mesh, function(cb) return hub:_publish(ns, key, text, cb) end)
+    return completion.from(mesh, function(cb) return prim.hub.publish(hub, ns, key, text, cb) end)
   end)
 end
 
@@ -233,7 +234,7 @@ function Hub:read_durable(stream, after_sequence, on_item, source, on_error)
   if on_error ~= nil and type(on_error) ~= "function" then
     error("read_durable: on_error must be a function(message)", 2)
   end
-  return self:_read(ns, key, after_sequence, source, on_item, on_error)
+  return prim.hub.read(self, ns, key, after_sequence, source, on_item, on_error)
 end
 
 -- ---- consuming ------------------------------------------------------------------------------
@@ -320,7 +321,7 @@ function plugin.methods.with_durable_stream_consumer(config, t)
     run = runner(ns, t.handler),
   }
   rec.installs[#rec.installs + 1] = function(mesh, r)
-    mesh:_consume_type(r.name, ns, spec)
+    prim.mesh.consume_type(mesh, r.name, ns, spec)
   end
 end
 
@@ -353,7 +354,7 @@ function Hub:consume(t)
     if not good then error("hub:consume: " .. why, 2) end
     source = s
   end
-  return self:_consume(ns, key, { run = runner(ns, t.handler) }, source)
+  return prim.hub.consume(self, ns, key, { run = runner(ns, t.handler) }, source)
 end
 
 M.Mesh, M.Hub = Mesh, Hub

@@ -76,9 +76,9 @@ void durable__mesh_run_later(durable_mesh_t *mesh) {
  * ---------------------------------------------------------------- */
 
 durable_node_type_t *durable_node_type_get(durable_mesh_t *mesh,
-                                           const char *name) {
-  if (name == NULL || *name == '\0')
-    return NULL;
+                                            const char *name) {
+  if (durable_node_type_check(name, NULL) < 0)
+    return NULL; /* no configuration can be found by that name */
   durable_node_type_t *t = durable__map_get(&mesh->types, name);
   if (t)
     return t;
@@ -260,11 +260,23 @@ void durable__mesh_activate(durable_mesh_t *mesh, durable_hub_t *hub) {
 /* ---- hubs
  * ------------------------------------------------------------------------ */
 
+/* Every hub's address is a path (clients' too), so that no hub can be
+ * reached by two spellings and none by a name no node could have. */
+static int address_check(const char *address, durable_error_t *err) {
+  durable_error_t why = {0};
+  if (durable_path_check(address, &why) < 0)
+    return durable__error(err, DURABLE_EINVAL, "hub address: %s", why.message);
+  return 0;
+}
+
 int durable_mesh_client(durable_mesh_t *mesh, const char *address,
                         durable_hub_t **out, durable_error_t *err) {
   *out = NULL;
   if (address == NULL || *address == '\0')
     return durable__error(err, DURABLE_EINVAL, "a client hub needs an address");
+  int rc = address_check(address, err);
+  if (rc < 0)
+    return rc;
   if (mesh->closing)
     return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closing");
   durable_hub_t *hub = durable__map_get(&mesh->hubs, address);
@@ -311,14 +323,17 @@ int durable_mesh_activate(durable_mesh_t *mesh, const char *address,
                           durable_error_t *err) {
   if (cb == NULL)
     return durable__error(err, DURABLE_EINVAL, "callback is missing");
+  int rc = address_check(address, err);
+  if (rc < 0)
+    return rc;
   status_req_t *r = malloc(sizeof(*r));
   if (r == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   r->cb = cb;
   r->data = data;
   /* a ping activates and proves the hub is Started */
-  int rc = durable_hub_request(mesh->reads, address, "ping", NULL, 0,
-                               on_activate_ping, r, err);
+  rc = durable_hub_request(mesh->reads, address, "ping", NULL, 0,
+                           on_activate_ping, r, err);
   if (rc < 0)
     free(r);
   return rc;
@@ -337,8 +352,9 @@ void durable__mesh_close_started(durable_hub_t *hub) {
 int durable_mesh_recycle(durable_mesh_t *mesh, const char *address,
                          durable_status_cb cb, void *data,
                          durable_error_t *err) {
-  if (address == NULL)
-    return durable__error(err, DURABLE_EINVAL, "address is missing");
+  int rc = address_check(address, err);
+  if (rc < 0)
+    return rc;
   if (mesh->idle_closed)
     return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closed");
   durable_hub_t *hub = durable__map_get(&mesh->hubs, address);

@@ -254,6 +254,10 @@ static int check_send(durable_hub_t *from, const char *to, const char *type,
   if (from == NULL || to == NULL || type == NULL || *type == '\0')
     return durable__error(err, DURABLE_EINVAL,
                           "a message needs a sender, a target and a type");
+  durable_error_t why = {0}; /* every hub's address is a path */
+  if (durable_path_check(to, &why) < 0)
+    return durable__error(err, DURABLE_EINVAL, "cannot send '%s': %s", type,
+                          why.message);
   if (from->level >= DURABLE_HUB_QUIESCING)
     return durable__error(err, DURABLE_ESHUTDOWN,
                           "hub '%s' is shutting down and sends no new "

@@ -124,6 +124,20 @@ const char *durable_err_name(int code);
  * naming the path and the rule it breaks. */
 int durable_path_check(const char *path, durable_error_t *err);
 
+/* A NodeType name ("Document", "DurableStream"), checked by
+ * durable_node_type_check() wherever a type is written or configured:
+ *
+ *  - 1 to DURABLE_NODE_TYPE_MAX bytes of valid UTF-8;
+ *  - no control character (U+0000..U+001F, U+007F..U+009F), so no newline.
+ *
+ * A node may have no type: a write whose node_type is NULL or "" writes
+ * none (so "" passes the writes; it names no configuration). */
+#define DURABLE_NODE_TYPE_MAX 255
+
+/* 0 when `node_type` obeys the rules (and is not empty); otherwise
+ * DURABLE_EINVAL with a message naming the type and the rule it breaks. */
+int durable_node_type_check(const char *node_type, durable_error_t *err);
+
 /* The owner (main node) of a path: the part before the first segment that
  * begins with '_' ("Space/doc/_DurableStream/Log" -> "Space/doc"), or the path
  * itself.  Writes at most `size` bytes including the NUL; returns the length

@@ -8,6 +8,10 @@
  * rules live here too: the owner of a satellite is the path before its first
  * '_' segment; a path is stored in the table of the longest mapped segment
  * it contains (schema.c holds the list).
+ *
+ * NodeType names have rules of their own (durable_node_type_check): they are
+ * names a person reads in logs and plugin files, and the key a hub's
+ * configuration is found by, so they are one line of printable UTF-8.
  */
 #include "schema.h"
 #include "store.h"
@@ -45,23 +49,28 @@ static size_t utf8_len(const unsigned char *s) {
   return 0;
 }
 
-/* Quote the path for a message: control characters shown as \xNN, long
- * paths cut, so the message itself stays one readable line. */
+/* Quote a path or a type for a message: control characters and bytes that
+ * are not UTF-8 shown as \xNN, long ones cut, so the message itself stays
+ * one readable line of valid UTF-8. */
 static const char *shown(const char *path, char *buf, size_t size) {
+  static const char hex[] = "0123456789abcdef";
   size_t o = 0;
-  for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+  for (const unsigned char *p = (const unsigned char *)path; *p;) {
     if (o + 8 >= size) {
       memcpy(buf + o, "...", 4);
       return buf;
     }
-    if (*p < 0x20 || *p == 0x7F) {
-      static const char hex[] = "0123456789abcdef";
+    size_t n = utf8_len(p);
+    if (n == 0 || *p < 0x20 || *p == 0x7F) {
       buf[o++] = '\\';
       buf[o++] = 'x';
       buf[o++] = hex[*p >> 4];
       buf[o++] = hex[*p & 15];
+      p++;
     } else {
-      buf[o++] = (char)*p;
+      memcpy(buf + o, p, n);
+      o += n;
+      p += n;
     }
   }
   buf[o] = '\0';
@@ -126,6 +135,39 @@ int durable_path_check(const char *path, durable_error_t *err) {
     if (n == 0)
       return REFUSE("not valid UTF-8 at byte %zu", shown(path, q, sizeof q),
                     (size_t)(p - (const unsigned char *)path));
+    p += n;
+  }
+  return 0;
+}
+
+/* The NodeType rules: see durable_node_type_check() in durable.h. */
+#define REFUSE_TYPE(...)                                                       \
+  durable__error(err, DURABLE_EINVAL, "node type '%s' is invalid: " __VA_ARGS__)
+
+int durable_node_type_check(const char *node_type, durable_error_t *err) {
+  char q[200];
+  if (node_type == NULL)
+    return durable__error(err, DURABLE_EINVAL, "node type is missing");
+  size_t len = strlen(node_type);
+  if (len == 0)
+    return durable__error(err, DURABLE_EINVAL, "node type is empty");
+  if (len > DURABLE_NODE_TYPE_MAX)
+    return REFUSE_TYPE("longer than %d bytes (%zu)",
+                       shown(node_type, q, sizeof q), DURABLE_NODE_TYPE_MAX,
+                       len);
+  const unsigned char *s = (const unsigned char *)node_type;
+  for (const unsigned char *p = s; *p;) {
+    if (*p < 0x20 || *p == 0x7F)
+      return REFUSE_TYPE("control character at byte %zu",
+                         shown(node_type, q, sizeof q), (size_t)(p - s));
+    size_t n = utf8_len(p);
+    if (n == 0)
+      return REFUSE_TYPE("not valid UTF-8 at byte %zu",
+                         shown(node_type, q, sizeof q), (size_t)(p - s));
+    /* U+0080..U+009F (C1 controls) are 0xC2 0x80..0x9F */
+    if (n == 2 && p[0] == 0xC2 && p[1] <= 0x9F)
+      return REFUSE_TYPE("control character at byte %zu",
+                         shown(node_type, q, sizeof q), (size_t)(p - s));
     p += n;
   }
   return 0;

@@ -24,7 +24,8 @@
  *
  * Arguments are checked on the loop thread (durable__writes_prepare) so a
  * bad path or content is refused before anything is queued, with a message
- * naming the write; a mutator's output is checked on the writer thread.
+ * naming the write; a mutator's output (its content and its type) is
+ * checked on the writer thread.
  */
 #include "job.h"
 #include "store.h"
@@ -45,6 +46,18 @@ static int check_json(const char *text, const char *path,
         err, DURABLE_EINVAL,
         "content of '%s' is not JSON: %s at line %d column %d", path, je.text,
         je.line, je.column);
+  return 0;
+}
+
+/* A written type is a NodeType name or none (NULL, ""). */
+static int check_type(const char *node_type, const char *path,
+                      durable_error_t *err) {
+  if (node_type == NULL || *node_type == '\0')
+    return 0;
+  durable_error_t why = {0};
+  if (durable_node_type_check(node_type, &why) < 0)
+    return durable__error(err, DURABLE_EINVAL, "write of '%s': %s", path,
+                          why.message);
   return 0;
 }
 
@@ -76,6 +89,8 @@ int durable__writes_prepare(durable__job_t *job, const durable_write_t *w,
     case DURABLE_WRITE_REPLACE: {
       const char *content = w[i].content ? w[i].content : "{}";
       if ((rc = check_json(content, w[i].path, err)) < 0)
+        return rc;
+      if ((rc = check_type(w[i].node_type, w[i].path, err)) < 0)
         return rc;
       op->content = strdup(content);
       op->node_type = strdup(w[i].node_type ? w[i].node_type : "");
@@ -258,7 +273,8 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
       char *content = NULL, *node_type = NULL;
       rc = op->mutate(cur, &content, &node_type, op->mutate_arg);
       if (rc <= 0 || content == NULL ||
-          check_json(content, op->path, err) < 0) {
+          check_json(content, op->path, err) < 0 ||
+          check_type(node_type, op->path, err) < 0) {
         free(content);
         free(node_type);
         durable_node_free(cur);
@@ -271,7 +287,7 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
         if (content == NULL)
           return durable__error(err, DURABLE_EINVAL,
                                 "update of '%s' gave no content", op->path);
-        return err->code; /* not JSON: check_json said so */
+        return err->code; /* not JSON or a bad type: the check said so */
       }
       if (node_type == NULL)
         node_type = strdup(cur ? cur->node_type : "");

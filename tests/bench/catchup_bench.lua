@@ -58,7 +58,7 @@ end
 local function mb(kb) return ("%.1f MB"):format(kb / 1024) end
 
 local mesh = assert(durable.open { store = opts.store })
-local function now() return mesh:_now() end
+local function now() return durable.core.primitives.mesh.now(mesh) end
 local run = ("bench%d%04d"):format(os.time() % 100000000, math.random(0, 9999))
 local owner = "catchup/" .. run
 local stream = { namespace = "Bench", key = owner }

@@ -24,7 +24,7 @@ local STALL_MS = 120000
 local mesh = assert(durable.open { store = store })
 local stream = { namespace = ns, key = key }
 local client = assert(mesh:hub(("client/lua-figures-%s-%d"):format(mode, math.random(1, 1 << 30))))
-local function now() return mesh:_now() end
+local function now() return durable.core.primitives.mesh.now(mesh) end
 
 local count, failed = 0, nil
 -- run until done() or failed, giving up after STALL_MS without progress

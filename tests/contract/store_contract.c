@@ -654,7 +654,14 @@ static void case_replace(void) {
 
 /* ---- the C mutator ---- */
 
-enum { MUT_INCREMENT, MUT_NOTHING, MUT_FAIL, MUT_BAD_JSON, MUT_SET_TYPE };
+enum {
+  MUT_INCREMENT,
+  MUT_NOTHING,
+  MUT_FAIL,
+  MUT_BAD_JSON,
+  MUT_SET_TYPE,
+  MUT_BAD_TYPE
+};
 
 static char *dupstr(const char *s) {
   size_t n = strlen(s) + 1;
@@ -687,6 +694,8 @@ static int mutate(const durable_node_t *current, char **content,
   *content = dupstr(buf);
   if (mode == MUT_SET_TYPE)
     *node_type = dupstr("Counter");
+  if (mode == MUT_BAD_TYPE)
+    *node_type = dupstr("Coun\nter");
   return 1;
 }
 
@@ -1235,6 +1244,52 @@ static void case_bad_json(void) {
   snprintf(q, sizeof(q), "namespace:%s", T.ns);
   CHECK_OK(QUERY(&r, NULL, q, NULL, 0));
   CHECK_EQ_INT(r.count, 0);
+  res_reset(&r);
+  case_end();
+}
+
+/* A written type is a NodeType name (durable_node_type_check) or none:
+ * every write that sets one refuses a bad one, and writes nothing. */
+static void case_bad_node_types(void) {
+  case_begin("bad_node_types");
+  res_t r = {0};
+  static char longt[DURABLE_NODE_TYPE_MAX + 2];
+  memset(longt, 'T', DURABLE_NODE_TYPE_MAX + 1);
+  const char *bad[] = {"Doc\nument", "Doc\x01", "\xff", "Doc\xc2\x85", longt};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    REFUSED(EINVAL, durable_store_put(T.store, P("doc"), bad[i], "{}", stray_cb,
+                                      NULL, &e));
+    REFUSED(EINVAL, durable_store_create(T.store, P("doc"), bad[i], "{}",
+                                         stray_cb, NULL, &e));
+    durable_write_t w = {.kind = DURABLE_WRITE_REPLACE,
+                         .path = P("doc"),
+                         .node_type = bad[i],
+                         .expected_version = 1};
+    REFUSED(EINVAL, durable_store_write(T.store, &w, 1, stray_cb, NULL, &e));
+  }
+  {
+    durable_error_t e = {0};
+    durable_store_put(T.store, P("doc"), "Doc\nument", "{}", stray_cb, NULL,
+                      &e);
+    CHECK_CONTAINS(e.message, P("doc"));
+    CHECK_CONTAINS(e.message, "node type 'Doc\\x0aument' is invalid");
+  }
+  CHECK_EQ_CODE(GET(&r, NULL, P("doc")), DURABLE_ENOTFOUND);
+  /* none ("" or NULL) and the longest name are written */
+  CHECK_OK(PUT(&r, P("none"), "", "{}"));
+  CHECK_OK(PUT(&r, P("long"), longt + 1, "{}"));
+  CHECK_EQ_INT(strlen(r.node->node_type), DURABLE_NODE_TYPE_MAX);
+  /* a mutator's type is checked on the writer thread: nothing written */
+  int inc = MUT_INCREMENT, badtype = MUT_BAD_TYPE;
+  CHECK_OK(UPDATE(&r, P("c"), mutate, &inc));
+  int64_t v = r.node->version;
+  CHECK_EQ_CODE(UPDATE(&r, P("c"), mutate, &badtype), DURABLE_EINVAL);
+  CHECK_CONTAINS(r.message, "node type");
+  CHECK_EQ_CODE(UPDATE(&r, P("absent"), mutate, &badtype), DURABLE_EINVAL);
+  CHECK_EQ_CODE(GET(&r, NULL, P("absent")), DURABLE_ENOTFOUND);
+  CHECK_OK(GET(&r, NULL, P("c")));
+  CHECK_NODE(r.node, P("c"), "", "{\"n\":1}");
+  CHECK_EQ_INT(r.node->version, v);
   res_reset(&r);
   case_end();
 }
@@ -2276,6 +2331,7 @@ static const struct {
     {"content_bytes", case_content_bytes},
     {"content_numbers", case_content_numbers},
     {"bad_json", case_bad_json},
+    {"bad_node_types", case_bad_node_types},
     {"bad_paths", case_bad_paths},
     {"sql_in_paths", case_sql_in_paths},
     {"feed", case_feed},

@@ -37,6 +37,11 @@ M.logs = {}
 
 local function core() return require "durable.core" end
 
+---The loop's clock of `mesh` in ms, and its active hub at `address` (or
+---nil): the runtime's primitives, which user objects do not carry.
+function M.now(mesh) return core().primitives.mesh.now(mesh) end
+function M.find(mesh, address) return core().primitives.mesh.find(mesh, address) end
+
 ---The path of a fixture file.
 ---@param name string
 function M.fixture(name)

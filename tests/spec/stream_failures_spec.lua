@@ -53,12 +53,12 @@ describe("a durable stream consumer that fails", function()
     local attempts, handled = {}, {}
     local hub = consumer(owner, function(h, item)
       if item.sequence == 2 and #attempts < 3 then
-        attempts[#attempts + 1] = mesh:_now()
+        attempts[#attempts + 1] = helper.now(mesh)
         if #attempts == 1 then error("boom: attempt 1") end
         if #attempts == 2 then return durable.failed("refused: attempt 2") end
         return h:get_node(owner):next(function() error("later: attempt 3") end)
       end
-      if item.sequence == 2 then attempts[#attempts + 1] = mesh:_now() end
+      if item.sequence == 2 then attempts[#attempts + 1] = helper.now(mesh) end
       handled[#handled + 1] = item.sequence
     end)
     helper.run_until(mesh, function() return #handled == 3 end)

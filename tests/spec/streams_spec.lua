@@ -90,11 +90,11 @@ describe("a durable stream consumer", function()
 
   -- poll the stream node (every 50 ms) until pred(state) holds
   local function eventually(owner, pred)
-    local deadline = mesh:_now() + 10000
+    local deadline = helper.now(mesh) + 10000
     while true do
       local s = state(owner)
       if s and pred(s) then return s end
-      if mesh:_now() > deadline then
+      if helper.now(mesh) > deadline then
         error("the stream node never got there: " .. durable.encode(s or durable.null), 2)
       end
       pause(50)
@@ -115,15 +115,15 @@ describe("a durable stream consumer", function()
       publish_range(owner, 1, 1)
       publish_burst(owner, 2, 40) -- the first append woke the owner, which claimed
       helper.run_until(mesh, function() return #probe.of(owner) >= 12 end, 10000)
-      local before = mesh:_find(owner).incarnation
+      local before = helper.find(mesh, owner).incarnation
       assert.is_true(#probe.of(owner) < 40, "the recycle lands mid-stream")
       assert.is_true(helper.ok(mesh:recycle(owner)))
-      assert.is_nil(mesh:_find(owner))
+      assert.is_nil(helper.find(mesh, owner))
       publish_range(owner, 41, 60) -- nobody opens the node: the appends wake it
       assert.same(probe.range(60), quiet_after(owner, 60))
       assert.equal(1, probe.max_concurrent)
       assert.same({}, probe.violations)
-      assert.are_not.equal(before, mesh:_find(owner).incarnation, "a fresh activation resumed")
+      assert.are_not.equal(before, helper.find(mesh, owner).incarnation, "a fresh activation resumed")
       assert.equal(60, eventually(owner, function(s) return s.Checkpoint == 60 end).Checkpoint)
     end)
 
@@ -161,7 +161,7 @@ describe("a durable stream consumer", function()
       end
       pause(DORMANT_MS) -- a deliberate negative wait: nothing to see happen
       assert.equal(0, census(owners), "an activated consumer without a stream creates nothing")
-      for _, owner in ipairs(owners) do assert.is_not_nil(mesh:_find(owner), "still active") end
+      for _, owner in ipairs(owners) do assert.is_not_nil(helper.find(mesh, owner), "still active") end
       publish_range(owners[3], 1, 3)
       assert.same({ 1, 2, 3 }, quiet_after(owners[3], 3))
       for i, owner in ipairs(owners) do
@@ -175,9 +175,9 @@ describe("a durable stream consumer", function()
       open()
       local owner = seed("plain-owner", "Markdown")
       publish_range(owner, 1, 10)
-      assert.is_not_nil(mesh:_find(stream_path(owner)), "the stream hub is active")
+      assert.is_not_nil(helper.find(mesh, stream_path(owner)), "the stream hub is active")
       assert.is_true(helper.ok(mesh:recycle(stream_path(owner))))
-      assert.is_nil(mesh:_find(stream_path(owner)))
+      assert.is_nil(helper.find(mesh, stream_path(owner)))
       publish_range(owner, 11, 20)
       local got = {}
       local sub = client:read_durable(stream(owner), 0, function(item) got[#got + 1] = item end)
@@ -211,7 +211,7 @@ describe("a durable stream consumer", function()
       end
       -- it goes away without releasing: its address stops answering
       helper.ok(mesh:recycle(ghost_address))
-      assert.is_nil(mesh:_find(ghost_address))
+      assert.is_nil(helper.find(mesh, ghost_address))
       assert.equal(ghost_address, state(owner).Subscriber)
       -- a successor consumes the stream from a client hub of its own
       local successor = assert(mesh:hub("client/" .. ns .. "/successor"))

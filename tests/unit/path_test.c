@@ -6,7 +6,10 @@
  * invalid kind the header lists is refused with DURABLE_EINVAL and a message
  * that names the path and the rule; the edges of every limit are accepted;
  * placement follows the longest mapped segment that occurs as a *whole*
- * segment, wherever it sits in the path.
+ * segment, wherever it sits in the path.  NodeType names follow their own
+ * rules (durable_node_type_check): one line of printable UTF-8 of 1 to
+ * DURABLE_NODE_TYPE_MAX bytes, refused otherwise with the type shown
+ * escaped and the rule named.
  */
 #include <durable_internal.h>
 
@@ -169,6 +172,67 @@ static void test_valid(void) {
   printf("ok - valid paths at every edge are accepted\n");
 }
 
+/* `node_type` is refused: EINVAL, the message names the rule (one of
+ * `rule_words`) and shows the type as `shown` (escaped). */
+static void type_refused(const char *node_type, const char *shown,
+                         const char *rule_words, int line) {
+  durable_error_t err;
+  memset(&err, 0, sizeof(err));
+  int rc = durable_node_type_check(node_type, &err);
+  if (rc != DURABLE_EINVAL)
+    fprintf(stderr, "path_test.c:%d: node type \"%.60s\" accepted\n", line,
+            node_type ? node_type : "(null)");
+  CHECK_EQ_CODE(rc, DURABLE_EINVAL);
+  CHECK_EQ_CODE(err.code, DURABLE_EINVAL);
+  if (shown)
+    CHECK_CONTAINS(err.message, shown);
+  if (!names_rule(err.message, rule_words)) {
+    fprintf(stderr, "path_test.c:%d: message \"%s\" names none of \"%s\"\n",
+            line, err.message, rule_words);
+    CHECK(names_rule(err.message, rule_words));
+  }
+  CHECK_EQ_CODE(durable_node_type_check(node_type, NULL), DURABLE_EINVAL);
+}
+#define TYPE_REFUSED(t, shown, rule) type_refused(t, shown, rule, __LINE__)
+
+static void type_accepted(const char *node_type, int line) {
+  durable_error_t err;
+  memset(&err, 0, sizeof(err));
+  int rc = durable_node_type_check(node_type, &err);
+  if (rc != 0)
+    fprintf(stderr, "path_test.c:%d: node type \"%.60s\" refused: %s\n", line,
+            node_type, err.message);
+  CHECK_OK(rc);
+}
+#define TYPE_ACCEPTED(t) type_accepted(t, __LINE__)
+
+static void test_node_types(void) {
+  static char buf[1024];
+  TYPE_REFUSED(NULL, NULL, "missing");
+  TYPE_REFUSED("", NULL, "empty");
+  TYPE_REFUSED("Doc\nument", "'Doc\\x0aument'", "control");
+  TYPE_REFUSED("Doc\r", "'Doc\\x0d'", "control");
+  TYPE_REFUSED("\tDoc", "'\\x09Doc'", "control");
+  TYPE_REFUSED("Doc\177", "'Doc\\x7f'", "control");
+  TYPE_REFUSED("Doc\xc2\x85", NULL, "control");   /* U+0085, NEL */
+  TYPE_REFUSED("Doc\xc2\x9f", NULL, "control");   /* U+009F */
+  TYPE_REFUSED("Doc\xff", "'Doc\\xff'", "utf-8"); /* the message stays UTF-8 */
+  TYPE_REFUSED("Doc\xc0\xaf", NULL, "utf-8");     /* overlong */
+  TYPE_REFUSED("Doc\xe2\x82", NULL, "utf-8");     /* truncated */
+  TYPE_REFUSED("Doc\xed\xa0\x80", NULL, "utf-8"); /* a surrogate */
+  TYPE_REFUSED(repeat(buf, 'T', DURABLE_NODE_TYPE_MAX + 1, ""), "TTTT",
+               "255|long");
+  CHECK_EQ_INT(DURABLE_NODE_TYPE_MAX, 255);
+  TYPE_ACCEPTED("Document");
+  TYPE_ACCEPTED("DurableStream");
+  TYPE_ACCEPTED("my.app/Doc type: v2 (\"x\")");
+  TYPE_ACCEPTED("Caf\xc3\xa9 \xe6\x97\xa5\xf0\x9f\x98\x80");
+  TYPE_ACCEPTED("\xc2\xa0nbsp"); /* U+00A0 is no control */
+  TYPE_ACCEPTED(repeat(buf, 'T', DURABLE_NODE_TYPE_MAX, ""));
+  printf("ok - node types: empty, control, bad UTF-8 and too long are "
+         "refused\n");
+}
+
 static void owner_is(const char *path, const char *want) {
   char out[DURABLE_PATH_MAX + 1];
   memset(out, 'x', sizeof(out));
@@ -283,6 +347,7 @@ int main(void) {
   test_table();
   test_errors();
   test_owner_invalid();
+  test_node_types();
   printf("path_test: all passed\n");
   return 0;
 }

@@ -3,13 +3,14 @@
  *
  * What is pinned: a request is answered with the handler's payload; a
  * request nobody answers in time ends DURABLE_ETIMEDOUT and the late reply
- * is dropped (the callback runs once); an address with no node, or that is
- * no valid path, gives DURABLE_ENOTFOUND; a handler's failure reaches the
- * sender as DURABLE_EFAILED with its message, and so does a message type
- * with no handler (naming the type); the first message to a node activates
- * its hub, running the NodeType's init steps in order before the message is
- * delivered, and a failing init step fails the requests that waited; a
- * node whose type has no configuration gets a plain hub.
+ * is dropped (the callback runs once); an address with no node gives
+ * DURABLE_ENOTFOUND, one that is no valid path is refused at the call with
+ * DURABLE_EINVAL (requests, posts, clients, activation, recycle); a handler's
+ * failure reaches the sender as DURABLE_EFAILED with its message, and so does a
+ * message type with no handler (naming the type); the first message to a node
+ * activates its hub, running the NodeType's init steps in order before the
+ * message is delivered, and a failing init step fails the requests that waited;
+ * a node whose type has no configuration gets a plain hub.
  *
  * Each test opens a mesh on its own loop over "sqlite::memory:" and ends by
  * closing it and asserting the loop closes with nothing left on it.
@@ -186,15 +187,50 @@ static void test_not_found_no_node(void) {
   fx_close();
 }
 
-static void test_not_found_invalid_path(void) {
+static int bad_client_calls;
+static void bad_client_cb(int status, const char *message, void *data) {
+  (void)status, (void)message, (void)data;
+  bad_client_calls++;
+}
+
+/* An address that is no path names no hub: a request, a post, a client, an
+ * activation or a recycle there is refused at the call (DURABLE_EINVAL,
+ * naming the address and the rule), and nothing is sent or made. */
+static void test_invalid_address_refused(void) {
   fx_open();
   static const char *bad[] = {"a//b",       "/Space/x", "Space/x/",  "_Part/x",
                               "Space/../x", "",         "Space/a\\b"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    call_t c = ask(bad[i], "ping", NULL);
-    CHECK_MSG(c.status == DURABLE_ENOTFOUND, "address '%s': %s (%d)", bad[i],
-              c.message, c.status);
+    durable_error_t err = {0};
+    call_t c = {0};
+    int rc = durable_hub_request(fx.client, bad[i], "ping", NULL, 0,
+                                 on_response, &c, &err);
+    CHECK_MSG(rc == DURABLE_EINVAL, "request to '%s': %d", bad[i], rc);
+    if (bad[i][0])
+      CHECK_CONTAINS(err.message, bad[i]);
+    CHECK_EQ_CODE(durable_hub_post(fx.client, bad[i], "x", NULL, &err),
+                  DURABLE_EINVAL);
+    durable_hub_t *hub = NULL;
+    CHECK_EQ_CODE(durable_mesh_client(fx.mesh, bad[i], &hub, &err),
+                  DURABLE_EINVAL);
+    CHECK(hub == NULL);
+    CHECK_EQ_CODE(
+        durable_mesh_activate(fx.mesh, bad[i], bad_client_cb, NULL, &err),
+        DURABLE_EINVAL);
+    CHECK_CONTAINS(err.message, "hub address");
+    CHECK_EQ_CODE(
+        durable_mesh_recycle(fx.mesh, bad[i], bad_client_cb, NULL, &err),
+        DURABLE_EINVAL);
+    check_run_for(&fx.loop, 5);
+    CHECK_EQ_INT(c.calls, 0);
   }
+  durable_error_t err = {0};
+  durable_hub_t *hub = NULL;
+  CHECK_EQ_CODE(durable_mesh_client(fx.mesh, "client/a//b", &hub, &err),
+                DURABLE_EINVAL);
+  CHECK_CONTAINS(err.message, "hub address: path 'client/a//b' is invalid");
+  CHECK_CONTAINS(err.message, "empty segment");
+  CHECK_EQ_INT(bad_client_calls, 0);
   CHECK_EQ_INT(stats().activations, 0);
   CHECK_EQ_INT(stats().active_hubs, 2); /* the client and the reads hub */
   fx_close();
@@ -432,7 +468,7 @@ static const check_test_t tests[] = {
     {"reply_with_payload", test_reply_with_payload},
     {"timeout_late_reply_dropped", test_timeout_late_reply_dropped},
     {"not_found_no_node", test_not_found_no_node},
-    {"not_found_invalid_path", test_not_found_invalid_path},
+    {"invalid_address_refused", test_invalid_address_refused},
     {"failed_with_message", test_failed_with_message},
     {"no_handler", test_no_handler},
     {"activation_on_first_message", test_activation_on_first_message},

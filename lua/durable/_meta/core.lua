@@ -7,7 +7,10 @@
 -- Conventions: a low-level call that takes `cb` calls it exactly once, on
 -- the mesh's loop, as cb(true, value...) or cb(false, message, code); the
 -- call itself returns true when the work was queued, nil, message, code when
--- the runtime refused it, and raises on misuse (a wrong argument).
+-- the runtime refused it, and raises on misuse (a wrong argument).  A name
+-- (path, namespace, key, node type, hub address, message type, query) with
+-- a NUL byte is misuse: C would end the string there, so it is refused with
+-- "WHAT must not contain a NUL byte (was \"Space/a\0/...\")".
 error("Cannot require a meta file")
 
 ---@class durable.core
@@ -23,6 +26,13 @@ core.null = nil
 ---Method tables of the mesh and hub userdata (lua/durable/ adds to them).
 core.Mesh = {}
 core.Hub = {}
+---The callback-taking primitives the friendly API is built on, for the
+---runtime's own modules (lua/durable/*.lua) only: they are not methods of
+---the mesh and hub objects (`mesh._write`, `hub._publish` are nil), so user
+---code cannot go around the checks and completions of lua/durable/.  Each
+---takes the mesh (or hub) as its first argument:
+---core.primitives.mesh.step(mesh, ms).
+core.primitives = { mesh = {}, hub = {} }
 
 ---Open a mesh over a store, on a libuv loop the mesh owns.
 ---@param opts { store: string, quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: "error"|"warn"|"info"|"debug", line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
@@ -78,6 +88,15 @@ function core.budget_reset() end
 ---@return string? code
 function core.path_check(path) end
 
+---true, or nil, message, "EINVAL": the NodeType rules (durable.h's
+---durable_node_type_check): 1 to 255 bytes of valid UTF-8, no control
+---character (so no newline), no NUL.
+---@param name string
+---@return true|nil ok
+---@return string? message
+---@return string? code
+function core.node_type_check(name) end
+
 ---Compact JSON text: "$type" first, then keys in byte order; integers stay
 ---integers.  Raises naming what cannot be encoded ("a.b[2]: cannot encode a
 ---function").
@@ -125,39 +144,42 @@ function core.Mesh:reads_hub() end
 ---event.  Raises inside a handler or while the loop runs.
 ---@param timeout_ms? integer
 ---@return boolean alive the loop still has something that can happen
-function core.Mesh:_step(timeout_ms) end
+function core.primitives.mesh.step(mesh, timeout_ms) end
 ---@return integer the loop's clock, ms
-function core.Mesh:_now() end
+function core.primitives.mesh.now(mesh) end
 ---cb(true, node) | cb(false, message, code) ("ENOTFOUND" when absent).
-function core.Mesh:_get(path, cb) end
+function core.primitives.mesh.get(mesh, path, cb) end
 ---cb(true, nodes, more) for one page (limit 0..1000, after = last id).
-function core.Mesh:_query(query, after, limit, cb) end
+function core.primitives.mesh.query(mesh, query, after, limit, cb) end
 ---One transaction of { kind = "put"|"create"|"replace"|"delete", path,
 ---node_type?, content? (a Lua value), expected_version? }; cb(true, node).
-function core.Mesh:_write(writes, cb) end
-function core.Mesh:_node_type(name) end
+function core.primitives.mesh.write(mesh, writes, cb) end
+---Make sure NodeType `name` is configured; raises when the name breaks the
+---NodeType rules (core.node_type_check).
+function core.primitives.mesh.node_type(mesh, name) end
 ---fn(hub, msg, reply) for each message of msg_type to hubs of node_type.
-function core.Mesh:_on(node_type, msg_type, fn) end
+function core.primitives.mesh.on(mesh, node_type, msg_type, fn) end
 ---fn(hub, reply) when a hub of node_type activates.
-function core.Mesh:_on_init(node_type, fn) end
+function core.primitives.mesh.on_init(mesh, node_type, fn) end
 ---fn(hub) when a hub of node_type leaves.
-function core.Mesh:_on_dispose(node_type, fn) end
+function core.primitives.mesh.on_dispose(mesh, node_type, fn) end
+---The client hub at `address`; raises when the address is no path.
 ---@return durable.Hub|nil
-function core.Mesh:_client(address) end
+function core.primitives.mesh.client(mesh, address) end
 ---@return durable.Hub|nil the active hub at address
-function core.Mesh:_find(address) end
+function core.primitives.mesh.find(mesh, address) end
 ---cb(true, true) once Started; cb(false, message, "ENOTFOUND") for no node.
-function core.Mesh:_activate(address, cb) end
+function core.primitives.mesh.activate(mesh, address, cb) end
 ---cb(true, true) once the hub is dead (at once if none is active).
-function core.Mesh:_recycle(address, cb) end
+function core.primitives.mesh.recycle(mesh, address, cb) end
 ---A mesh read: cb(true, node | nil) or cb(false, message, "EUNAVAIL").
-function core.Mesh:_read(path, cb) end
+function core.primitives.mesh.read(mesh, path, cb) end
 
 -- ---- the hub userdata ---------------------------------------------------------
 
 ---cb(true, decoded reply) or cb(false, message, code), as a turn of this
 ---hub; returns nil, message, "ESHUTDOWN" at once from a leaving hub.
-function core.Hub:_request(to, msg_type, payload, timeout_ms, cb) end
+function core.primitives.hub.request(hub, to, msg_type, payload, timeout_ms, cb) end
 ---@return true|nil ok
 ---@return string? message
 ---@return string? code
@@ -209,18 +231,18 @@ function core.stream_path(namespace, key) end
 ---{ key_of = fn(hub) -> key | nil (the hub's address), source_of =
 ---fn(hub) -> source table | nil, run = fn(hub, item, reply) }, each called
 ---through the one protected call; the spec is held for the mesh's life.
-function core.Mesh:_consume_type(node_type, namespace, spec) end
+function core.primitives.mesh.consume_type(mesh, node_type, namespace, spec) end
 
 ---Append `payload_text` (JSON text, kept byte for byte); cb(true,
 ---sequence) once saved, or cb(false, message, code).  Raises on a bad id
 ---or payload (EINVAL).
-function core.Hub:_publish(namespace, key, payload_text, cb) end
+function core.primitives.hub.publish(hub, namespace, key, payload_text, cb) end
 
 ---A reader (durable_stream_read): on_item(item) for each item after `after`, in
 ---order; on a failure (on_item raised, an unreadable item) it stops and
 ---calls on_error(message), or logs.  source: a source table or nil.
 ---@return durable.Subscription
-function core.Hub:_read(namespace, key, after, source, on_item, on_error) end
+function core.primitives.hub.read(hub, namespace, key, after, source, on_item, on_error) end
 
 ---This hub consumes the stream (namespace, key) while it is active; spec =
 ---{ run = fn(hub, item, reply) }; source: a source table or nil.  Held
@@ -228,4 +250,4 @@ function core.Hub:_read(namespace, key, after, source, on_item, on_error) end
 ---@return true|nil ok
 ---@return string? message
 ---@return string? code
-function core.Hub:_consume(namespace, key, spec, source) end
+function core.primitives.hub.consume(hub, namespace, key, spec, source) end
