@@ -4,14 +4,26 @@
  *
  * Each mesh has its own loop, so that Lua decides when it runs: nothing
  * happens until Lua calls mesh:_step() (which completion:wait() and
- * mesh:run_until() do), and every callback of that loop arrives inside that
- * call, on the thread running Lua.  A step may not start while Lua is inside
- * a call from C (a handler, a completion callback): running the loop there
- * would run other handlers inside this one, which the hub model forbids.
+ * mesh:run_until() do) or mesh:step() (another loop driving this one, see
+ * below), and every callback of that loop arrives inside that call, on the
+ * thread running Lua.  A step may not start while Lua is inside a call from
+ * C (a handler, a completion callback): running the loop there would run
+ * other handlers inside this one, which the hub model forbids.
  *
- *   Lua: c:wait() --> mesh:_step(ms) --> uv_run(ONCE) --> store/hub callbacks
- *                                                          |
- *                        Lua callbacks <-- dlua_pcall <----'
+ *   Lua: c:wait() --> mesh:_step(ms) --> uv_run(ONCE) --> hub turns: handlers
+ *                         |                  |             (dlua_pcall)
+ *                         |                  '--> store callbacks: copy the
+ *                         |                       result into the queue
+ *                         '--> after uv_run returned: drain the queue, one
+ *                              dlua_pcall per result, in order ("turns")
+ *
+ * Another loop (luv, cqueues, copas) drives a mesh through mesh:fd() (the
+ * loop's backend fd, readable when it has work), mesh:step() (uv_run
+ * NOWAIT, then the queue) and mesh:timeout() (how long it may wait before
+ * the next step).  The mesh does not run on a foreign uv_loop_t: then there
+ * would be no point after uv_run that the binding owns, so results would
+ * have to be delivered inside a libuv callback again; and luv's libuv need
+ * not be the copy this module was linked with.
  *
  * The low-level methods here take a Lua function and call it once with
  * (true, value...) or (false, message, "ECODE"); lua/durable/ turns them into
@@ -20,9 +32,10 @@
  * returns nil, message, code.
  *
  * Closing: mesh:close() (or __close, or __gc) closes the C mesh and runs the
- * loop until it is freed, so every pending callback runs first; then the
- * loop itself is closed.  From __gc no Lua is called any more: callbacks
- * only release their references and unfinished replies are failed.
+ * loop until it is freed, delivering the queue after each turn, so every
+ * pending callback runs first; then the loop itself is closed.  From __gc no
+ * Lua is called any more: queued results only release their references and
+ * unfinished replies are failed.
  */
 #include "lcore.h"
 

@@ -4,7 +4,7 @@
  * and the mesh's stream timings.
  *
  * The C streams layer calls back into Lua for four things, each through
- * dlua_pcall (one protected call, the instruction budget):
+ * dlua_pcall (one protected call, the instruction budget) -- and where:
  *
  *   consumer   key_of(hub)     -> spec.key_of(hub): the owner's path
  *              source_of(hub)  -> spec.source_of(hub): a source table or nil
@@ -12,6 +12,14 @@
  *                                 handler, finished through the reply
  *   source     sequence_of / payload_of of a durable.source{...}
  *   reader     on_item(item), on_error(message)
+ *
+ * A consumer's and a source's functions run where C calls them: a
+ * consumer's in turns of its hub, a source's whenever the C reader needs
+ * its answer (at once).  A reader's callback and
+ * a publish's answer come from inside the store's libuv callbacks, so they
+ * are copied (the item's text, the sequence) into the mesh's queue and
+ * delivered after uv_run returned (mesh.c, "turns"); an item queued before
+ * sub:close() is dropped, not delivered.
  *
  * `spec` is a table lua/durable/streams.lua builds around the user's
  * functions (it validates what they return, and turns a returned
