@@ -179,12 +179,13 @@ function durable.host(mesh)
 end
 
 ---Drive `mesh` from luv's loop (`uv` is require "luv"): luv polls the
----mesh's fd and steps it when it is readable or when the mesh's next timer
----is due, and looks again before each of its waits (a luv callback that
----used the mesh may have made a step due).  Everything the mesh does --
----handlers, completions settling -- then happens inside uv.run(); use
----:next() there, not :wait().  Returns stop(), which closes the three luv
----handles (call it before mesh:close(): the fd goes with the mesh).
+---mesh's fd and steps it when it is readable, when the mesh's next timer
+---is due, or -- while the mesh has work ready (a timeout of 0) -- once per
+---turn of luv's loop, and looks again before each of its waits (a luv
+---callback that used the mesh may have made a step due).  Everything the
+---mesh does -- handlers, completions settling -- then happens inside
+---uv.run(); use :next() there, not :wait().  Returns stop(), which closes
+---the luv handles (call it before mesh:close(): the fd goes with the mesh).
 ---@param mesh durable.Mesh
 ---@param uv table the luv module
 ---@return fun() stop
@@ -197,11 +198,26 @@ function durable.drive_with_luv(mesh, uv)
   end
   local poll = assert(uv.new_poll(mesh:fd()))
   local timer = uv.new_timer()
+  local idle = uv.new_idle()
   local prepare = uv.new_prepare()
-  local step
+  local step, idling
+  -- 0: step on every turn of luv's loop (an idle handle, so luv still polls
+  -- its own I/O in between; a 0 ms timer restarted from its own callback
+  -- would spin inside libuv's timer phase); > 0: a timer; -1: the fd alone
   local function arm(ms)
     timer:stop()
-    if ms >= 0 then timer:start(ms, 0, step) end
+    if ms == 0 then
+      if not idling then
+        idle:start(step)
+        idling = true
+      end
+      return
+    end
+    if idling then
+      idle:stop()
+      idling = false
+    end
+    if ms > 0 then timer:start(ms, 0, step) end
   end
   step = function() arm(mesh:step()) end
   poll:start("r", step)
@@ -212,6 +228,7 @@ function durable.drive_with_luv(mesh, uv)
     stopped = true
     poll:close()
     timer:close()
+    idle:close()
     prepare:close()
   end
 end
