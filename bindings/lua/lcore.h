@@ -26,11 +26,30 @@
  * reach Lua later hold a registry reference, taken and released only through
  * dlua_ref()/dlua_unref() so that core.refs() can prove none leaks.
  *
- * Threads: all of this runs on the thread that runs Lua, which is the loop
- * thread of every mesh (each mesh owns its loop).  Lua is entered from C only
- * through dlua_pcall(), and only from callbacks the C runtime already turns
- * into loop turns (handlers, init steps, response and store callbacks, log
- * lines) -- never from a raw libuv callback.
+ * Threads and turns: all of this runs on the thread that runs Lua, which is
+ * the loop thread of every mesh (each mesh owns its loop).  Lua is entered
+ * from C only through dlua_pcall(), at two kinds of places:
+ *
+ *   - turns of the runtime: message handlers, init steps, dispose actions,
+ *     response callbacks (a response is queued as a turn of the requesting
+ *     hub by src/hub/), consumer handlers and their key_of / source_of;
+ *   - the binding's own safe point, right after uv_run() of the mesh's loop
+ *     has returned (mesh.c: dlua_post / drain): completions of the store
+ *     (get, query, write), of activate / recycle / read, of publish, and
+ *     the items and failures of a reader (read_durable).  Their C callbacks
+ *     run inside libuv callbacks of the store (its uv_async, its watch), so
+ *     they only copy what they got (status, message, nodes dup'ed, the
+ *     item's text) into the mesh's FIFO queue; the queue is delivered, in
+ *     order, one dlua_pcall per event, when no libuv or runtime code is on
+ *     the C stack (Neovim's rule: callbacks enqueue, the loop's owner runs
+ *     them).
+ *
+ * Two kinds of Lua still run where C calls them, because C needs their
+ * answer at once: a log function (called where the line is made), and the
+ * sequence_of / payload_of functions of a durable.source, which the C
+ * reader calls while it looks at a node (possibly inside a store
+ * callback); these must be plain functions of their arguments and must not
+ * use the mesh.
  */
 #ifndef DURABLE_LUA_LCORE_H
 #define DURABLE_LUA_LCORE_H
@@ -62,6 +81,16 @@ typedef struct dlua_state_s {
 } dlua_state_t;
 
 typedef struct dlua_fn_s dlua_fn_t;
+
+/* Something a raw callback of the store handed to the binding, waiting for
+ * the mesh's next safe point (see mesh.c).  deliver() runs it and frees it;
+ * with L == NULL no Lua may run (the mesh is being finalized): it only
+ * releases what it holds. */
+typedef struct dlua_event_s dlua_event_t;
+struct dlua_event_s {
+  dlua_event_t *next;
+  void (*deliver)(dlua_event_t *ev, lua_State *L);
+};
 typedef struct dlua_reply_s dlua_reply_t;
 
 /* A Lua function held by the mesh for as long as it is open: a handler, an
@@ -93,6 +122,8 @@ typedef struct dlua_mesh_s {
   struct dlua_dropped_s *dropped; /* replies collected unfinished: failed
                                      at the next safe point */
   struct dlua_streams_s *streams; /* consumers, sources, readers (streams.c) */
+  dlua_event_t *events, *events_tail; /* FIFO: delivered after uv_run */
+  int draining;                       /* the queue is being delivered */
   char store_name[256];
 } dlua_mesh_t;
 
@@ -160,10 +191,29 @@ void dlua_registry_table(lua_State *L, const void *key, const char *mode);
  * mesh is being finalized). */
 lua_State *dlua_mesh_lua(dlua_mesh_t *m);
 
-/* A pending C request whose completion calls a Lua function once. */
+/* A pending C request whose completion calls a Lua function once.  Its
+ * result is copied into it and it waits in the mesh's queue (its `ev`)
+ * until the next safe point; see dlua_req_settle_*(). */
+typedef enum {
+  DLUA_RES_FAILED = 1, /* (false, message, code) */
+  DLUA_RES_TRUE,       /* (true, true) */
+  DLUA_RES_INTEGER,    /* (true, integer) */
+  DLUA_RES_NODE,       /* (true, node | nil) */
+  DLUA_RES_NODES       /* (true, { nodes }, more) */
+} dlua_res_kind_t;
+
 typedef struct dlua_req_s {
+  dlua_event_t ev;
   dlua_mesh_t *m;
   int cb_ref;
+  dlua_res_kind_t kind;
+  int status;             /* FAILED: the DURABLE_E* code */
+  char *message;          /* FAILED: malloc'ed, or NULL for durable_strerror */
+  long long value;        /* INTEGER */
+  durable_node_t *node;   /* NODE: a copy, or NULL */
+  durable_node_t **nodes; /* NODES: copies */
+  size_t count;
+  int more;
 } dlua_req_t;
 
 /* Hold the function at `idx` (raises unless it is a function). */
@@ -179,6 +229,18 @@ void dlua_req_call(dlua_req_t *r, lua_State *L, int nargs);
  * and release the request: a completion that failed. */
 void dlua_req_call_failed(dlua_req_t *r, lua_State *L, int status,
                           const char *message);
+/* Copy a result into `r` and queue it for the next safe point of its mesh
+ * (called from C callbacks: never raises, never enters Lua).  A copy that
+ * cannot be made for want of memory settles `r` failed with ENOMEM. */
+void dlua_req_settle_failed(dlua_req_t *r, int status, const char *message);
+void dlua_req_settle_true(dlua_req_t *r);
+void dlua_req_settle_integer(dlua_req_t *r, long long value);
+void dlua_req_settle_node(dlua_req_t *r, const durable_node_t *node);
+void dlua_req_settle_nodes(dlua_req_t *r, const durable_node_t **nodes,
+                           size_t count, int more);
+/* Queue `ev` on `m`: delivered, in the order queued, at the mesh's next safe
+ * point (after its uv_run returns, or while it closes). */
+void dlua_post(dlua_mesh_t *m, dlua_event_t *ev);
 /* The Lua result of submitting `r`: rc >= 0 pushes true (the request now
  * owns `r`); otherwise `r` is freed, DURABLE_EINVAL raises "WHAT: message"
  * ("message" when `what` is NULL), anything else returns nil, message,

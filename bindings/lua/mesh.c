@@ -4,14 +4,26 @@
  *
  * Each mesh has its own loop, so that Lua decides when it runs: nothing
  * happens until Lua calls the step primitive (which completion:wait() and
- * mesh:run_until() do), and every callback of that loop arrives inside that
- * call, on the thread running Lua.  A step may not start while Lua is inside
- * a call from C (a handler, a completion callback): running the loop there
- * would run other handlers inside this one, which the hub model forbids.
+ * mesh:run_until() do) or mesh:step() (another loop driving this one, see
+ * below), and every callback of that loop arrives inside that call, on the
+ * thread running Lua.  A step may not start while Lua is inside a call from
+ * C (a handler, a completion callback): running the loop there would run
+ * other handlers inside this one, which the hub model forbids.
  *
- *   Lua: c:wait() --> step(mesh, ms) --> uv_run(ONCE) --> store/hub callbacks
- *                                                          |
- *                        Lua callbacks <-- dlua_pcall <----'
+ *   Lua: c:wait() --> step(mesh, ms) --> uv_run(ONCE) --> hub turns: handlers
+ *                         |                  |             (dlua_pcall)
+ *                         |                  '--> store callbacks: copy the
+ *                         |                       result into the queue
+ *                         '--> after uv_run returned: drain the queue, one
+ *                              dlua_pcall per result, in order ("turns")
+ *
+ * Another loop (luv, cqueues, copas) drives a mesh through mesh:fd() (the
+ * loop's backend fd, readable when it has work), mesh:step() (uv_run
+ * NOWAIT, then the queue) and mesh:timeout() (how long it may wait before
+ * the next step).  The mesh does not run on a foreign uv_loop_t: then there
+ * would be no point after uv_run that the binding owns, so results would
+ * have to be delivered inside a libuv callback again; and luv's libuv need
+ * not be the copy this module was linked with.
  *
  * The low-level methods here take a Lua function and call it once with
  * (true, value...) or (false, message, "ECODE"); lua/durable/ turns them into
@@ -21,9 +33,10 @@
  * argument) raises; a refusal of the runtime returns nil, message, code.
  *
  * Closing: mesh:close() (or __close, or __gc) closes the C mesh and runs the
- * loop until it is freed, so every pending callback runs first; then the
- * loop itself is closed.  From __gc no Lua is called any more: callbacks
- * only release their references and unfinished replies are failed.
+ * loop until it is freed, delivering the queue after each turn, so every
+ * pending callback runs first; then the loop itself is closed.  From __gc no
+ * Lua is called any more: queued results only release their references and
+ * unfinished replies are failed.
  */
 #include "lcore.h"
 
@@ -39,13 +52,16 @@ static const char mesh_methods_key = 0;
 /* ---- requests: a Lua function called once
  * ------------------------------------ */
 
+static void req_deliver(dlua_event_t *ev, lua_State *L);
+
 dlua_req_t *dlua_req_new(lua_State *L, dlua_mesh_t *m, int idx) {
   luaL_checktype(L, idx, LUA_TFUNCTION);
-  dlua_req_t *r = malloc(sizeof(*r));
+  dlua_req_t *r = calloc(1, sizeof(*r));
   if (r == NULL) {
     luaL_error(L, "out of memory");
     return NULL;
   }
+  r->ev.deliver = req_deliver;
   r->m = m;
   lua_pushvalue(L, idx);
   r->cb_ref = dlua_ref(L, m->S);
@@ -54,6 +70,11 @@ dlua_req_t *dlua_req_new(lua_State *L, dlua_mesh_t *m, int idx) {
 
 void dlua_req_free(dlua_req_t *r) {
   dlua_unref(r->m->S->main, r->m->S, &r->cb_ref);
+  free(r->message);
+  durable_node_free(r->node);
+  for (size_t i = 0; i < r->count && r->nodes; i++)
+    durable_node_free(r->nodes[i]);
+  free(r->nodes);
   free(r);
 }
 
@@ -83,6 +104,143 @@ void dlua_req_call_failed(dlua_req_t *r, lua_State *L, int status,
   lua_pushstring(L, message ? message : durable_strerror(status));
   lua_pushstring(L, durable_err_name(status));
   dlua_req_call(r, L, 3);
+}
+
+/* ---- turns: the queue of results, delivered at a safe point
+ *
+ * The store calls back from inside libuv: its uv_async when a worker thread
+ * finished a request, its watch's handles when a commit is heard; a reader
+ * calls back from there too.  Lua run there would run in the middle of the
+ * store's (or the reader's) own work -- a reader closed from its own item
+ * callback, a write issued while the store walks its completion list -- and
+ * be charged to whoever runs uv_run.  So, as in Neovim (libuv callbacks put
+ * events on a queue; the main loop processes them once uv_run returned),
+ * these callbacks only copy what they got into an event on the mesh's FIFO
+ * queue, and the binding delivers the queue right after uv_run() returns
+ * (mesh:_step, mesh:step) and while the mesh closes: no libuv or runtime
+ * code is then on the C stack.  The alternative, a uv_idle or uv_check of
+ * our own, would run Lua inside a libuv callback again; a turn of the
+ * issuing hub would need the runtime to carry binding events, and not every
+ * result has an issuing hub (a script's mesh:get_node).  One queue per mesh
+ * keeps results in the order the C runtime gave them; each event is its own
+ * dlua_pcall (its own instruction budget, its traceback in the log), just
+ * as the direct call was. */
+
+void dlua_post(dlua_mesh_t *m, dlua_event_t *ev) {
+  ev->next = NULL;
+  if (m->events_tail)
+    m->events_tail->next = ev;
+  else
+    m->events = ev;
+  m->events_tail = ev;
+}
+
+/* Deliver every queued event, in order (also those queued meanwhile).  When
+ * no Lua may run (finalizing) they are only released. */
+static void drain(dlua_mesh_t *m) {
+  if (m->draining)
+    return;
+  m->draining = 1;
+  while (m->events) {
+    dlua_event_t *ev = m->events;
+    m->events = ev->next;
+    if (m->events == NULL)
+      m->events_tail = NULL;
+    ev->deliver(ev, dlua_mesh_lua(m));
+  }
+  m->draining = 0;
+}
+
+static void req_deliver(dlua_event_t *ev, lua_State *L) {
+  dlua_req_t *r = (dlua_req_t *)ev;
+  (void)L; /* dlua_req_begin asks the mesh the same thing */
+  if ((L = dlua_req_begin(r)) == NULL)
+    return; /* no Lua may run: released */
+  /* stack: fn */
+  switch (r->kind) {
+  case DLUA_RES_FAILED:
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, r->message ? r->message : durable_strerror(r->status));
+    lua_pushstring(L, durable_err_name(r->status));
+    dlua_req_call(r, L, 3);
+    return;
+  case DLUA_RES_TRUE:
+    lua_pushboolean(L, 1);
+    lua_pushboolean(L, 1);
+    break;
+  case DLUA_RES_INTEGER:
+    lua_pushboolean(L, 1);
+    lua_pushinteger(L, (lua_Integer)r->value);
+    break;
+  case DLUA_RES_NODE:
+    lua_pushboolean(L, 1);
+    if (r->node)
+      dlua_push_node(L, r->node);
+    else
+      lua_pushnil(L);
+    break;
+  case DLUA_RES_NODES:
+    lua_pushboolean(L, 1);
+    lua_createtable(L, (int)r->count, 0);
+    for (size_t i = 0; i < r->count; i++) {
+      dlua_push_node(L, r->nodes[i]);
+      lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_pushboolean(L, r->more);
+    dlua_req_call(r, L, 3);
+    return;
+  }
+  dlua_req_call(r, L, 2);
+}
+
+void dlua_req_settle_failed(dlua_req_t *r, int status, const char *message) {
+  r->kind = DLUA_RES_FAILED;
+  r->status = status;
+  free(r->message);
+  r->message = message ? strdup(message) : NULL;
+  dlua_post(r->m, &r->ev);
+}
+
+void dlua_req_settle_true(dlua_req_t *r) {
+  r->kind = DLUA_RES_TRUE;
+  dlua_post(r->m, &r->ev);
+}
+
+void dlua_req_settle_integer(dlua_req_t *r, long long value) {
+  r->kind = DLUA_RES_INTEGER;
+  r->value = value;
+  dlua_post(r->m, &r->ev);
+}
+
+void dlua_req_settle_node(dlua_req_t *r, const durable_node_t *node) {
+  if (node && (r->node = durable_node_dup(node)) == NULL) {
+    dlua_req_settle_failed(r, DURABLE_ENOMEM, NULL);
+    return;
+  }
+  r->kind = DLUA_RES_NODE;
+  dlua_post(r->m, &r->ev);
+}
+
+void dlua_req_settle_nodes(dlua_req_t *r, const durable_node_t **nodes,
+                           size_t count, int more) {
+  if (count > 0) {
+    r->nodes = calloc(count, sizeof(*r->nodes));
+    if (r->nodes == NULL) {
+      dlua_req_settle_failed(r, DURABLE_ENOMEM, NULL);
+      return;
+    }
+    for (size_t i = 0; i < count; i++) {
+      if ((r->nodes[i] = durable_node_dup(nodes[i])) == NULL) {
+        r->count = i;
+        dlua_req_settle_failed(r, DURABLE_ENOMEM, NULL);
+        return;
+      }
+    }
+  }
+  r->count = count;
+  r->more = more;
+  r->kind = DLUA_RES_NODES;
+  dlua_post(r->m, &r->ev);
 }
 
 int dlua_req_submitted(lua_State *L, dlua_req_t *r, int rc,
@@ -231,11 +389,17 @@ static void mesh_close(lua_State *L, dlua_mesh_t *m, int finalizing) {
     dlua_streams_closing(m); /* readers watch the store: first */
     durable_mesh_close(m->mesh, on_mesh_closed, m);
     m->running = 1;
-    while (!m->closed && uv_run(&m->loop, UV_RUN_ONCE)) {
+    int more = 1;
+    while (!m->closed && more) {
+      more = uv_run(&m->loop, UV_RUN_ONCE);
+      m->running = 0;
+      drain(m); /* the store finishes every request: deliver them */
+      m->running = 1;
       dlua_replies_flush_dropped(m);
       dlua_replies_fail_dead(m); /* before the mesh is freed under them */
     }
     m->running = 0;
+    drain(m);
     if (!m->closed)
       fprintf(stderr,
               "durable: mesh on '%s' went idle before it finished "
@@ -247,6 +411,8 @@ static void mesh_close(lua_State *L, dlua_mesh_t *m, int finalizing) {
   }
   if (m->mesh == NULL) {
     close_loop(m);
+    drain(m); /* anything the last turns gave (a callback of the closed
+                 mesh sees "the mesh is closed" should it use it) */
     dlua_streams_release(m);
     release_fns(L, m);
     dlua_unref(L, m->S, &m->log_ref);
@@ -398,6 +564,15 @@ static void on_step_timer(uv_timer_t *timer) {
   uv_stop(timer->loop);
 }
 
+/* After each uv_run of a step: the safe point.  No libuv or runtime code is
+ * on the stack: deliver the queue, fail the replies dropped meanwhile, let
+ * go of what dead hubs held. */
+static void after_run(dlua_mesh_t *m) {
+  drain(m);
+  dlua_replies_flush_dropped(m);
+  dlua_streams_sweep(m);
+}
+
 /* mesh:_step([timeout_ms]) -> alive: run the loop once, waiting at most
  * timeout_ms for something to happen (no limit when nil).  Returns whether
  * the loop still has anything that could make something happen. */
@@ -406,6 +581,7 @@ static int m_step(lua_State *L) {
   lua_Integer ms = luaL_optinteger(L, 2, -1);
   dlua_check_may_run(L, m, "completion:wait() / mesh:run_until()");
   dlua_replies_flush_dropped(m); /* a safe point: no runtime code below */
+  drain(m);
   if (ms >= 0) {
     /* from now, not from the loop's cached clock: a timer due already
      * would fire before the poll, which would then wait for ever */
@@ -416,9 +592,64 @@ static int m_step(lua_State *L) {
   uv_run(&m->loop, UV_RUN_ONCE);
   m->running = 0;
   uv_timer_stop(&m->step_timer);
-  dlua_replies_flush_dropped(m);
-  dlua_streams_sweep(m);
+  after_run(m);
   lua_pushboolean(L, uv_loop_alive(&m->loop));
+  return 1;
+}
+
+/* How long a loop driving this mesh may wait before the next mesh:step():
+ * -1 when only the fd can make something happen (no timer due, nothing
+ * ready), 0 when a step is due now. */
+static lua_Integer next_timeout(dlua_mesh_t *m) {
+  if (m->events)
+    return 0;
+  if (!uv_loop_alive(&m->loop))
+    return -1;
+  /* the loop's clock moves only inside uv_run: refresh it, or a driver
+   * that asks again and again while its own loop is busy would be told
+   * the same wait each time and never step */
+  uv_update_time(&m->loop);
+  return uv_backend_timeout(&m->loop);
+}
+
+/* mesh:step() -> timeout_ms: run the mesh's loop once without waiting
+ * (uv_run NOWAIT), deliver what it gave, and say how long the caller's loop
+ * may wait before stepping again (-1: until mesh:fd() is readable).  For
+ * programs whose own loop (luv, cqueues, copas) drives the mesh: poll
+ * mesh:fd() for reading, step when it is readable or the timeout ran out,
+ * and look at mesh:timeout() again before each wait, since Lua that used the
+ * mesh meanwhile (a request, a publish) may have made a step due. */
+static int m_step_public(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  dlua_check_may_run(L, m, "mesh:step()");
+  dlua_replies_flush_dropped(m);
+  drain(m);
+  m->running = 1;
+  uv_run(&m->loop, UV_RUN_NOWAIT);
+  m->running = 0;
+  after_run(m);
+  lua_pushinteger(L, next_timeout(m));
+  return 1;
+}
+
+/* mesh:timeout() -> the wait before the next mesh:step() (see there);
+ * runs nothing. */
+static int m_timeout(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  lua_pushinteger(L, next_timeout(m));
+  return 1;
+}
+
+/* mesh:fd() -> the file descriptor of the mesh's loop (uv_backend_fd):
+ * readable whenever the loop has something to do.  Only for polling; it
+ * goes with the mesh's close (stop polling it first). */
+static int m_fd(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  int fd = uv_backend_fd(&m->loop);
+  if (fd < 0)
+    return dlua_fail(L, DURABLE_EIO,
+                     "this platform's libuv has no backend file descriptor");
+  lua_pushinteger(L, fd);
   return 1;
 }
 
@@ -435,74 +666,36 @@ static int m_now(lua_State *L) {
 /* ---- store operations
  * ------------------------------------------------------------ */
 
-typedef enum { OP_GET = 1, OP_QUERY, OP_WRITE } store_op_t;
-
-typedef struct {
-  dlua_req_t *req;
-  store_op_t op;
-} store_req_t;
-
-static void on_store_done(const durable_result_t *res, void *data) {
-  store_req_t *sr = data;
-  dlua_req_t *r = sr->req;
-  store_op_t op = sr->op;
-  free(sr);
-  lua_State *L = dlua_req_begin(r);
-  if (L == NULL)
-    return;
-  /* stack: fn */
-  if (res->status < 0) {
-    lua_pushboolean(L, 0);
-    lua_pushstring(L,
-                   res->message ? res->message : durable_strerror(res->status));
-    lua_pushstring(L, durable_err_name(res->status));
-    dlua_req_call(r, L, 3);
-    return;
-  }
-  lua_pushboolean(L, 1);
-  if (op == OP_QUERY) {
-    lua_createtable(L, (int)res->count, 0);
-    for (size_t i = 0; i < res->count; i++) {
-      dlua_push_node(L, res->nodes[i]);
-      lua_rawseti(L, -2, (lua_Integer)i + 1);
-    }
-    lua_pushboolean(L, res->more);
-    dlua_req_call(r, L, 3);
-    return;
-  }
-  if (res->node)
-    dlua_push_node(L, res->node);
+/* The store's callbacks: inside its uv_async, so they only queue the result
+ * (see "turns" above). */
+static void on_store_node(const durable_result_t *res, void *data) {
+  dlua_req_t *r = data;
+  if (res->status < 0)
+    dlua_req_settle_failed(r, res->status, res->message);
   else
-    lua_pushnil(L);
-  dlua_req_call(r, L, 2);
+    dlua_req_settle_node(r, res->node);
+}
+
+static void on_store_nodes(const durable_result_t *res, void *data) {
+  dlua_req_t *r = data;
+  if (res->status < 0)
+    dlua_req_settle_failed(r, res->status, res->message);
+  else
+    dlua_req_settle_nodes(r, res->nodes, res->count, res->more);
 }
 
 /* Submit with `submit` having filled rc/err; shared tail of the store ops. */
-static int store_submitted(lua_State *L, store_req_t *sr, int rc,
+static int store_submitted(lua_State *L, dlua_req_t *r, int rc,
                            const durable_error_t *err, const char *what) {
   if (rc >= 0) {
     lua_pushboolean(L, 1);
     return 1;
   }
-  dlua_req_free(sr->req);
-  free(sr);
+  dlua_req_free(r);
   if (rc == DURABLE_EINVAL) /* a wrong argument: misuse */
     return luaL_error(L, "%s: %s", what,
                       err->message[0] ? err->message : durable_strerror(rc));
   return dlua_fail(L, rc, err->message);
-}
-
-static store_req_t *store_req(lua_State *L, dlua_mesh_t *m, int cb_idx,
-                              store_op_t op) {
-  dlua_req_t *r = dlua_req_new(L, m, cb_idx);
-  store_req_t *sr = malloc(sizeof(*sr));
-  if (sr == NULL) {
-    dlua_req_free(r);
-    luaL_error(L, "out of memory");
-  }
-  sr->req = r;
-  sr->op = op;
-  return sr;
 }
 
 /* mesh:_get(path, cb) -> true | nil, msg, code.  cb(true, node) or
@@ -513,10 +706,10 @@ static int m_get(lua_State *L) {
   durable_store_t *store = mesh_store(m);
   if (store == NULL)
     return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
-  store_req_t *sr = store_req(L, m, 3, OP_GET);
+  dlua_req_t *r = dlua_req_new(L, m, 3);
   durable_error_t err = {0};
-  int rc = durable_store_get(store, NULL, path, on_store_done, sr, &err);
-  return store_submitted(L, sr, rc, &err, "get_node");
+  int rc = durable_store_get(store, NULL, path, on_store_node, r, &err);
+  return store_submitted(L, r, rc, &err, "get_node");
 }
 
 /* mesh:_query(query, after, limit, cb): cb(true, nodes, more). */
@@ -529,11 +722,11 @@ static int m_query(lua_State *L) {
   durable_store_t *store = mesh_store(m);
   if (store == NULL)
     return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
-  store_req_t *sr = store_req(L, m, 5, OP_QUERY);
+  dlua_req_t *r = dlua_req_new(L, m, 5);
   durable_error_t err = {0};
   int rc = durable_store_query(store, NULL, query, after, (size_t)limit,
-                               on_store_done, sr, &err);
-  return store_submitted(L, sr, rc, &err, "query");
+                               on_store_nodes, r, &err);
+  return store_submitted(L, r, rc, &err, "query");
 }
 
 /* The kind named `name`, or 0. */
@@ -616,10 +809,10 @@ static int m_write(lua_State *L) {
   }
   int rc = DURABLE_EINVAL;
   durable_error_t err = {0};
-  store_req_t *sr = NULL;
+  dlua_req_t *r = NULL;
   if (why[0] == '\0') {
-    sr = store_req(L, m, 3, OP_WRITE);
-    rc = durable_store_write(store, writes, (size_t)n, on_store_done, sr, &err);
+    r = dlua_req_new(L, m, 3);
+    rc = durable_store_write(store, writes, (size_t)n, on_store_node, r, &err);
   }
   for (lua_Integer i = 0; i < n; i++)
     free(texts[i]);
@@ -627,7 +820,7 @@ static int m_write(lua_State *L) {
   free(writes);
   if (why[0])
     return luaL_error(L, "%s", why);
-  return store_submitted(L, sr, rc, &err, "write");
+  return store_submitted(L, r, rc, &err, "write");
 }
 
 /* ---- node types
@@ -766,16 +959,10 @@ static int m_reads_hub(lua_State *L) {
 
 static void on_status(int status, const char *message, void *data) {
   dlua_req_t *r = data;
-  lua_State *L = dlua_req_begin(r);
-  if (L == NULL)
-    return;
-  if (status < 0) {
-    dlua_req_call_failed(r, L, status, message);
-  } else {
-    lua_pushboolean(L, 1);
-    lua_pushboolean(L, 1); /* the value: true */
-    dlua_req_call(r, L, 2);
-  }
+  if (status < 0)
+    dlua_req_settle_failed(r, status, message);
+  else
+    dlua_req_settle_true(r);
 }
 
 typedef int (*status_submit_fn)(durable_mesh_t *, const char *,
@@ -804,22 +991,11 @@ static int m_recycle(lua_State *L) {
 static void on_read(durable_read_outcome_t outcome, const durable_node_t *node,
                     const char *message, void *data) {
   dlua_req_t *r = data;
-  lua_State *L = dlua_req_begin(r);
-  if (L == NULL)
-    return;
-  if (outcome == DURABLE_READ_UNAVAILABLE) {
-    lua_pushboolean(L, 0);
-    lua_pushstring(L, message ? message : "unavailable");
-    lua_pushstring(L, durable_err_name(DURABLE_EUNAVAIL));
-    dlua_req_call(r, L, 3);
-    return;
-  }
-  lua_pushboolean(L, 1);
-  if (outcome == DURABLE_READ_PRESENT && node)
-    dlua_push_node(L, node);
+  if (outcome == DURABLE_READ_UNAVAILABLE)
+    dlua_req_settle_failed(r, DURABLE_EUNAVAIL,
+                           message ? message : "unavailable");
   else
-    lua_pushnil(L);
-  dlua_req_call(r, L, 2);
+    dlua_req_settle_node(r, outcome == DURABLE_READ_PRESENT ? node : NULL);
 }
 
 /* mesh:_read(path, cb): a mesh read; cb(true, node | nil) or cb(false,
@@ -875,6 +1051,15 @@ static int m_is_open(lua_State *L) {
   return 1;
 }
 
+/* core._inside_uv_run(mesh) -> whether uv_run of the mesh's loop is on the
+ * C stack right now.  For the specs: a completion or reader callback must
+ * see false (it is delivered after uv_run returned), a message handler sees
+ * true (it is a turn of the runtime, inside the loop). */
+static int l_inside_uv_run(lua_State *L) {
+  lua_pushboolean(L, to_mesh(L, 1)->running);
+  return 1;
+}
+
 void dlua_open_mesh(lua_State *L) {
   static const luaL_Reg methods[] = {
       {"close", m_close},
@@ -883,6 +1068,9 @@ void dlua_open_mesh(lua_State *L) {
       {"store_name", m_store_name},
       {"is_open", m_is_open},
       {"reads_hub", m_reads_hub},
+      {"step", m_step_public},
+      {"timeout", m_timeout},
+      {"fd", m_fd},
       {"_step", m_step},
       {"_now", m_now},
       {"_get", m_get},
@@ -920,4 +1108,6 @@ void dlua_open_mesh(lua_State *L) {
   lua_setfield(L, -2, "Mesh");
   lua_pushcfunction(L, l_open);
   lua_setfield(L, -2, "open");
+  lua_pushcfunction(L, l_inside_uv_run);
+  lua_setfield(L, -2, "_inside_uv_run");
 }

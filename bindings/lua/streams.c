@@ -4,7 +4,7 @@
  * and the mesh's stream timings.
  *
  * The C streams layer calls back into Lua for four things, each through
- * dlua_pcall (one protected call, the instruction budget):
+ * dlua_pcall (one protected call, the instruction budget) -- and where:
  *
  *   consumer   key_of(hub)     -> spec.key_of(hub): the owner's path
  *              source_of(hub)  -> spec.source_of(hub): a source table or nil
@@ -12,6 +12,14 @@
  *                                 handler, finished through the reply
  *   source     sequence_of / payload_of of a durable.source{...}
  *   reader     on_item(item), on_error(message)
+ *
+ * A consumer's and a source's functions run where C calls them: a
+ * consumer's in turns of its hub, a source's whenever the C reader needs
+ * its answer (at once).  A reader's callback and
+ * a publish's answer come from inside the store's libuv callbacks, so they
+ * are copied (the item's text, the sequence) into the mesh's queue and
+ * delivered after uv_run returned (mesh.c, "turns"); an item queued before
+ * sub:close() is dropped, not delivered.
  *
  * `spec` is a table lua/durable/streams.lua builds around the user's
  * functions (it validates what they return, and turns a returned
@@ -86,7 +94,21 @@ struct dlua_sub_s {
   dlua_subud_t *ud; /* NULL once collected */
   char name[DURABLE_PATH_MAX + 80];
   int closed, in_cb;
+  int queued; /* its events waiting in the mesh's queue (they point here) */
 };
+
+/* An item or a failure of a reader, copied out of the reader's callback
+ * (which runs inside the store's) to be delivered at the mesh's next safe
+ * point, in order. */
+typedef struct {
+  dlua_event_t ev;
+  dlua_sub_t *sub;
+  int status;    /* < 0: the reader failed with `message` */
+  char *message; /* failure */
+  int64_t sequence, appended_at;
+  char *payload, *node_path; /* the item */
+  char ns[DURABLE_PATH_MAX + 1], key[DURABLE_PATH_MAX + 1];
+} sub_event_t;
 
 typedef struct dlua_streams_s {
   dlua_cspec_t *cspecs;
@@ -522,19 +544,14 @@ static int h_consume(lua_State *L) {
 
 /* ---- publish ------------------------------------------------------------- */
 
+/* The publish's answer: queued for the mesh's next safe point (mesh.c). */
 static void on_sequence(int status, int64_t sequence, const char *message,
                         void *data) {
   dlua_req_t *r = data;
-  lua_State *L = dlua_req_begin(r);
-  if (L == NULL)
-    return;
-  if (status < 0) {
-    dlua_req_call_failed(r, L, status, message);
-  } else {
-    lua_pushboolean(L, 1);
-    lua_pushinteger(L, (lua_Integer)sequence);
-    dlua_req_call(r, L, 2);
-  }
+  if (status < 0)
+    dlua_req_settle_failed(r, status, message);
+  else
+    dlua_req_settle_integer(r, (long long)sequence);
 }
 
 /* hub:_publish(namespace, key, payload_text, cb): cb(true, sequence) once
@@ -585,7 +602,7 @@ static void sub_close(dlua_sub_t *s, sub_state_t how) {
     s->ud->sub = NULL;
     s->ud = NULL;
   }
-  if (s->in_cb == 0)
+  if (s->in_cb == 0 && s->queued == 0)
     sub_free(s);
 }
 
@@ -614,33 +631,49 @@ static void sub_failed(dlua_sub_t *s, lua_State *L, const char *message) {
   sub_close(s, SUB_FAILED);
 }
 
-static void on_read(durable_reader_t *reader, int status,
-                    const durable_item_t *item, const char *message,
-                    void *data) {
-  dlua_sub_t *s = data;
-  (void)reader;
-  if (s->closed)
+static void sub_event_free(sub_event_t *e) {
+  free(e->message);
+  free(e->payload);
+  free(e->node_path);
+  free(e);
+}
+
+/* Deliver one item or failure: on_item(item), or on_error(message) and the
+ * end of the reader.  Nothing once the subscription was closed (no item
+ * after :close()) or when no Lua may run. */
+static void sub_deliver(dlua_event_t *ev, lua_State *L) {
+  sub_event_t *e = (sub_event_t *)ev;
+  dlua_sub_t *s = e->sub;
+  s->queued--;
+  if (s->closed || L == NULL || !lua_checkstack(L, 16)) {
+    sub_event_free(e);
+    if (s->closed && s->in_cb == 0 && s->queued == 0)
+      sub_free(s);
     return;
-  lua_State *L = dlua_mesh_lua(s->m);
-  if (L == NULL || !lua_checkstack(L, 16))
-    return;
+  }
   int top = lua_gettop(L);
   s->in_cb++;
   char err[512];
-  if (status < 0) {
-    sub_failed(s, L, message ? message : durable_strerror(status));
+  if (e->status < 0) {
+    sub_failed(s, L, e->message ? e->message : durable_strerror(e->status));
   } else {
+    durable_node_t node = {.path = e->node_path};
+    durable_item_t item = {.stream = {.ns = e->ns, .key = e->key},
+                           .sequence = e->sequence,
+                           .payload = e->payload,
+                           .appended_at = e->appended_at,
+                           .node = e->node_path ? &node : NULL};
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->item_ref);
-    if (push_item(L, item, err, sizeof err) < 0) {
+    if (push_item(L, &item, err, sizeof err) < 0) {
       char m[DURABLE_PATH_MAX + 600];
       snprintf(m, sizeof m, "Durable stream item %s could not be read: %s",
-               item->node ? item->node->path : "?", err);
+               e->node_path ? e->node_path : "?", err);
       lua_settop(L, top);
       sub_failed(s, L, m);
     } else if (dlua_pcall(L, s->m->S, s->m->budget, 1, 0) != LUA_OK) {
       char m[1024];
       snprintf(m, sizeof m, "on_item failed on item %lld: %s",
-               (long long)item->sequence, lua_tostring(L, -1));
+               (long long)e->sequence, lua_tostring(L, -1));
       dlua_mesh_log(s->m, DURABLE_LOG_WARN, "[Lua] read_durable of %s: %s",
                     s->name, dlua_traceback(L));
       lua_settop(L, top);
@@ -649,8 +682,62 @@ static void on_read(durable_reader_t *reader, int status,
   }
   lua_settop(L, top);
   s->in_cb--;
-  if (s->closed && s->in_cb == 0)
+  sub_event_free(e);
+  if (s->closed && s->in_cb == 0 && s->queued == 0)
     sub_free(s);
+}
+
+static char *dup_or_null(const char *text, int *failed) {
+  if (text == NULL)
+    return NULL;
+  char *copy = strdup(text);
+  if (copy == NULL)
+    *failed = 1;
+  return copy;
+}
+
+/* The reader's callback, inside the store's: only a copy is queued. */
+static void on_read(durable_reader_t *reader, int status,
+                    const durable_item_t *item, const char *message,
+                    void *data) {
+  dlua_sub_t *s = data;
+  (void)reader;
+  if (s->closed)
+    return;
+  sub_event_t *e = calloc(1, sizeof(*e));
+  int failed = e == NULL;
+  if (e != NULL) {
+    e->ev.deliver = sub_deliver;
+    e->sub = s;
+    e->status = status;
+    if (status < 0) {
+      e->message =
+          dup_or_null(message ? message : durable_strerror(status), &failed);
+    } else {
+      e->sequence = item->sequence;
+      e->appended_at = item->appended_at;
+      e->payload = dup_or_null(item->payload, &failed);
+      e->node_path = dup_or_null(item->node ? item->node->path : NULL, &failed);
+      snprintf(e->ns, sizeof e->ns, "%s", item->stream.ns);
+      snprintf(e->key, sizeof e->key, "%s", item->stream.key);
+    }
+  }
+  if (failed) {
+    /* the item cannot be kept for delivery: stop here rather than skip it */
+    if (e)
+      sub_event_free(e);
+    if (s->ud) {
+      s->ud->state = SUB_FAILED;
+      snprintf(s->ud->failure, sizeof s->ud->failure,
+               "out of memory: an item could not be queued");
+    }
+    dlua_mesh_log(s->m, DURABLE_LOG_ERROR,
+                  "[Lua] read_durable of %s stopped: out of memory", s->name);
+    sub_close(s, SUB_FAILED);
+    return;
+  }
+  s->queued++;
+  dlua_post(s->m, &e->ev);
 }
 
 /* hub:_read(namespace, key, after, source|nil, on_item, on_error|nil) ->

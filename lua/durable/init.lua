@@ -91,7 +91,7 @@ local Hub = core.Hub
 
 local OPEN_KEYS = {
   store = true, plugins = true, quiesce_budget_ms = true, request_timeout_ms = true,
-  instruction_budget = true, log = true, streams = true,
+  instruction_budget = true, log = true, streams = true, host = true,
 }
 
 local function check_ms(name, v)
@@ -106,13 +106,20 @@ end
 ---`streams` sets the durable stream timings (durable_mesh_options_t.streams):
 ---holder_probe_ms (5000), reclaim_ms (30000), backoff_min_ms (1000),
 ---backoff_max_ms (60000), liveness_ms (1000); tests shrink them.
----@param opts { store?: string, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
+---`host = true` makes the process a host of its consumers (durable.host).
+---A mesh owns its libuv loop; there is no `loop` option: a program with its
+---own loop (luv) drives the mesh through mesh:fd() and mesh:step().
+---@param opts { host?: boolean, store?: string, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
 ---@return durable.Mesh|nil mesh
 ---@return string? message
 ---@return string? code
 function durable.open(opts)
   if type(opts) ~= "table" then
     error("durable.open{ store = URL, plugins = { FILE, ... }, ... }: expects a table", 2)
+  end
+  if opts.loop ~= nil then
+    error("durable.open: there is no 'loop' option: a mesh runs on a libuv loop of its own; "
+      .. "drive it from luv (or any loop) with mesh:fd() and mesh:step() (see lua/README.md)", 2)
   end
   for k in pairs(opts) do
     if not OPEN_KEYS[k] then error(("durable.open: unknown option '%s'"):format(tostring(k)), 2) end
@@ -128,6 +135,9 @@ function durable.open(opts)
     error("durable.open: 'log' must be a function(level, line)", 2)
   end
   streams.check_options(opts.streams)
+  if opts.host ~= nil and type(opts.host) ~= "boolean" then
+    error("durable.open: 'host' must be a boolean", 2)
+  end
   -- every plugin first: a broken one refuses the open before anything starts
   local records = plugin.load_all(opts.plugins or {})
   local mesh, message, code = core.open {
@@ -144,7 +154,88 @@ function durable.open(opts)
     mesh:close()
     error(err, 0)
   end
+  if opts.host then
+    local hosted, why, why_code = core.host(mesh)
+    if not hosted then
+      mesh:close()
+      return nil, why, why_code
+    end
+  end
   return mesh
+end
+
+---Make this process a host of the mesh's NodeTypes' stream consumers, as
+---`durable run` is: the owner of every stream with waiting items and no
+---live holder, whose NodeType consumes that family here, is activated (so
+---its consumer claims and handles them) now, and again whenever another
+---process (or another mesh on the same store) appends.  Without it a
+---stream wakes its owner only for appends made through this mesh.  The
+---activations happen as the loop runs (completion:wait(), mesh:run_until(),
+---mesh:step()).  The same as durable.open{ ..., host = true }.
+---@param mesh durable.Mesh
+---@return true|nil ok
+---@return string? message
+---@return string? code
+function durable.host(mesh)
+  if type(mesh) ~= "userdata" then
+    error("durable.host(mesh): expects a mesh from durable.open", 2)
+  end
+  return core.host(mesh)
+end
+
+---Drive `mesh` from luv's loop (`uv` is require "luv"): luv polls the
+---mesh's fd and steps it when it is readable, when the mesh's next timer
+---is due, or -- while the mesh has work ready (a timeout of 0) -- once per
+---turn of luv's loop, and looks again before each of its waits (a luv
+---callback that used the mesh may have made a step due).  Everything the
+---mesh does -- handlers, completions settling -- then happens inside
+---uv.run(); use :next() there, not :wait().  Returns stop(), which closes
+---the luv handles (call it before mesh:close(): the fd goes with the mesh).
+---@param mesh durable.Mesh
+---@param uv table the luv module
+---@return fun() stop
+function durable.drive_with_luv(mesh, uv)
+  if type(mesh) ~= "userdata" then
+    error("durable.drive_with_luv(mesh, uv): expects a mesh from durable.open", 2)
+  end
+  if type(uv) ~= "table" or type(uv.new_poll) ~= "function" then
+    error("durable.drive_with_luv(mesh, uv): uv must be the luv module (require \"luv\")", 2)
+  end
+  local poll = assert(uv.new_poll(mesh:fd()))
+  local timer = uv.new_timer()
+  local idle = uv.new_idle()
+  local prepare = uv.new_prepare()
+  local step, idling
+  -- 0: step on every turn of luv's loop (an idle handle, so luv still polls
+  -- its own I/O in between; a 0 ms timer restarted from its own callback
+  -- would spin inside libuv's timer phase); > 0: a timer; -1: the fd alone
+  local function arm(ms)
+    timer:stop()
+    if ms == 0 then
+      if not idling then
+        idle:start(step)
+        idling = true
+      end
+      return
+    end
+    if idling then
+      idle:stop()
+      idling = false
+    end
+    if ms > 0 then timer:start(ms, 0, step) end
+  end
+  step = function() arm(mesh:step()) end
+  poll:start("r", step)
+  prepare:start(function() arm(mesh:timeout()) end)
+  local stopped = false
+  return function()
+    if stopped then return end
+    stopped = true
+    poll:close()
+    timer:close()
+    idle:close()
+    prepare:close()
+  end
 end
 
 -- ---- nodes --------------------------------------------------------------------

@@ -22,14 +22,10 @@ end
 return function(store, ...)
   local plugins = { ... }
   if #plugins == 0 then return fail("no plugin given (durable run PLUGIN… [--store URL])") end
-  local ok, mesh, message = pcall(durable.open, { store = store, plugins = plugins })
+  -- host = true: durable.host(mesh) before anything runs
+  local ok, mesh, message = pcall(durable.open, { store = store, plugins = plugins, host = true })
   if not ok then return fail((tostring(mesh):gsub("^durable%.open: ", ""))) end
   if not mesh then return fail(message) end
-  local hosted, why = core.host(mesh)
-  if not hosted then
-    mesh:close()
-    return fail(why)
-  end
   core.trap_signals(mesh)
   mesh:log("info", ("durable run: hosting %s on %s; stop with Ctrl-C"):format(
     table.concat(plugins, ", "), mesh:store_name()))

@@ -19,7 +19,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${DURABLE_BUILD_DIR:-$root/build}
 
 packages=(
-  lua5.4 liblua5.4-dev lua-busted
+  lua5.4 liblua5.4-dev lua-busted lua-luv
   libuv1-dev libjansson-dev libsqlite3-dev libpq-dev postgresql
   cmake build-essential pkg-config
 )

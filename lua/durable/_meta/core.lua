@@ -124,6 +124,19 @@ function core.is_json(value) end
 ---@return table
 function core.array(t) end
 
+---Make the process a host of the mesh's stream consumers (what `durable
+---run` does; durable.host is the friendly name).
+---@return true|nil ok
+---@return string? message
+---@return string? code
+function core.host(mesh) end
+
+---Test-only: whether uv_run of the mesh's loop is on the C stack now.  A
+---message handler sees true (a turn of the runtime); a completion or a
+---reader's on_item sees false (delivered after uv_run returned).
+---@return boolean
+function core._inside_uv_run(mesh) end
+
 -- ---- the mesh userdata --------------------------------------------------------
 
 ---Recycle every hub, run every pending callback, close the store and the
@@ -145,6 +158,20 @@ function core.Mesh:reads_hub() end
 ---@param timeout_ms? integer
 ---@return boolean alive the loop still has something that can happen
 function core.primitives.mesh.step(mesh, timeout_ms) end
+---Run the loop once without waiting (uv_run NOWAIT) and deliver what it
+---gave; for another loop (luv, cqueues, copas) driving the mesh.  Raises
+---inside a handler or a callback.
+---@return integer timeout_ms how long the caller may wait before the next step: -1 until fd() is readable, 0 now
+function core.Mesh:step() end
+---The wait before the next step(), as step() returns it; runs nothing.
+---Ask again before each wait of your loop: Lua that used the mesh
+---meanwhile may have made a step due.
+---@return integer timeout_ms
+function core.Mesh:timeout() end
+---The file descriptor of the mesh's loop (uv_backend_fd): readable when
+---the loop has work.  Poll it for reading only; stop before mesh:close().
+---@return integer fd
+function core.Mesh:fd() end
 ---@return integer the loop's clock, ms
 function core.primitives.mesh.now(mesh) end
 ---cb(true, node) | cb(false, message, code) ("ENOTFOUND" when absent).
