@@ -188,8 +188,8 @@ static int64_t lsrc_sequence(const durable_node_t *node, void *data) {
   return seq;
 }
 
-static int lsrc_payload(const durable_node_t *node, char **payload, void *data,
-                        durable_error_t *err) {
+static int lsrc_payload(const durable_node_t *node, char **payload,
+                        durable_error_t *err, void *data) {
   dlua_src_t *s = data;
   dlua_mesh_t *m = s->m;
   *payload = NULL;

@@ -662,8 +662,8 @@ int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
 typedef struct durable_source_s {
   const char *items_ns;
   int64_t (*sequence_of)(const durable_node_t *node, void *data);
-  int (*payload_of)(const durable_node_t *node, char **payload, void *data,
-                    durable_error_t *err);
+  int (*payload_of)(const durable_node_t *node, char **payload,
+                    durable_error_t *err, void *data);
   void *data;
 } durable_source_t;
 

@@ -147,7 +147,7 @@ static void try_deliver(durable__pull_t *p) {
     int64_t appended_at = 0;
     durable_error_t err = {0};
     int rc = p->custom
-                 ? p->source.payload_of(node, &payload, p->source.data, &err)
+                 ? p->source.payload_of(node, &payload, &err, p->source.data)
                  : durable__item_decode(node, &payload, &appended_at, &err);
     if (rc < 0 || payload == NULL) {
       char message[DURABLE_PATH_MAX + 600];

@@ -27,8 +27,8 @@ static int64_t part_sequence(const durable_node_t *node, void *data) {
   return strtoll(id, NULL, 10) + 1;
 }
 
-static int part_payload(const durable_node_t *node, char **payload, void *data,
-                        durable_error_t *err) {
+static int part_payload(const durable_node_t *node, char **payload,
+                        durable_error_t *err, void *data) {
   (void)data;
   *payload = NULL;
   if (node->content == NULL)
