@@ -243,6 +243,17 @@ dlua_reply_t *dlua_push_reply(lua_State *L, dlua_mesh_t *m, durable_hub_t *hub,
   return r;
 }
 
+/* Put an unlinked reply back in its mesh's list, holding `hub` again. */
+static void reply_link(dlua_reply_t *r, durable_hub_t *hub) {
+  r->hub = hub;
+  durable_hub_ref(hub);
+  r->prev = NULL;
+  r->next = r->m->replies;
+  if (r->m->replies)
+    r->m->replies->prev = r;
+  r->m->replies = r;
+}
+
 static void reply_unlink(dlua_reply_t *r) {
   if (r->prev)
     r->prev->next = r->next;
@@ -340,6 +351,48 @@ static int r_ok(lua_State *L) {
     return luaL_error(L, "the handler's result: %s", err);
   dlua_reply_finish(r, 0, text, NULL);
   free(text);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* reply:commit(writes [, value]) -> true, or false when it was finished
+ * already: finish with `writes` committed in one transaction (for a stream
+ * item: with its acknowledgement, under the lease; for a message: before
+ * the reply `value`).  Bad writes raise, naming the write; the reply is then
+ * left unfinished. */
+static int r_commit(lua_State *L) {
+  dlua_reply_t *r = to_reply(L);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  if (r->reply == NULL) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  char why[512];
+  char *text = dlua_encode(L, 3, why, sizeof why);
+  if (text == NULL)
+    return luaL_error(L, "the handler's result: %s", why);
+  dlua_writes_t w;
+  if (dlua_writes_read(L, 2, &w, why, sizeof why) < 0) {
+    free(text);
+    return luaL_error(L, "%s", why);
+  }
+  /* unlinked first, as dlua_reply_finish does: finishing may run Lua */
+  durable_reply_t *reply = r->reply;
+  durable_hub_t *hub = r->hub;
+  durable_hub_ref(hub);
+  r->reply = NULL;
+  reply_unlink(r);
+  durable_error_t err = {0};
+  int rc = durable_reply_commit(reply, text, w.writes, w.count, &err);
+  dlua_writes_free(&w);
+  free(text);
+  if (rc < 0) { /* refused as arguments: the reply is still to finish */
+    r->reply = reply;
+    reply_link(r, hub);
+  }
+  durable_hub_unref(hub);
+  if (rc < 0)
+    return luaL_error(L, "%s", err.message);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -496,10 +549,8 @@ void dlua_open_hub(lua_State *L) {
   lua_setfield(L, -2, "Hub");
 
   static const luaL_Reg reply_methods[] = {
-      {"ok", r_ok},
-      {"fail", r_fail},
-      {"pending", r_pending},
-      {NULL, NULL},
+      {"ok", r_ok},           {"fail", r_fail}, {"commit", r_commit},
+      {"pending", r_pending}, {NULL, NULL},
   };
   if (luaL_newmetatable(L, DLUA_REPLY_MT)) {
     luaL_newlib(L, reply_methods);

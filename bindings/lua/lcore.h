@@ -319,4 +319,17 @@ int luaopen_durable_core(lua_State *L);
  * name the runtime does not have. */
 int dlua_code_named(const char *name);
 
+/* Writes read from a Lua array of { kind=, path=, node_type=, content=,
+ * expected_version= } (mesh.c): the strings stay anchored on the Lua stack,
+ * so submit them before the stack is popped; free with dlua_writes_free. */
+typedef struct {
+  durable_write_t *writes;
+  char **texts; /* the encoded contents */
+  size_t count;
+} dlua_writes_t;
+/* 0, or -1 with `why` saying which write is wrong and how (nothing kept). */
+int dlua_writes_read(lua_State *L, int idx, dlua_writes_t *out, char *why,
+                     size_t whylen);
+void dlua_writes_free(dlua_writes_t *w);
+
 #endif

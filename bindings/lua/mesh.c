@@ -745,30 +745,29 @@ static durable_write_kind_t write_kind(const char *name) {
 /* mesh:_write({ {kind=, path=, node_type=, content=, expected_version=}, ...
  * }, cb): one transaction.  content is a Lua value (or core.json(text));
  * cb(true, last written node or nil). */
-static int m_write(lua_State *L) {
-  dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  luaL_checktype(L, 3, LUA_TFUNCTION);
-  lua_Integer n = luaL_len(L, 2);
-  luaL_argcheck(L, n >= 1 && n <= 10000, 2, "1 to 10000 writes");
-  durable_store_t *store = mesh_store(m);
-  if (store == NULL)
-    return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
-  /* Strings stay anchored in the writes table (on the stack) until the
-   * store has copied them; contents are encoded into malloc'ed text. */
-  durable_write_t *writes = calloc((size_t)n, sizeof(*writes));
-  char **texts = calloc((size_t)n, sizeof(*texts));
-  if (writes == NULL || texts == NULL) {
-    free(writes);
-    free(texts);
-    return luaL_error(L, "out of memory");
+int dlua_writes_read(lua_State *L, int idx, dlua_writes_t *out, char *why,
+                     size_t whylen) {
+  memset(out, 0, sizeof *out);
+  why[0] = '\0';
+  lua_Integer n = luaL_len(L, idx);
+  if (n < 1 || n > 10000) {
+    snprintf(why, whylen, "1 to 10000 writes, not %lld", (long long)n);
+    return -1;
   }
-  char why[512] = "";
+  out->writes = calloc((size_t)n, sizeof(*out->writes));
+  out->texts = calloc((size_t)n, sizeof(*out->texts));
+  if (out->writes == NULL || out->texts == NULL) {
+    dlua_writes_free(out);
+    snprintf(why, whylen, "out of memory");
+    return -1;
+  }
+  out->count = (size_t)n;
   for (lua_Integer i = 0; i < n && why[0] == '\0'; i++) {
-    lua_geti(L, 2, i + 1);
+    durable_write_t *wr = &out->writes[i];
+    lua_geti(L, idx, i + 1);
     int w = lua_gettop(L);
     if (!lua_istable(L, w)) {
-      snprintf(why, sizeof why, "write %lld is not a table", (long long)i + 1);
+      snprintf(why, whylen, "write %lld is not a table", (long long)i + 1);
       break;
     }
     lua_getfield(L, w, "kind");
@@ -779,47 +778,62 @@ static int m_write(lua_State *L) {
     /* stack: ... w kind path node_type expected content */
     const char *kind = lua_tostring(L, w + 1);
     if (kind == NULL || lua_type(L, w + 2) != LUA_TSTRING) {
-      snprintf(why, sizeof why, "write %lld needs a kind and a path",
+      snprintf(why, whylen, "write %lld needs a kind and a path",
                (long long)i + 1);
-    } else {
-      writes[i].kind = write_kind(kind);
-      if (writes[i].kind == 0)
-        snprintf(why, sizeof why,
-                 "write kind must be put, create, replace or "
-                 "delete, not '%s'",
-                 kind);
-      writes[i].path = lua_tostring(L, w + 2);
-      writes[i].node_type = lua_tostring(L, w + 3);
-      if (why[0] == '\0' &&
-          (dlua_has_nul(L, w + 1, "write kind", why, sizeof why) ||
-           dlua_has_nul(L, w + 2, "path", why, sizeof why) ||
-           dlua_has_nul(L, w + 3, "node_type", why, sizeof why)))
-        break; /* nothing is written */
-      writes[i].expected_version = (int64_t)lua_tointeger(L, w + 4);
-      if (!lua_isnil(L, w + 5) && why[0] == '\0') {
-        char err[400];
-        texts[i] = dlua_encode(L, w + 5, err, sizeof err);
-        if (texts[i] == NULL)
-          snprintf(why, sizeof why, "content of '%s': %s", writes[i].path, err);
-      }
-      writes[i].content = texts[i];
+      break;
     }
+    wr->kind = write_kind(kind);
+    if (wr->kind == 0)
+      snprintf(why, whylen,
+               "write kind must be put, create, replace or delete, not '%s'",
+               kind);
+    wr->path = lua_tostring(L, w + 2);
+    wr->node_type = lua_tostring(L, w + 3);
+    if (why[0] == '\0' && (dlua_has_nul(L, w + 1, "write kind", why, whylen) ||
+                           dlua_has_nul(L, w + 2, "path", why, whylen) ||
+                           dlua_has_nul(L, w + 3, "node_type", why, whylen)))
+      break; /* nothing is written */
+    wr->expected_version = (int64_t)lua_tointeger(L, w + 4);
+    if (!lua_isnil(L, w + 5) && why[0] == '\0') {
+      char err[400];
+      out->texts[i] = dlua_encode(L, w + 5, err, sizeof err);
+      if (out->texts[i] == NULL)
+        snprintf(why, whylen, "content of '%s': %s", wr->path, err);
+    }
+    wr->content = out->texts[i];
     /* keep the strings: leave them on the stack until the submit is done */
     lua_checkstack(L, 8);
   }
-  int rc = DURABLE_EINVAL;
-  durable_error_t err = {0};
-  dlua_req_t *r = NULL;
-  if (why[0] == '\0') {
-    r = dlua_req_new(L, m, 3);
-    rc = durable_store_write(store, writes, (size_t)n, on_store_node, r, &err);
-  }
-  for (lua_Integer i = 0; i < n; i++)
-    free(texts[i]);
-  free(texts);
-  free(writes);
-  if (why[0])
+  if (why[0] == '\0')
+    return 0;
+  dlua_writes_free(out);
+  return -1;
+}
+
+void dlua_writes_free(dlua_writes_t *w) {
+  for (size_t i = 0; w->texts && i < w->count; i++)
+    free(w->texts[i]);
+  free(w->texts);
+  free(w->writes);
+  memset(w, 0, sizeof *w);
+}
+
+static int m_write(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  luaL_checktype(L, 3, LUA_TFUNCTION);
+  durable_store_t *store = mesh_store(m);
+  if (store == NULL)
+    return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
+  char why[512];
+  dlua_writes_t w;
+  if (dlua_writes_read(L, 2, &w, why, sizeof why) < 0)
     return luaL_error(L, "%s", why);
+  durable_error_t err = {0};
+  dlua_req_t *r = dlua_req_new(L, m, 3);
+  int rc =
+      durable_store_write(store, w.writes, w.count, on_store_node, r, &err);
+  dlua_writes_free(&w);
   return store_submitted(L, r, rc, &err, "write");
 }
 

@@ -7,9 +7,11 @@
 --   {"$type":"Withdrawal","amount":30}
 --
 -- The Account's hub consumes it, one item at a time, in order.  Each item
--- changes `balance` and records its sequence as `applied` in the SAME write,
--- so an item handed over again (after a crash between the write and its
--- acknowledgement) finds applied >= its sequence and changes nothing.
+-- changes `balance` through the handler's transaction `tx`: the write is
+-- committed in one transaction with the item's acknowledgement, and only
+-- while this hub holds the lease, so each item moves the balance exactly
+-- once.  `applied` records the last item applied (what `get` shows, and a
+-- guard should an operator rewind the checkpoint to replay the ledger).
 --
 -- A withdrawal that would take the balance below -credit_limit (0 unless
 -- the account's content says otherwise) is refused: the handler raises, the
@@ -58,14 +60,15 @@ return {
       config:with_durable_stream_consumer {
         namespace = "Ledger",
         key = function(hub) return hub.address end, -- Ledger@{this account}
-        handler = function(hub, item)
-          -- read-modify-write of the account node; the item is acknowledged
-          -- once the write is saved (the completion), never before
-          return hub:update_node(hub.address, function(node)
+        handler = function(hub, item, tx)
+          -- read-modify-write of the account node, committed with the
+          -- item's acknowledgement (a replace at the version read: if the
+          -- node moved meanwhile, nothing is written and the item comes again)
+          tx:update_node(hub.address, function(node)
             local account = node.content
-            if (account.applied or 0) >= item.sequence then return nil end -- seen: no write
+            if (account.applied or 0) >= item.sequence then return nil end -- a replay
             account.balance = apply(account, item.payload, item.sequence)   -- raises: not acknowledged
-            account.applied = item.sequence                                 -- the same write
+            account.applied = item.sequence
             return node
           end)
         end,

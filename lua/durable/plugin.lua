@@ -29,6 +29,7 @@
 -- here), `plugin.record(config)` gives the record it fills, and a function
 -- appended to `record.installs` runs at install time as fn(mesh, record).
 local completion = require "durable.completion"
+local transaction = require "durable.transaction"
 
 -- run() below settles replies: let it finish even once a budget is spent
 require("durable.core").trust()
@@ -292,31 +293,57 @@ end
 ---finish `reply` with its outcome once it is known -- ok with what fn
 ---returned (`with_value`: as the reply's payload; else nothing), once a
 ---returned completion is ok; failed with the message and code of a raise
----or of a failed completion.  A raise is logged, with its traceback, as
+---or of a failed completion.  With a transaction `tx` (given to fn as its
+---last argument), what it recorded is committed with the finish: for a
+---stream item with its acknowledgement, for a message before the reply
+---(durable/transaction.lua).  A raise is logged, with its traceback, as
 ---"[Lua] WHAT failed: ...", `what()` naming the handler (made only then).
 ---@param reply userdata the C reply (hub.c)
 ---@param hub durable.Hub whose mesh logs
 ---@param what fun(): string
 ---@param with_value boolean
+---@param tx durable.Transaction|nil
 ---@param fn function
-function M.run(reply, hub, what, with_value, fn, ...)
+function M.run(reply, hub, what, with_value, tx, fn, ...)
   local mesh = hub.mesh
+  local args = table.pack(...)
+  if tx then -- the handler's last argument
+    args.n = args.n + 1
+    args[args.n] = tx
+  end
   local outcome = completion.spawn(function(_, _, traceback)
     pcall(mesh.log, mesh, "warn", ("[Lua] %s failed: %s"):format(what(), traceback))
-  end, fn, ...)
+  end, fn, table.unpack(args, 1, args.n))
+  if tx then
+    outcome = outcome:next(function(value)
+      return transaction.finish(tx):next(function(writes)
+        return { value = value, writes = writes }
+      end)
+    end)
+  end
   completion.subscribe(outcome, function(c)
-    if c.state == "ok" then
-      -- a value JSON cannot hold raises: the reply fails, saying why
-      local ok, err = pcall(reply.ok, reply, with_value and c.value or nil)
-      if not ok then reply:fail(err) end
-    else
+    if c.state ~= "ok" then
       reply:fail(c.message, c.code)
+      return
     end
+    local value, writes = c.value, nil
+    if tx then value, writes = c.value.value, c.value.writes end
+    if not with_value then value = nil end
+    -- a value JSON cannot hold, or a write that is no write, raises: the
+    -- reply fails, saying why
+    local ok, err
+    if writes and #writes > 0 then
+      ok, err = pcall(reply.commit, reply, writes, value)
+    else
+      ok, err = pcall(reply.ok, reply, value)
+    end
+    if not ok then reply:fail(err) end
   end)
 end
 
----The function C calls for a message: fn(hub, msg) finished through reply.
----@param fn fun(hub: durable.Hub, msg: durable.Message): any
+---The function C calls for a message: fn(hub, msg, tx) finished through
+---reply, tx's writes committed before the reply.
+---@param fn fun(hub: durable.Hub, msg: durable.Message, tx: durable.Transaction): any
 ---@param node_type? string for the log line of a raise
 ---@return fun(hub: durable.Hub, msg: durable.Message, reply: userdata)
 function M.handler(fn, node_type)
@@ -325,7 +352,7 @@ function M.handler(fn, node_type)
     M.run(reply, hub, function()
       return ("handler for '%s' of NodeType '%s' at hub '%s'")
         :format(msg_type, node_type or hub.node_type, hub.address)
-    end, true, fn, hub, msg)
+    end, true, transaction.new(hub), fn, hub, msg)
   end
 end
 
@@ -337,7 +364,7 @@ function M.step(fn, node_type)
     M.run(reply, hub, function()
       return ("init step of NodeType '%s' at hub '%s'"):format(node_type or hub.node_type,
         hub.address)
-    end, true, fn, hub)
+    end, true, nil, fn, hub)
   end
 end
 

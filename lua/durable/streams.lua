@@ -34,6 +34,7 @@ local core = require "durable.core"
 local prim = core.primitives
 local completion = require "durable.completion"
 local plugin = require "durable.plugin"
+local transaction = require "durable.transaction"
 
 -- `run` below finishes replies: let it finish even once a budget is spent
 core.trust()
@@ -277,7 +278,7 @@ local function runner(ns, handler)
     local sequence = item.sequence
     plugin.run(reply, hub, function()
       return ("the '%s' handler at hub '%s' on item %d"):format(ns, hub.address, sequence)
-    end, false, handler, hub, item)
+    end, false, transaction.new(hub), handler, hub, item)
   end
 end
 

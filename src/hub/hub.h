@@ -266,10 +266,12 @@ void durable__detach_replies(durable_mesh_t *mesh);
 void durable__abandon_replies(durable_hub_t *hub);
 /* A completion handle that calls `fn` when finished: for work a layer
  * above hands to a handler (a consumer's item).  It counts as a message in
- * a handler, so a recycle waits for it. */
+ * a handler, so a recycle waits for it.  `effects` are the writes the
+ * handler finished with (durable_reply_commit), NULL for none; `fn` owns
+ * them. */
 typedef void (*durable__reply_fn)(durable_hub_t *hub, int status,
                                   const char *payload, const char *message,
-                                  void *data);
+                                  durable__write_set_t *effects, void *data);
 durable_reply_t *durable__reply_callback(durable_hub_t *hub,
                                          durable__reply_fn fn, void *data);
 /* An init step's completion handle. */

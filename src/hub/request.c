@@ -403,8 +403,10 @@ void durable__abandon_replies(durable_hub_t *hub) {
 }
 
 static void reply_finish(durable_reply_t *r, int status, const char *payload,
-                         durable__body_t *body, const char *message) {
+                         durable__body_t *body, const char *message,
+                         durable__write_set_t *effects) {
   if (r->detached) { /* its mesh is closed: nobody to tell */
+    free(effects);
     durable__body_free(body);
     free(r->type);
     free(r);
@@ -415,7 +417,8 @@ static void reply_finish(durable_reply_t *r, int status, const char *payload,
   if (r->step_done) {
     r->step_done(hub, status, message);
   } else if (r->then) {
-    r->then(hub, status, payload, message, r->then_data);
+    r->then(hub, status, payload, message, effects, r->then_data);
+    effects = NULL; /* the continuation's now */
   } else if (r->request_id) {
     durable__answer(hub->mesh, r->request_id, status, payload, body, message);
     body = NULL;
@@ -424,6 +427,7 @@ static void reply_finish(durable_reply_t *r, int status, const char *payload,
         hub->mesh, DURABLE_LOG_WARN, "[Hubs] '%s' failed at hub '%s': %s",
         r->type, hub->address, message ? message : durable_strerror(status));
   }
+  free(effects); /* only a continuation takes them (durable_reply_commit) */
   durable__body_free(body); /* nobody to read it */
   hub->in_flight--;
   if (r->prev)
@@ -440,12 +444,12 @@ static void reply_finish(durable_reply_t *r, int status, const char *payload,
 
 void durable_reply_ok(durable_reply_t *reply, const char *payload) {
   if (reply)
-    reply_finish(reply, 0, payload ? payload : "null", NULL, NULL);
+    reply_finish(reply, 0, payload ? payload : "null", NULL, NULL, NULL);
 }
 
 void durable__reply_body(durable_reply_t *reply, durable__body_t *body) {
   if (reply)
-    reply_finish(reply, 0, "null", body, NULL);
+    reply_finish(reply, 0, "null", body, NULL, NULL);
   else
     durable__body_free(body);
 }
@@ -456,7 +460,59 @@ void durable_reply_fail(durable_reply_t *reply, int code, const char *message) {
   if (code >= 0)
     code = DURABLE_EFAILED;
   reply_finish(reply, code, NULL, NULL,
-               message ? message : durable_strerror(code));
+               message ? message : durable_strerror(code), NULL);
+}
+
+/* durable_reply_commit of a message: the writes first, then the answer. */
+typedef struct {
+  durable_reply_t *reply;
+  durable__write_set_t *set;
+  char payload[]; /* the answer once they are saved */
+} commit_t;
+
+static void on_committed(const durable_result_t *res, void *data) {
+  commit_t *c = data;
+  if (res->status == 0)
+    reply_finish(c->reply, 0, c->payload, NULL, NULL, NULL);
+  else
+    reply_finish(c->reply, res->status, NULL, NULL, res->message, NULL);
+  free(c->set);
+  free(c);
+}
+
+int durable_reply_commit(durable_reply_t *reply, const char *payload,
+                         const durable_write_t *writes, size_t count,
+                         durable_error_t *err) {
+  if (reply == NULL)
+    return durable__error(err, DURABLE_EINVAL, "no reply");
+  if (payload == NULL)
+    payload = "null";
+  if (!durable__json_valid(payload))
+    return durable__error(err, DURABLE_EINVAL, "the reply is not JSON");
+  durable__write_set_t *set = durable__write_set_new(writes, count, err);
+  if (set == NULL)
+    return err ? err->code : DURABLE_EINVAL;
+  if (reply->detached || reply->then) {
+    /* a consumer's turn: the writes go with the item's acknowledgement */
+    reply_finish(reply, 0, payload, NULL, NULL, set);
+    return 0;
+  }
+  size_t n = strlen(payload) + 1;
+  commit_t *c = malloc(sizeof(*c) + n);
+  if (c == NULL) {
+    free(set);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  c->reply = reply;
+  c->set = set;
+  memcpy(c->payload, payload, n);
+  int rc = durable_store_write(reply->hub->mesh->store, set->writes, set->count,
+                               on_committed, c, err);
+  if (rc < 0) {
+    free(set);
+    free(c);
+  }
+  return rc;
 }
 
 durable_reply_t *durable__step_reply(durable_hub_t *hub,

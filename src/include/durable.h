@@ -503,6 +503,29 @@ int durable_hub_post(durable_hub_t *from, const char *to, const char *type,
 void durable_reply_ok(durable_reply_t *reply, const char *payload);
 void durable_reply_fail(durable_reply_t *reply, int code, const char *message);
 
+/* Finish the message with `writes` committed in one transaction, all or
+ * none: put, create, replace and delete writes (a mutator would have to
+ * outlive the handler: read the node, then replace it at the version read).
+ *
+ *  - For a stream item (durable_item_handler_cb's `done`) the writes are the
+ *    item's effects: they commit in the SAME transaction as its
+ *    acknowledgement, and only while this consumer still holds the lease.
+ *    Lost lease: nothing is written and the consumer claims again.  A write
+ *    the database refuses (a replace whose version moved, a create of a
+ *    present node): nothing is written, the item is not acknowledged, and
+ *    it is handed again after the backoff -- so its handler reads again.
+ *    That is exactly once for effects inside the mesh, and one commit per
+ *    item.
+ *  - For a message: the writes commit, then the sender gets `payload` (JSON
+ *    text, NULL: null), or the write's failure.
+ *
+ * Returns 0 (the reply is finished, now or once written), or a negative
+ * code when the writes are refused as arguments (`err` says which and why);
+ * then the reply is NOT finished and the handler still owns it. */
+int durable_reply_commit(durable_reply_t *reply, const char *payload,
+                         const durable_write_t *writes, size_t count,
+                         durable_error_t *err);
+
 /* ---- node types -----------------------------------------------------------
  */
 

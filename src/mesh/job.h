@@ -85,6 +85,7 @@ struct durable__job_s {
   /* outputs */
   int status;
   durable_error_t err;
+  size_t failed_write; /* a write job: 1 + the index of the write refused */
   durable_node_t *node;
   durable__nodes_t nodes;
   int more;

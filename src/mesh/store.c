@@ -573,6 +573,11 @@ durable_node_t *durable__result_take(const durable_result_t *res, size_t i) {
   return node;
 }
 
+size_t durable__failed_write(const durable_result_t *res) {
+  const durable__job_t *job = ((const result_ex_t *)res)->job;
+  return job->kind == JOB_WRITE && job->status < 0 ? job->failed_write : 0;
+}
+
 int64_t durable__written_version(const durable_result_t *res, size_t i) {
   const durable__job_t *job = ((const result_ex_t *)res)->job;
   if (job->kind != JOB_WRITE || job->status < 0 || i >= job->nwrites ||

@@ -49,6 +49,22 @@ int64_t durable__now_ms(void);
  * hands to callbacks. */
 int64_t durable__written_version(const durable_result_t *res, size_t i);
 
+/* In the callback of a durable_store_write that failed: 1 + the index of the
+ * write the store refused (its status is res->status), or 0 when the failure
+ * was not one write's (the store, the connection). */
+size_t durable__failed_write(const durable_result_t *res);
+
+/* Writes kept past the call that gave them -- an item's effects, held until
+ * its acknowledgement is written with them: a copy in one allocation
+ * (free() it), checked as durable_store_write checks, mutators refused. */
+typedef struct durable__write_set_s {
+  size_t count;
+  durable_write_t writes[];
+} durable__write_set_t;
+durable__write_set_t *durable__write_set_new(const durable_write_t *writes,
+                                             size_t count,
+                                             durable_error_t *err);
+
 /* In the callback of a read that listed nodes: take node `i` of
  * res->nodes (the caller frees it; res->nodes[i] reads NULL after). */
 durable_node_t *durable__result_take(const durable_result_t *res, size_t i);

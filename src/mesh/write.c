@@ -70,6 +70,32 @@ static void op_free(durable__write_op_t *op) {
   free(op->content);
 }
 
+/* The checks of write `i` that need no database: its path, its kind, and
+ * the content and type it writes. */
+static int check_write(const durable_write_t *w, size_t i,
+                       durable_error_t *err) {
+  int rc = durable_path_check(w->path, err);
+  if (rc < 0)
+    return rc;
+  switch (w->kind) {
+  case DURABLE_WRITE_PUT:
+  case DURABLE_WRITE_CREATE:
+  case DURABLE_WRITE_REPLACE:
+    if ((rc = check_json(w->content ? w->content : "{}", w->path, err)) < 0)
+      return rc;
+    return check_type(w->node_type, w->path, err);
+  case DURABLE_WRITE_DELETE:
+    return 0;
+  case DURABLE_WRITE_MUTATE:
+    if (w->mutate == NULL)
+      return durable__error(err, DURABLE_EINVAL,
+                            "update of '%s' has no mutator", w->path);
+    return 0;
+  }
+  return durable__error(err, DURABLE_EINVAL, "write %zu has an unknown kind %d",
+                        i + 1, (int)w->kind);
+}
+
 int durable__writes_prepare(durable__job_t *job, const durable_write_t *w,
                             size_t count, durable_error_t *err) {
   if (w == NULL || count == 0)
@@ -80,35 +106,15 @@ int durable__writes_prepare(durable__job_t *job, const durable_write_t *w,
   for (size_t i = 0; i < count; i++) {
     durable__write_op_t *op = &job->writes[i];
     job->nwrites = i + 1;
-    int rc = durable_path_check(w[i].path, err);
+    int rc = check_write(&w[i], i, err);
     if (rc < 0)
       return rc;
-    switch (w[i].kind) {
-    case DURABLE_WRITE_PUT:
-    case DURABLE_WRITE_CREATE:
-    case DURABLE_WRITE_REPLACE: {
-      const char *content = w[i].content ? w[i].content : "{}";
-      if ((rc = check_json(content, w[i].path, err)) < 0)
-        return rc;
-      if ((rc = check_type(w[i].node_type, w[i].path, err)) < 0)
-        return rc;
-      op->content = strdup(content);
+    if (w[i].kind == DURABLE_WRITE_PUT || w[i].kind == DURABLE_WRITE_CREATE ||
+        w[i].kind == DURABLE_WRITE_REPLACE) {
+      op->content = strdup(w[i].content ? w[i].content : "{}");
       op->node_type = strdup(w[i].node_type ? w[i].node_type : "");
       if (op->content == NULL || op->node_type == NULL)
         return durable__error(err, DURABLE_ENOMEM, "out of memory");
-      break;
-    }
-    case DURABLE_WRITE_DELETE:
-      break;
-    case DURABLE_WRITE_MUTATE:
-      if (w[i].mutate == NULL)
-        return durable__error(err, DURABLE_EINVAL,
-                              "update of '%s' has no mutator", w[i].path);
-      break;
-    default:
-      return durable__error(err, DURABLE_EINVAL,
-                            "write %zu has an unknown kind %d", i + 1,
-                            (int)w[i].kind);
     }
     op->kind = w[i].kind;
     op->expected_version = w[i].expected_version;
@@ -147,6 +153,7 @@ void durable__writes_reset(durable__job_t *job) {
   }
   job->settled = 0;
   job->status = 0;
+  job->failed_write = 0;
   memset(&job->err, 0, sizeof job->err);
   /* the requests themselves stay: a retried job runs them again */
 }
@@ -338,6 +345,7 @@ int durable__writes_apply(const durable__backend_t *be, durable__conn_t *conn,
                        job->writes[i].path, durable_strerror(rc));
       job->err.code = rc;
       job->status = rc;
+      job->failed_write = i + 1;
       /* a refusal fails the job alone; anything else the transaction */
       return refused ? 0 : rc;
     }
@@ -412,10 +420,12 @@ int durable__writes_settle(durable__job_t *job) {
     durable__write_op_t *op = &job->writes[i];
     if (op->action == ACT_NONE)
       continue;
-    if (op->out.status == 0)
+    if (op->out.status == 0) {
       changed = 1;
-    else if (failed == NULL)
+    } else if (failed == NULL) {
       failed = op;
+      job->failed_write = i + 1;
+    }
   }
   if (failed != NULL)
     job->status = refusal(failed, failed->out.status, &job->err);
@@ -468,6 +478,61 @@ nomem:
 }
 
 /* ---- the public write calls ---------------------------------------------- */
+
+/* ---- write sets: writes kept past the call that gave them ------------- */
+
+static size_t str_size(const char *s) {
+  return s ? strlen(s) + 1 : 0;
+}
+
+static char *str_put(char **at, const char *s) {
+  if (s == NULL)
+    return NULL;
+  size_t n = strlen(s) + 1;
+  char *out = memcpy(*at, s, n);
+  *at += n;
+  return out;
+}
+
+durable__write_set_t *durable__write_set_new(const durable_write_t *w,
+                                             size_t count,
+                                             durable_error_t *err) {
+  if (w == NULL || count == 0) {
+    durable__error(err, DURABLE_EINVAL, "no writes given");
+    return NULL;
+  }
+  size_t bytes = sizeof(durable__write_set_t) + count * sizeof(*w);
+  for (size_t i = 0; i < count; i++) {
+    if (check_write(&w[i], i, err) < 0)
+      return NULL;
+    if (w[i].kind == DURABLE_WRITE_MUTATE) {
+      /* its mutator and argument would have to outlive the handler */
+      durable__error(err, DURABLE_EINVAL,
+                     "write of '%s': a commit takes put, create, replace and "
+                     "delete writes, not a mutator (read the node, then "
+                     "replace it at the version read)",
+                     w[i].path);
+      return NULL;
+    }
+    bytes +=
+        str_size(w[i].path) + str_size(w[i].node_type) + str_size(w[i].content);
+  }
+  /* one allocation: the array, then its strings */
+  durable__write_set_t *set = malloc(bytes);
+  if (set == NULL) {
+    durable__error(err, DURABLE_ENOMEM, "out of memory");
+    return NULL;
+  }
+  set->count = count;
+  char *at = (char *)(set->writes + count);
+  for (size_t i = 0; i < count; i++) {
+    set->writes[i] = w[i];
+    set->writes[i].path = str_put(&at, w[i].path);
+    set->writes[i].node_type = str_put(&at, w[i].node_type);
+    set->writes[i].content = str_put(&at, w[i].content);
+  }
+  return set;
+}
 
 const char *durable_write_kind_name(durable_write_kind_t kind) {
   switch (kind) {

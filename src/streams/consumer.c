@@ -113,12 +113,17 @@ typedef struct {
 
 /* Ask the stream hub `type` (protocol.h) as this consumer's hub, with its
  * lease `epoch` and the item `seq` where they matter. */
-static int ask(consumer_t *c, const char *type, int64_t epoch, int64_t seq,
-               durable_response_cb cb, ask_t *a, durable_error_t *err) {
+/* ... carrying `effects` (taken, also on failure) for an ack. */
+static int ask_with(consumer_t *c, const char *type, int64_t epoch, int64_t seq,
+                    durable__write_set_t *effects, durable_response_cb cb,
+                    ask_t *a, durable_error_t *err) {
   durable__stream_req_t *req =
       durable__stream_req_new(NULL, hub_name(c), epoch, seq);
-  if (req == NULL)
+  if (req == NULL) {
+    free(effects);
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  req->effects = effects;
   a->c = c;
   durable_hub_ref(c->hub);
   int rc = durable__hub_request_body(durable__mesh_reads_hub(c->mesh), c->path,
@@ -126,6 +131,11 @@ static int ask(consumer_t *c, const char *type, int64_t epoch, int64_t seq,
   if (rc < 0)
     durable_hub_unref(c->hub);
   return rc;
+}
+
+static int ask(consumer_t *c, const char *type, int64_t epoch, int64_t seq,
+               durable_response_cb cb, ask_t *a, durable_error_t *err) {
+  return ask_with(c, type, epoch, seq, NULL, cb, a, err);
 }
 
 /* Arm a hub timer that posts `type` with the current generation. */
@@ -212,7 +222,8 @@ static void on_ack(const durable_response_t *res, void *data) {
 }
 
 static void on_handler_done(durable_hub_t *hub, int status, const char *payload,
-                            const char *message, void *data) {
+                            const char *message, durable__write_set_t *effects,
+                            void *data) {
   ask_t *a = data;
   consumer_t *c = a->c;
   (void)hub;
@@ -226,13 +237,16 @@ static void on_handler_done(durable_hub_t *hub, int status, const char *payload,
              name_of(c, &n), (long long)a->seq, durable_err_name(status),
              message ? message : durable_strerror(status));
     durable_reply_fail(a->turn, DURABLE_EFAILED, m);
+    free(effects);
     free(a);
     return;
   }
   /* done: acknowledge from the read-issuing hub (this hub may be
-   * quiescing), and only then answer the turn */
+   * quiescing), with the item's effects if it has any, and only then answer
+   * the turn */
   durable_error_t err = {0};
-  if (ask(c, DURABLE__MSG_ACK, c->epoch, a->seq, on_ack, a, &err) < 0) {
+  if (ask_with(c, DURABLE__MSG_ACK, c->epoch, a->seq, effects, on_ack, a,
+               &err) < 0) {
     durable_reply_fail(a->turn, DURABLE_EFAILED, err.message);
     free(a);
   }

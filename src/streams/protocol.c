@@ -14,6 +14,7 @@ static void req_free(durable__body_t *body) {
   durable__stream_req_t *r = (durable__stream_req_t *)body;
   free(r->payload);
   free(r->subscriber);
+  free(r->effects);
   free(r);
 }
 

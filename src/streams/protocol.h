@@ -14,6 +14,7 @@
  *   durable.claim    {Subscriber}                    -> {Granted, Epoch,
  *                     Checkpoint, Holder, HolderInstance, TookOverFrom}
  *   durable.ack      {Subscriber, Epoch, Sequence}   -> {Accepted, Reason}
+ *                    (typed only: with the item's effects to commit)
  *   durable.release  {Subscriber, Epoch}             -> {Released}
  *
  * The names under "durable." belong to the runtime: a NodeType's handler
@@ -48,6 +49,9 @@ typedef struct {
   char *subscriber; /* claim, ack, release: the consumer's hub address */
   int64_t epoch;    /* ack, release: the lease it holds */
   int64_t sequence; /* ack: the item done */
+  /* ack: the item's effects (durable_reply_commit), written in the ack's
+   * transaction and only under the lease; NULL for none */
+  durable__write_set_t *effects;
 } durable__stream_req_t;
 
 /* A stream hub's answer.  Strings are owned; NULL for none. */

@@ -88,6 +88,7 @@ typedef struct {
   char *holder_instance; /* ... when it is in another process: which */
   size_t batch;   /* operations in the transaction in flight (the head's) */
   size_t appends; /* ... of which appends */
+  size_t failed_write; /* the last write's refused write: 1 + its index */
 } shub_t;
 
 static const char shub_key;
@@ -299,6 +300,7 @@ static void on_written(const durable_result_t *res, void *data) {
     memset(stored, 0, sizeof *stored);
     sh->have_state = 1;
   }
+  sh->failed_write = res->status < 0 ? durable__failed_write(res) : 0;
   w->then(sh, res);
   durable_hub_unref(sh->hub);
   write_ctx_free(w);
@@ -353,6 +355,7 @@ static void write_state(shub_t *sh, int part, durable__stream_state_t *next,
   }
   free(writes);
   if (rc < 0) {
+    sh->failed_write = 0;
     if (w)
       write_ctx_free(w);
     durable_result_t res = {.status = rc,
@@ -566,6 +569,47 @@ static void batch_written(shub_t *sh, const durable_result_t *res) {
 
 static void derive_next(shub_t *sh);
 
+/* An acknowledgement with the item's effects came back.  A refused effect
+ * (a replace whose version moved, a create of a present node) fails this
+ * item alone: nothing of it was written, and its consumer hands it again.
+ * Anything else is what any lease write meets (batch_written). */
+static void commit_written(shub_t *sh, const durable_result_t *res) {
+  if (res->status < 0 && sh->failed_write > 1) {
+    sh->batch = sh->appends = 0;
+    fail_head(sh, res->status, res->message);
+    return;
+  }
+  batch_written(sh, res);
+}
+
+/* An acknowledgement that carries its item's effects (durable_reply_commit):
+ * one transaction of its own, the stream node's new Checkpoint first -- a
+ * compare-and-set on the lease, so a consumer that lost its lease writes
+ * nothing -- then the effects.  Never batched with other operations: an
+ * effect the database refuses must fail this item alone.  A repeat of an
+ * acknowledgement already written writes nothing again (its effects went
+ * with the first). */
+static void run_commit(shub_t *sh) {
+  op_t *op = sh->head;
+  durable__stream_state_t next;
+  if (!decide_ack(sh, op)) {
+    answer_batch(sh, 1, 0); /* refused (fenced) or a repeat */
+    sh->busy = 0;
+    pump(sh);
+    return;
+  }
+  if (durable__state_copy(&sh->state, &next) < 0) {
+    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  next.checkpoint = op->req->sequence;
+  next.checkpoint_at = now_ms();
+  sh->batch = 1;
+  sh->appends = 0;
+  write_state(sh, PART_LEASE, &next, op->req->effects->writes,
+              op->req->effects->count, commit_written);
+}
+
 /* The appends and acknowledgements at the head of the chain, in one
  * transaction: the items, and the stream node with the new LastSequence
  * and the new Checkpoint.  A consumer's ack that waits behind a producer's
@@ -576,6 +620,13 @@ static void run_batch(shub_t *sh) {
        op && (op->kind == DURABLE__OP_APPEND || op->kind == DURABLE__OP_ACK) &&
        n < APPEND_BATCH;
        op = op->next) {
+    if (op->kind == DURABLE__OP_ACK && op->req->effects) {
+      if (n == 0) {
+        run_commit(sh); /* alone */
+        return;
+      }
+      break; /* the batch ends before it */
+    }
     n++;
     appends += op->kind == DURABLE__OP_APPEND;
   }
