@@ -601,7 +601,9 @@ static int m_step(lua_State *L) {
  * -1 when only the fd can make something happen (no timer due, nothing
  * ready), 0 when a step is due now. */
 static lua_Integer next_timeout(dlua_mesh_t *m) {
-  if (m->events)
+  /* results to deliver, or replies a collection dropped (failed at the
+   * next step): step now */
+  if (m->events || m->dropped)
     return 0;
   if (!uv_loop_alive(&m->loop))
     return -1;

@@ -350,9 +350,13 @@ static int tramp_key(durable_hub_t *hub, char *out, size_t size, void *data) {
                   cs->ns, durable_hub_address(hub), dlua_traceback(L));
     rc = DURABLE_EINVAL;
   } else {
-    int n = snprintf(out, size, "%s", lua_tostring(L, -1));
-    if (n < 0 || (size_t)n >= size)
+    /* checked again here: a NUL would cut the key short in C */
+    size_t len = 0;
+    const char *key = lua_tolstring(L, -1, &len);
+    if (key == NULL || strlen(key) != len || len >= size)
       rc = DURABLE_EINVAL;
+    else
+      memcpy(out, key, len + 1);
   }
   lua_settop(L, top);
   return rc;

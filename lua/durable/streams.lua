@@ -287,6 +287,10 @@ local function key_checked(ns, key)
     error(("the key function of the '%s' consumer must return the owner's path (a string), not %s")
       :format(ns, type(key)), 0)
   end
+  if key:find("\0", 1, true) then
+    error(("the key function of the '%s' consumer returned a key with a NUL byte (%q)")
+      :format(ns, key), 0)
+  end
   return key
 end
 

@@ -76,7 +76,7 @@ void durable__mesh_run_later(durable_mesh_t *mesh) {
  * ---------------------------------------------------------------- */
 
 durable_node_type_t *durable_node_type_get(durable_mesh_t *mesh,
-                                            const char *name) {
+                                           const char *name) {
   if (durable_node_type_check(name, NULL) < 0)
     return NULL; /* no configuration can be found by that name */
   durable_node_type_t *t = durable__map_get(&mesh->types, name);
@@ -196,11 +196,21 @@ static void next_init_step(durable_hub_t *hub);
 
 static void on_init_step(durable_hub_t *hub, int status, const char *message) {
   if (status < 0) {
+    /* The activation fails EFAILED whatever code the step gave: the codes
+     * of an activation mean something to its callers (ENOTFOUND: no node;
+     * ESHUTDOWN: recycling, ask again), and a step re-raising the code of a
+     * read it awaited must not pass for those.  The step's code stays in
+     * the message. */
     char why[1024];
-    snprintf(why, sizeof why, "activation of '%s' failed: %s", hub->address,
-             message ? message : durable_strerror(status));
+    if (status == DURABLE_EFAILED)
+      snprintf(why, sizeof why, "activation of '%s' failed: %s", hub->address,
+               message ? message : durable_strerror(status));
+    else
+      snprintf(why, sizeof why, "activation of '%s' failed (%s): %s",
+               hub->address, durable_err_name(status),
+               message ? message : durable_strerror(status));
     durable_mesh_log(hub->mesh, DURABLE_LOG_WARN, "[Hubs] %s", why);
-    durable__hub_fail_activation(hub, status, why);
+    durable__hub_fail_activation(hub, DURABLE_EFAILED, why);
     return;
   }
   hub->init_step++;

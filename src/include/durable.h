@@ -756,8 +756,10 @@ int durable_hub_consume(durable_hub_t *hub, const durable_consumer_t *consumer,
                         durable_consumer_handle_t **out, durable_error_t *err);
 
 /* Stop consuming: the item in flight finishes and is acknowledged as usual,
- * nothing new starts, the lease is released, and then `cb` (may be NULL)
- * runs with status 0 and the handle is gone.  The hub itself stays. */
+ * nothing new starts, a claim still out is answered, the lease is released,
+ * and then `cb` (may be NULL) runs with status 0, on a later turn, and the
+ * handle is gone.  The hub itself stays.  After the hub has left (recycled,
+ * or its mesh closed) nothing is held: `cb` runs before this returns. */
 void durable_consumer_stop(durable_consumer_handle_t *handle,
                            durable_status_cb cb, void *data);
 

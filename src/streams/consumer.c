@@ -73,6 +73,7 @@ typedef struct consumer_s {
   /* durable_consumer_stop: the embedder's handle, and its callback once the
    * item in flight is done and the lease let go */
   int has_handle, stopping, stop_reported;
+  int stop_after_claim; /* stopped while a claim was out: report after it */
   durable_status_cb stop_cb;
   void *stop_data;
 } consumer_t;
@@ -154,6 +155,7 @@ static void claim(consumer_t *c);
 static void consume_next(consumer_t *c);
 static void finish_stop(consumer_t *c);
 static void stop_done(consumer_t *c);
+static void on_stop_later(int status, const char *message, void *data);
 
 static void stop_reading(consumer_t *c) {
   durable__pull_close(c->pull);
@@ -414,9 +416,19 @@ static void on_claim(const durable_response_t *res, void *data) {
   const char *took = ans ? ans->took_over_from : NULL;
   durable__stream_name_t n;
   if (c->state == C_STOPPED || gen != c->gen) {
-    /* the hub left while the claim was out: give a lease it got back */
-    if (granted)
+    /* the hub left (or the consumer was stopped) while the claim was out:
+     * give a lease it got back, and only then tell the stopper */
+    int report = c->stop_after_claim && c->state == C_STOPPED;
+    c->stop_after_claim = 0;
+    if (granted && report) {
+      c->state = C_CONSUMING;
+      c->epoch = epoch;
+      finish_stop(c); /* releases, then reports */
+    } else if (granted) {
       release_granted(c, epoch);
+    } else if (report) {
+      durable__mesh_later(c->mesh, on_stop_later, 0, NULL, c);
+    }
   } else if (res->status < 0) {
     failure(c, 0, res->message);
   } else if (granted) {
@@ -617,9 +629,14 @@ static void on_stop_later(int status, const char *message, void *data) {
  * the stopper hears once the release is answered. */
 static void finish_stop(consumer_t *c) {
   int held = c->state == C_CONSUMING && c->epoch > 0;
+  int claiming = c->state == C_CLAIMING;
   c->state = C_STOPPED;
   c->gen++; /* retire the timers and answers of the last round */
   stop_reading(c);
+  if (claiming) { /* on_claim lets go of what it gets, then reports */
+    c->stop_after_claim = 1;
+    return;
+  }
   ask_t *a = held ? calloc(1, sizeof(*a)) : NULL;
   durable_error_t err = {0};
   if (a != NULL) {
@@ -639,8 +656,10 @@ void durable_consumer_stop(durable_consumer_handle_t *handle,
   c->stopping = 1;
   c->stop_cb = cb;
   c->stop_data = data;
-  if (c->state == C_STOPPED) { /* the hub left first: nothing is held */
-    durable__mesh_later(c->mesh, on_stop_later, 0, NULL, c);
+  if (c->state == C_STOPPED) {
+    /* the hub left first (its mesh may be closed and gone): nothing is
+     * held, nothing to wait for */
+    stop_done(c);
     return;
   }
   if (c->turn_seq == 0)
