@@ -516,6 +516,94 @@ static void test_consumer_stop(void) {
   close_mesh();
 }
 
+/* durable_reply_commit from a C handler: each item's write goes in with its
+ * acknowledgement; a write the database refuses writes nothing of the item
+ * and leaves it unacknowledged (retried after the backoff). */
+static int committed;
+static char commit_block[64];
+static void commit_handler(durable_hub_t *hub, const durable_item_t *item,
+                           durable_reply_t *done, void *data) {
+  (void)hub;
+  (void)data;
+  char path[64], content[48];
+  snprintf(path, sizeof path, "T/commit/_Effect/%lld",
+           (long long)item->sequence);
+  snprintf(content, sizeof content, "{\"seq\":%lld}",
+           (long long)item->sequence);
+  durable_write_t w[2] = {
+      {.kind = DURABLE_WRITE_PUT, .path = path, .content = content},
+      {.kind = DURABLE_WRITE_CREATE, .path = commit_block}};
+  size_t n = item->sequence == 2 && commit_block[0] ? 2 : 1;
+  durable_error_t err = {0};
+  CHECK_OK(durable_reply_commit(done, NULL, w, n, &err));
+  committed++;
+}
+
+static int64_t checkpoint_of(const char *stream_path) {
+  durable_error_t err = {0};
+  got_node = NULL;
+  CHECK_OK(durable_store_get(durable_mesh_store(fx.mesh), NULL, stream_path,
+                             on_get, NULL, &err));
+  while (got_node == NULL)
+    uv_run(&fx.loop, UV_RUN_ONCE);
+  const char *cp = strstr(got_node->content, "\"Checkpoint\":");
+  int64_t v = cp ? strtoll(cp + 13, NULL, 10) : -1;
+  durable_node_free(got_node);
+  return v;
+}
+
+typedef struct {
+  int done, status;
+} got_t;
+static void on_got(const durable_result_t *r, void *data) {
+  got_t *g = data;
+  g->status = r->status;
+  g->done = 1;
+}
+
+static int effect_present(const char *path) {
+  durable_error_t err = {0};
+  got_t g = {0};
+  CHECK_OK(durable_store_get(durable_mesh_store(fx.mesh), NULL, path, on_got,
+                             &g, &err));
+  CHECK(check_run_until(&fx.loop, &g.done, 5000));
+  return g.status == 0;
+}
+
+static int commits_at_least(void *arg) {
+  return committed >= *(int *)arg;
+}
+
+static void test_reply_commit(void) {
+  open_mesh();
+  committed = 0;
+  snprintf(commit_block, sizeof commit_block, "T/commit/_Block");
+  fx_put("T/commit/_Block", "");
+  durable_error_t err = {0};
+  publish_range("T/commit", 1, 3);
+  durable_consumer_t c = {.ns = "Probe", .handler = commit_handler};
+  durable_hub_t *hub = NULL;
+  CHECK_OK(durable_mesh_client(fx.mesh, "T/commit", &hub, &err));
+  CHECK_OK(durable_hub_consume(hub, &c, NULL, &err));
+  int want = 3; /* item 1, then item 2 twice: refused each time */
+  CHECK(check_run_until_fn(&fx.loop, commits_at_least, &want, 10000));
+  const char *stream = "T/commit/_DurableStream/Probe";
+  CHECK_EQ_INT(checkpoint_of(stream), 1);
+  CHECK(effect_present("T/commit/_Effect/1"));
+  CHECK(!effect_present("T/commit/_Effect/2")); /* none of item 2's writes */
+  CHECK_CONTAINS(fx.log, "was NOT acknowledged");
+  /* the blocker gone, item 2 and 3 go in, each with its effect */
+  commit_block[0] = '\0';
+  int more = committed + 2;
+  CHECK(check_run_until_fn(&fx.loop, commits_at_least, &more, 10000));
+  for (int i = 0; i < 200 && checkpoint_of(stream) < 3; i++)
+    uv_run(&fx.loop, UV_RUN_NOWAIT);
+  CHECK_EQ_INT(checkpoint_of(stream), 3);
+  CHECK(effect_present("T/commit/_Effect/2"));
+  CHECK(effect_present("T/commit/_Effect/3"));
+  close_mesh();
+}
+
 int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -536,5 +624,7 @@ int main(int argc, char **argv) {
   store_url = "sqlite::memory:";
   test_consumer_stop();
   printf("ok 8 - consumer_stop\n");
+  test_reply_commit();
+  printf("ok 9 - reply_commit\n");
   return 0;
 }
