@@ -898,7 +898,7 @@ static void on_last_item(const durable_result_t *res, void *data) {
 static void derive_next(shub_t *sh) {
   durable_error_t err = {0};
   durable_hub_ref(sh->hub);
-  if (durable__store_last_item(durable_mesh_store(sh->mesh), sh->items_ns,
+  if (durable__store_last_item(durable_mesh_store(sh->mesh), NULL, sh->items_ns,
                                on_last_item, sh, &err) < 0) {
     durable_hub_unref(sh->hub);
     retry_head(sh, err.code, err.message);
