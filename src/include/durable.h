@@ -729,7 +729,10 @@ typedef struct durable_item_s {
  * of `hub` (the request goes out from the read-issuing hub, so a quiescing
  * hub may publish).  The stream node is made on first use, once per stream
  * per process.  `cb` gets the sequence once the item is saved, or a failure
- * ("Appending to durable stream NS@KEY failed: ..."). */
+ * ("Appending to durable stream NS@KEY failed: ...").  A hub of a mesh
+ * acting as a principal needs write on the key's owner: checked before
+ * anything is made or sent, else DURABLE_EACCES ("... failed: principal
+ * 'alice' may not write 'Space/doc'") and nothing is appended. */
 typedef void (*durable_sequence_cb)(int status, int64_t sequence,
                                     const char *message, void *data);
 int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
@@ -761,7 +764,9 @@ int durable_source_document_parts(const char *doc_path, char *items_ns,
  * (an item ahead of a missing one waits for it, a duplicate is dropped),
  * the backlog then the live tail, until closed.  No acknowledgement.
  * `cb` gets status 0 and an item, or a failure (an unreadable payload: the
- * reader stops there). */
+ * reader stops there).  Every read is made as the mesh's principal: one
+ * that may not read the items' owner gets DURABLE_EACCES at the first read,
+ * and no item. */
 typedef struct durable_reader_s durable_reader_t;
 typedef void (*durable_reader_cb)(durable_reader_t *reader, int status,
                                   const durable_item_t *item,
@@ -779,7 +784,9 @@ void durable_reader_close(durable_reader_t *reader);
  * the lease when the hub leaves (after the item in flight).  Dormant until
  * the stream exists.  A failure stops at the item, is logged ("... was NOT
  * acknowledged ..."), and the consumer starts over from the claim after a
- * backoff. */
+ * backoff.  In a mesh acting as a principal, each claim first needs read
+ * and write on the key's owner; a denial is such a failure ("principal
+ * 'alice' may not write 'Space/doc'"): nothing is claimed. */
 typedef void (*durable_item_handler_cb)(durable_hub_t *hub,
                                         const durable_item_t *item,
                                         durable_reply_t *done, void *data);

@@ -22,6 +22,11 @@
  * could end that way (a queued insert that may be refused, beside other
  * writes) is "risky": store.c settles it before the commit instead of after.
  *
+ * A job acting as a principal (durable_store_write_as) is checked first, in
+ * the same transaction: its grants are read there and every write's owner
+ * must be covered by a write grant (a mutator's by a read grant too),
+ * else the job alone fails with EACCES before anything of it is queued.
+ *
  * Arguments are checked on the loop thread (durable__writes_prepare) so a
  * bad path or content is refused before anything is queued, with a message
  * naming the write; a mutator's output (its content and its type) is

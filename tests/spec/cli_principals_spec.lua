@@ -14,7 +14,8 @@ describe("durable --as (" .. cmd.KIND .. ")", function()
   before_each(function()
     local _
     _, P = cmd.begin("cliacl")
-    alice, bob = "alice" .. cmd.RUN, "bob" .. cmd.RUN
+    -- one pair per test: grants outlive a test on a shared database
+    alice, bob = "alice-" .. P:gsub("/", "-"), "bob-" .. P:gsub("/", "-")
   end)
   after_each(cmd.finish)
 

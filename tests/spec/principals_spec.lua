@@ -33,7 +33,7 @@ return {
 describe("a mesh acting as a principal", function()
   helper.each()
 
-  local admin, alice, ns, plugin, url
+  local admin, alice, ns, plugin, url, name
 
   local STREAMS = { holder_probe_ms = 200, reclaim_ms = 300, backoff_min_ms = 100,
                     backoff_max_ms = 200, liveness_ms = 200 }
@@ -48,13 +48,15 @@ describe("a mesh acting as a principal", function()
     f:write(PLUGIN)
     f:close()
     ns = helper.ns("acl")
+    -- one principal per test: grants outlive a test on a shared database
+    name = "alice-" .. ns:gsub("/", "-")
     -- the platform's mesh configures no NodeType: only alice's consumes
     admin = helper.open { store = url, streams = STREAMS }
     alice = helper.open { store = url, plugins = { plugin }, streams = STREAMS,
-                          principal = "alice" .. helper.RUN }
+                          principal = name }
   end)
 
-  local function who() return "alice" .. helper.RUN end
+  local function who() return name end
   local function denied(message, verb, path)
     assert.equal(("principal '%s' may not %s '%s'"):format(who(), verb, path), message)
   end
@@ -190,16 +192,16 @@ describe("a mesh acting as a principal", function()
     helper.fails(alice:revoke(who(), doc), "EACCES")
     assert.same({}, helper.ok(alice:grants()))
     helper.ok(admin:grant(who(), doc, "read"))
-    helper.ok(admin:grant("bob" .. helper.RUN, doc, "write"))
+    helper.ok(admin:grant("bob-" .. ns:gsub("/", "-"), doc, "write"))
     assert.same({ { principal = who(), prefix = doc, mode = "read" } }, helper.ok(alice:grants()))
-    helper.fails(alice:grants("bob" .. helper.RUN), "EACCES")
+    helper.fails(alice:grants("bob-" .. ns:gsub("/", "-")), "EACCES")
     local all = helper.ok(admin:grants())
     local mine = {}
     for _, g in ipairs(all) do
       if g.prefix == doc then mine[#mine + 1] = g.principal .. " " .. g.mode end
     end
     table.sort(mine)
-    assert.same({ "alice" .. helper.RUN .. " read", "bob" .. helper.RUN .. " write" }, mine)
+    assert.same({ who() .. " read", "bob-" .. ns:gsub("/", "-") .. " write" }, mine)
   end)
 
   it("refuses 'platform' and malformed names as misuse", function()
