@@ -391,6 +391,32 @@ static int core_path_check(lua_State *L) {
   return 1;
 }
 
+/* core.principal_check(name) -> true, or nil, message, "EINVAL": the
+ * naming rules of durable_principal_check ("platform" refused). */
+static int core_principal_check(lua_State *L) {
+  durable_error_t err = {0};
+  char why[400];
+  luaL_checkstring(L, 1);
+  const char *name = dlua_text(L, 1, "principal", why, sizeof why);
+  if (name == NULL)
+    return dlua_fail(L, DURABLE_EINVAL, why);
+  int rc = durable_principal_check(name, &err);
+  if (rc < 0)
+    return dlua_fail(L, rc, err.message);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* core.grant_modes("read,write") -> DURABLE_GRANT_* modes, or nil. */
+static int core_grant_modes(lua_State *L) {
+  int modes = durable__grant_modes_parse(luaL_checkstring(L, 1));
+  if (modes < 0)
+    lua_pushnil(L);
+  else
+    lua_pushinteger(L, modes);
+  return 1;
+}
+
 /* core.node_type_check(name) -> true, or nil, message, "EINVAL": the
  * NodeType rules of durable_node_type_check (an empty name is refused). */
 static int core_node_type_check(lua_State *L) {
@@ -480,6 +506,8 @@ static const luaL_Reg core_functions[] = {
     {"ran_away", core_ran_away},
     {"budget_reset", core_budget_reset},
     {"path_check", core_path_check},
+    {"principal_check", core_principal_check},
+    {"grant_modes", core_grant_modes},
     {"node_type_check", core_node_type_check},
     {NULL, NULL},
 };

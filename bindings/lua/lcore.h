@@ -199,7 +199,8 @@ typedef enum {
   DLUA_RES_TRUE,       /* (true, true) */
   DLUA_RES_INTEGER,    /* (true, integer) */
   DLUA_RES_NODE,       /* (true, node | nil) */
-  DLUA_RES_NODES       /* (true, { nodes }, more) */
+  DLUA_RES_NODES,      /* (true, { nodes }, more) */
+  DLUA_RES_JSON        /* (true, the value of JSON `text`) */
 } dlua_res_kind_t;
 
 typedef struct dlua_req_s {
@@ -214,6 +215,7 @@ typedef struct dlua_req_s {
   durable_node_t **nodes; /* NODES: copies */
   size_t count;
   int more;
+  char *text; /* JSON: malloc'ed */
 } dlua_req_t;
 
 /* Hold the function at `idx` (raises unless it is a function). */
@@ -238,6 +240,8 @@ void dlua_req_settle_integer(dlua_req_t *r, long long value);
 void dlua_req_settle_node(dlua_req_t *r, const durable_node_t *node);
 void dlua_req_settle_nodes(dlua_req_t *r, const durable_node_t **nodes,
                            size_t count, int more);
+/* Takes `text` (malloc'ed JSON; NULL settles ENOMEM). */
+void dlua_req_settle_json(dlua_req_t *r, char *text);
 /* Queue `ev` on `m`: delivered, in the order queued, at the mesh's next safe
  * point (after its uv_run returns, or while it closes). */
 void dlua_post(dlua_mesh_t *m, dlua_event_t *ev);

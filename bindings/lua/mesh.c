@@ -71,6 +71,7 @@ dlua_req_t *dlua_req_new(lua_State *L, dlua_mesh_t *m, int idx) {
 void dlua_req_free(dlua_req_t *r) {
   dlua_unref(r->m->S->main, r->m->S, &r->cb_ref);
   free(r->message);
+  free(r->text);
   durable_node_free(r->node);
   for (size_t i = 0; i < r->count && r->nodes; i++)
     durable_node_free(r->nodes[i]);
@@ -189,6 +190,16 @@ static void req_deliver(dlua_event_t *ev, lua_State *L) {
     lua_pushboolean(L, r->more);
     dlua_req_call(r, L, 3);
     return;
+  case DLUA_RES_JSON: {
+    char why[200];
+    lua_pushboolean(L, 1);
+    if (dlua_decode(L, r->text, why, sizeof why) < 0) {
+      lua_pop(L, 1);
+      dlua_req_call_failed(r, L, DURABLE_EIO, why);
+      return;
+    }
+    break;
+  }
   }
   dlua_req_call(r, L, 2);
 }
@@ -240,6 +251,16 @@ void dlua_req_settle_nodes(dlua_req_t *r, const durable_node_t **nodes,
   r->count = count;
   r->more = more;
   r->kind = DLUA_RES_NODES;
+  dlua_post(r->m, &r->ev);
+}
+
+void dlua_req_settle_json(dlua_req_t *r, char *text) {
+  if (text == NULL) {
+    dlua_req_settle_failed(r, DURABLE_ENOMEM, NULL);
+    return;
+  }
+  r->text = text;
+  r->kind = DLUA_RES_JSON;
   dlua_post(r->m, &r->ev);
 }
 
@@ -510,6 +531,16 @@ static int l_open(lua_State *L) {
   lua_getfield(L, 1, "streams");
   durable_stream_options_t streams = stream_options(L, 7);
   lua_pop(L, 1);
+  /* stack: opts store quiesce timeout budget log */
+  lua_getfield(L, 1, "principal");
+  const char *principal = NULL;
+  if (!lua_isnil(L, 7)) {
+    principal = dlua_check_text(L, 7, "durable.open: 'principal'");
+    durable_error_t why = {0};
+    if (durable_principal_check(principal, &why) < 0)
+      return luaL_error(L, "durable.open: 'principal': %s", why.message);
+  }
+  /* stack: opts store quiesce timeout budget log principal (anchored) */
 
   /* Closed and consistent before anything is acquired, so __gc is safe at
    * every step below. */
@@ -520,7 +551,7 @@ static int l_open(lua_State *L) {
   m->budget = budget;
   snprintf(m->store_name, sizeof m->store_name, "%s", store);
   luaL_setmetatable(L, DLUA_MESH_MT);
-  /* stack: opts store quiesce timeout budget log mesh */
+  /* stack: opts store quiesce timeout budget log principal mesh */
   int rc = uv_loop_init(&m->loop);
   if (rc != 0)
     return dlua_fail(L, DURABLE_EIO, uv_strerror(rc));
@@ -532,6 +563,7 @@ static int l_open(lua_State *L) {
   }
   durable_mesh_options_t options = {
       .store = store,
+      .principal = principal,
       .quiesce_budget_ms = (uint32_t)quiesce,
       .request_timeout_ms = (uint32_t)timeout,
       .log = m->log_ref != LUA_NOREF ? log_sink : NULL,
@@ -710,7 +742,8 @@ static int m_get(lua_State *L) {
     return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
   dlua_req_t *r = dlua_req_new(L, m, 3);
   durable_error_t err = {0};
-  int rc = durable_store_get(store, NULL, path, on_store_node, r, &err);
+  int rc = durable_store_get(store, durable_mesh_principal(m->mesh), path,
+                             on_store_node, r, &err);
   return store_submitted(L, r, rc, &err, "get_node");
 }
 
@@ -726,8 +759,8 @@ static int m_query(lua_State *L) {
     return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
   dlua_req_t *r = dlua_req_new(L, m, 5);
   durable_error_t err = {0};
-  int rc = durable_store_query(store, NULL, query, after, (size_t)limit,
-                               on_store_nodes, r, &err);
+  int rc = durable_store_query(store, durable_mesh_principal(m->mesh), query,
+                               after, (size_t)limit, on_store_nodes, r, &err);
   return store_submitted(L, r, rc, &err, "query");
 }
 
@@ -833,8 +866,8 @@ static int m_write(lua_State *L) {
     return luaL_error(L, "%s", why);
   durable_error_t err = {0};
   dlua_req_t *r = dlua_req_new(L, m, 3);
-  int rc =
-      durable_store_write(store, w.writes, w.count, on_store_node, r, &err);
+  int rc = durable_store_write_as(store, durable_mesh_principal(m->mesh),
+                                  w.writes, w.count, on_store_node, r, &err);
   dlua_writes_free(&w);
   return store_submitted(L, r, rc, &err, "write");
 }
@@ -1010,6 +1043,8 @@ static void on_read(durable_read_outcome_t outcome, const durable_node_t *node,
   if (outcome == DURABLE_READ_UNAVAILABLE)
     dlua_req_settle_failed(r, DURABLE_EUNAVAIL,
                            message ? message : "unavailable");
+  else if (outcome == DURABLE_READ_DENIED)
+    dlua_req_settle_failed(r, DURABLE_EACCES, message);
   else
     dlua_req_settle_node(r, outcome == DURABLE_READ_PRESENT ? node : NULL);
 }
@@ -1023,6 +1058,120 @@ static int m_read(lua_State *L) {
   durable_error_t err = {0};
   int rc = durable_mesh_read(m->mesh, path, on_read, r, &err);
   return dlua_req_submitted(L, r, rc, &err, "read");
+}
+
+/* ---- grants
+ * ------------------------------------------------------------------ */
+
+static void on_granted(const durable_result_t *res, void *data) {
+  dlua_req_t *r = data;
+  if (res->status < 0)
+    dlua_req_settle_failed(r, res->status, res->message);
+  else
+    dlua_req_settle_true(r);
+}
+
+/* A principal's mesh may not grant: granting is the platform's. */
+static int platform_only(lua_State *L, dlua_mesh_t *m, dlua_req_t *r,
+                         const char *what) {
+  const char *me = durable_mesh_principal(m->mesh);
+  char message[DURABLE_PRINCIPAL_MAX + 128];
+  snprintf(message, sizeof message,
+           "principal '%s' may not %s: grants are the platform's", me, what);
+  dlua_req_settle_failed(r, DURABLE_EACCES, message);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* mesh:_grant(principal, prefix, modes, add, cb): modes DURABLE_GRANT_*
+ * (0 with add false: all); cb(true, true). */
+static int m_grant(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  const char *who = dlua_check_text(L, 2, "grant: principal");
+  const char *prefix = dlua_check_text(L, 3, "grant: prefix");
+  lua_Integer modes = luaL_checkinteger(L, 4);
+  int add = lua_toboolean(L, 5);
+  durable_store_t *store = mesh_store(m);
+  if (store == NULL)
+    return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
+  dlua_req_t *r = dlua_req_new(L, m, 6);
+  durable_error_t err = {0};
+  const char *what = add ? "grant" : "revoke";
+  if (durable_mesh_principal(m->mesh) != NULL) {
+    /* misuse still raises first, as for the platform */
+    int rc = durable_principal_check(who, &err);
+    if (rc == 0)
+      rc = durable_path_check(prefix, &err);
+    if (rc < 0)
+      return dlua_req_submitted(L, r, rc, &err, what);
+    return platform_only(L, m, r, what);
+  }
+  int rc = add ? durable_store_grant(store, who, prefix, (int)modes, on_granted,
+                                     r, &err)
+               : durable_store_revoke(store, who, prefix, (int)modes,
+                                      on_granted, r, &err);
+  return dlua_req_submitted(L, r, rc, &err, what);
+}
+
+static void on_grants(const durable_result_t *res, void *data) {
+  dlua_req_t *r = data;
+  if (res->status < 0) {
+    dlua_req_settle_failed(r, res->status, res->message);
+    return;
+  }
+  json_t *all = json_array();
+  for (size_t i = 0; all && i < res->count; i++) {
+    json_t *g =
+        json_pack("{s:s, s:s, s:s}", "principal", res->grants[i].principal,
+                  "prefix", res->grants[i].prefix, "mode",
+                  durable_grant_mode_name(res->grants[i].modes));
+    if (g == NULL || json_array_append_new(all, g) < 0) {
+      json_decref(all);
+      all = NULL;
+    }
+  }
+  char *text = all ? json_dumps(all, JSON_COMPACT) : NULL;
+  json_decref(all);
+  dlua_req_settle_json(r, text);
+}
+
+/* mesh:_grants(principal | nil, cb): cb(true, { {principal=, prefix=,
+ * mode=}, ... }).  A principal's mesh lists its own grants only. */
+static int m_grants(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  const char *who = dlua_opt_text(L, 2, "grants: principal", NULL);
+  durable_store_t *store = mesh_store(m);
+  if (store == NULL)
+    return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closing");
+  dlua_req_t *r = dlua_req_new(L, m, 3);
+  durable_error_t err = {0};
+  const char *me = durable_mesh_principal(m->mesh);
+  if (me != NULL && who != NULL && strcmp(me, who) != 0) {
+    char message[2 * DURABLE_PRINCIPAL_MAX + 128];
+    snprintf(message, sizeof message,
+             "principal '%s' may not list the grants of '%.128s': only its "
+             "own",
+             me, who);
+    dlua_req_settle_failed(r, DURABLE_EACCES, message);
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  int rc = durable_store_grants(store, me ? me : who, on_grants, r, &err);
+  return dlua_req_submitted(L, r, rc, &err, "grants");
+}
+
+/* mesh:principal() -> the principal the mesh acts as, or nil (the
+ * platform). */
+static int m_principal(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  if (m->mesh == NULL)
+    return luaL_error(L, "the mesh is closed");
+  const char *me = durable_mesh_principal(m->mesh);
+  if (me)
+    lua_pushstring(L, me);
+  else
+    lua_pushnil(L);
+  return 1;
 }
 
 /* mesh:stats() -> { activations, recycles, quiesce_timeouts, messages,
@@ -1101,6 +1250,9 @@ void dlua_open_mesh(lua_State *L) {
       {"_activate", m_activate},
       {"_recycle", m_recycle},
       {"_read", m_read},
+      {"_grant", m_grant},
+      {"_grants", m_grants},
+      {"principal", m_principal},
       {NULL, NULL},
   };
   /* stack: module */

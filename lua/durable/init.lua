@@ -91,8 +91,30 @@ local Hub = core.Hub
 
 local OPEN_KEYS = {
   store = true, plugins = true, quiesce_budget_ms = true, request_timeout_ms = true,
-  instruction_budget = true, log = true, streams = true, host = true,
+  instruction_budget = true, log = true, streams = true, host = true, principal = true,
 }
+
+-- The principal a mesh acts as: opts.principal (false: the platform, even
+-- with DURABLE_PRINCIPAL set), else $DURABLE_PRINCIPAL (what `durable run
+-- --as` and `durable lua --as` hand over), else nil: the platform.  An empty
+-- one is refused, never taken for "none": no string becomes the platform.
+local function principal_of(opts)
+  local p = opts.principal
+  if p == false then return nil end
+  if p == nil then
+    p = os.getenv("DURABLE_PRINCIPAL")
+    if p == nil then return nil end
+    if p == "" then
+      error("durable.open: DURABLE_PRINCIPAL is empty (unset it to act as the platform)", 3)
+    end
+    return p
+  end
+  if type(p) ~= "string" then
+    error(("durable.open: 'principal' must be a string (or false for the platform), not %s")
+      :format(type(p)), 3)
+  end
+  return p
+end
 
 local function check_ms(name, v)
   if v ~= nil and (math.type(v) ~= "integer" or v < 0) then
@@ -107,9 +129,16 @@ end
 ---holder_probe_ms (5000), reclaim_ms (30000), backoff_min_ms (1000),
 ---backoff_max_ms (60000), liveness_ms (1000); tests shrink them.
 ---`host = true` makes the process a host of its consumers (durable.host).
+---`principal = "alice"` makes the mesh act as that principal: every read,
+---query, write, mesh read, publish, stream read and consumer of the mesh
+---is checked against alice's grants (mesh:grant), a denial failing with
+---EACCES and a message naming principal and path, nothing written.  nil
+---takes $DURABLE_PRINCIPAL, else the platform (which may do everything);
+---false is the platform whatever the environment says.  "platform" is
+---refused as a name: the platform is no principal.
 ---A mesh owns its libuv loop; there is no `loop` option: a program with its
 ---own loop (luv) drives the mesh through mesh:fd() and mesh:step().
----@param opts { host?: boolean, store?: string, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
+---@param opts { principal?: string|false, host?: boolean, store?: string, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
 ---@return durable.Mesh|nil mesh
 ---@return string? message
 ---@return string? code
@@ -138,6 +167,7 @@ function durable.open(opts)
   if opts.host ~= nil and type(opts.host) ~= "boolean" then
     error("durable.open: 'host' must be a boolean", 2)
   end
+  local principal = principal_of(opts)
   -- every plugin first: a broken one refuses the open before anything starts
   local records = plugin.load_all(opts.plugins or {})
   local mesh, message, code = core.open {
@@ -147,6 +177,7 @@ function durable.open(opts)
     instruction_budget = opts.instruction_budget,
     log = opts.log,
     streams = opts.streams,
+    principal = principal,
   }
   if not mesh then return nil, message, code end
   local ok, err = pcall(plugin.install, mesh, records)
@@ -436,6 +467,72 @@ function Mesh:hub(address)
     end
   end
   return prim.mesh.client(self, address)
+end
+
+-- ---- grants -------------------------------------------------------------------
+
+local function check_modes(what, mode, optional, level)
+  if mode == nil and optional then return 0 end
+  local modes = type(mode) == "string" and core.grant_modes(mode)
+  if not modes then
+    error(("%s: mode must be \"read\", \"write\" or \"read,write\", not %s")
+      :format(what, mode == nil and "nil" or ("'" .. tostring(mode) .. "'")), level + 1)
+  end
+  return modes
+end
+
+local function check_grant_args(what, principal, prefix, level)
+  if type(principal) ~= "string" then
+    error(("%s: principal must be a string, not %s"):format(what, type(principal)), level + 1)
+  end
+  if type(prefix) ~= "string" then
+    error(("%s: prefix must be a path string, not %s"):format(what, type(prefix)), level + 1)
+  end
+end
+
+---Let `principal` read and/or write (`mode`: "read", "write" or
+---"read,write") every node whose owner is `prefix` or lies under it,
+---segment-wise ("Space" covers "Space/doc", not "Spaces"), satellites
+---(streams, items) with their owner; adds to what it had there.  Consuming
+---a stream needs both.  The platform's alone: a mesh opened with a
+---principal gets a failed completion (EACCES).
+---@param principal string
+---@param prefix string
+---@param mode "read"|"write"|"read,write"
+---@return durable.Completion # of true
+function Mesh:grant(principal, prefix, mode)
+  check_grant_args("mesh:grant", principal, prefix, 2)
+  local modes = check_modes("mesh:grant", mode, false, 2)
+  return completion.from(self, function(cb)
+    return prim.mesh.grant(self, principal, prefix, modes, true, cb)
+  end)
+end
+
+---Take back what `principal` may do on `prefix`: `mode`, or everything
+---when nil.  The platform's alone, as mesh:grant.
+---@param principal string
+---@param prefix string
+---@param mode? "read"|"write"|"read,write"
+---@return durable.Completion # of true
+function Mesh:revoke(principal, prefix, mode)
+  check_grant_args("mesh:revoke", principal, prefix, 2)
+  local modes = check_modes("mesh:revoke", mode, true, 2)
+  return completion.from(self, function(cb)
+    return prim.mesh.grant(self, principal, prefix, modes, false, cb)
+  end)
+end
+
+---The grants of `principal` (nil: of everyone), by principal then prefix,
+---each { principal =, prefix =, mode = "read"|"write"|"read,write" }.  A
+---mesh opened with a principal lists its own only (another's: EACCES).
+---@param principal? string
+---@return durable.Completion # of an array of grants
+function Mesh:grants(principal)
+  if principal ~= nil and type(principal) ~= "string" then
+    error(("mesh:grants(principal): principal must be a string or nil, not %s")
+      :format(type(principal)), 2)
+  end
+  return completion.from(self, function(cb) return prim.mesh.grants(self, principal, cb) end)
 end
 
 ---Recycle the hub at `address`: it refuses new requests (ShuttingDown),

@@ -6,7 +6,8 @@
  * fresh loop -- (its close, the exit code and the one line on stderr);
  * input.c reads standard input; print.c writes nodes as JSON; one file per
  * group of commands implements them (nodes.c: put, get, search; streams.c:
- * publish, read, streams).  A command validates its arguments first (bad
+ * publish, read, streams; access.c: grant, revoke, grants).  A command
+ * validates its arguments first (bad
  * usage costs nothing), then opens the store or the mesh, submits, and runs
  * the loop until its last callback has closed it.
  */
@@ -47,6 +48,8 @@ typedef struct cli_command_s {
 struct cli_s {
   const cli_command_t *command;
   const char *store_url;
+  /* --as or $DURABLE_PRINCIPAL, checked; NULL: the platform */
+  const char *principal;
   const char *values[CLI_MAX_OPTIONS];
   uv_loop_t loop;
   int loop_ready;
@@ -126,5 +129,15 @@ extern const cli_command_t cli_publish_command;
 extern const cli_command_t cli_read_command;
 extern const cli_command_t cli_streams_command;
 extern const cli_command_t cli_run_command;
+extern const cli_command_t cli_grant_command;
+extern const cli_command_t cli_revoke_command;
+extern const cli_command_t cli_grants_command;
+
+/* ---- access.c ---- */
+
+/* Export the principal to a Lua program (durable run, durable lua), which
+ * durable.open then takes when it is given none.  0, or the exit code
+ * after reporting. */
+int cli_export_principal(cli_t *cli);
 
 #endif /* DURABLE_CLI_H */

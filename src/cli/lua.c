@@ -6,7 +6,8 @@
  * this file only checks the arguments and hands over.  The store chosen
  * with --store (or $DURABLE_STORE, or the default) is exported as
  * DURABLE_STORE, which durable.open takes when it is given no store, so
- * `durable --store URL lua script.lua` means what it says.
+ * `durable --store URL lua script.lua` means what it says; --as the same
+ * way as DURABLE_PRINCIPAL.
  */
 #include "cli.h"
 
@@ -18,6 +19,9 @@ static int lua_main(cli_t *cli, int argc, char **argv) {
     return cli_usage(cli, "a script is needed");
   if (setenv("DURABLE_STORE", cli->store_url, 1) != 0)
     return cli_error(cli, CLI_FAILED, "cannot set DURABLE_STORE");
+  int rc = cli_export_principal(cli);
+  if (rc != 0)
+    return rc;
   return durable_lua_run_script(argv[0], argc - 1, argv + 1, NULL) == 0
              ? CLI_OK
              : CLI_FAILED;

@@ -1,11 +1,11 @@
 /*
  * main.c: the `durable` command: options and dispatch.
  *
- *   durable [--store URL] COMMAND [ARGS] [--store URL] [--help]
+ *   durable [--store URL] [--as PRINCIPAL] COMMAND [ARGS] [--help]
  *
- * The common options (--store, --help) may stand before or after the command
- * name; a command's own options (cli_command_t.options) after it; `--` ends
- * the options.  What is left is handed to the command as positional
+ * The common options (--store, --as, --help) may stand before or after the
+ * command name; a command's own options (cli_command_t.options) after it; `--`
+ * ends the options.  What is left is handed to the command as positional
  * arguments.  The commands are a table, so the later ones (run, publish,
  * read, streams) are one entry and one file each.  Exit codes are CLI_OK,
  * CLI_FAILED, CLI_USAGE (cli.h); failures print one line on stderr.
@@ -18,11 +18,13 @@
 static const cli_command_t *const commands[] = {
     &cli_put_command,     &cli_get_command,     &cli_search_command,
     &cli_lua_command,     &cli_publish_command, &cli_read_command,
-    &cli_streams_command, &cli_run_command,
+    &cli_streams_command, &cli_run_command,     &cli_grant_command,
+    &cli_revoke_command,  &cli_grants_command,
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
-static const char main_usage[] = "durable [--store URL] COMMAND [ARGS...]";
+static const char main_usage[] =
+    "durable [--store URL] [--as PRINCIPAL] COMMAND [ARGS...]";
 
 static const cli_command_t *find_command(const char *name) {
   for (size_t i = 0; i < COMMAND_COUNT; i++)
@@ -47,6 +49,12 @@ static void print_main_help(void) {
          "  --store URL  sqlite:FILE, sqlite::memory:, postgresql://... or a\n"
          "               libpq conninfo; default: $DURABLE_STORE, "
          "else " CLI_DEFAULT_STORE "\n"
+         "  --as PRINCIPAL\n"
+         "               act as PRINCIPAL: read and write only what its "
+         "grants\n"
+         "               allow (durable grant); default: $DURABLE_PRINCIPAL, "
+         "else\n"
+         "               the platform, which may do everything\n"
          "  --help       this help, or a command's with `durable COMMAND "
          "--help`\n"
          "  --version    print the version\n\n"
@@ -61,6 +69,9 @@ static void print_command_help(const cli_command_t *command) {
   printf("\nOptions:\n"
          "  --store URL  the store; default: $DURABLE_STORE, "
          "else " CLI_DEFAULT_STORE "\n"
+         "  --as PRINCIPAL  act as PRINCIPAL; default: $DURABLE_PRINCIPAL, "
+         "else the\n"
+         "               platform\n"
          "  --help       this help\n"
          "\nExit status: 0 success, 1 failure, 2 bad usage.\n");
 }
@@ -105,6 +116,7 @@ int main(int argc, char **argv) {
   cli_t cli;
   memset(&cli, 0, sizeof cli);
   const char *store = NULL;
+  const char *as = NULL;
   int i = 1;
 
   /* Common options before the command name. */
@@ -119,6 +131,8 @@ int main(int argc, char **argv) {
       return CLI_OK;
     }
     took = take_option("--store", 1, argc, argv, &i, &store);
+    if (took == 0)
+      took = take_option("--as", 1, argc, argv, &i, &as);
     if (took < 0)
       return main_usage_error("option '%s' needs a value", argv[i]);
     if (took == 0)
@@ -169,6 +183,8 @@ int main(int argc, char **argv) {
       continue;
     }
     int took = take_option("--store", 1, argc, argv, &i, &store);
+    if (took == 0)
+      took = take_option("--as", 1, argc, argv, &i, &as);
     const cli_option_t *opt = cli.command->options;
     for (int k = 0; took == 0 && opt && opt[k].name && k < CLI_MAX_OPTIONS; k++)
       took = take_option(opt[k].name, opt[k].has_value, argc, argv, &i,
@@ -186,5 +202,19 @@ int main(int argc, char **argv) {
   if (store == NULL || store[0] == '\0')
     store = CLI_DEFAULT_STORE;
   cli.store_url = store;
+
+  /* The principal: --as, else $DURABLE_PRINCIPAL, else none (the
+   * platform).  An empty one is refused, never read as "none": no string
+   * given on purpose turns into the platform. */
+  const char *from = "--as";
+  if (as == NULL && (as = getenv("DURABLE_PRINCIPAL")) != NULL)
+    from = "$DURABLE_PRINCIPAL";
+  if (as != NULL) {
+    durable_error_t err;
+    memset(&err, 0, sizeof err);
+    if (durable_principal_check(as, &err) < 0)
+      return cli_usage(&cli, "%s: %s", from, err.message);
+    cli.principal = as;
+  }
   return cli.command->main(&cli, nargs, args);
 }

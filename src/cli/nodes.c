@@ -85,8 +85,12 @@ static int put_main(cli_t *cli, int argc, char **argv) {
   state.path = argv[0];
   cli->state = &state;
   memset(&err, 0, sizeof err);
-  rc = durable_store_put(cli->store, argv[0], argv[1], content, put_done, cli,
-                         &err);
+  durable_write_t w = {.kind = DURABLE_WRITE_PUT,
+                       .path = argv[0],
+                       .node_type = argv[1],
+                       .content = content};
+  rc = durable_store_write_as(cli->store, cli->principal, &w, 1, put_done, cli,
+                              &err);
   free(owned); /* the store copied it */
   if (rc < 0)
     cli_refused(cli, rc, &err);
@@ -146,8 +150,8 @@ static int get_main(cli_t *cli, int argc, char **argv) {
     return rc;
   cli->state = &state;
   memset(&err, 0, sizeof err);
-  rc = durable_store_get(cli->store, DURABLE_PLATFORM, state.path, get_done,
-                         cli, &err);
+  rc = durable_store_get(cli->store, cli->principal, state.path, get_done, cli,
+                         &err);
   if (rc < 0)
     cli_refused(cli, rc, &err);
   return cli_run(cli);
@@ -179,7 +183,7 @@ static void search_next(cli_t *cli) {
   durable_error_t err;
   memset(&err, 0, sizeof err);
   int rc =
-      durable_store_query(cli->store, DURABLE_PLATFORM, state->query,
+      durable_store_query(cli->store, cli->principal, state->query,
                           state->after, SEARCH_PAGE, search_done, cli, &err);
   if (rc < 0)
     cli_refused(cli, rc, &err);

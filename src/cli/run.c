@@ -3,7 +3,10 @@
  *
  * The host itself is Lua (lua/durable/run.lua, run through the interpreter
  * in bindings/lua/host.c, since src/ never includes lua.h); this file checks
- * the arguments and hands over the store and the plugin files.
+ * the arguments and hands over the store and the plugin files.  A host acts
+ * as the platform unless started --as a principal (or with
+ * $DURABLE_PRINCIPAL set): then it serves only the streams that principal
+ * may read and write.
  */
 #include "cli.h"
 
@@ -16,11 +19,14 @@ static int run_main(cli_t *cli, int argc, char **argv) {
   for (int i = 0; i < argc; i++)
     if (access(argv[i], R_OK) != 0)
       return cli_error(cli, CLI_FAILED, "cannot read plugin '%s'", argv[i]);
+  int rc = cli_export_principal(cli);
+  if (rc != 0)
+    return rc;
   char *args[argc + 1];
   args[0] = (char *)cli->store_url;
   for (int i = 0; i < argc; i++)
     args[i + 1] = argv[i];
-  int rc = durable_lua_run_module("durable.run", argc + 1, args, NULL);
+  rc = durable_lua_run_module("durable.run", argc + 1, args, NULL);
   return rc == 0 ? CLI_OK : CLI_FAILED;
 }
 

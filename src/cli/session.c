@@ -57,7 +57,8 @@ int cli_error(const cli_t *cli, int code, const char *fmt, ...) {
 }
 
 void cli_print_usage(FILE *out, const cli_command_t *command) {
-  fprintf(out, "durable %s [--store URL] %s", command->name, command->args);
+  fprintf(out, "durable %s [--store URL] [--as PRINCIPAL] %s", command->name,
+          command->args);
 }
 
 int cli_usage(const cli_t *cli, const char *fmt, ...) {
@@ -115,6 +116,7 @@ static int session_open(cli_t *cli, int mesh) {
     durable_mesh_options_t options;
     memset(&options, 0, sizeof options);
     options.store = cli->store_url;
+    options.principal = cli->principal;
     rc = durable_mesh_open(&cli->loop, &options, &cli->mesh, &err);
     if (rc >= 0 && cli->mesh != NULL)
       return 0;

@@ -245,7 +245,8 @@ static void on_exists(const durable_result_t *result, void *data) {
   }
   memset(&err, 0, sizeof err);
   int rc = durable__store_last_item(durable_mesh_store(s->cli->mesh),
-                                    s->items_ns, on_last_item, s, &err);
+                                    s->cli->principal, s->items_ns,
+                                    on_last_item, s, &err);
   if (rc < 0)
     cli_refused(s->cli, rc, &err);
 }
@@ -300,7 +301,7 @@ static int read_main(cli_t *cli, int argc, char **argv) {
     start_reader(&s); /* a stream that does not exist yet is waited for */
   } else {
     memset(&err, 0, sizeof err);
-    rc = durable_store_exists(durable_mesh_store(cli->mesh), DURABLE_PLATFORM,
+    rc = durable_store_exists(durable_mesh_store(cli->mesh), cli->principal,
                               s.path, on_exists, &s, &err);
     if (rc < 0)
       cli_refused(cli, rc, &err);
@@ -497,7 +498,7 @@ static void streams_next(cli_t *cli) {
   durable_error_t err;
   memset(&err, 0, sizeof err);
   int rc =
-      durable_store_query(cli->store, DURABLE_PLATFORM, "type:DurableStream",
+      durable_store_query(cli->store, cli->principal, "type:DurableStream",
                           st->after, STREAMS_PAGE, streams_done, cli, &err);
   if (rc < 0)
     cli_refused(cli, rc, &err);

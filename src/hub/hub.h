@@ -158,6 +158,7 @@ struct durable__later_s {
 struct durable_mesh_s {
   uv_loop_t *loop;
   durable_store_t *store;
+  char *principal; /* NULL: the platform */
   uint32_t quiesce_budget_ms;
   uint32_t request_timeout_ms;
   durable_log_cb log;

@@ -28,6 +28,9 @@ durable_store_t *durable_mesh_store(durable_mesh_t *mesh) {
 uv_loop_t *durable_mesh_loop(durable_mesh_t *mesh) {
   return mesh->loop;
 }
+const char *durable_mesh_principal(const durable_mesh_t *mesh) {
+  return mesh->principal;
+}
 
 void durable_mesh_stats(const durable_mesh_t *mesh, durable_mesh_stats_t *out) {
   *out = mesh->stats;
@@ -409,6 +412,8 @@ static void on_read_node(const durable_result_t *res, void *data) {
     read_end(r, DURABLE_READ_PRESENT, res->node, NULL);
   else if (res->status == DURABLE_ENOTFOUND)
     read_end(r, DURABLE_READ_ABSENT, NULL, res->message);
+  else if (res->status == DURABLE_EACCES)
+    read_end(r, DURABLE_READ_DENIED, NULL, res->message);
   else
     read_end(r, DURABLE_READ_UNAVAILABLE, NULL, res->message);
 }
@@ -426,8 +431,8 @@ static void on_probe(const durable_response_t *res, void *data) {
   durable_mesh_t *mesh = r->mesh;
   if (res->status == 0) {
     durable_error_t err = {0};
-    if (durable_store_get(mesh->store, NULL, r->path, on_read_node, r, &err) <
-        0)
+    if (durable_store_get(mesh->store, mesh->principal, r->path, on_read_node,
+                          r, &err) < 0)
       read_end(r, DURABLE_READ_UNAVAILABLE, NULL, err.message);
   } else if (res->status == DURABLE_ENOTFOUND) {
     read_end(r, DURABLE_READ_ABSENT, NULL, res->message);
@@ -462,6 +467,20 @@ static void probe(read_req_t *r) {
     read_end(r, DURABLE_READ_UNAVAILABLE, NULL, err.message);
 }
 
+/* A principal's mesh read: its right to read is checked before the probe,
+ * so that a denied read activates nothing (activation runs consumers). */
+static void on_read_allowed(const durable_result_t *res, void *data) {
+  read_req_t *r = data;
+  if (res->status == DURABLE_EACCES)
+    read_end(r, DURABLE_READ_DENIED, NULL, res->message);
+  else if (res->status < 0)
+    read_end(r, DURABLE_READ_UNAVAILABLE, NULL, res->message);
+  else if (r->mesh->closing)
+    read_end(r, DURABLE_READ_UNAVAILABLE, NULL, "the mesh is closing");
+  else
+    probe(r);
+}
+
 const char *durable_read_outcome_name(durable_read_outcome_t outcome) {
   switch (outcome) {
   case DURABLE_READ_PRESENT:
@@ -470,6 +489,8 @@ const char *durable_read_outcome_name(durable_read_outcome_t outcome) {
     return "absent";
   case DURABLE_READ_UNAVAILABLE:
     return "unavailable";
+  case DURABLE_READ_DENIED:
+    return "denied";
   }
   return "unknown";
 }
@@ -491,7 +512,12 @@ int durable_mesh_read(durable_mesh_t *mesh, const char *path,
   r->mesh = mesh;
   r->cb = cb;
   r->data = data;
-  if ((rc = send_probe(r, err)) < 0) { /* refused now: no callback */
+  if (mesh->principal != NULL)
+    rc = durable__store_access(mesh->store, mesh->principal, path,
+                               DURABLE_GRANT_READ, on_read_allowed, r, err);
+  else
+    rc = send_probe(r, err);
+  if (rc < 0) { /* refused now: no callback */
     free(r->path);
     free(r);
   }
@@ -520,8 +546,16 @@ int durable_mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
   mesh->log = options->log;
   mesh->log_data = options->log_data;
   mesh->stream_options = options->streams;
-  int rc = durable_store_open(loop, options->store, &mesh->store, err);
+  int rc;
+  if (options->principal != NULL &&
+      ((rc = durable_principal_check(options->principal, err)) < 0 ||
+       (mesh->principal = strdup(options->principal)) == NULL)) {
+    free(mesh);
+    return rc < 0 ? rc : durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  rc = durable_store_open(loop, options->store, &mesh->store, err);
   if (rc < 0) {
+    free(mesh->principal);
     free(mesh);
     return rc;
   }
@@ -566,6 +600,7 @@ static void free_mesh(durable_mesh_t *mesh) {
   durable__map_free(&mesh->types);
   durable__map_free(&mesh->hubs);
   durable__map_free(&mesh->pending);
+  free(mesh->principal);
   free(mesh);
   if (cb)
     cb(data);

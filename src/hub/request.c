@@ -506,8 +506,10 @@ int durable_reply_commit(durable_reply_t *reply, const char *payload,
   c->reply = reply;
   c->set = set;
   memcpy(c->payload, payload, n);
-  int rc = durable_store_write(reply->hub->mesh->store, set->writes, set->count,
-                               on_committed, c, err);
+  durable_mesh_t *mesh = reply->hub->mesh;
+  int rc =
+      durable_store_write_as(mesh->store, durable_mesh_principal(mesh),
+                             set->writes, set->count, on_committed, c, err);
   if (rc < 0) {
     free(set);
     free(c);

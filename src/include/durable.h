@@ -211,17 +211,44 @@ typedef struct durable_result_s {
   size_t count;
   int more;      /* query: more rows follow the last one */
   int64_t value; /* exists: 0/1; last_sequence: the sequence */
+  const struct durable_grant_s *grants; /* durable_store_grants: `count`
+                                           grants */
 } durable_result_t;
 
 typedef void (*durable_done_cb)(const durable_result_t *result, void *data);
 
-/* The principal that reads; NULL or DURABLE_PLATFORM reads and writes
- * everything.  Other principals read what their grants cover (see
- * durable_store_grant) and write nothing. */
-#define DURABLE_PLATFORM "platform"
+/* ---- principals ---------------------------------------------------------
+ *
+ * Every read and write names the principal it acts for.  NULL is the
+ * platform: the runtime itself and whoever holds the store, who reads and
+ * writes everything.  There is no name for the platform: it is the absence
+ * of a principal, so no string a user types can become it.  Any other
+ * principal is a name that reads and writes what its grants cover (see
+ * durable_store_grant), and nothing else.  The rules for a name, checked by
+ * durable_principal_check() wherever one is taken:
+ *
+ *  - 1 to DURABLE_PRINCIPAL_MAX bytes of valid UTF-8;
+ *  - no control character (U+0000..U+001F, U+007F..U+009F);
+ *  - not "platform": that word is refused (DURABLE_EINVAL) rather than
+ *    taken as an ordinary principal, so that someone who means the
+ *    platform learns at once that the way to be it is to name no principal,
+ *    instead of meeting EACCES everywhere later.
+ *
+ * Satellites (a stream, its items, a document part) follow their owner
+ * (durable_path_owner): whoever may read or write the owner may read or
+ * write them, and no one else. */
+#define DURABLE_PRINCIPAL_MAX 128
 
-/* Get the node at `path`.  status DURABLE_ENOTFOUND when there is none,
- * DURABLE_EACCES when `principal` may not read it. */
+/* 0 when `principal` is a principal's name by the rules above; otherwise
+ * DURABLE_EINVAL with a message naming it and the rule it breaks.  NULL is
+ * not a name (the platform): DURABLE_EINVAL. */
+int durable_principal_check(const char *principal, durable_error_t *err);
+
+/* Get the node at `path` as `principal` (NULL: the platform).  status
+ * DURABLE_ENOTFOUND when there is none, DURABLE_EACCES ("principal 'alice'
+ * may not read 'Space/doc'") when `principal` may not read its owner --
+ * whether or not the node exists, so a denial tells nothing.  A principal
+ * that breaks the naming rules is refused (DURABLE_EINVAL). */
 int durable_store_get(durable_store_t *store, const char *principal,
                       const char *path, durable_done_cb cb, void *data,
                       durable_error_t *err);
@@ -292,7 +319,20 @@ int durable_store_write(durable_store_t *store, const durable_write_t *writes,
                         size_t count, durable_done_cb cb, void *data,
                         durable_error_t *err);
 
-/* One-write conveniences over durable_store_write(). */
+/* The same as `principal` (NULL: the platform, as durable_store_write).  A
+ * principal needs a write grant covering the owner of every path written
+ * (a read-modify-write, DURABLE_WRITE_MUTATE, also a read grant: its
+ * mutator sees the node).  The check is made on the writer thread inside
+ * the write's own transaction, against the grants as committed then, so a
+ * revoke committed by any process before the write holds.  A denied write
+ * fails the whole call with DURABLE_EACCES ("principal 'alice' may not
+ * write 'Space/doc'") and writes nothing. */
+int durable_store_write_as(durable_store_t *store, const char *principal,
+                           const durable_write_t *writes, size_t count,
+                           durable_done_cb cb, void *data,
+                           durable_error_t *err);
+
+/* One-write conveniences over durable_store_write() (the platform). */
 int durable_store_put(durable_store_t *store, const char *path,
                       const char *node_type, const char *content,
                       durable_done_cb cb, void *data, durable_error_t *err);
@@ -307,15 +347,45 @@ int durable_store_update(durable_store_t *store, const char *path,
 
 /* ---- access ------------------------------------------------------------ */
 
-/* Let `principal` read every node whose owner is `prefix` or lies under it
- * (segment-wise: "Space" covers "Space/doc", not "Spaces").  Satellites
- * (streams, their items) follow their owner.  revoke takes a grant back. */
+/* What a grant lets its principal do; a grant holds one or both. */
+typedef enum {
+  DURABLE_GRANT_READ = 1,  /* get, query, exists, read a stream */
+  DURABLE_GRANT_WRITE = 2, /* put, create, replace, delete; publish */
+  DURABLE_GRANT_ALL = 3    /* both: also what consuming a stream needs */
+} durable_grant_mode_t;
+
+/* "read", "write", "read,write" (the CLI's and Lua's spelling); "unknown"
+ * for anything else. */
+const char *durable_grant_mode_name(int modes);
+
+/* One grant as durable_store_grants() lists it (borrowed). */
+typedef struct durable_grant_s {
+  const char *principal;
+  const char *prefix;
+  int modes; /* DURABLE_GRANT_READ | DURABLE_GRANT_WRITE */
+} durable_grant_t;
+
+/* Let `principal` read and/or write (`modes`, DURABLE_GRANT_*) every node
+ * whose owner is `prefix` or lies under it (segment-wise: "Space" covers
+ * "Space/doc", not "Spaces").  Satellites (streams, their items) follow
+ * their owner.  Granting adds to what the principal had on that prefix;
+ * revoke takes `modes` back (0: everything on that prefix).  Both are the
+ * platform's: the store has no acting principal, and a mesh acting as a
+ * principal refuses them (see durable_mesh_options_t.principal).  They take
+ * effect for every process on the operations that start after they
+ * committed.  DURABLE_EINVAL for a principal that breaks the naming rules,
+ * a prefix that is not a path, or modes outside DURABLE_GRANT_ALL. */
 int durable_store_grant(durable_store_t *store, const char *principal,
-                        const char *prefix, durable_done_cb cb, void *data,
-                        durable_error_t *err);
+                        const char *prefix, int modes, durable_done_cb cb,
+                        void *data, durable_error_t *err);
 int durable_store_revoke(durable_store_t *store, const char *principal,
-                         const char *prefix, durable_done_cb cb, void *data,
-                         durable_error_t *err);
+                         const char *prefix, int modes, durable_done_cb cb,
+                         void *data, durable_error_t *err);
+
+/* The grants of `principal` (NULL: of every principal), in result->grants
+ * (result->count of them), ordered by principal, then prefix. */
+int durable_store_grants(durable_store_t *store, const char *principal,
+                         durable_done_cb cb, void *data, durable_error_t *err);
 
 /* ---- change feed ------------------------------------------------------- */
 
@@ -413,7 +483,16 @@ typedef struct durable_stream_options_s {
 } durable_stream_options_t;
 
 typedef struct durable_mesh_options_s {
-  const char *store;           /* store URL, see durable_store_open() */
+  const char *store; /* store URL, see durable_store_open() */
+  /* The principal the mesh acts as (see "principals" above); NULL: the
+   * platform.  Everything the mesh does on a caller's behalf is then
+   * checked against its grants: node reads, queries and writes (hubs' and
+   * handlers' too), mesh reads, publishing (write on the stream's owner),
+   * reading a stream (read on its owner) and consuming one (read and
+   * write).  The runtime's own work for it -- a stream hub appending what
+   * was published, activating a hub -- stays the platform's.  C code that
+   * holds the store itself (durable_mesh_store) speaks for the platform. */
+  const char *principal;
   uint32_t quiesce_budget_ms;  /* how long a recycle waits; 0: 2000 */
   uint32_t request_timeout_ms; /* for requests that give none; 0: 30000 */
   durable_log_cb log;          /* NULL: stderr, filtered by DURABLE_LOG */
@@ -434,6 +513,8 @@ void durable_mesh_close(durable_mesh_t *mesh, void (*cb)(void *data),
                         void *data);
 
 durable_store_t *durable_mesh_store(durable_mesh_t *mesh);
+/* The principal the mesh acts as, or NULL for the platform. */
+const char *durable_mesh_principal(const durable_mesh_t *mesh);
 uv_loop_t *durable_mesh_loop(durable_mesh_t *mesh);
 
 /* Write one line to the mesh's log sink at `level` (printf-style). */
@@ -588,7 +669,9 @@ int durable_mesh_recycle(durable_mesh_t *mesh, const char *address,
 typedef enum {
   DURABLE_READ_PRESENT = 1,
   DURABLE_READ_ABSENT,
-  DURABLE_READ_UNAVAILABLE
+  DURABLE_READ_UNAVAILABLE,
+  DURABLE_READ_DENIED /* the mesh's principal may not read it (checked
+                         before anything is activated) */
 } durable_read_outcome_t;
 
 const char *durable_read_outcome_name(durable_read_outcome_t outcome);
@@ -669,7 +752,10 @@ typedef struct durable_item_s {
  * of `hub` (the request goes out from the read-issuing hub, so a quiescing
  * hub may publish).  The stream node is made on first use, once per stream
  * per process.  `cb` gets the sequence once the item is saved, or a failure
- * ("Appending to durable stream NS@KEY failed: ..."). */
+ * ("Appending to durable stream NS@KEY failed: ...").  A hub of a mesh
+ * acting as a principal needs write on the key's owner: checked before
+ * anything is made or sent, else DURABLE_EACCES ("... failed: principal
+ * 'alice' may not write 'Space/doc'") and nothing is appended. */
 typedef void (*durable_sequence_cb)(int status, int64_t sequence,
                                     const char *message, void *data);
 int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
@@ -701,7 +787,9 @@ int durable_source_document_parts(const char *doc_path, char *items_ns,
  * (an item ahead of a missing one waits for it, a duplicate is dropped),
  * the backlog then the live tail, until closed.  No acknowledgement.
  * `cb` gets status 0 and an item, or a failure (an unreadable payload: the
- * reader stops there). */
+ * reader stops there).  Every read is made as the mesh's principal: one
+ * that may not read the items' owner gets DURABLE_EACCES at the first read,
+ * and no item. */
 typedef struct durable_reader_s durable_reader_t;
 typedef void (*durable_reader_cb)(durable_reader_t *reader, int status,
                                   const durable_item_t *item,
@@ -719,7 +807,9 @@ void durable_reader_close(durable_reader_t *reader);
  * the lease when the hub leaves (after the item in flight).  Dormant until
  * the stream exists.  A failure stops at the item, is logged ("... was NOT
  * acknowledged ..."), and the consumer starts over from the claim after a
- * backoff. */
+ * backoff.  In a mesh acting as a principal, each claim first needs read
+ * and write on the key's owner; a denial is such a failure ("principal
+ * 'alice' may not write 'Space/doc'"): nothing is claimed. */
 typedef void (*durable_item_handler_cb)(durable_hub_t *hub,
                                         const durable_item_t *item,
                                         durable_reply_t *done, void *data);

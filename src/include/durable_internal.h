@@ -35,10 +35,27 @@ int durable__store_read_items(durable_store_t *store, const char *principal,
                               durable_error_t *err);
 
 /* The highest stored item sequence under `items_ns` (0 when empty), in
- * result->value. */
-int durable__store_last_item(durable_store_t *store, const char *items_ns,
-                             durable_done_cb cb, void *data,
-                             durable_error_t *err);
+ * result->value, as `principal` (NULL: the platform; a principal needs read
+ * on the owner, else DURABLE_EACCES, so a sequence never tells what a
+ * reader may not read). */
+int durable__store_last_item(durable_store_t *store, const char *principal,
+                             const char *items_ns, durable_done_cb cb,
+                             void *data, durable_error_t *err);
+
+/* Whether `principal` may do `modes` (DURABLE_GRANT_*) on the owner of
+ * `path`: status 0, or DURABLE_EACCES with "principal 'alice' may not
+ * write 'Space/doc'" (the first missing mode, read before write).  Read
+ * from the grants as committed, by any process.  For the operations the
+ * runtime performs for a principal as the platform (a stream hub's append,
+ * claim), checked before the request is sent.  NULL (the platform) may do
+ * everything: the callback still runs, with 0. */
+int durable__store_access(durable_store_t *store, const char *principal,
+                          const char *path, int modes, durable_done_cb cb,
+                          void *data, durable_error_t *err);
+
+/* "read", "write", "read,write" (either order) as DURABLE_GRANT_* modes,
+ * or DURABLE_EINVAL: the spelling the CLI and Lua take. */
+int durable__grant_modes_parse(const char *text);
 
 /* Whether the store opened as `instance` -- by this process or any other --
  * is still open: result->value 1 alive, 0 gone.  The database itself

@@ -77,6 +77,22 @@ typedef struct {
 int durable__strv_push(durable__strv_t *v, const char *s);
 void durable__strv_free(durable__strv_t *v);
 
+/* Grants as the backends read them (access.c frees them). */
+typedef struct {
+  char *principal;
+  char *prefix;
+  int modes; /* DURABLE_GRANT_READ | DURABLE_GRANT_WRITE, never 0 */
+} durable__grant_t;
+
+typedef struct {
+  durable__grant_t *items;
+  size_t count, cap;
+} durable__grants_t;
+
+int durable__grants_push(durable__grants_t *v, const char *principal,
+                         const char *prefix, int modes);
+void durable__grants_free(durable__grants_t *v);
+
 /* The outcome of one write, filled in by the backend once the statement
  * ran.  The caller sets status to DURABLE__PENDING before the call and keeps
  * the outcome in place until it is known (or the transaction rolled back). */
@@ -188,11 +204,17 @@ typedef struct durable__backend_s {
                  const char *instance, int64_t *commit_id,
                  durable_error_t *err);
 
-  /* Access grants: the prefixes `principal` may read. */
+  /* Access grants, one row per (principal, prefix) holding a mode mask.
+   * grants_of: the grants of `principal` (NULL: of everyone), ordered by
+   * principal then prefix, rows whose mask is 0 left out; inside a write
+   * transaction it sees the grants as of that transaction.  grant: with
+   * `add`, OR `modes` into the row (made if need be); without, clear them
+   * from it and drop a row left with none.  The store runs grant inside
+   * begin/commit. */
   int (*grants_of)(durable__conn_t *conn, const char *principal,
-                   durable__strv_t *out, durable_error_t *err);
+                   durable__grants_t *out, durable_error_t *err);
   int (*grant)(durable__conn_t *conn, const char *principal, const char *prefix,
-               int add, durable_error_t *err);
+               int modes, int add, durable_error_t *err);
 
   /* Liveness (durable__store_alive): *alive = 1 when the store whose
    * instance has the liveness key `key` (durable__instance_key) still holds

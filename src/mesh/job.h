@@ -28,9 +28,11 @@ typedef enum {
   JOB_ITEMS, /* read_items: 12-digit ids after `num` */
   JOB_LAST,  /* last_item */
   JOB_WRITE,
-  JOB_GRANT, /* num = 1 add, 0 revoke */
-  JOB_TYPE,  /* every node of NodeType `id`, path after `after` */
-  JOB_ALIVE, /* is the store opened as instance `id` still open? */
+  JOB_GRANT,  /* num = 1 add, 0 revoke; limit = the modes */
+  JOB_GRANTS, /* the grants of `principal` (NULL: everyone's) */
+  JOB_ACCESS, /* may `principal` do `num` (modes) on the owner of `path`? */
+  JOB_TYPE,   /* every node of NodeType `id`, path after `after` */
+  JOB_ALIVE,  /* is the store opened as instance `id` still open? */
 } durable__job_kind_t;
 
 /* The statement a write queued (write.c). */
@@ -75,7 +77,7 @@ struct durable__job_s {
   durable__job_kind_t kind;
 
   /* inputs */
-  char *principal; /* NULL: the platform */
+  char *principal; /* NULL: the platform (JOB_GRANT*: the grantee) */
   char *path, *ns, *id, *after;
   size_t limit;
   int64_t num;
@@ -92,7 +94,8 @@ struct durable__job_s {
   int64_t value;
   durable__event_t *events;
   size_t nevents;
-  int settled; /* write.c: durable__writes_settle ran */
+  durable__grants_t grants; /* JOB_GRANTS */
+  int settled;              /* write.c: durable__writes_settle ran */
 
   /* completion: `done` (internal users such as the feed) or `cb` */
   void (*done)(durable__job_t *job);
@@ -102,6 +105,10 @@ struct durable__job_s {
 
 durable__job_t *durable__job_new(durable_store_t *store,
                                  durable__job_kind_t kind);
+/* Set the principal the job acts as (NULL: the platform), checked by the
+ * naming rules. */
+int durable__job_principal(durable__job_t *job, const char *principal,
+                           durable_error_t *err);
 void durable__job_free(durable__job_t *job);
 /* Queue a job to the right worker.  Loop thread. */
 void durable__job_submit(durable__job_t *job);
@@ -133,12 +140,21 @@ int durable__writes_settle(durable__job_t *job);
 void durable__writes_reset(durable__job_t *job);
 void durable__writes_free(durable__job_t *job);
 
-/* access.c: run a read job's access check and filtering on the worker. */
+/* access.c: a job's access check and filtering, on the worker. */
 int durable__access_load(const durable__backend_t *be, durable__conn_t *conn,
-                         const char *principal, durable__strv_t *grants,
+                         const char *principal, durable__grants_t *grants,
                          durable_error_t *err);
-int durable__access_covers(const durable__strv_t *grants, const char *owner);
-int durable__access_reaches(const durable__strv_t *grants, const char *ns);
+/* 1 when a read grant covers `owner`. */
+int durable__access_covers(const durable__grants_t *grants, const char *owner);
+/* 0 when the grants give every mode of `modes` on `owner`, else the first
+ * mode missing (read before write). */
+int durable__access_missing(const durable__grants_t *grants, const char *owner,
+                            int modes);
+/* 1 when some child of `ns` may be readable. */
+int durable__access_reaches(const durable__grants_t *grants, const char *ns);
+/* "principal 'P' may not read|write 'PATH'" into `err`; DURABLE_EACCES. */
+int durable__access_denied(durable_error_t *err, const char *principal,
+                           int mode, const char *path);
 
 /* feed.c: deliver a finished write's events to the watches. */
 void durable__feed_dispatch(durable_store_t *store, durable__job_t *job);

@@ -12,6 +12,8 @@
  * NodeType names have rules of their own (durable_node_type_check): they are
  * names a person reads in logs and plugin files, and the key a hub's
  * configuration is found by, so they are one line of printable UTF-8.
+ * Principal names (durable_principal_check) are one such line too: they
+ * appear in every denial a log or a user reads.
  */
 #include "schema.h"
 #include "store.h"
@@ -168,6 +170,44 @@ int durable_node_type_check(const char *node_type, durable_error_t *err) {
     if (n == 2 && p[0] == 0xC2 && p[1] <= 0x9F)
       return REFUSE_TYPE("control character at byte %zu",
                          shown(node_type, q, sizeof q), (size_t)(p - s));
+    p += n;
+  }
+  return 0;
+}
+
+/* The principal rules: see durable_principal_check() in durable.h. */
+#define REFUSE_PRINCIPAL(...)                                                  \
+  durable__error(err, DURABLE_EINVAL, "principal '%s' is invalid: " __VA_ARGS__)
+
+int durable_principal_check(const char *principal, durable_error_t *err) {
+  char q[200];
+  if (principal == NULL)
+    return durable__error(err, DURABLE_EINVAL,
+                          "principal is missing (the platform is no "
+                          "principal: name none to act as it)");
+  size_t len = strlen(principal);
+  if (len == 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "principal is empty (the platform is no principal: "
+                          "name none to act as it)");
+  if (len > DURABLE_PRINCIPAL_MAX)
+    return REFUSE_PRINCIPAL("longer than %d bytes (%zu)",
+                            shown(principal, q, sizeof q),
+                            DURABLE_PRINCIPAL_MAX, len);
+  if (strcmp(principal, "platform") == 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "'platform' is not a principal's name: the platform "
+                          "is no principal, and acting as it means naming "
+                          "none");
+  const unsigned char *s = (const unsigned char *)principal;
+  for (const unsigned char *p = s; *p;) {
+    size_t n = utf8_len(p);
+    if (*p < 0x20 || *p == 0x7F || (n == 2 && p[0] == 0xC2 && p[1] <= 0x9F))
+      return REFUSE_PRINCIPAL("control character at byte %zu",
+                              shown(principal, q, sizeof q), (size_t)(p - s));
+    if (n == 0)
+      return REFUSE_PRINCIPAL("not valid UTF-8 at byte %zu",
+                              shown(principal, q, sizeof q), (size_t)(p - s));
     p += n;
   }
   return 0;

@@ -483,8 +483,10 @@ enum {
   OP_ENSURE = 'e', /* create partition $1 */
   OP_NOTIFY = 'n',
   OP_GRANTS = 'G',
+  OP_GRANTS_ALL = 'H',
   OP_GRANT_ADD = 'A',
-  OP_GRANT_DEL = 'R',
+  OP_GRANT_CLEAR = 'R', /* clear modes $3 of a grant */
+  OP_GRANT_DROP = 'D',  /* drop it when it is left with none */
   OP_LIST_TYPE = 'y',
   OP_LIST_TYPE_SKIP = 'Y', /* OP_LIST_TYPE beside a bulk type (schema.h) */
   OP_ALIVE = 'v'           /* is advisory lock ($1 high, $2 low half) held? */
@@ -964,14 +966,21 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel,
   case OP_NOTIFY:
     return format("SELECT pg_notify('" CHANNEL "', $1)");
   case OP_GRANTS:
-    return format("SELECT prefix FROM public.durable_grants WHERE "
-                  "principal = $1 ORDER BY prefix");
+    return format("SELECT principal, prefix, modes FROM public.durable_grants "
+                  "WHERE principal = $1 AND modes <> 0 ORDER BY prefix");
+  case OP_GRANTS_ALL:
+    return format("SELECT principal, prefix, modes FROM public.durable_grants "
+                  "WHERE modes <> 0 ORDER BY principal, prefix");
   case OP_GRANT_ADD:
-    return format("INSERT INTO public.durable_grants (principal, prefix) "
-                  "VALUES ($1, $2) ON CONFLICT DO NOTHING");
-  case OP_GRANT_DEL:
+    return format("INSERT INTO public.durable_grants AS g (principal, prefix, "
+                  "modes) VALUES ($1, $2, $3::integer) ON CONFLICT (principal, "
+                  "prefix) DO UPDATE SET modes = g.modes | excluded.modes");
+  case OP_GRANT_CLEAR:
+    return format("UPDATE public.durable_grants SET modes = modes & "
+                  "~$3::integer WHERE principal = $1 AND prefix = $2");
+  case OP_GRANT_DROP:
     return format("DELETE FROM public.durable_grants WHERE principal = $1 "
-                  "AND prefix = $2");
+                  "AND prefix = $2 AND modes = 0");
   case OP_ALIVE:
     /* a bigint key shows as classid (high half), objid (low), objsubid 1 */
     return format("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks "
@@ -1160,6 +1169,9 @@ static int bootstrap(durable__conn_t *c, durable_error_t *err) {
     static const char current_sql[] =
         "SELECT to_regclass('public.durable_version') IS NOT NULL AND "
         "to_regclass('public.durable_grants') IS NOT NULL AND EXISTS "
+        "(SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = "
+        "to_regclass('public.durable_grants') AND attname = 'modes') AND "
+        "EXISTS "
         "(SELECT 1 FROM pg_catalog.pg_proc WHERE oid = "
         "to_regprocedure('public.ensure_partition_schema(text)') AND "
         "prosrc = $1)";
@@ -1657,17 +1669,19 @@ static int pg_changed(durable__conn_t *c, const durable__strv_t *namespaces,
 /* ---- grants ------------------------------------------------------------- */
 
 static int pg_grants_of(durable__conn_t *c, const char *principal,
-                        durable__strv_t *out, durable_error_t *err) {
+                        durable__grants_t *out, durable_error_t *err) {
   char name[32];
-  int rc = statement(c, OP_GRANTS, NULL, name, err);
+  int rc = statement(c, principal ? OP_GRANTS : OP_GRANTS_ALL, NULL, name, err);
   if (rc != 0)
     return rc;
   const char *vals[1] = {principal};
-  PGresult *res = run(c, name, 1, vals, &rc, err, "grants of", principal);
+  PGresult *res = run(c, name, principal ? 1 : 0, vals, &rc, err, "grants of",
+                      principal ? principal : "everyone");
   if (res == NULL)
     return rc;
   for (int i = 0, n = PQntuples(res); rc == 0 && i < n; i++)
-    rc = durable__strv_push(out, PQgetvalue(res, i, 0));
+    rc = durable__grants_push(out, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+                              atoi(PQgetvalue(res, i, 2)));
   PQclear(res);
   if (rc != 0)
     return durable__error(err, rc, "out of memory");
@@ -1675,16 +1689,24 @@ static int pg_grants_of(durable__conn_t *c, const char *principal,
 }
 
 static int pg_grant(durable__conn_t *c, const char *principal,
-                    const char *prefix, int add, durable_error_t *err) {
-  char name[32];
-  int rc = statement(c, add ? OP_GRANT_ADD : OP_GRANT_DEL, NULL, name, err);
-  if (rc != 0)
-    return rc;
-  const char *vals[2] = {principal, prefix};
-  PGresult *res =
-      run(c, name, 2, vals, &rc, err, add ? "grant" : "revoke", principal);
-  PQclear(res);
-  return rc;
+                    const char *prefix, int modes, int add,
+                    durable_error_t *err) {
+  char mask[16];
+  snprintf(mask, sizeof mask, "%d", modes);
+  const char *vals[3] = {principal, prefix, mask};
+  int ops[2] = {add ? OP_GRANT_ADD : OP_GRANT_CLEAR, add ? 0 : OP_GRANT_DROP};
+  for (int i = 0; i < 2 && ops[i]; i++) {
+    char name[32];
+    int rc = statement(c, ops[i], NULL, name, err);
+    if (rc != 0)
+      return rc;
+    PGresult *res = run(c, name, ops[i] == OP_GRANT_DROP ? 2 : 3, vals, &rc,
+                        err, add ? "grant" : "revoke", principal);
+    PQclear(res);
+    if (rc != 0)
+      return rc;
+  }
+  return 0;
 }
 
 /* ---- liveness ------------------------------------------------------------

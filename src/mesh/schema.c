@@ -136,17 +136,19 @@ static char *sqlite_script(void) {
     type_index_tail(&b, *t, "'");
     sb_add(&b, ";\n");
   }
-  sb_add(
-      &b,
-      /* read grants: principal may read owners at or under prefix */
-      "CREATE TABLE IF NOT EXISTS durable_grants (principal TEXT NOT NULL, "
-      "prefix TEXT NOT NULL, PRIMARY KEY (principal, prefix)) WITHOUT ROWID;\n"
-      /* the commit log: each write transaction's id with the namespaces
-       * it changed, for other processes, and the last version it wrote,
-       * which the next one counts on from (sqlite_store.c) */
-      "CREATE TABLE IF NOT EXISTS durable_commits (commit_id INTEGER NOT "
-      "NULL, namespace TEXT NOT NULL, version INTEGER NOT NULL, "
-      "PRIMARY KEY (commit_id, namespace)) WITHOUT ROWID;\n");
+  sb_add(&b,
+         /* grants: principal may read (modes & 1) and write (modes & 2) owners
+          * at or under prefix; a file made before modes gets the column (as
+          * read grants) from sqlite_store.c's migration */
+         "CREATE TABLE IF NOT EXISTS durable_grants (principal TEXT NOT NULL, "
+         "prefix TEXT NOT NULL, modes INTEGER NOT NULL DEFAULT 1, "
+         "PRIMARY KEY (principal, prefix)) WITHOUT ROWID;\n"
+         /* the commit log: each write transaction's id with the namespaces
+          * it changed, for other processes, and the last version it wrote,
+          * which the next one counts on from (sqlite_store.c) */
+         "CREATE TABLE IF NOT EXISTS durable_commits (commit_id INTEGER NOT "
+         "NULL, namespace TEXT NOT NULL, version INTEGER NOT NULL, "
+         "PRIMARY KEY (commit_id, namespace)) WITHOUT ROWID;\n");
   return b.s;
 }
 
@@ -156,7 +158,10 @@ static char *postgres_script(void) {
          "CREATE SEQUENCE IF NOT EXISTS public.durable_version;\n"
          "CREATE TABLE IF NOT EXISTS public.durable_grants (principal text "
          "COLLATE \"C\" NOT NULL, prefix text COLLATE \"C\" NOT NULL, "
-         "PRIMARY KEY (principal, prefix));\n"
+         "modes integer NOT NULL DEFAULT 1, PRIMARY KEY (principal, prefix));\n"
+         /* a database made before grants had modes: they were read grants */
+         "ALTER TABLE public.durable_grants ADD COLUMN IF NOT EXISTS modes "
+         "integer NOT NULL DEFAULT 1;\n"
          "CREATE OR REPLACE FUNCTION public.ensure_partition_schema(name text)"
          " RETURNS void LANGUAGE plpgsql AS $fn$\nBEGIN\n"
          "  EXECUTE format('CREATE SCHEMA IF NOT EXISTS %%I', name);\n");

@@ -158,8 +158,10 @@ enum {
   S_LOG,
   S_PRUNE,
   S_GRANTS_OF,
+  S_GRANTS_ALL,
   S_GRANT_ADD,
-  S_GRANT_DEL,
+  S_GRANT_CLEAR,
+  S_GRANT_DROP,
   S_DATA_VERSION,
   S_READ_BEGIN,
   S_COUNTER,
@@ -177,12 +179,17 @@ static const char *const misc_sql[S_COUNT] = {
     [S_LOG] = "INSERT OR IGNORE INTO durable_commits (commit_id, namespace, "
               "version) VALUES (?1, ?2, ?3)",
     [S_PRUNE] = "DELETE FROM durable_commits WHERE commit_id <= ?1",
-    [S_GRANTS_OF] = "SELECT prefix FROM durable_grants WHERE principal = ?1 "
-                    "ORDER BY prefix",
-    [S_GRANT_ADD] = "INSERT OR IGNORE INTO durable_grants (principal, prefix) "
-                    "VALUES (?1, ?2)",
-    [S_GRANT_DEL] = "DELETE FROM durable_grants "
-                    "WHERE principal = ?1 AND prefix = ?2",
+    [S_GRANTS_OF] = "SELECT principal, prefix, modes FROM durable_grants "
+                    "WHERE principal = ?1 AND modes <> 0 ORDER BY prefix",
+    [S_GRANTS_ALL] = "SELECT principal, prefix, modes FROM durable_grants "
+                     "WHERE modes <> 0 ORDER BY principal, prefix",
+    [S_GRANT_ADD] = "INSERT INTO durable_grants (principal, prefix, modes) "
+                    "VALUES (?1, ?2, ?3) ON CONFLICT (principal, prefix) DO "
+                    "UPDATE SET modes = durable_grants.modes | excluded.modes",
+    [S_GRANT_CLEAR] = "UPDATE durable_grants SET modes = modes & ~?3 "
+                      "WHERE principal = ?1 AND prefix = ?2",
+    [S_GRANT_DROP] = "DELETE FROM durable_grants "
+                     "WHERE principal = ?1 AND prefix = ?2 AND modes = 0",
     [S_DATA_VERSION] = "PRAGMA data_version",
     [S_READ_BEGIN] = "BEGIN",
     /* the newest and the oldest commit in the log (0 when empty) */
@@ -520,7 +527,31 @@ static int open_fail(durable__conn_t *c, int rc, const char *what,
  * each namespace in durable_changes.  Start the log where both stood, so
  * that versions keep growing and no watch takes new ids for old ones, and
  * drop the old tables.  Inside the bootstrap transaction. */
+/* A file made before grants had modes: its grants were read grants. */
+static int migrate_grants(durable__conn_t *c) {
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(c->db,
+                              "SELECT 1 FROM pragma_table_info("
+                              "'durable_grants') WHERE name = 'modes'",
+                              -1, &st, NULL);
+  if (rc != SQLITE_OK)
+    return rc;
+  rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc == SQLITE_ROW)
+    return SQLITE_OK;
+  if (rc != SQLITE_DONE)
+    return rc;
+  return sqlite3_exec(c->db,
+                      "ALTER TABLE durable_grants ADD COLUMN modes INTEGER "
+                      "NOT NULL DEFAULT 1",
+                      NULL, NULL, NULL);
+}
+
 static int migrate(durable__conn_t *c) {
+  int grants = migrate_grants(c);
+  if (grants != SQLITE_OK)
+    return grants;
   static const char sql[] =
       "INSERT INTO durable_commits (commit_id, namespace, version) SELECT "
       "coalesce((SELECT value FROM durable_meta WHERE key = 'commit'), 0) "
@@ -1137,15 +1168,19 @@ static int alive(durable__conn_t *c, uint64_t key, int *out,
 /* ---- grants ----------------------------------------------------------- */
 
 static int grants_of(durable__conn_t *c, const char *principal,
-                     durable__strv_t *out, durable_error_t *err) {
-  sqlite3_stmt *st = misc_stmt(c, S_GRANTS_OF, err);
+                     durable__grants_t *out, durable_error_t *err) {
+  sqlite3_stmt *st = misc_stmt(c, principal ? S_GRANTS_OF : S_GRANTS_ALL, err);
   if (st == NULL)
     return err->code;
-  bind_text(st, 1, principal);
+  if (principal)
+    bind_text(st, 1, principal);
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *prefix = (const char *)sqlite3_column_text(st, 0);
-    if (prefix == NULL || durable__strv_push(out, prefix) != 0) {
+    const char *who = (const char *)sqlite3_column_text(st, 0);
+    const char *prefix = (const char *)sqlite3_column_text(st, 1);
+    if (who == NULL || prefix == NULL ||
+        durable__grants_push(out, who, prefix, sqlite3_column_int(st, 2)) !=
+            0) {
       done_with(st);
       return durable__error(err, DURABLE_ENOMEM, "out of memory");
     }
@@ -1155,13 +1190,21 @@ static int grants_of(durable__conn_t *c, const char *principal,
 }
 
 static int grant(durable__conn_t *c, const char *principal, const char *prefix,
-                 int add, durable_error_t *err) {
-  sqlite3_stmt *st = misc_stmt(c, add ? S_GRANT_ADD : S_GRANT_DEL, err);
-  if (st == NULL)
-    return err->code;
-  bind_text(st, 1, principal);
-  bind_text(st, 2, prefix);
-  return run(c, st, add ? "grant" : "revoke", err);
+                 int modes, int add, durable_error_t *err) {
+  int steps[2] = {add ? S_GRANT_ADD : S_GRANT_CLEAR, add ? -1 : S_GRANT_DROP};
+  for (int i = 0; i < 2 && steps[i] >= 0; i++) {
+    sqlite3_stmt *st = misc_stmt(c, steps[i], err);
+    if (st == NULL)
+      return err->code;
+    bind_text(st, 1, principal);
+    bind_text(st, 2, prefix);
+    if (steps[i] != S_GRANT_DROP)
+      sqlite3_bind_int(st, 3, modes);
+    int rc = run(c, st, add ? "grant" : "revoke", err);
+    if (rc != 0)
+      return rc;
+  }
+  return 0;
 }
 
 /* ---- watching other processes ----------------------------------------- */

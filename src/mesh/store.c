@@ -164,6 +164,7 @@ void durable__job_free(durable__job_t *job) {
   durable__writes_free(job);
   durable_node_free(job->node);
   durable__nodes_free(&job->nodes);
+  durable__grants_free(&job->grants);
   free(job);
 }
 
@@ -463,12 +464,21 @@ static void run_writes(worker_t *w, durable__job_t **jobs, size_t n) {
   }
 }
 
+/* A grant or a revoke: its own small transaction (a revoke may be two
+ * statements: clear the modes, drop a row left with none). */
 static void run_grant(worker_t *w, durable__job_t *job) {
+  const durable__backend_t *be = w->store->be;
   durable_error_t err = {0};
   int rc = ensure_conn(w, &err);
-  if (rc == 0)
-    rc = w->store->be->grant(w->conn, job->principal, job->path, (int)job->num,
-                             &err);
+  if (rc == 0 && (rc = be->begin(w->conn, &err)) == 0) {
+    rc = be->grant(w->conn, job->principal, job->path, (int)job->limit,
+                   (int)job->num, &err);
+    int unknown = 0;
+    if (rc == 0)
+      rc = be->commit(w->conn, &unknown, &err);
+    else
+      be->rollback(w->conn);
+  }
   if (rc < 0) {
     fail_job(job, &err);
     if (rc == DURABLE_EUNAVAIL)
@@ -596,6 +606,20 @@ static void deliver(durable__job_t *job) {
   const durable_node_t **nodes = NULL;
   if (job->nodes.count > 0)
     nodes = (const durable_node_t **)job->nodes.items;
+  /* a listing of grants: borrowed views of the job's strings */
+  durable_grant_t *grants = NULL;
+  if (job->kind == JOB_GRANTS && job->status == 0 && job->grants.count > 0) {
+    grants = calloc(job->grants.count, sizeof(*grants));
+    if (grants == NULL) {
+      job->status = durable__error(&job->err, DURABLE_ENOMEM, "out of memory");
+    } else {
+      for (size_t i = 0; i < job->grants.count; i++)
+        grants[i] =
+            (durable_grant_t){.principal = job->grants.items[i].principal,
+                              .prefix = job->grants.items[i].prefix,
+                              .modes = job->grants.items[i].modes};
+    }
+  }
   result_ex_t rx = {
       .res =
           {
@@ -606,10 +630,14 @@ static void deliver(durable__job_t *job) {
               .count = job->nodes.count,
               .more = job->more,
               .value = job->value,
+              .grants = grants,
           },
       .job = job};
+  if (grants != NULL)
+    rx.res.count = job->grants.count;
   if (job->cb)
     job->cb(&rx.res, job->data);
+  free(grants);
   durable__job_free(job);
 }
 
@@ -862,7 +890,7 @@ static int list_children(const durable__backend_t *be, durable__conn_t *conn,
 }
 
 static void read_get(const durable__backend_t *be, durable__conn_t *conn,
-                     durable__job_t *job, const durable__strv_t *grants) {
+                     durable__job_t *job, const durable__grants_t *grants) {
   char part[DURABLE_PARTITION_MAX + 1];
   if (grants) {
     /* Access is decided by the path, before the read, so that a denied
@@ -871,9 +899,8 @@ static void read_get(const durable__backend_t *be, durable__conn_t *conn,
     snprintf(owner, sizeof owner, "%.*s", (int)durable__owner_len(job->path),
              job->path);
     if (!durable__access_covers(grants, owner)) {
-      job->status =
-          durable__error(&job->err, DURABLE_EACCES, "'%s' may not read '%s'",
-                         job->principal, job->path);
+      job->status = durable__access_denied(&job->err, job->principal,
+                                           DURABLE_GRANT_READ, job->path);
       return;
     }
   }
@@ -889,7 +916,7 @@ static void read_get(const durable__backend_t *be, durable__conn_t *conn,
 }
 
 static void read_query(const durable__backend_t *be, durable__conn_t *conn,
-                       durable__job_t *job, const durable__strv_t *grants) {
+                       durable__job_t *job, const durable__grants_t *grants) {
   if (job->path != NULL) {
     /* path:P, one row or none: absence is an empty result, not an error */
     if (job->after && strcmp(job->id, job->after) <= 0)
@@ -905,9 +932,8 @@ static void read_query(const durable__backend_t *be, durable__conn_t *conn,
     return;
   }
   if (grants && !durable__access_reaches(grants, job->ns)) {
-    job->status =
-        durable__error(&job->err, DURABLE_EACCES,
-                       "'%s' may not read under '%s'", job->principal, job->ns);
+    job->status = durable__access_denied(&job->err, job->principal,
+                                         DURABLE_GRANT_READ, job->ns);
     return;
   }
   /* Filtering may drop rows: keep reading pages until `limit` rows pass or
@@ -950,24 +976,30 @@ static void read_query(const durable__backend_t *be, durable__conn_t *conn,
   job->status = rc;
 }
 
+/* The items namespace of a stream-specific read, for a principal: read on
+ * its owner, decided before anything is read. */
+static int items_allowed(durable__job_t *job, const durable__grants_t *grants) {
+  if (grants == NULL)
+    return 1;
+  char owner[DURABLE_PATH_MAX + 1];
+  durable_path_owner(job->ns, owner, sizeof owner);
+  if (durable__access_covers(grants, owner))
+    return 1;
+  job->status = durable__access_denied(&job->err, job->principal,
+                                       DURABLE_GRANT_READ, job->ns);
+  return 0;
+}
+
 static void read_items(const durable__backend_t *be, durable__conn_t *conn,
-                       durable__job_t *job, const durable__strv_t *grants) {
+                       durable__job_t *job, const durable__grants_t *grants) {
   char part[DURABLE_PARTITION_MAX + 1];
   char probe[DURABLE_PATH_MAX + 16];
   char after[32];
   snprintf(probe, sizeof probe, "%s/000000000001", job->ns);
   snprintf(after, sizeof after, "%012lld", (long long)job->num);
   durable__place_t place = durable__path_place(probe, part, sizeof part);
-  if (grants) {
-    char owner[DURABLE_PATH_MAX + 1];
-    durable_path_owner(job->ns, owner, sizeof owner);
-    if (!durable__access_covers(grants, owner)) {
-      job->status =
-          durable__error(&job->err, DURABLE_EACCES, "'%s' may not read '%s'",
-                         job->principal, job->ns);
-      return;
-    }
-  }
+  if (!items_allowed(job, grants))
+    return;
   int rc = be->list(conn, place, job->ns, after, job->limit + 1, &job->nodes,
                     &job->err);
   if (rc == 0) {
@@ -991,8 +1023,10 @@ static void read_items(const durable__backend_t *be, durable__conn_t *conn,
 }
 
 static void read_last(const durable__backend_t *be, durable__conn_t *conn,
-                      durable__job_t *job) {
+                      durable__job_t *job, const durable__grants_t *grants) {
   char part[DURABLE_PARTITION_MAX + 1];
+  if (!items_allowed(job, grants))
+    return;
   char probe[DURABLE_PATH_MAX + 16];
   snprintf(probe, sizeof probe, "%s/000000000001", job->ns);
   durable__place_t place = durable__path_place(probe, part, sizeof part);
@@ -1013,7 +1047,7 @@ static int by_path(const void *a, const void *b) {
 /* Every node of one NodeType: each partition's tables, merged in path
  * order (partition names do not sort like the paths under them). */
 static void read_type(const durable__backend_t *be, durable__conn_t *conn,
-                      durable__job_t *job, const durable__strv_t *grants) {
+                      durable__job_t *job, const durable__grants_t *grants) {
   durable__strv_t parts = {0};
   const char *after = job->after ? job->after : "";
   int rc = be->partitions(conn, &parts, &job->err);
@@ -1055,18 +1089,37 @@ static void read_alive(const durable__backend_t *be, durable__conn_t *conn,
   job->value = alive;
 }
 
+/* May job->principal do job->num (modes) on the owner of job->path? */
+static void read_access(durable__job_t *job, const durable__grants_t *grants) {
+  if (grants == NULL)
+    return; /* the platform */
+  char owner[DURABLE_PATH_MAX + 1];
+  snprintf(owner, sizeof owner, "%.*s", (int)durable__owner_len(job->path),
+           job->path);
+  int missing = durable__access_missing(grants, owner, (int)job->num);
+  if (missing)
+    job->status =
+        durable__access_denied(&job->err, job->principal, missing, job->path);
+}
+
 void durable__read_run(const durable__backend_t *be, durable__conn_t *conn,
                        durable__job_t *job) {
-  durable__strv_t grants = {0};
+  if (job->kind == JOB_GRANTS) { /* its principal filters; nobody acts */
+    durable__grants_free(&job->grants);
+    job->status = be->grants_of(conn, job->principal, &job->grants, &job->err);
+    return;
+  }
+  durable__grants_t grants = {0};
   int restricted = job->principal != NULL;
   if (restricted) {
     int rc = durable__access_load(be, conn, job->principal, &grants, &job->err);
     if (rc < 0) {
+      durable__grants_free(&grants);
       job->status = rc;
       return;
     }
   }
-  const durable__strv_t *g = restricted ? &grants : NULL;
+  const durable__grants_t *g = restricted ? &grants : NULL;
   switch (job->kind) {
   case JOB_GET:
   case JOB_EXISTS:
@@ -1079,7 +1132,10 @@ void durable__read_run(const durable__backend_t *be, durable__conn_t *conn,
     read_items(be, conn, job, g);
     break;
   case JOB_LAST:
-    read_last(be, conn, job);
+    read_last(be, conn, job, g);
+    break;
+  case JOB_ACCESS:
+    read_access(job, g);
     break;
   case JOB_TYPE:
     read_type(be, conn, job, g);
@@ -1091,17 +1147,23 @@ void durable__read_run(const durable__backend_t *be, durable__conn_t *conn,
     job->status = DURABLE_EINVAL;
     break;
   }
-  durable__strv_free(&grants);
+  durable__grants_free(&grants);
 }
 
 /* ---- the public read calls ---------------------------------------------- */
 
-/* The principal a job runs as: NULL for the platform. */
-static int set_principal(durable__job_t *job, const char *principal) {
-  if (principal == NULL || strcmp(principal, DURABLE_PLATFORM) == 0)
+/* The principal a job runs as: NULL for the platform; any string is a
+ * principal's name, checked here ("platform" is refused, not special). */
+int durable__job_principal(durable__job_t *job, const char *principal,
+                           durable_error_t *err) {
+  if (principal == NULL)
     return 0;
+  int rc = durable_principal_check(principal, err);
+  if (rc < 0)
+    return rc;
   job->principal = strdup(principal);
-  return job->principal ? 0 : DURABLE_ENOMEM;
+  return job->principal ? 0
+                        : durable__error(err, DURABLE_ENOMEM, "out of memory");
 }
 
 static int submit(durable__job_t *job, durable_done_cb cb, void *data) {
@@ -1117,10 +1179,12 @@ static int path_job(durable_store_t *store, durable__job_kind_t kind,
   int rc = durable_path_check(path, err);
   if (rc < 0)
     return rc;
+  if (principal && (rc = durable_principal_check(principal, err)) < 0)
+    return rc;
   if (store->closing)
     return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing", store->name);
   durable__job_t *job = durable__job_new(store, kind);
-  if (job == NULL || set_principal(job, principal) < 0 ||
+  if (job == NULL || durable__job_principal(job, principal, err) < 0 ||
       (job->path = strdup(path)) == NULL ||
       durable__path_split(path, &job->ns, &job->id) < 0) {
     durable__job_free(job);
@@ -1158,6 +1222,8 @@ int durable_store_query(durable_store_t *store, const char *principal,
                           limit, QUERY_LIMIT_MAX);
   durable__job_t *job;
   int rc;
+  if (principal && (rc = durable_principal_check(principal, err)) < 0)
+    return rc;
   if (strncmp(query, "path:", 5) == 0) {
     rc = path_job(store, JOB_QUERY, principal, query + 5, &job, err);
     if (rc < 0)
@@ -1170,7 +1236,7 @@ int durable_store_query(durable_store_t *store, const char *principal,
       return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing",
                             store->name);
     job = durable__job_new(store, JOB_QUERY);
-    if (job == NULL || set_principal(job, principal) < 0 ||
+    if (job == NULL || durable__job_principal(job, principal, err) < 0 ||
         (job->ns = strdup(ns)) == NULL) {
       durable__job_free(job);
       return durable__error(err, DURABLE_ENOMEM, "out of memory");
@@ -1180,7 +1246,7 @@ int durable_store_query(durable_store_t *store, const char *principal,
       return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing",
                             store->name);
     job = durable__job_new(store, JOB_TYPE);
-    if (job == NULL || set_principal(job, principal) < 0 ||
+    if (job == NULL || durable__job_principal(job, principal, err) < 0 ||
         (job->id = strdup(query + 5)) == NULL) {
       durable__job_free(job);
       return durable__error(err, DURABLE_ENOMEM, "out of memory");
@@ -1223,11 +1289,11 @@ int durable__store_read_items(durable_store_t *store, const char *principal,
   return submit(job, cb, data);
 }
 
-int durable__store_last_item(durable_store_t *store, const char *items_ns,
-                             durable_done_cb cb, void *data,
-                             durable_error_t *err) {
+int durable__store_last_item(durable_store_t *store, const char *principal,
+                             const char *items_ns, durable_done_cb cb,
+                             void *data, durable_error_t *err) {
   durable__job_t *job;
-  int rc = path_job(store, JOB_LAST, NULL, items_ns, &job, err);
+  int rc = path_job(store, JOB_LAST, principal, items_ns, &job, err);
   if (rc < 0)
     return rc;
   free(job->ns);
@@ -1254,31 +1320,66 @@ int durable__store_alive(durable_store_t *store, const char *instance,
   return submit(job, cb, data);
 }
 
-static int grant_job(durable_store_t *store, const char *principal,
-                     const char *prefix, int add, durable_done_cb cb,
-                     void *data, durable_error_t *err) {
-  if (principal == NULL || *principal == '\0')
-    return durable__error(err, DURABLE_EINVAL, "principal is missing");
+int durable__store_access(durable_store_t *store, const char *principal,
+                          const char *path, int modes, durable_done_cb cb,
+                          void *data, durable_error_t *err) {
+  if (modes < DURABLE_GRANT_READ || modes > DURABLE_GRANT_ALL)
+    return durable__error(err, DURABLE_EINVAL, "access modes %d are not %s",
+                          modes, "read, write or both");
   durable__job_t *job;
-  int rc = path_job(store, JOB_GRANT, NULL, prefix, &job, err);
+  int rc = path_job(store, JOB_ACCESS, principal, path, &job, err);
   if (rc < 0)
     return rc;
-  if ((job->principal = strdup(principal)) == NULL) {
-    durable__job_free(job);
-    return durable__error(err, DURABLE_ENOMEM, "out of memory");
-  }
+  job->num = modes;
+  return submit(job, cb, data);
+}
+
+/* Grants are the platform's: the store has no acting principal, and the
+ * grantee is the job's principal. */
+static int grant_job(durable_store_t *store, const char *principal,
+                     const char *prefix, int modes, int add, durable_done_cb cb,
+                     void *data, durable_error_t *err) {
+  int rc = durable_principal_check(principal, err);
+  if (rc < 0)
+    return rc;
+  if (modes < (add ? 1 : 0) || modes > DURABLE_GRANT_ALL)
+    return durable__error(err, DURABLE_EINVAL,
+                          "grant modes %d are not read (%d), write (%d) or "
+                          "both (%d)%s",
+                          modes, DURABLE_GRANT_READ, DURABLE_GRANT_WRITE,
+                          DURABLE_GRANT_ALL, add ? "" : ", or 0 for all");
+  durable__job_t *job;
+  rc = path_job(store, JOB_GRANT, principal, prefix, &job, err);
+  if (rc < 0)
+    return rc;
   job->num = add;
+  job->limit = (size_t)(modes ? modes : DURABLE_GRANT_ALL);
   return submit(job, cb, data);
 }
 
 int durable_store_grant(durable_store_t *store, const char *principal,
-                        const char *prefix, durable_done_cb cb, void *data,
-                        durable_error_t *err) {
-  return grant_job(store, principal, prefix, 1, cb, data, err);
+                        const char *prefix, int modes, durable_done_cb cb,
+                        void *data, durable_error_t *err) {
+  return grant_job(store, principal, prefix, modes, 1, cb, data, err);
 }
 
 int durable_store_revoke(durable_store_t *store, const char *principal,
-                         const char *prefix, durable_done_cb cb, void *data,
-                         durable_error_t *err) {
-  return grant_job(store, principal, prefix, 0, cb, data, err);
+                         const char *prefix, int modes, durable_done_cb cb,
+                         void *data, durable_error_t *err) {
+  return grant_job(store, principal, prefix, modes, 0, cb, data, err);
+}
+
+int durable_store_grants(durable_store_t *store, const char *principal,
+                         durable_done_cb cb, void *data, durable_error_t *err) {
+  int rc;
+  if (principal && (rc = durable_principal_check(principal, err)) < 0)
+    return rc;
+  if (store->closing)
+    return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing", store->name);
+  durable__job_t *job = durable__job_new(store, JOB_GRANTS);
+  if (job == NULL || durable__job_principal(job, principal, err) < 0) {
+    durable__job_free(job);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  return submit(job, cb, data);
 }

@@ -22,6 +22,11 @@
  * could end that way (a queued insert that may be refused, beside other
  * writes) is "risky": store.c settles it before the commit instead of after.
  *
+ * A job acting as a principal (durable_store_write_as) is checked first, in
+ * the same transaction: its grants are read there and every write's owner
+ * must be covered by a write grant (a mutator's by a read grant too),
+ * else the job alone fails with EACCES before anything of it is queued.
+ *
  * Arguments are checked on the loop thread (durable__writes_prepare) so a
  * bad path or content is refused before anything is queued, with a message
  * naming the write; a mutator's output (its content and its type) is
@@ -334,8 +339,42 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
   }
 }
 
+/* A principal's writes: every path's owner must be covered by a write grant
+ * (a mutator's also by a read grant: it sees the node), decided from the
+ * grants as this transaction sees them, before anything of the job is
+ * queued, so a denied job writes nothing.  Returns 0 (allowed, or refused:
+ * job->status says) or a failure of the transaction. */
+static int check_access(const durable__backend_t *be, durable__conn_t *conn,
+                        durable__job_t *job) {
+  durable__grants_t grants = {0};
+  int rc = durable__access_load(be, conn, job->principal, &grants, &job->err);
+  for (size_t i = 0; rc == 0 && i < job->nwrites; i++) {
+    const durable__write_op_t *op = &job->writes[i];
+    int modes = DURABLE_GRANT_WRITE;
+    if (op->kind == DURABLE_WRITE_MUTATE)
+      modes |= DURABLE_GRANT_READ;
+    int missing = durable__access_missing(&grants, op->owner, modes);
+    if (missing) {
+      job->status =
+          durable__access_denied(&job->err, job->principal, missing, op->path);
+      break;
+    }
+  }
+  durable__grants_free(&grants);
+  return rc;
+}
+
 int durable__writes_apply(const durable__backend_t *be, durable__conn_t *conn,
                           durable__job_t *job) {
+  if (job->principal != NULL) {
+    int rc = check_access(be, conn, job);
+    if (rc < 0) {
+      job->status = rc;
+      return rc;
+    }
+    if (job->status < 0)
+      return 0; /* denied: the job fails alone, nothing queued */
+  }
   for (size_t i = 0; i < job->nwrites; i++) {
     int refused = 0;
     int rc = apply_one(be, conn, job, &job->writes[i], &refused);
@@ -553,13 +592,27 @@ const char *durable_write_kind_name(durable_write_kind_t kind) {
 int durable_store_write(durable_store_t *store, const durable_write_t *writes,
                         size_t count, durable_done_cb cb, void *data,
                         durable_error_t *err) {
+  return durable_store_write_as(store, NULL, writes, count, cb, data, err);
+}
+
+int durable_store_write_as(durable_store_t *store, const char *principal,
+                           const durable_write_t *writes, size_t count,
+                           durable_done_cb cb, void *data,
+                           durable_error_t *err) {
+  int rc;
+  if (principal && (rc = durable_principal_check(principal, err)) < 0)
+    return rc;
   if (durable__store_closing(store))
     return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing",
                           durable_store_name(store));
   durable__job_t *job = durable__job_new(store, JOB_WRITE);
   if (job == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
-  int rc = durable__writes_prepare(job, writes, count, err);
+  if ((rc = durable__job_principal(job, principal, err)) < 0) {
+    durable__job_free(job);
+    return rc;
+  }
+  rc = durable__writes_prepare(job, writes, count, err);
   if (rc < 0) {
     durable__job_free(job);
     return rc;

@@ -25,6 +25,13 @@
  * this hub as subscriber, because a quiescing hub sends no new requests.
  * Timers post messages to the hub; a generation number retires the
  * messages and answers of an earlier round.
+ *
+ * A mesh acting as a principal consumes only what it may read and write:
+ * the stream hub grants leases as the platform, so each claim first asks
+ * the store whether the principal holds read and write on the stream's
+ * owner.  A denial is a failure like any other (logged with its reason,
+ * claimed again after the backoff, so a grant made meanwhile is picked
+ * up); nothing is claimed or handed over.
  */
 #include "protocol.h"
 #include "stream.h"
@@ -478,6 +485,28 @@ static void on_claim(const durable_response_t *res, void *data) {
   durable_hub_unref(c->hub);
 }
 
+static void send_claim(consumer_t *c, ask_t *a) {
+  durable_error_t err = {0};
+  if (ask(c, DURABLE__MSG_CLAIM, 0, 0, on_claim, a, &err) < 0) {
+    free(a);
+    failure(c, 0, err.message);
+  }
+}
+
+/* The principal's right to consume, asked before its claim. */
+static void on_claim_allowed(const durable_result_t *res, void *data) {
+  ask_t *a = data;
+  consumer_t *c = a->c;
+  if (c->state != C_CLAIMING || a->gen != c->gen || leaving(c))
+    free(a); /* stopped, or a newer round began meanwhile */
+  else if (res->status < 0) {
+    free(a);
+    failure(c, 0, res->message);
+  } else
+    send_claim(c, a);
+  durable_hub_unref(c->hub);
+}
+
 static void claim(consumer_t *c) {
   if (leaving(c))
     return;
@@ -491,7 +520,16 @@ static void claim(consumer_t *c) {
     return;
   }
   a->gen = c->gen;
-  if (ask(c, DURABLE__MSG_CLAIM, 0, 0, on_claim, a, &err) < 0) {
+  const char *principal = durable_mesh_principal(c->mesh);
+  if (principal == NULL) {
+    send_claim(c, a);
+    return;
+  }
+  a->c = c;
+  durable_hub_ref(c->hub);
+  if (durable__store_access(durable_mesh_store(c->mesh), principal, c->key,
+                            DURABLE_GRANT_ALL, on_claim_allowed, a, &err) < 0) {
+    durable_hub_unref(c->hub);
     free(a);
     failure(c, 0, err.message);
   }
@@ -535,8 +573,9 @@ static void start(consumer_t *c) {
   durable_error_t err = {0};
   durable_hub_ref(c->hub);
   /* a listing read, never a point read, and never a create */
-  if (durable_store_exists(durable_mesh_store(c->mesh), NULL, c->path,
-                           on_exists, c, &err) < 0) {
+  if (durable_store_exists(durable_mesh_store(c->mesh),
+                           durable_mesh_principal(c->mesh), c->path, on_exists,
+                           c, &err) < 0) {
     durable_hub_unref(c->hub);
     failure(c, 0, err.message);
   }

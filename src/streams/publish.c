@@ -8,6 +8,11 @@
  * ensure and resend once.  Only producers create streams; consumers never
  * do.  Requests go out from the read-issuing hub, so a hub that is
  * quiescing can still publish.
+ *
+ * The stream hub appends as the platform, for whoever asked; so a mesh
+ * acting as a principal has its right checked here, before the stream node
+ * is made or the append sent: write on the stream's owner (its key).  A
+ * denial fails the publish with DURABLE_EACCES and writes nothing.
  */
 #include "protocol.h"
 #include "stream.h"
@@ -115,6 +120,16 @@ static void ensure(publish_t *p) {
     finish(p, rc, 0, err.message);
 }
 
+static void on_allowed(const durable_result_t *res, void *data) {
+  publish_t *p = data;
+  if (res->status < 0)
+    finish(p, res->status, 0, res->message);
+  else if (p->mesh->closing)
+    finish(p, DURABLE_ESHUTDOWN, 0, "the mesh is closing");
+  else
+    ensure(p);
+}
+
 int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
                            const char *payload, durable_sequence_cb cb,
                            void *data, durable_error_t *err) {
@@ -150,6 +165,14 @@ int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
   p->mesh = mesh;
   p->cb = cb;
   p->data = data;
-  ensure(p);
-  return 0;
+  const char *principal = durable_mesh_principal(mesh);
+  if (principal == NULL) {
+    ensure(p);
+    return 0;
+  }
+  rc = durable__store_access(durable_mesh_store(mesh), principal, id->key,
+                             DURABLE_GRANT_WRITE, on_allowed, p, err);
+  if (rc < 0)
+    publish_free(p);
+  return rc;
 }

@@ -17,6 +17,10 @@
  *
  *   store  --range read after cursor-->  buffer  --next in sequence-->  cb
  *   watch  --"the stream moved"-------->  read again
+ *
+ * Every read is made as the mesh's principal, so a reader of a stream whose
+ * owner (or, for a custom source, whose items' owner) it may not read
+ * stops at its first read with DURABLE_EACCES, having handed over nothing.
  */
 #include "stream.h"
 
@@ -241,12 +245,12 @@ static void read_more(durable__pull_t *p) {
   if (p->custom) {
     char query[DURABLE_PATH_MAX + 16];
     snprintf(query, sizeof query, "namespace:%s", p->items_ns);
-    rc = durable_store_query(store, NULL, query, p->round_after, 1000, on_page,
-                             p, &err);
+    rc = durable_store_query(store, durable_mesh_principal(p->mesh), query,
+                             p->round_after, 1000, on_page, p, &err);
   } else {
     int64_t after = p->next - 1 > p->read_upto ? p->next - 1 : p->read_upto;
-    rc = durable__store_read_items(store, NULL, p->items_ns, after, PAGE,
-                                   on_page, p, &err);
+    rc = durable__store_read_items(store, durable_mesh_principal(p->mesh),
+                                   p->items_ns, after, PAGE, on_page, p, &err);
   }
   if (rc < 0) { /* try_deliver reports it, never from inside a read */
     p->reading = 0;

@@ -311,7 +311,7 @@ static void on_written(const durable_result_t *res, void *data) {
  * transaction.  The stream node comes first: a compare-and-set lost to
  * another process is refused before any item is tried.  Takes `next`. */
 static void write_state(shub_t *sh, int part, durable__stream_state_t *next,
-                        durable_write_t *extra, size_t nextra,
+                        durable_write_t *extra, size_t nextra, const char *as,
                         written_fn then) {
   write_ctx_t *w = calloc(1, sizeof(*w));
   durable_write_t *writes = calloc(nextra + 1, sizeof(*writes));
@@ -347,8 +347,8 @@ static void write_state(shub_t *sh, int part, durable__stream_state_t *next,
                                     .mutate = mutate_state,
                                     .mutate_arg = w};
     durable_hub_ref(sh->hub);
-    rc = durable_store_write(durable_mesh_store(sh->mesh), writes, nextra + 1,
-                             on_written, w, &err);
+    rc = durable_store_write_as(durable_mesh_store(sh->mesh), as, writes,
+                                nextra + 1, on_written, w, &err);
     free(content);
     if (rc < 0)
       durable_hub_unref(sh->hub);
@@ -606,8 +606,12 @@ static void run_commit(shub_t *sh) {
   next.checkpoint_at = now_ms();
   sh->batch = 1;
   sh->appends = 0;
+  /* the effects are the consumer's writes: checked as its mesh's
+   * principal, in the transaction (the claim already needed write on the
+   * stream's owner, so the checkpoint passes the same check) */
   write_state(sh, PART_LEASE, &next, op->req->effects->writes,
-              op->req->effects->count, commit_written);
+              op->req->effects->count, durable_mesh_principal(sh->mesh),
+              commit_written);
 }
 
 /* The appends and acknowledgements at the head of the chain, in one
@@ -686,7 +690,7 @@ static void run_batch(shub_t *sh) {
       next.last_sequence = sh->next_seq + (int64_t)appends - 1;
     sh->batch = n;
     sh->appends = appends;
-    write_state(sh, part, &next, items, appends, batch_written);
+    write_state(sh, part, &next, items, appends, NULL, batch_written);
   }
   for (size_t i = 0; contents && i < appends; i++)
     free(contents[i]);
@@ -768,7 +772,7 @@ static void grant(shub_t *sh) {
   next.lease_epoch++;
   next.subscribed_at = now_ms();
   next.orphaned_at = 0;
-  write_state(sh, PART_LEASE, &next, NULL, 0, granted);
+  write_state(sh, PART_LEASE, &next, NULL, 0, NULL, granted);
 }
 
 /* The holder is alive: refused, nothing written. */
@@ -913,7 +917,7 @@ static void run_release(shub_t *sh) {
   durable__str_set(&next.subscriber, NULL);
   durable__str_set(&next.subscriber_instance, NULL);
   next.orphaned_at = now_ms();
-  write_state(sh, PART_LEASE, &next, NULL, 0, released);
+  write_state(sh, PART_LEASE, &next, NULL, 0, NULL, released);
 }
 
 /* ---- loading the state
@@ -949,7 +953,7 @@ static void on_last_item(const durable_result_t *res, void *data) {
 static void derive_next(shub_t *sh) {
   durable_error_t err = {0};
   durable_hub_ref(sh->hub);
-  if (durable__store_last_item(durable_mesh_store(sh->mesh), sh->items_ns,
+  if (durable__store_last_item(durable_mesh_store(sh->mesh), NULL, sh->items_ns,
                                on_last_item, sh, &err) < 0) {
     durable_hub_unref(sh->hub);
     retry_head(sh, err.code, err.message);

@@ -161,8 +161,9 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node,
     if (w && (w->family = strdup(s.ns)) && (w->key = strdup(s.key))) {
       w->mesh = mesh;
       /* read the owner first: only a NodeType served here is activated */
-      if (durable_store_get(durable_mesh_store(mesh), NULL, s.key,
-                            on_owner_read, w, &err) < 0)
+      if (durable_store_get(durable_mesh_store(mesh),
+                            durable_mesh_principal(mesh), s.key, on_owner_read,
+                            w, &err) < 0)
         wake_free(w);
     } else if (w) {
       wake_free(w);
@@ -228,7 +229,8 @@ static void on_alive(const durable_result_t *res, void *data) {
       r->mesh = mesh;
       suspect_del(wk, r->path);
       durable_hub_ref(durable__mesh_reads_hub(mesh));
-      if (durable_store_get(durable_mesh_store(mesh), NULL, r->path,
+      if (durable_store_get(durable_mesh_store(mesh),
+                            durable_mesh_principal(mesh), r->path,
                             on_stream_read, r, NULL) < 0) {
         durable_hub_unref(durable__mesh_reads_hub(mesh));
         durable__waker_suspect(mesh, r->path, r->gone);
@@ -316,7 +318,10 @@ static void scan_page(scan_t *sc, const char *after) {
     const char *slash = strrchr(after, '/');
     cursor = slash ? slash + 1 : after;
   }
-  if (durable_store_query(durable_mesh_store(sc->mesh), NULL, sc->query, cursor,
+  /* as the mesh's principal: a host acting as one wakes only the streams
+   * it may read (the others' consumers would be refused their claim) */
+  if (durable_store_query(durable_mesh_store(sc->mesh),
+                          durable_mesh_principal(sc->mesh), sc->query, cursor,
                           200, on_page, sc, &err) < 0) {
     free(sc->query);
     free(sc);

@@ -186,8 +186,8 @@ static void on_list_page(const durable_result_t *r, void *data) {
 
 static void list_page(listing_t *l) {
   durable_error_t err = {0};
-  int rc = durable_store_query(l->store, DURABLE_PLATFORM, "type:DurableStream",
-                               l->after, PAGE, on_list_page, l, &err);
+  int rc = durable_store_query(l->store, NULL, "type:DurableStream", l->after,
+                               PAGE, on_list_page, l, &err);
   if (rc < 0)
     die("durable_store_query refused: %s (%s)", err.message,
         durable_err_name(rc));

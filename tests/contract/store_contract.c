@@ -149,6 +149,7 @@ typedef struct {
   size_t count;
   int more;
   int64_t value;
+  char grants[4096]; /* a grants listing: "principal prefix modes;" each */
 } res_t;
 
 static void res_reset(res_t *r) {
@@ -171,7 +172,7 @@ static void res_cb(const durable_result_t *result, void *data) {
     snprintf(r->message, sizeof(r->message), "%s", result->message);
   r->node = result->node ? durable_node_dup(result->node) : NULL;
   CHECK(result->node == NULL || r->node != NULL);
-  if (result->count > 0) {
+  if (result->count > 0 && result->grants == NULL) {
     CHECK(result->nodes != NULL);
     r->nodes = calloc(result->count, sizeof(*r->nodes));
     CHECK(r->nodes != NULL);
@@ -183,6 +184,14 @@ static void res_cb(const durable_result_t *result, void *data) {
   r->count = result->count;
   r->more = result->more;
   r->value = result->value;
+  for (size_t i = 0; result->grants && i < result->count; i++) {
+    size_t n = strlen(r->grants);
+    snprintf(r->grants + n, sizeof(r->grants) - n, "%s %s %s;",
+             result->grants[i].principal, result->grants[i].prefix,
+             durable_grant_mode_name(result->grants[i].modes));
+  }
+  if (result->grants)
+    r->count = 0; /* no nodes */
   r->calls = 1;
 }
 
@@ -210,15 +219,20 @@ static int get_(res_t *r, const char *principal, const char *path) {
 }
 #define GET(r, principal, path) (g_line = __LINE__, get_(r, principal, path))
 
-static int write_(res_t *r, const durable_write_t *w, size_t n) {
+static int write_(res_t *r, const char *principal, const durable_write_t *w,
+                  size_t n) {
   durable_error_t e = {0};
   res_reset(r);
-  submitted(durable_store_write(T.store, w, n, res_cb, r, &e), &e, "write",
-            n ? w[0].path : "");
+  submitted(principal ? durable_store_write_as(T.store, principal, w, n, res_cb,
+                                               r, &e)
+                      : durable_store_write(T.store, w, n, res_cb, r, &e),
+            &e, "write", n ? w[0].path : "");
   res_wait(r);
   return r->status;
 }
-#define WRITE(r, w, n) (g_line = __LINE__, write_(r, w, n))
+#define WRITE(r, w, n) (g_line = __LINE__, write_(r, NULL, w, n))
+#define WRITE_AS(r, principal, w, n)                                           \
+  (g_line = __LINE__, write_(r, principal, w, n))
 
 static int put_(res_t *r, const char *path, const char *type,
                 const char *content) {
@@ -302,31 +316,61 @@ static int read_items_(res_t *r, const char *principal, const char *ns,
 #define READ_ITEMS(r, principal, ns, after, limit)                             \
   (g_line = __LINE__, read_items_(r, principal, ns, after, limit))
 
-static int last_item_(res_t *r, const char *ns) {
+static int last_item_(res_t *r, const char *principal, const char *ns) {
   durable_error_t e = {0};
   res_reset(r);
-  submitted(durable__store_last_item(T.store, ns, res_cb, r, &e), &e,
+  submitted(durable__store_last_item(T.store, principal, ns, res_cb, r, &e), &e,
             "last_item", ns);
   res_wait(r);
   return r->status;
 }
-#define LAST_ITEM(r, ns) (g_line = __LINE__, last_item_(r, ns))
+#define LAST_ITEM(r, ns) (g_line = __LINE__, last_item_(r, NULL, ns))
+#define LAST_ITEM_AS(r, principal, ns)                                         \
+  (g_line = __LINE__, last_item_(r, principal, ns))
 
 static int grant_(res_t *r, int revoke, const char *principal,
-                  const char *prefix) {
+                  const char *prefix, int modes) {
   durable_error_t e = {0};
   res_reset(r);
-  int rc = revoke
-               ? durable_store_revoke(T.store, principal, prefix, res_cb, r, &e)
-               : durable_store_grant(T.store, principal, prefix, res_cb, r, &e);
+  int rc = revoke ? durable_store_revoke(T.store, principal, prefix, modes,
+                                         res_cb, r, &e)
+                  : durable_store_grant(T.store, principal, prefix, modes,
+                                        res_cb, r, &e);
   submitted(rc, &e, revoke ? "revoke" : "grant", prefix);
   res_wait(r);
   return r->status;
 }
 #define GRANT(r, principal, prefix)                                            \
-  (g_line = __LINE__, grant_(r, 0, principal, prefix))
+  (g_line = __LINE__, grant_(r, 0, principal, prefix, DURABLE_GRANT_READ))
 #define REVOKE(r, principal, prefix)                                           \
-  (g_line = __LINE__, grant_(r, 1, principal, prefix))
+  (g_line = __LINE__, grant_(r, 1, principal, prefix, 0))
+#define GRANT_M(r, principal, prefix, modes)                                   \
+  (g_line = __LINE__, grant_(r, 0, principal, prefix, modes))
+#define REVOKE_M(r, principal, prefix, modes)                                  \
+  (g_line = __LINE__, grant_(r, 1, principal, prefix, modes))
+
+static int grants_(res_t *r, const char *principal) {
+  durable_error_t e = {0};
+  res_reset(r);
+  submitted(durable_store_grants(T.store, principal, res_cb, r, &e), &e,
+            "grants", principal);
+  res_wait(r);
+  return r->status;
+}
+#define GRANTS(r, principal) (g_line = __LINE__, grants_(r, principal))
+
+static int access_(res_t *r, const char *principal, const char *path,
+                   int modes) {
+  durable_error_t e = {0};
+  res_reset(r);
+  submitted(
+      durable__store_access(T.store, principal, path, modes, res_cb, r, &e), &e,
+      "access", path);
+  res_wait(r);
+  return r->status;
+}
+#define ACCESS(r, principal, path, modes)                                      \
+  (g_line = __LINE__, access_(r, principal, path, modes))
 
 static int alive_(res_t *r, durable_store_t *store, const char *instance) {
   durable_error_t e = {0};
@@ -526,7 +570,7 @@ static void case_get_put(void) {
   CHECK_OK(GET(&r, NULL, P("doc")));
   CHECK_NODE(r.node, P("doc"), "Doc", "{\"a\":1}");
   CHECK_EQ_INT(r.node->version, v);
-  CHECK_OK(GET(&r, DURABLE_PLATFORM, P("doc")));
+  CHECK_OK(GET(&r, NULL, P("doc")));
   CHECK_EQ_INT(r.node->version, v);
 
   /* A satellite: namespace, id and owner split as the header says. */
@@ -984,7 +1028,7 @@ static void case_exists(void) {
   CHECK_OK(PUT(&r, P("here"), "X", "{}"));
   CHECK_OK(EXISTS(&r, NULL, P("here")));
   CHECK_EQ_INT(r.value, 1);
-  CHECK_OK(EXISTS(&r, DURABLE_PLATFORM, P("here")));
+  CHECK_OK(EXISTS(&r, NULL, P("here")));
   CHECK_EQ_INT(r.value, 1);
   CHECK_OK(EXISTS(&r, NULL, P("absent")));
   CHECK_EQ_INT(r.value, 0);
@@ -1051,7 +1095,7 @@ static void case_items(void) {
   check_items(&r, 0, 10);
   CHECK_OK(READ_ITEMS(&r, NULL, items, 3, 4));
   check_items(&r, 3, 4);
-  CHECK_OK(READ_ITEMS(&r, DURABLE_PLATFORM, items, 9, 100));
+  CHECK_OK(READ_ITEMS(&r, NULL, items, 9, 100));
   check_items(&r, 9, 1);
   CHECK_OK(READ_ITEMS(&r, NULL, items, 10, 100));
   CHECK_EQ_INT(r.count, 0);
@@ -1074,8 +1118,8 @@ static void case_items(void) {
 
   REFUSED(EINVAL, durable__store_read_items(T.store, NULL, "a//b", 0, 10,
                                             stray_cb, NULL, &e));
-  REFUSED(EINVAL,
-          durable__store_last_item(T.store, "a/../b", stray_cb, NULL, &e));
+  REFUSED(EINVAL, durable__store_last_item(T.store, NULL, "a/../b", stray_cb,
+                                           NULL, &e));
   res_reset(&r);
   case_end();
 }
@@ -2022,7 +2066,7 @@ static void case_access(void) {
   snprintf(q, sizeof(q), "namespace:%s", P("P"));
   CHECK_EQ_CODE(QUERY(&r, alice, q, NULL, 0), DURABLE_EACCES);
   /* The platform and NULL read everything. */
-  CHECK_OK(GET(&r, DURABLE_PLATFORM, owner));
+  CHECK_OK(GET(&r, NULL, owner));
   CHECK_OK(GET(&r, NULL, item_path(items, 2)));
 
   /* A grant on the owner covers it, its stream and the stream's items. */
@@ -2066,12 +2110,179 @@ static void case_access(void) {
   CHECK_EQ_CODE(READ_ITEMS(&r, alice, items, 0, 10), DURABLE_EACCES);
   CHECK_OK(GET(&r, bob, P("Space/doc"))); /* others keep theirs */
 
-  REFUSED(EINVAL,
-          durable_store_grant(T.store, alice, "a//b", stray_cb, NULL, &e));
+  REFUSED(EINVAL, durable_store_grant(T.store, alice, "a//b",
+                                      DURABLE_GRANT_READ, stray_cb, NULL, &e));
   /* Denied is not absent, for a node that is not there either: the answer
    * must not tell an ungranted reader what exists. */
   CHECK_EQ_CODE(GET(&r, alice, P("P/absent")), DURABLE_EACCES);
   CHECK_EQ_CODE(EXISTS(&r, alice, P("P/absent")), DURABLE_EACCES);
+  res_reset(&r);
+  case_end();
+}
+
+/* Read and write grants, each on its own; writes refused whole. */
+static void case_access_modes(void) {
+  case_begin("access_modes");
+  res_t r = {0};
+  char w[128], v[128];
+  snprintf(w, sizeof(w), "writer.%s", g_run);
+  snprintf(v, sizeof(v), "viewer.%s", g_run);
+  char doc[400], stream[500], items[600], other[400], msg[1200];
+  snprintf(doc, sizeof(doc), "%s", P("W/doc"));
+  snprintf(stream, sizeof(stream), "%s/_DurableStream/Log", doc);
+  snprintf(items, sizeof(items), "%s/_DurableStreamItem", stream);
+  snprintf(other, sizeof(other), "%s", P("W/other"));
+  CHECK_OK(PUT(&r, doc, "Doc", "{\"v\":0}"));
+  CHECK_OK(PUT(&r, other, "Doc", "{\"v\":0}"));
+  CHECK_OK(PUT(&r, item_path(items, 1), "DurableStreamItem", "{}"));
+  CHECK_OK(PUT(&r, item_path(items, 2), "DurableStreamItem", "{}"));
+  durable_write_t put = {.kind = DURABLE_WRITE_PUT,
+                         .path = doc,
+                         .node_type = "Doc",
+                         .content = "{\"v\":1}"};
+
+  /* No grant: the write is refused, naming principal and path, and nothing
+   * is written. */
+  CHECK_EQ_CODE(WRITE_AS(&r, w, &put, 1), DURABLE_EACCES);
+  snprintf(msg, sizeof msg, "principal '%s' may not write '%s'", w, doc);
+  CHECK_EQ_STR(r.message, msg);
+  CHECK_OK(GET(&r, NULL, doc));
+  CHECK_NODE(r.node, doc, "Doc", "{\"v\":0}");
+  /* Read alone does not let it write. */
+  CHECK_OK(GRANT_M(&r, w, P("W/doc"), DURABLE_GRANT_READ));
+  CHECK_OK(GET(&r, w, doc));
+  CHECK_EQ_CODE(WRITE_AS(&r, w, &put, 1), DURABLE_EACCES);
+  /* Write, added to read: the owner and its satellites, not its sibling. */
+  CHECK_OK(GRANT_M(&r, w, P("W/doc"), DURABLE_GRANT_WRITE));
+  CHECK_OK(WRITE_AS(&r, w, &put, 1));
+  CHECK_NODE(r.node, doc, "Doc", "{\"v\":1}");
+  durable_write_t sat = {.kind = DURABLE_WRITE_PUT,
+                         .path = stream,
+                         .node_type = "DurableStream",
+                         .content = "{}"};
+  CHECK_OK(WRITE_AS(&r, w, &sat, 1));
+  durable_write_t del = {.kind = DURABLE_WRITE_DELETE, .path = stream};
+  CHECK_OK(WRITE_AS(&r, w, &del, 1));
+  /* One denied write refuses the whole transaction: the allowed one in it
+   * is not written either. */
+  durable_write_t two[2] = {
+      {.kind = DURABLE_WRITE_PUT, .path = doc, .content = "{\"v\":2}"},
+      {.kind = DURABLE_WRITE_PUT, .path = other, .content = "{\"v\":2}"}};
+  CHECK_EQ_CODE(WRITE_AS(&r, w, two, 2), DURABLE_EACCES);
+  snprintf(msg, sizeof msg, "principal '%s' may not write '%s'", w, other);
+  CHECK_EQ_STR(r.message, msg);
+  CHECK_OK(GET(&r, NULL, doc));
+  CHECK_EQ_STR(r.node->content, "{\"v\":1}");
+  CHECK_OK(GET(&r, NULL, other));
+  CHECK_EQ_STR(r.node->content, "{\"v\":0}");
+
+  /* Write alone: a blind write passes, a read-modify-write (its mutator
+   * sees the node) and a read do not. */
+  CHECK_OK(GRANT_M(&r, v, P("W/other"), DURABLE_GRANT_WRITE));
+  durable_write_t blind = {
+      .kind = DURABLE_WRITE_PUT, .path = other, .content = "{\"n\":5}"};
+  CHECK_OK(WRITE_AS(&r, v, &blind, 1));
+  CHECK_EQ_CODE(GET(&r, v, other), DURABLE_EACCES);
+  snprintf(msg, sizeof msg, "principal '%s' may not read '%s'", v, other);
+  CHECK_EQ_STR(r.message, msg);
+  int inc = 0;
+  durable_write_t mut = {.kind = DURABLE_WRITE_MUTATE,
+                         .path = other,
+                         .mutate = mutate,
+                         .mutate_arg = &inc};
+  CHECK_EQ_CODE(WRITE_AS(&r, v, &mut, 1), DURABLE_EACCES);
+  CHECK_OK(GET(&r, NULL, other));
+  CHECK_EQ_STR(r.node->content, "{\"n\":5}");
+  CHECK_OK(GRANT_M(&r, v, P("W"), DURABLE_GRANT_READ));
+  CHECK_OK(WRITE_AS(&r, v, &mut, 1)); /* read on W, write on W/other */
+  CHECK_EQ_STR(r.node->content, "{\"n\":6}");
+
+  /* The last item of a stream is read like its items. */
+  CHECK_OK(LAST_ITEM_AS(&r, v, items));
+  CHECK_EQ_INT(r.value, 2);
+  CHECK_OK(REVOKE(&r, v, P("W")));
+  CHECK_EQ_CODE(LAST_ITEM_AS(&r, v, items), DURABLE_EACCES);
+  CHECK_EQ_INT(r.value, 0);
+
+  /* The access check: the first mode missing, read before write. */
+  CHECK_OK(ACCESS(&r, w, stream, DURABLE_GRANT_ALL));
+  CHECK_OK(ACCESS(&r, NULL, stream, DURABLE_GRANT_ALL));
+  CHECK_EQ_CODE(ACCESS(&r, v, doc, DURABLE_GRANT_WRITE), DURABLE_EACCES);
+  CHECK_EQ_CODE(ACCESS(&r, v, other, DURABLE_GRANT_ALL), DURABLE_EACCES);
+  CHECK_CONTAINS(r.message, "may not read");
+  CHECK_OK(ACCESS(&r, v, other, DURABLE_GRANT_WRITE));
+
+  /* Revoking one mode keeps the other. */
+  CHECK_OK(REVOKE_M(&r, w, P("W/doc"), DURABLE_GRANT_WRITE));
+  CHECK_EQ_CODE(WRITE_AS(&r, w, &put, 1), DURABLE_EACCES);
+  CHECK_OK(GET(&r, w, doc));
+
+  /* The listing: one line per principal and prefix with its modes. */
+  CHECK_OK(GRANT_M(&r, w, P("W/other"), DURABLE_GRANT_ALL));
+  CHECK_OK(GRANTS(&r, w));
+  snprintf(msg, sizeof msg, "%s %s read;%s %s read,write;", w, P("W/doc"), w,
+           P("W/other"));
+  CHECK_EQ_STR(r.grants, msg);
+  CHECK_OK(GRANTS(&r, NULL));
+  snprintf(msg, sizeof msg, "%s %s write;", v, P("W/other"));
+  CHECK_CONTAINS(r.grants, msg);
+  snprintf(msg, sizeof msg, "%s %s read;", w, P("W/doc"));
+  CHECK_CONTAINS(r.grants, msg);
+  /* A revoke of everything on a prefix drops it from the listing. */
+  CHECK_OK(REVOKE(&r, w, P("W/doc")));
+  CHECK_OK(GRANTS(&r, w));
+  snprintf(msg, sizeof msg, "%s %s read,write;", w, P("W/other"));
+  CHECK_EQ_STR(r.grants, msg);
+  res_reset(&r);
+  case_end();
+}
+
+/* No string is the platform; names have rules. */
+static void case_principal_names(void) {
+  case_begin("principal_names");
+  res_t r = {0};
+  CHECK_OK(PUT(&r, P("doc"), "Doc", "{}"));
+  char longname[DURABLE_PRINCIPAL_MAX + 2];
+  memset(longname, 'a', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  const char *bad[] = {"platform",    "",      "al\nice", "al\x01ice", "\xff",
+                       "bob\xc2\x85", longname};
+  durable_write_t put = {.kind = DURABLE_WRITE_PUT, .path = P("doc")};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    REFUSED(EINVAL,
+            durable_store_get(T.store, bad[i], P("doc"), stray_cb, NULL, &e));
+    REFUSED(EINVAL, durable_store_query(T.store, bad[i], "namespace:x", NULL, 0,
+                                        stray_cb, NULL, &e));
+    REFUSED(EINVAL, durable_store_exists(T.store, bad[i], P("doc"), stray_cb,
+                                         NULL, &e));
+    REFUSED(EINVAL, durable_store_write_as(T.store, bad[i], &put, 1, stray_cb,
+                                           NULL, &e));
+    REFUSED(EINVAL,
+            durable_store_grant(T.store, bad[i], P("doc"), DURABLE_GRANT_READ,
+                                stray_cb, NULL, &e));
+    REFUSED(EINVAL, durable__store_last_item(T.store, bad[i], P("doc"),
+                                             stray_cb, NULL, &e));
+    CHECK_EQ_CODE(durable_principal_check(bad[i], NULL), DURABLE_EINVAL);
+  }
+  durable_error_t why = {0};
+  durable_principal_check("platform", &why);
+  CHECK_CONTAINS(why.message, "the platform is no principal");
+  CHECK_EQ_CODE(durable_principal_check(NULL, NULL), DURABLE_EINVAL);
+  /* Case matters: "Platform" is an ordinary principal, with no rights. */
+  CHECK_OK(durable_principal_check("Platform", NULL));
+  CHECK_EQ_CODE(GET(&r, "Platform", P("doc")), DURABLE_EACCES);
+  CHECK_OK(durable_principal_check("ålice@example.org", NULL));
+  longname[DURABLE_PRINCIPAL_MAX] = '\0';
+  CHECK_OK(durable_principal_check(longname, NULL));
+  /* Modes outside read|write. */
+  REFUSED(EINVAL, durable_store_grant(T.store, "alice", P("doc"), 0, stray_cb,
+                                      NULL, &e));
+  REFUSED(EINVAL, durable_store_grant(T.store, "alice", P("doc"), 4, stray_cb,
+                                      NULL, &e));
+  REFUSED(EINVAL, durable_store_revoke(T.store, "alice", P("doc"), 4, stray_cb,
+                                       NULL, &e));
+  REFUSED(EINVAL, durable__store_access(T.store, "alice", P("doc"), 0, stray_cb,
+                                        NULL, &e));
   res_reset(&r);
   case_end();
 }
@@ -2341,6 +2552,8 @@ static const struct {
     {"feed_other_store_prompt", case_feed_other_store_prompt},
     {"feed_no_gap_other_store", case_feed_no_gap_other_store},
     {"access", case_access},
+    {"access_modes", case_access_modes},
+    {"principal_names", case_principal_names},
     {"group_commit", case_group_commit},
     {"close_flushes", case_close_flushes},
     {"type_query", case_type_query},

@@ -34,8 +34,11 @@ core.Hub = {}
 ---core.primitives.mesh.step(mesh, ms).
 core.primitives = { mesh = {}, hub = {} }
 
----Open a mesh over a store, on a libuv loop the mesh owns.
----@param opts { store: string, quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: "error"|"warn"|"info"|"debug", line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
+---Open a mesh over a store, on a libuv loop the mesh owns.  `principal`
+---(a name by core.principal_check; nil: the platform) is the principal the
+---mesh acts as: every primitive below checks against its grants.  A bad
+---name raises.
+---@param opts { principal?: string, store: string, quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: "error"|"warn"|"info"|"debug", line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
 ---@return durable.Mesh|nil mesh
 ---@return string? message
 ---@return string? code
@@ -96,6 +99,21 @@ function core.path_check(path) end
 ---@return string? message
 ---@return string? code
 function core.node_type_check(name) end
+
+---true, or nil, message, "EINVAL": the principal naming rules (durable.h's
+---durable_principal_check): 1 to 128 bytes of valid UTF-8, no control
+---character, not "platform" (the platform is no principal: name none).
+---@param name string
+---@return true|nil ok
+---@return string? message
+---@return string? code
+function core.principal_check(name) end
+
+---"read", "write" or "read,write" as DURABLE_GRANT_* modes (1, 2, 3), or
+---nil for anything else.
+---@param text string
+---@return integer|nil modes
+function core.grant_modes(text) end
 
 ---Compact JSON text: "$type" first, then keys in byte order; integers stay
 ---integers.  Raises naming what cannot be encoded ("a.b[2]: cannot encode a
@@ -174,7 +192,9 @@ function core.Mesh:timeout() end
 function core.Mesh:fd() end
 ---@return integer the loop's clock, ms
 function core.primitives.mesh.now(mesh) end
----cb(true, node) | cb(false, message, code) ("ENOTFOUND" when absent).
+---cb(true, node) | cb(false, message, code) ("ENOTFOUND" when absent,
+---"EACCES" when the mesh's principal may not read it).  get, query and
+---write act as the mesh's principal.
 function core.primitives.mesh.get(mesh, path, cb) end
 ---cb(true, nodes, more) for one page (limit 0..1000, after = last id).
 function core.primitives.mesh.query(mesh, query, after, limit, cb) end
@@ -199,8 +219,19 @@ function core.primitives.mesh.find(mesh, address) end
 function core.primitives.mesh.activate(mesh, address, cb) end
 ---cb(true, true) once the hub is dead (at once if none is active).
 function core.primitives.mesh.recycle(mesh, address, cb) end
----A mesh read: cb(true, node | nil) or cb(false, message, "EUNAVAIL").
+---A mesh read: cb(true, node | nil) or cb(false, message, "EUNAVAIL"), or
+---"EACCES" when the mesh's principal may not read it (checked before
+---anything is activated).
 function core.primitives.mesh.read(mesh, path, cb) end
+---Grant (add = true) or revoke modes (core.grant_modes; 0 with add false:
+---all) of `principal` on `prefix`: cb(true, true).  A mesh acting as a
+---principal gets cb(false, "principal '…' may not grant: …", "EACCES").
+function core.primitives.mesh.grant(mesh, principal, prefix, modes, add, cb) end
+---cb(true, { { principal, prefix, mode = "read"|"write"|"read,write" } })
+---for `principal` (nil: everyone); a principal's mesh lists its own only.
+function core.primitives.mesh.grants(mesh, principal, cb) end
+---@return string|nil principal the principal the mesh acts as; nil: the platform
+function core.Mesh:principal() end
 
 -- ---- the hub userdata ---------------------------------------------------------
 
