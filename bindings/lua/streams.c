@@ -934,14 +934,20 @@ static int l_stream_check(lua_State *L) {
   return 1;
 }
 
-/* core.publish_id_check(id) -> true, or nil, message, "EINVAL" naming the
- * id and the rule it breaks. */
+/* core.publish_id_check(id [, namespace, key]) -> true, or nil, message,
+ * "EINVAL" naming the id and the rule it breaks (with a stream: also the
+ * stream's own rules, and its id node's path length). */
 static int l_publish_id_check(lua_State *L) {
   char why[400];
-  if (dlua_has_nul(L, 1, "publish id", why, sizeof why))
+  if (dlua_has_nul(L, 1, "publish id", why, sizeof why) ||
+      dlua_has_nul(L, 2, "stream namespace", why, sizeof why) ||
+      dlua_has_nul(L, 3, "stream key", why, sizeof why))
     return dlua_fail(L, DURABLE_EINVAL, why);
+  durable_stream_id_t stream = {.ns = lua_tostring(L, 2),
+                                .key = lua_tostring(L, 3)};
   durable_error_t err = {0};
-  int rc = durable_publish_id_check(lua_tostring(L, 1), &err);
+  int rc = durable_publish_id_check(lua_isnoneornil(L, 2) ? NULL : &stream,
+                                    lua_tostring(L, 1), &err);
   if (rc < 0)
     return dlua_fail(L, rc, err.message);
   lua_pushboolean(L, 1);

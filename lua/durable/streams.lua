@@ -219,7 +219,7 @@ function Hub:publish_durable(stream, payload, options)
       error(("publish_durable: the publish id must be a string, not %s"):format(type(id)), 2)
     end
     if id ~= nil then
-      local ok, message = core.publish_id_check(id)
+      local ok, message = core.publish_id_check(id, ns, key)
       if not ok then error("publish_durable: " .. message, 2) end
     end
   end

@@ -123,7 +123,7 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
     return rc;
   durable_publish_options_t options = {.id = cli->values[0]};
   memset(&err, 0, sizeof err);
-  if (options.id && durable_publish_id_check(options.id, &err) < 0)
+  if (options.id && durable_publish_id_check(&s.id, options.id, &err) < 0)
     return cli_usage(cli, "%s", err.message);
   if (strcmp(argv[2], "-") == 0) {
     size_t len;

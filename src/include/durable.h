@@ -673,10 +673,12 @@ int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
  * they did. */
 #define DURABLE_PUBLISH_ID_MAX 128
 
-/* 0 when `id` obeys the rules above; otherwise DURABLE_EINVAL with a
- * message naming the id and the rule ("publish id 'a/b' is invalid: '/' is
- * not allowed"). */
-int durable_publish_id_check(const char *id, durable_error_t *err);
+/* 0 when `id` obeys the rules above -- with `stream` (may be NULL: the id
+ * alone), also the length of its node's path in that stream, whose own
+ * check comes first; otherwise DURABLE_EINVAL with a message naming the id
+ * and the rule ("publish id 'a/b' is invalid: '/' is not allowed"). */
+int durable_publish_id_check(const durable_stream_id_t *stream,
+                             const char *id, durable_error_t *err);
 
 /* What a publish may say beyond its payload; zero it, then set fields
  * (more may be added; zero keeps today's meaning). */

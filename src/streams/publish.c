@@ -171,7 +171,7 @@ int durable_stream_publish_with(durable_hub_t *hub,
   if (rc < 0)
     return rc;
   const char *publish_id = options ? options->id : NULL;
-  if (publish_id && (rc = durable_publish_id_check(publish_id, err)) < 0)
+  if (publish_id && (rc = durable_publish_id_check(id, publish_id, err)) < 0)
     return rc;
   if (cb == NULL)
     return durable__error(err, DURABLE_EINVAL, "callback is missing");
@@ -191,9 +191,8 @@ int durable_stream_publish_with(durable_hub_t *hub,
     return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closing");
   char path[DURABLE_PATH_MAX + 1], id_path[DURABLE_PATH_MAX + 1];
   durable_stream_path(id, path, sizeof path);
-  if (publish_id && (rc = durable__publish_id_path(path, publish_id, id_path,
-                                                   sizeof id_path, err)) < 0)
-    return rc;
+  if (publish_id)
+    durable__publish_id_path(path, publish_id, id_path, sizeof id_path, NULL);
   publish_t *p = calloc(1, sizeof(*p));
   if (p == NULL || (p->ns = strdup(id->ns)) == NULL ||
       (p->key = strdup(id->key)) == NULL || (p->path = strdup(path)) == NULL ||

@@ -23,8 +23,17 @@
 #include <stdio.h>
 #include <string.h>
 
-int durable_publish_id_check(const char *id, durable_error_t *err) {
-  return durable__segment_check("publish id", id, DURABLE_PUBLISH_ID_MAX, err);
+int durable_publish_id_check(const durable_stream_id_t *stream,
+                             const char *id, durable_error_t *err) {
+  int rc = durable__segment_check("publish id", id, DURABLE_PUBLISH_ID_MAX, err);
+  if (rc < 0 || stream == NULL)
+    return rc;
+  char path[DURABLE_PATH_MAX + 1], id_path[DURABLE_PATH_MAX + 1];
+  if ((rc = durable_stream_check(stream, err)) < 0)
+    return rc;
+  durable_stream_path(stream, path, sizeof path);
+  rc = durable__publish_id_path(path, id, id_path, sizeof id_path, err);
+  return rc < 0 ? rc : 0;
 }
 
 int durable__publish_id_path(const char *stream_path, const char *id,

@@ -1115,7 +1115,7 @@ static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
   durable_error_t id_err = {0};
   char id_path[DURABLE_PATH_MAX + 1];
   if (bad == NULL && kind == DURABLE__OP_APPEND && req->id &&
-      (durable_publish_id_check(req->id, &id_err) < 0 ||
+      (durable_publish_id_check(NULL, req->id, &id_err) < 0 ||
        durable__publish_id_path(durable_hub_address(hub), req->id, id_path,
                                 sizeof id_path, &id_err) < 0)) {
     durable_reply_fail(reply, DURABLE_EINVAL, id_err.message);

@@ -249,12 +249,15 @@ function core.stream_check(namespace, key) end
 
 ---true, or nil, message, "EINVAL" naming a bad publish id and the rule it
 ---breaks ("publish id 'a/b' is invalid: '/' is not allowed"): 1 to 128
----bytes, one path segment.
+---bytes, one path segment; given a stream, also its node's path length
+---in that stream.
 ---@param id string|nil
+---@param namespace? string
+---@param key? string
 ---@return true|nil ok
 ---@return string? message
 ---@return string? code
-function core.publish_id_check(id) end
+function core.publish_id_check(id, namespace, key) end
 
 ---The stream node's path and its items' namespace; raises on a bad id.
 ---@param namespace string
