@@ -677,8 +677,8 @@ int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
  * alone), also the length of its node's path in that stream, whose own
  * check comes first; otherwise DURABLE_EINVAL with a message naming the id
  * and the rule ("publish id 'a/b' is invalid: '/' is not allowed"). */
-int durable_publish_id_check(const durable_stream_id_t *stream,
-                             const char *id, durable_error_t *err);
+int durable_publish_id_check(const durable_stream_id_t *stream, const char *id,
+                             durable_error_t *err);
 
 /* What a publish may say beyond its payload; zero it, then set fields
  * (more may be added; zero keeps today's meaning). */

@@ -133,9 +133,8 @@ static void ensure(publish_t *p) {
  * append goes out. */
 static void on_id_read(const durable_result_t *res, void *data) {
   publish_t *p = data;
-  int64_t seq = res->status == 0
-                    ? durable__publish_id_sequence(res->node->content)
-                    : 0;
+  int64_t seq =
+      res->status == 0 ? durable__publish_id_sequence(res->node->content) : 0;
   if (res->status == 0 && seq <= 0)
     finish(p, DURABLE_EIO, 0, "the node of its publish id holds no Sequence");
   else if (seq > 0)

@@ -23,9 +23,10 @@
 #include <stdio.h>
 #include <string.h>
 
-int durable_publish_id_check(const durable_stream_id_t *stream,
-                             const char *id, durable_error_t *err) {
-  int rc = durable__segment_check("publish id", id, DURABLE_PUBLISH_ID_MAX, err);
+int durable_publish_id_check(const durable_stream_id_t *stream, const char *id,
+                             durable_error_t *err) {
+  int rc =
+      durable__segment_check("publish id", id, DURABLE_PUBLISH_ID_MAX, err);
   if (rc < 0 || stream == NULL)
     return rc;
   char path[DURABLE_PATH_MAX + 1], id_path[DURABLE_PATH_MAX + 1];
@@ -36,8 +37,8 @@ int durable_publish_id_check(const durable_stream_id_t *stream,
   return rc < 0 ? rc : 0;
 }
 
-int durable__publish_id_path(const char *stream_path, const char *id,
-                             char *out, size_t size, durable_error_t *err) {
+int durable__publish_id_path(const char *stream_path, const char *id, char *out,
+                             size_t size, durable_error_t *err) {
   int n = snprintf(out, size, "%s/" DURABLE__ID_SEGMENT "/%s", stream_path, id);
   if (n < 0 || (size_t)n >= size || n > DURABLE_PATH_MAX)
     return durable__error(err, DURABLE_EINVAL,

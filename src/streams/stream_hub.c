@@ -101,10 +101,10 @@ typedef struct {
   int waking, woken;
   char *holder;          /* a claim's probe in flight: the holder probed */
   char *holder_instance; /* ... when it is in another process: which */
-  size_t batch;   /* operations in the transaction in flight (the head's) */
-  size_t appends; /* ... of which appends that make an item */
-  int with_ids;   /* ... of which some carry a publish id */
-  size_t looking; /* publish ids being read after the batch hit one */
+  size_t batch;    /* operations in the transaction in flight (the head's) */
+  size_t appends;  /* ... of which appends that make an item */
+  int with_ids;    /* ... of which some carry a publish id */
+  size_t looking;  /* publish ids being read after the batch hit one */
   int failed_code; /* ... and what the batch failed with */
   char failed_message[256];
 } shub_t;
@@ -603,9 +603,8 @@ static void read_ids(shub_t *sh, size_t n, const durable_result_t *res) {
     char path[DURABLE_PATH_MAX + 1];
     id_read_t *r = calloc(1, sizeof(*r));
     durable_error_t err = {0};
-    if (r == NULL ||
-        durable__publish_id_path(sh->path, op->req->id, path, sizeof path,
-                                 NULL) < 0) {
+    if (r == NULL || durable__publish_id_path(sh->path, op->req->id, path,
+                                              sizeof path, NULL) < 0) {
       free(r);
       continue;
     }
