@@ -269,6 +269,7 @@ describe("a producer killed or cut off mid-publish, retried with the same ids", 
     cmd.exit_code(first, 5)
     local heard = ok_lines(cmd.read_file(first.out) or "")
     assert.is_nil((cmd.read_file(first.out) or ""):find("done", 1, true), "finished before the kill")
+    assert.is_truthy(next(heard), "nothing was heard before the kill")
     -- the rerun publishes everything again, with the same ids
     local code, out, err = cmd.run { "lua", PRODUCER, key, tostring(n), "8" }
     assert.equal(0, code, err)
@@ -280,14 +281,16 @@ describe("a producer killed or cut off mid-publish, retried with the same ids", 
   it("finds each item exactly once when its connections are cut and it retries #postgres", function()
     if cmd.KIND ~= "postgres" then return pending("PostgreSQL only") end
     local key = cmd.ns .. "/doc"
-    local n = 300
-    local job = cmd.spawn { "lua", PRODUCER, key, tostring(n), "4" }
+    -- it publishes until one of its publishes failed (a commit cut off:
+    -- "the write may or may not have been saved"), then retries it
+    local job = cmd.spawn { "lua", PRODUCER, key, "200", "2",
+      env = { ID_PRODUCER_UNTIL_FAILED = "1" } }
     local kill = ("psql %s -qtAc %s 2>/dev/null"):format(q(cmd.PG), q(
       "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity " ..
       "WHERE application_name = 'durable' AND pid <> pg_backend_pid()"))
     local killed = 0
     while cmd.running(job) do
-      cmd.sleep(0.1)
+      cmd.sleep(0.02)
       local p = io.popen(kill)
       killed = killed + (tonumber(p:read("a"):match("%d+")) or 0)
       p:close()
@@ -295,7 +298,9 @@ describe("a producer killed or cut off mid-publish, retried with the same ids", 
     assert.equal(0, cmd.exit_code(job, 5), cmd.read_file(job.err))
     assert.is_true(killed > 0, "no connection was cut while the producer ran")
     local out = cmd.read_file(job.out)
-    assert.matches("\ndone\n$", out)
+    local n = tonumber(out:match("\ndone (%d+)\n$"))
+    assert.is_not_nil(n, out:sub(-300))
+    assert.matches("\nfailed %d+ ", out) -- a publish was cut off, and retried
     check_once(key, n, ok_lines(out))
   end)
 end)
