@@ -300,7 +300,7 @@ describe("a producer killed or cut off mid-publish, retried with the same ids", 
     local out = cmd.read_file(job.out)
     local n = tonumber(out:match("\ndone (%d+)\n$"))
     assert.is_not_nil(n, out:sub(-300))
-    assert.matches("\nfailed %d+ ", out) -- a publish was cut off, and retried
+    assert.matches("\nfailed %d+ ", "\n" .. out) -- a publish was cut off, and retried
     check_once(key, n, ok_lines(out))
   end)
 end)
