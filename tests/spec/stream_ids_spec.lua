@@ -300,12 +300,14 @@ describe("a producer killed or cut off mid-publish, retried with the same ids", 
           WHERE application_name = 'durable' AND pid <> pg_backend_pid();
         PERFORM pg_sleep(0.015 + 0.03 * random());
       END LOOP; END $$]]) .. " >/dev/null 2>&1 &")
-    finally(function()
+    local function stop_cutter() -- and wait for it to be gone (up to 5 s)
       os.execute(("psql %s -qtAc %s >/dev/null 2>&1"):format(q(cmd.PG), q(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '"
+        "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE application_name = '"
         .. cutter .. "'")))
-    end)
+    end
+    finally(stop_cutter)
     local code = cmd.exit_code(job, 60)
+    stop_cutter()
     assert.equal(0, code, cmd.read_file(job.err))
     local out = cmd.read_file(job.out)
     local n = tonumber(out:match("\ndone (%d+)\n$"))
