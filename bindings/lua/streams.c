@@ -558,8 +558,9 @@ static void on_sequence(int status, int64_t sequence, const char *message,
     dlua_req_settle_integer(r, (long long)sequence);
 }
 
-/* hub:_publish(namespace, key, payload_text, cb): cb(true, sequence) once
- * the item is saved, or cb(false, message, code). */
+/* hub:_publish(namespace, key, payload_text, cb [, id]): cb(true,
+ * sequence) once the item is saved (for an id the stream holds already:
+ * the sequence it got then), or cb(false, message, code). */
 static int h_publish(lua_State *L) {
   dlua_hub_t *h = luaL_checkudata(L, 1, DLUA_HUB_MT);
   if (h->hub == NULL)
@@ -571,9 +572,12 @@ static int h_publish(lua_State *L) {
   /* JSON text: a NUL byte is never part of it (inside a string it is
    * written \u0000), so one here would cut the payload short */
   const char *payload = dlua_check_text(L, 4, "publish: payload JSON text");
+  durable_publish_options_t options = {
+      .id = dlua_opt_text(L, 6, "publish id", NULL)};
   dlua_req_t *r = dlua_req_new(L, h->m, 5);
   durable_error_t err = {0};
-  int rc = durable_stream_publish(h->hub, &id, payload, on_sequence, r, &err);
+  int rc = durable_stream_publish_with(h->hub, &id, payload, &options,
+                                       on_sequence, r, &err);
   return dlua_req_submitted(L, r, rc, &err, NULL);
 }
 
@@ -934,6 +938,26 @@ static int l_stream_check(lua_State *L) {
   return 1;
 }
 
+/* core.publish_id_check(id [, namespace, key]) -> true, or nil, message,
+ * "EINVAL" naming the id and the rule it breaks (with a stream: also the
+ * stream's own rules, and its id node's path length). */
+static int l_publish_id_check(lua_State *L) {
+  char why[400];
+  if (dlua_has_nul(L, 1, "publish id", why, sizeof why) ||
+      dlua_has_nul(L, 2, "stream namespace", why, sizeof why) ||
+      dlua_has_nul(L, 3, "stream key", why, sizeof why))
+    return dlua_fail(L, DURABLE_EINVAL, why);
+  durable_stream_id_t stream = {.ns = lua_tostring(L, 2),
+                                .key = lua_tostring(L, 3)};
+  durable_error_t err = {0};
+  int rc = durable_publish_id_check(lua_isnoneornil(L, 2) ? NULL : &stream,
+                                    lua_tostring(L, 1), &err);
+  if (rc < 0)
+    return dlua_fail(L, rc, err.message);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* core.stream_path(namespace, key) -> the stream node's path, its items'
  * namespace; raises on a bad stream id. */
 static int l_stream_path(lua_State *L) {
@@ -956,6 +980,7 @@ void dlua_open_streams(lua_State *L) {
   /* stack: module */
   static const luaL_Reg fns[] = {{"stream_check", l_stream_check},
                                  {"stream_path", l_stream_path},
+                                 {"publish_id_check", l_publish_id_check},
                                  {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
   lua_getfield(L, -1, "Mesh");

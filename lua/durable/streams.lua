@@ -3,6 +3,7 @@
 --   hub:publish_durable({ namespace = "DocumentLog", key = "Space/doc" },
 --                       { ["$type"] = "DocumentLogAppend", text = "Hi", offset = 0 })
 --     :next(function(sequence) ... end)       -- cold: nothing is sent before this
+--   hub:publish_durable(stream, payload, { id = "order-42" })  -- idempotent
 --
 --   config:with_durable_stream_consumer {     -- in a plugin's NodeType function
 --     namespace = "DocumentLog",
@@ -183,16 +184,46 @@ end
 
 -- ---- producing -----------------------------------------------------------------------
 
+local PUBLISH_KEYS = { id = true }
+
+---@class durable.PublishOptions
+---@field id? string a publish id: 1 to 128 bytes, one path segment (no '/'); a publish whose id the stream holds already completes with the sequence it got then and appends nothing
+
 ---Append `payload` to the stream; a COLD completion of its sequence:
 ---nothing is sent until :next() or :wait().  It completes once the item is
 ---a saved node.  The payload is a table (written with "$type" first, then
 ---its keys in byte order) or durable.json(text), kept byte for byte.  A bad
----stream id or a missing payload raises here, with the spec's message.
+---stream id, a missing payload or a bad publish id raises here, with the
+---spec's message (the id's names the id and the rule).  With `options.id`
+---the publish is idempotent: an id the stream already holds -- from this
+---process or any other, however long ago -- gives the sequence it got the
+---first time, and nothing is appended; so retry a failed publish with the
+---same id.
 ---@param stream durable.StreamId
 ---@param payload any
+---@param options? durable.PublishOptions
 ---@return durable.Completion # of the sequence (integer); fails "Appending to durable stream NS@KEY failed: ..."
-function Hub:publish_durable(stream, payload)
+function Hub:publish_durable(stream, payload, options)
   local ns, key = stream_id("publish_durable", stream, 2)
+  local id
+  if options ~= nil then
+    if type(options) ~= "table" then
+      error(("publish_durable: options must be a table { id = }, not %s"):format(type(options)), 2)
+    end
+    for k in pairs(options) do
+      if not PUBLISH_KEYS[k] then
+        error(("publish_durable: unknown option '%s'"):format(tostring(k)), 2)
+      end
+    end
+    id = options.id
+    if id ~= nil and type(id) ~= "string" then
+      error(("publish_durable: the publish id must be a string, not %s"):format(type(id)), 2)
+    end
+    if id ~= nil then
+      local ok, message = core.publish_id_check(id, ns, key)
+      if not ok then error("publish_durable: " .. message, 2) end
+    end
+  end
   if payload == nil or payload == core.null then
     error(("A durable stream item for %s@%s needs a payload."):format(ns, key), 2)
   end
@@ -203,7 +234,7 @@ function Hub:publish_durable(stream, payload)
   end
   local hub, mesh = self, self.mesh
   return completion.cold(mesh, function()
-    return completion.from(mesh, function(cb) return prim.hub.publish(hub, ns, key, text, cb) end)
+    return completion.from(mesh, function(cb) return prim.hub.publish(hub, ns, key, text, cb, id) end)
   end)
 end
 

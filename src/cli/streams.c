@@ -100,6 +100,11 @@ static void published(int status, int64_t sequence, const char *message,
   cli_finish(s->cli, CLI_OK);
 }
 
+static const cli_option_t publish_options[] = {
+    {"--id", 1},
+    {NULL, 0},
+};
+
 static int publish_main(cli_t *cli, int argc, char **argv) {
   stream_state_t s;
   durable_error_t err;
@@ -116,6 +121,10 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
     return cli_usage(cli, "too many arguments");
   if ((rc = take_stream(cli, &s, argv[0], argv[1])) != 0)
     return rc;
+  durable_publish_options_t options = {.id = cli->values[0]};
+  memset(&err, 0, sizeof err);
+  if (options.id && durable_publish_id_check(&s.id, options.id, &err) < 0)
+    return cli_usage(cli, "%s", err.message);
   if (strcmp(argv[2], "-") == 0) {
     size_t len;
     payload = owned = cli_read_stdin(&len);
@@ -145,7 +154,8 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
   snprintf(address, sizeof address, "cli/publish-%d", (int)uv_os_getpid());
   rc = durable_mesh_client(cli->mesh, address, &hub, &err);
   if (rc == 0)
-    rc = durable_stream_publish(hub, &s.id, payload, published, &s, &err);
+    rc = durable_stream_publish_with(hub, &s.id, payload, &options, published,
+                                     &s, &err);
   free(owned); /* copied by durable_stream_publish */
   if (rc < 0)
     cli_refused(cli, rc, &err);
@@ -154,7 +164,7 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
 
 const cli_command_t cli_publish_command = {
     "publish",
-    "NAMESPACE KEY JSON|-",
+    "[--id ID] NAMESPACE KEY JSON|-",
     "append to a durable stream, print the sequence",
     "Appends JSON (`-` reads it from standard input, trailing whitespace\n"
     "dropped) to the durable stream NAMESPACE@KEY -- KEY is the owning node's\n"
@@ -164,8 +174,16 @@ const cli_command_t cli_publish_command = {
     "Prints the item's sequence once it is saved.  The payload is kept byte\n"
     "for byte.  A bad stream id or a payload that is empty or not JSON exits "
     "2\n"
-    "and writes nothing.",
-    NULL,
+    "and writes nothing.\n"
+    "\n"
+    "  --id ID  an idempotent publish: when the stream already holds an item\n"
+    "           published with ID, print that item's sequence and append\n"
+    "           nothing.  Retry a publish that failed (exit 1: it may or may\n"
+    "           not have been saved) with the same ID, and it is appended\n"
+    "           once.  ID is 1 to 128 bytes of one path segment (no '/', no\n"
+    "           '\\', no control character, not . or ..); it is remembered\n"
+    "           as long as the stream's items are (nothing trims them yet).",
+    publish_options,
     publish_main,
     0,
 };

@@ -762,6 +762,51 @@ int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
                            const char *payload, durable_sequence_cb cb,
                            void *data, durable_error_t *err);
 
+/* Idempotent publishing.  A publish may carry an id of the producer's
+ * choosing (an order number, a UUID, "import-42:7"): the stream remembers
+ * each id it appended, in a write-once node
+ * "{key}/_DurableStream/{ns}/_DurableStreamId/{id}" with content
+ * {"Sequence":N}, created in the same transaction as the item.  A publish
+ * whose id the stream already holds completes with the sequence that id got
+ * the first time and appends nothing: a retry after a failure or a cut
+ * connection (which may or may not have committed) is safe, from this
+ * process or any other, on both stores -- the node table's primary key
+ * decides, not a cache.  Ids are per stream; one publish id names one item.
+ * An id is remembered as long as its node exists: nothing removes it today
+ * (streams are not trimmed), and a future trim will keep it at least as
+ * long as its item.
+ *
+ * An id is one path segment of 1 to DURABLE_PUBLISH_ID_MAX bytes: valid
+ * UTF-8, no '/', no '', no control character, not "." or "..", and its
+ * node's path must fit DURABLE_PATH_MAX.  Appends without an id cost what
+ * they did. */
+#define DURABLE_PUBLISH_ID_MAX 128
+
+/* 0 when `id` obeys the rules above -- with `stream` (may be NULL: the id
+ * alone), also the length of its node's path in that stream, whose own
+ * check comes first; otherwise DURABLE_EINVAL with a message naming the id
+ * and the rule ("publish id 'a/b' is invalid: '/' is not allowed"). */
+int durable_publish_id_check(const durable_stream_id_t *stream, const char *id,
+                             durable_error_t *err);
+
+/* What a publish may say beyond its payload; zero it, then set fields
+ * (more may be added; zero keeps today's meaning). */
+typedef struct durable_publish_options_s {
+  const char *id; /* the publish id (see above), or NULL: none */
+} durable_publish_options_t;
+
+/* durable_stream_publish with `options` (NULL: none).  A publish id that
+ * breaks the rules, or whose node's path would be too long for the stream,
+ * is refused here with DURABLE_EINVAL, before anything is written; `cb`
+ * then never runs.  A duplicate completes with status 0 and the first
+ * sequence. */
+int durable_stream_publish_with(durable_hub_t *hub,
+                                const durable_stream_id_t *id,
+                                const char *payload,
+                                const durable_publish_options_t *options,
+                                durable_sequence_cb cb, void *data,
+                                durable_error_t *err);
+
 /* Where a stream's items are read from.  The default (a NULL source) is the
  * stream's own item nodes.  A custom source names a namespace whose children
  * are the items, a node -> sequence function (1-based, contiguous; <= 0 for

@@ -142,6 +142,43 @@ int durable_path_check(const char *path, durable_error_t *err) {
   return 0;
 }
 
+/* One segment taken on its own (a publish id): the segment rules of a
+ * path, and '/' refused, since it would make two.  `what` names it in the
+ * message ("publish id 'a/b' is invalid: '/' is not allowed"). */
+#define REFUSE_SEGMENT(...)                                                    \
+  durable__error(err, DURABLE_EINVAL, "%s '%s' is invalid: " __VA_ARGS__)
+
+int durable__segment_check(const char *what, const char *segment, size_t max,
+                           durable_error_t *err) {
+  char q[200];
+  if (segment == NULL)
+    return durable__error(err, DURABLE_EINVAL, "%s is missing", what);
+  size_t len = strlen(segment);
+  if (len == 0)
+    return durable__error(err, DURABLE_EINVAL, "%s is empty", what);
+  const char *s = shown(segment, q, sizeof q);
+  if (len > max)
+    return REFUSE_SEGMENT("longer than %zu bytes (%zu)", what, s, max, len);
+  if (strcmp(segment, ".") == 0 || strcmp(segment, "..") == 0)
+    return REFUSE_SEGMENT("'.' and '..' are not allowed", what, s);
+  const unsigned char *b = (const unsigned char *)segment;
+  for (const unsigned char *p = b; *p;) {
+    if (*p == '/')
+      return REFUSE_SEGMENT("'/' is not allowed", what, s);
+    if (*p == '\\')
+      return REFUSE_SEGMENT("'\\' is not allowed", what, s);
+    if (*p < 0x20 || *p == 0x7F)
+      return REFUSE_SEGMENT("control character at byte %zu", what, s,
+                            (size_t)(p - b));
+    size_t n = utf8_len(p);
+    if (n == 0)
+      return REFUSE_SEGMENT("not valid UTF-8 at byte %zu", what, s,
+                            (size_t)(p - b));
+    p += n;
+  }
+  return 0;
+}
+
 /* The NodeType rules: see durable_node_type_check() in durable.h. */
 #define REFUSE_TYPE(...)                                                       \
   durable__error(err, DURABLE_EINVAL, "node type '%s' is invalid: " __VA_ARGS__)

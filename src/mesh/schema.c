@@ -6,7 +6,7 @@
  * whole segment of its path, else in mesh_nodes (path.c applies the rule).
  * "_DurableStreamItem" is 18 characters on purpose: the items of a stream
  * owned by a thread message (14) or a document part (13) must still land in
- * durable_stream_items.
+ * durable_stream_items; "_DurableStreamId" (16) lands there too, above both.
  *
  * Every node table has the same columns.  Ids and namespaces compare as bytes
  * on both databases (SQLite's BINARY, PostgreSQL's COLLATE "C") so that pages
@@ -25,6 +25,9 @@
 
 const durable__mapping_t durable__mappings[] = {
     {"_DurableStreamItem", "durable_stream_items", "DurableStreamItem"},
+    /* the ids of idempotent publishes, one per item published with one:
+     * beside the items, out of mesh_nodes (src/streams/publish_id.c) */
+    {"_DurableStreamId", "durable_stream_items", NULL},
     {"_DocumentPart", "document_parts", NULL},
     {"_ThreadMessage", "threads", NULL},
 };

@@ -78,6 +78,12 @@ int durable__json_valid(const char *text);
 struct json_error_t;
 int durable__json_check(const char *text, struct json_error_t *je);
 
+/* path.c: `segment` as one path segment of 1 to `max` bytes (the segment
+ * rules of durable_path_check, and no '/'); DURABLE_EINVAL with a message
+ * naming `what`, the segment and the rule. */
+int durable__segment_check(const char *what, const char *segment, size_t max,
+                           durable_error_t *err);
+
 /* The length of the owner prefix of a checked path (durable_path_owner
  * without the check, for paths checked when they entered). */
 size_t durable__owner_len(const char *path);

@@ -13,6 +13,7 @@
 static void req_free(durable__body_t *body) {
   durable__stream_req_t *r = (durable__stream_req_t *)body;
   free(r->payload);
+  free(r->id);
   free(r->subscriber);
   free(r->effects);
   free(r);
@@ -40,6 +41,16 @@ durable__stream_req_t *durable__stream_req_new(const char *payload,
   r->epoch = epoch;
   r->sequence = sequence;
   if ((payload && !r->payload) || (subscriber && !r->subscriber)) {
+    req_free(&r->base);
+    return NULL;
+  }
+  return r;
+}
+
+durable__stream_req_t *durable__stream_append_new(const char *payload,
+                                                  const char *id) {
+  durable__stream_req_t *r = durable__stream_req_new(payload, NULL, 0, 0);
+  if (r && id && (r->id = strdup(id)) == NULL) {
     req_free(&r->base);
     return NULL;
   }
@@ -75,18 +86,24 @@ durable__stream_req_t *durable__stream_req_parse(durable__stream_op_t op,
   json_t *j = json_loads(json ? json : "", 0, NULL);
   const char *payload = json_string_value(json_object_get(j, "PayloadJson"));
   const char *sub = json_string_value(json_object_get(j, "Subscriber"));
+  json_t *id = json_object_get(j, "Id");
   durable__stream_req_t *r = NULL;
   if (j == NULL)
     *why = "got a request that is not JSON";
   else if (op == DURABLE__OP_APPEND && payload == NULL)
     *why = "got an append without PayloadJson";
+  else if (op == DURABLE__OP_APPEND && id && !json_is_string(id) &&
+           !json_is_null(id))
+    *why = "got an append whose Id is not a string";
   else if (op != DURABLE__OP_APPEND && sub == NULL)
     *why = "got a request without Subscriber";
-  else if ((r = durable__stream_req_new(
-                op == DURABLE__OP_APPEND ? payload : NULL,
-                op == DURABLE__OP_APPEND ? NULL : sub,
-                json_integer_value(json_object_get(j, "Epoch")),
-                json_integer_value(json_object_get(j, "Sequence")))) == NULL)
+  else if ((r = op == DURABLE__OP_APPEND
+                    ? durable__stream_append_new(payload, json_string_value(id))
+                    : durable__stream_req_new(
+                          NULL, sub,
+                          json_integer_value(json_object_get(j, "Epoch")),
+                          json_integer_value(
+                              json_object_get(j, "Sequence")))) == NULL)
     *why = "is out of memory";
   json_decref(j);
   return r;

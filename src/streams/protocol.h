@@ -10,12 +10,16 @@
  * hub also takes the same requests as JSON -- from Lua, from a test that
  * plays a consumer -- and then answers in JSON:
  *
- *   durable.append   {PayloadJson}                   -> {Sequence}
+ *   durable.append   {PayloadJson [, Id]}            -> {Sequence}
  *   durable.claim    {Subscriber}                    -> {Granted, Epoch,
  *                     Checkpoint, Holder, HolderInstance, TookOverFrom}
  *   durable.ack      {Subscriber, Epoch, Sequence}   -> {Accepted, Reason}
  *                    (typed only: with the item's effects to commit)
  *   durable.release  {Subscriber, Epoch}             -> {Released}
+ *
+ * An append's Id is its publish id (durable_publish_id_check): an id the
+ * stream already holds is answered with the sequence it got then, and
+ * nothing is appended.
  *
  * The names under "durable." belong to the runtime: a NodeType's handler
  * cannot take one (durable_node_type_on refuses it).
@@ -46,6 +50,7 @@ typedef enum {
 typedef struct {
   durable__body_t base;
   char *payload;    /* append: the item's JSON text */
+  char *id;         /* append: its publish id, or NULL */
   char *subscriber; /* claim, ack, release: the consumer's hub address */
   int64_t epoch;    /* ack, release: the lease it holds */
   int64_t sequence; /* ack: the item done */
@@ -71,6 +76,9 @@ typedef struct {
 durable__stream_req_t *durable__stream_req_new(const char *payload,
                                                const char *subscriber,
                                                int64_t epoch, int64_t sequence);
+/* An append of `payload` with the publish id `id` (NULL: none). */
+durable__stream_req_t *durable__stream_append_new(const char *payload,
+                                                  const char *id);
 durable__stream_ans_t *durable__stream_ans_new(void);
 /* Copy `s` into a string field of an answer (NULL clears). */
 int durable__stream_ans_set(char **field, const char *s);

@@ -13,6 +13,14 @@
  * acting as a principal has its right checked here, before the stream node
  * is made or the append sent: write on the stream's owner (its key).  A
  * denial fails the publish with DURABLE_EACCES and writes nothing.
+ *
+ * A publish with an id (durable_stream_publish_with) first reads the id's
+ * node: present, the publish is answered with the sequence it names and
+ * nothing is sent.  That read is off the stream hub's chain, so producers
+ * without ids never wait for it.  It is only the common case made cheap:
+ * a duplicate that gets past it (a retry racing its first attempt, another
+ * process) loses on the id node's key in the stream hub's transaction,
+ * which then answers the first sequence (stream_hub.c).
  */
 #include "protocol.h"
 #include "stream.h"
@@ -25,6 +33,8 @@
 typedef struct {
   durable_mesh_t *mesh;
   char *ns, *key, *path, *payload;
+  char *publish_id; /* NULL: none */
+  char *id_path;    /* ... its node */
   durable_sequence_cb cb;
   void *data;
   int resent;
@@ -35,6 +45,8 @@ static void publish_free(publish_t *p) {
   free(p->key);
   free(p->path);
   free(p->payload);
+  free(p->publish_id);
+  free(p->id_path);
   free(p);
 }
 
@@ -83,7 +95,8 @@ static void on_appended(const durable_response_t *res, void *data) {
 }
 
 static void send_append(publish_t *p) {
-  durable__stream_req_t *req = durable__stream_req_new(p->payload, NULL, 0, 0);
+  durable__stream_req_t *req =
+      durable__stream_append_new(p->payload, p->publish_id);
   durable_error_t err = {0};
   int rc = req ? durable__hub_request_body(durable__mesh_reads_hub(p->mesh),
                                            p->path, DURABLE__MSG_APPEND,
@@ -120,6 +133,34 @@ static void ensure(publish_t *p) {
     finish(p, rc, 0, err.message);
 }
 
+/* The id's node, read before anything is sent: present, that is the
+ * answer; absent (or unreadable: the stream hub's write decides then), the
+ * append goes out. */
+static void on_id_read(const durable_result_t *res, void *data) {
+  publish_t *p = data;
+  int64_t seq =
+      res->status == 0 ? durable__publish_id_sequence(res->node->content) : 0;
+  if (res->status == 0 && seq <= 0)
+    finish(p, DURABLE_EIO, 0, "the node of its publish id holds no Sequence");
+  else if (seq > 0)
+    finish(p, 0, seq, NULL);
+  else
+    ensure(p);
+}
+
+/* The id lookup (with an id), then the stream node and the append. */
+static void start(publish_t *p) {
+  if (p->id_path == NULL) {
+    ensure(p);
+    return;
+  }
+  durable_error_t err = {0};
+  if (durable_store_get(durable_mesh_store(p->mesh),
+                        durable_mesh_principal(p->mesh), p->id_path, on_id_read,
+                        p, &err) < 0)
+    ensure(p);
+}
+
 static void on_allowed(const durable_result_t *res, void *data) {
   publish_t *p = data;
   if (res->status < 0)
@@ -127,14 +168,26 @@ static void on_allowed(const durable_result_t *res, void *data) {
   else if (p->mesh->closing)
     finish(p, DURABLE_ESHUTDOWN, 0, "the mesh is closing");
   else
-    ensure(p);
+    start(p);
 }
 
 int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
                            const char *payload, durable_sequence_cb cb,
                            void *data, durable_error_t *err) {
+  return durable_stream_publish_with(hub, id, payload, NULL, cb, data, err);
+}
+
+int durable_stream_publish_with(durable_hub_t *hub,
+                                const durable_stream_id_t *id,
+                                const char *payload,
+                                const durable_publish_options_t *options,
+                                durable_sequence_cb cb, void *data,
+                                durable_error_t *err) {
   int rc = durable_stream_check(id, err);
   if (rc < 0)
+    return rc;
+  const char *publish_id = options ? options->id : NULL;
+  if (publish_id && (rc = durable_publish_id_check(id, publish_id, err)) < 0)
     return rc;
   if (cb == NULL)
     return durable__error(err, DURABLE_EINVAL, "callback is missing");
@@ -152,12 +205,16 @@ int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
   durable_mesh_t *mesh = durable_hub_mesh(hub);
   if (mesh->closing)
     return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closing");
-  publish_t *p = calloc(1, sizeof(*p));
-  char path[DURABLE_PATH_MAX + 1];
+  char path[DURABLE_PATH_MAX + 1], id_path[DURABLE_PATH_MAX + 1];
   durable_stream_path(id, path, sizeof path);
+  if (publish_id)
+    durable__publish_id_path(path, publish_id, id_path, sizeof id_path, NULL);
+  publish_t *p = calloc(1, sizeof(*p));
   if (p == NULL || (p->ns = strdup(id->ns)) == NULL ||
       (p->key = strdup(id->key)) == NULL || (p->path = strdup(path)) == NULL ||
-      (p->payload = strdup(payload)) == NULL) {
+      (p->payload = strdup(payload)) == NULL ||
+      (publish_id && ((p->publish_id = strdup(publish_id)) == NULL ||
+                      (p->id_path = strdup(id_path)) == NULL))) {
     if (p)
       publish_free(p);
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
@@ -167,7 +224,7 @@ int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
   p->data = data;
   const char *principal = durable_mesh_principal(mesh);
   if (principal == NULL) {
-    ensure(p);
+    start(p);
     return 0;
   }
   rc = durable__store_access(durable_mesh_store(mesh), principal, id->key,

@@ -13,6 +13,8 @@
 #define DURABLE__ITEM_SEGMENT "_DurableStreamItem"
 #define DURABLE__STREAM_TYPE "DurableStream"
 #define DURABLE__ITEM_TYPE "DurableStreamItem"
+#define DURABLE__ID_SEGMENT "_DurableStreamId"
+#define DURABLE__ID_TYPE "DurableStreamId"
 
 /* The stream node's content (DurableStreamState).  Times are ms since the
  * epoch, 0 for null; strings NULL for null. */
@@ -56,6 +58,15 @@ char *durable__item_encode(int64_t sequence, const char *payload,
  * naming the item when it carries no item content. */
 int durable__item_decode(const durable_node_t *node, char **payload,
                          int64_t *appended_at, durable_error_t *err);
+
+/* publish_id.c: a publish id's node, "{stream_path}/_DurableStreamId/{id}"
+ * (DURABLE_EINVAL, with a message naming id and stream, when it is longer
+ * than DURABLE_PATH_MAX); its content {"Sequence":N} (malloc'ed), and the
+ * sequence read back from it (0 when it holds none). */
+int durable__publish_id_path(const char *stream_path, const char *id, char *out,
+                             size_t size, durable_error_t *err);
+char *durable__publish_id_encode(int64_t sequence);
+int64_t durable__publish_id_sequence(const char *content);
 
 /* "000000000042"; sequence_of gives 0 for anything that is not 12 digits
  * with a value above 0. */

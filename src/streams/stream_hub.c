@@ -29,6 +29,16 @@
  * and the highest stored item, so an item left above LastSequence (made by
  * hand, or by another writer) is never handed out twice.
  *
+ * An append with a publish id also creates the id's write-once node
+ * (publish_id.c) in the batch's transaction.  An id twice in one batch is
+ * one item: the later append is answered with the earlier one's sequence.
+ * An id already stored fails the whole transaction on the node's key
+ * (DURABLE_EEXIST); the hub then reads the batch's ids, answers those it
+ * finds with the sequence they got the first time, takes them off the
+ * chain, and decides the rest again -- so a duplicate from another process,
+ * or one that raced its first attempt here, appends nothing and loses no
+ * other append.  Appends without an id write what they always did.
+ *
  * An append to a stream nobody holds, and a release that leaves
  * unacknowledged items, wake the owner: a mesh read of the owner (which
  * activates it, so its consumer starts) then a wake message, at most once
@@ -66,6 +76,11 @@ struct op_s {
   /* an ack in a batch: refused (fenced), and why */
   int refused;
   char *reason;
+  /* an append in a batch: the sequence it is answered with (its item's, or
+   * for a repeated publish id the first append's) */
+  int64_t seq;
+  /* an append whose publish id was found stored: its sequence (0: not) */
+  int64_t known;
 };
 
 typedef struct {
@@ -86,8 +101,12 @@ typedef struct {
   int waking, woken;
   char *holder;          /* a claim's probe in flight: the holder probed */
   char *holder_instance; /* ... when it is in another process: which */
-  size_t batch;   /* operations in the transaction in flight (the head's) */
-  size_t appends; /* ... of which appends */
+  size_t batch;    /* operations in the transaction in flight (the head's) */
+  size_t appends;  /* ... of which appends that make an item */
+  int with_ids;    /* ... of which some carry a publish id */
+  size_t looking;  /* publish ids being read after the batch hit one */
+  int failed_code; /* ... and what the batch failed with */
+  char failed_message[256];
   size_t failed_write; /* the last write's refused write: 1 + its index */
 } shub_t;
 
@@ -498,17 +517,22 @@ static int decide_ack(shub_t *sh, op_t *op) {
   return op->req->sequence > s->checkpoint;
 }
 
+/* Answer an append with `seq`. */
+static void answer_seq(op_t *op, int64_t seq) {
+  durable__stream_ans_t *ans = durable__stream_ans_new();
+  if (ans)
+    ans->sequence = seq;
+  answer(op, ans);
+}
+
 /* Answer the `n` operations of a batch at the head of the chain, and take
- * them off it: appends with their sequences from `seq` on, acks as
+ * them off it: appends with the sequences run_batch gave them, acks as
  * decide_ack decided. */
-static void answer_batch(shub_t *sh, size_t n, int64_t seq) {
+static void answer_batch(shub_t *sh, size_t n) {
   for (size_t i = 0; i < n; i++) {
     op_t *op = pop(sh);
     if (op->kind == DURABLE__OP_APPEND) {
-      durable__stream_ans_t *ans = durable__stream_ans_new();
-      if (ans)
-        ans->sequence = seq++;
-      answer(op, ans);
+      answer_seq(op, op->seq);
     } else {
       answer_ok(op, !op->refused, op->reason);
     }
@@ -516,12 +540,99 @@ static void answer_batch(shub_t *sh, size_t n, int64_t seq) {
   }
 }
 
+/* ---- publish ids found stored
+ * ---------------------------------------------------------------------- */
+
+typedef struct {
+  shub_t *sh;
+  op_t *op;
+} id_read_t;
+
+/* Every id read is back: the appends whose id was found are answered with
+ * the sequence it names and leave the chain (they are among the first ops:
+ * nothing leaves the front while the hub is busy); the rest is decided
+ * again from a fresh state. */
+static void ids_read(shub_t *sh, size_t n) {
+  size_t found = 0;
+  op_t **link = &sh->head, *last = NULL;
+  for (size_t i = 0; i < n && *link; i++) {
+    op_t *op = *link;
+    if (op->kind == DURABLE__OP_APPEND && op->known > 0) {
+      *link = op->next;
+      answer_seq(op, op->known);
+      op_free(op);
+      found++;
+    } else {
+      last = op;
+      link = &op->next;
+    }
+  }
+  if (*link == NULL)
+    sh->tail = last;
+  if (found == 0) {
+    /* not an id: an item in the way, say */
+    retry_head(sh, sh->failed_code, sh->failed_message);
+    return;
+  }
+  forget_state(sh);
+  sh->busy = 0;
+  pump(sh);
+}
+
+static void on_id_read(const durable_result_t *res, void *data) {
+  id_read_t *r = data;
+  shub_t *sh = r->sh;
+  if (res->status == 0)
+    r->op->known = durable__publish_id_sequence(res->node->content);
+  free(r);
+  if (--sh->looking == 0)
+    ids_read(sh, sh->batch);
+  durable_hub_unref(sh->hub);
+}
+
+/* The batch of `n` ops failed on a node that exists: read the node of each
+ * publish id in it, then ids_read. */
+static void read_ids(shub_t *sh, size_t n, const durable_result_t *res) {
+  sh->failed_code = res->status;
+  snprintf(sh->failed_message, sizeof sh->failed_message, "%s",
+           res->message ? res->message : durable_strerror(res->status));
+  sh->batch = n;
+  sh->looking = 1; /* held until every read is out */
+  op_t *op = sh->head;
+  for (size_t i = 0; i < n && op; i++, op = op->next) {
+    op->known = 0;
+    if (op->kind != DURABLE__OP_APPEND || op->req->id == NULL)
+      continue;
+    char path[DURABLE_PATH_MAX + 1];
+    id_read_t *r = calloc(1, sizeof(*r));
+    durable_error_t err = {0};
+    if (r == NULL || durable__publish_id_path(sh->path, op->req->id, path,
+                                              sizeof path, NULL) < 0) {
+      free(r);
+      continue;
+    }
+    *r = (id_read_t){.sh = sh, .op = op};
+    sh->looking++;
+    durable_hub_ref(sh->hub);
+    if (durable_store_get(durable_mesh_store(sh->mesh), NULL, path, on_id_read,
+                          r, &err) < 0) {
+      sh->looking--;
+      durable_hub_unref(sh->hub);
+      free(r);
+    }
+  }
+  if (--sh->looking == 0)
+    ids_read(sh, n); /* no read went out: found nothing */
+}
+
 /* The batch run_batch wrote came back. */
 static void batch_written(shub_t *sh, const durable_result_t *res) {
   /* the batch written, not the operations in the chain now: more may have
    * queued behind it while the transaction was in flight */
   size_t n = sh->batch, appends = sh->appends;
+  int with_ids = sh->with_ids;
   sh->batch = sh->appends = 0;
+  sh->with_ids = 0;
   if (res->status == DURABLE_ECONFLICT && sh->have_state) {
     /* another process wrote first: decide again on what won, read under
      * the row lock (run_batch goes on after its tail) */
@@ -531,6 +642,11 @@ static void batch_written(shub_t *sh, const durable_result_t *res) {
     }
     sh->busy = 0;
     pump(sh);
+    return;
+  }
+  if (res->status == DURABLE_EEXIST && with_ids) {
+    /* a publish id stored already, maybe */
+    read_ids(sh, n, res);
     return;
   }
   if (res->status == DURABLE_ECONFLICT || res->status == DURABLE_EEXIST) {
@@ -555,7 +671,7 @@ static void batch_written(shub_t *sh, const durable_result_t *res) {
     pump(sh);
     return;
   }
-  answer_batch(sh, n, sh->state.last_sequence - (int64_t)appends + 1);
+  answer_batch(sh, n);
   if (appends) {
     sh->next_seq = sh->state.last_sequence + 1;
     if (sh->state.subscriber == NULL)
@@ -593,7 +709,7 @@ static void run_commit(shub_t *sh) {
   op_t *op = sh->head;
   durable__stream_state_t next;
   if (!decide_ack(sh, op)) {
-    answer_batch(sh, 1, 0); /* refused (fenced) or a repeat */
+    answer_batch(sh, 1); /* refused (fenced) or a repeat */
     sh->busy = 0;
     pump(sh);
     return;
@@ -606,6 +722,7 @@ static void run_commit(shub_t *sh) {
   next.checkpoint_at = now_ms();
   sh->batch = 1;
   sh->appends = 0;
+  sh->with_ids = 0;
   /* the effects are the consumer's writes: checked as its mesh's
    * principal, in the transaction (the claim already needed write on the
    * stream's owner, so the checkpoint passes the same check) */
@@ -619,7 +736,7 @@ static void run_commit(shub_t *sh) {
  * and the new Checkpoint.  A consumer's ack that waits behind a producer's
  * appends so shares their commit instead of taking one of its own. */
 static void run_batch(shub_t *sh) {
-  size_t n = 0, appends = 0;
+  size_t n = 0, appends = 0, ids = 0;
   for (op_t *op = sh->head;
        op && (op->kind == DURABLE__OP_APPEND || op->kind == DURABLE__OP_ACK) &&
        n < APPEND_BATCH;
@@ -633,6 +750,7 @@ static void run_batch(shub_t *sh) {
     }
     n++;
     appends += op->kind == DURABLE__OP_APPEND;
+    ids += op->kind == DURABLE__OP_APPEND && op->req->id != NULL;
   }
   if (appends && sh->next_seq == 0) {
     derive_next(sh); /* then back here */
@@ -646,13 +764,16 @@ static void run_batch(shub_t *sh) {
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
-  durable_write_t *items = calloc(appends + 1, sizeof(*items));
-  char(*paths)[DURABLE_PATH_MAX + 48] = calloc(appends + 1, sizeof(*paths));
-  char **contents = calloc(appends + 1, sizeof(char *));
-  int ok = items && paths && contents;
+  /* an item per append, and an id node per publish id */
+  size_t cap = appends + ids + 1;
+  durable_write_t *items = calloc(cap, sizeof(*items));
+  char(*paths)[DURABLE_PATH_MAX + 48] = calloc(cap, sizeof(*paths));
+  char **contents = calloc(cap, sizeof(char *));
+  op_t **with_id = ids ? calloc(ids, sizeof(op_t *)) : NULL;
+  int ok = items && paths && contents && (ids == 0 || with_id);
   int part = appends ? PART_TAIL : 0;
   int64_t now = now_ms();
-  size_t k = 0;
+  size_t k = 0, w = 0, nid = 0;
   op_t *op = sh->head;
   for (size_t i = 0; ok && i < n; i++, op = op->next) {
     if (op->kind == DURABLE__OP_ACK) {
@@ -663,17 +784,38 @@ static void run_batch(shub_t *sh) {
       }
       continue;
     }
+    const char *pid = op->req->id;
+    op_t *first = NULL;
+    for (size_t j = 0; pid && j < nid && !first; j++)
+      if (strcmp(with_id[j]->req->id, pid) == 0)
+        first = with_id[j];
+    if (first) { /* the same id earlier in this batch: one item */
+      op->seq = first->seq;
+      continue;
+    }
     char id[13];
-    int64_t seq = sh->next_seq + (int64_t)k;
-    durable__item_id(seq, id);
-    snprintf(paths[k], sizeof paths[k], "%s/%s", sh->items_ns, id);
-    contents[k] = durable__item_encode(seq, op->req->payload, now);
-    ok = contents[k] != NULL;
-    items[k] = (durable_write_t){.kind = DURABLE_WRITE_CREATE,
-                                 .path = paths[k],
+    op->seq = sh->next_seq + (int64_t)k;
+    durable__item_id(op->seq, id);
+    snprintf(paths[w], sizeof paths[w], "%s/%s", sh->items_ns, id);
+    contents[w] = durable__item_encode(op->seq, op->req->payload, now);
+    ok = contents[w] != NULL;
+    items[w] = (durable_write_t){.kind = DURABLE_WRITE_CREATE,
+                                 .path = paths[w],
                                  .node_type = DURABLE__ITEM_TYPE,
-                                 .content = contents[k]};
+                                 .content = contents[w]};
+    w++;
     k++;
+    if (ok && pid) {
+      with_id[nid++] = op;
+      ok = durable__publish_id_path(sh->path, pid, paths[w], sizeof paths[w],
+                                    NULL) >= 0 &&
+           (contents[w] = durable__publish_id_encode(op->seq)) != NULL;
+      items[w] = (durable_write_t){.kind = DURABLE_WRITE_CREATE,
+                                   .path = paths[w],
+                                   .node_type = DURABLE__ID_TYPE,
+                                   .content = contents[w]};
+      w++;
+    }
   }
   if (!ok) {
     durable__state_free(&next);
@@ -682,21 +824,23 @@ static void run_batch(shub_t *sh) {
     /* acks only, and none moves the checkpoint: answered, nothing
      * written */
     durable__state_free(&next);
-    answer_batch(sh, n, 0);
+    answer_batch(sh, n);
     sh->busy = 0;
     pump(sh);
   } else {
-    if (appends)
-      next.last_sequence = sh->next_seq + (int64_t)appends - 1;
+    if (k)
+      next.last_sequence = sh->next_seq + (int64_t)k - 1;
     sh->batch = n;
-    sh->appends = appends;
-    write_state(sh, part, &next, items, appends, NULL, batch_written);
+    sh->appends = k;
+    sh->with_ids = nid > 0;
+    write_state(sh, part, &next, items, w, NULL, batch_written);
   }
-  for (size_t i = 0; contents && i < appends; i++)
+  for (size_t i = 0; contents && i < cap; i++)
     free(contents[i]);
   free(contents);
   free(paths);
   free(items);
+  free(with_id);
 }
 
 /* ---- claim
@@ -1022,6 +1166,17 @@ static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
     bad = "got an append without PayloadJson";
   else if (kind != DURABLE__OP_APPEND && req->subscriber == NULL)
     bad = "got a request without Subscriber";
+  /* a publish id from JSON has not been checked yet (a typed one has) */
+  durable_error_t id_err = {0};
+  char id_path[DURABLE_PATH_MAX + 1];
+  if (bad == NULL && kind == DURABLE__OP_APPEND && req->id &&
+      (durable_publish_id_check(NULL, req->id, &id_err) < 0 ||
+       durable__publish_id_path(durable_hub_address(hub), req->id, id_path,
+                                sizeof id_path, &id_err) < 0)) {
+    durable_reply_fail(reply, DURABLE_EINVAL, id_err.message);
+    durable__body_free(&req->base);
+    return;
+  }
   op_t *op = bad ? NULL : calloc(1, sizeof(*op));
   if (sh == NULL)
     bad = "is not a durable stream hub";

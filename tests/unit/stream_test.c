@@ -604,6 +604,92 @@ static void test_reply_commit(void) {
   close_mesh();
 }
 
+/* Idempotent publishes from C: durable_stream_publish_with and its id. */
+typedef struct {
+  int got, status;
+  int64_t seq;
+} answer_t;
+static void on_answer(int status, int64_t seq, const char *message,
+                      void *data) {
+  answer_t *a = data;
+  (void)message;
+  a->status = status;
+  a->seq = seq;
+  a->got = 1;
+}
+static int both_got(void *arg) {
+  answer_t *a = arg;
+  return a[0].got && a[1].got;
+}
+static int64_t last_item;
+static int last_item_got;
+static void on_last_item(const durable_result_t *res, void *data) {
+  (void)data;
+  CHECK_EQ_CODE(res->status, 0);
+  last_item = res->value;
+  last_item_got = 1;
+}
+static int64_t stored_items(const char *key) {
+  durable_stream_id_t id = {"Probe", key};
+  char items[DURABLE_PATH_MAX + 32];
+  durable_error_t err = {0};
+  durable_stream_items_ns(&id, items, sizeof items);
+  last_item_got = 0;
+  CHECK_OK(durable__store_last_item(durable_mesh_store(fx.mesh), NULL, items,
+                                    on_last_item, NULL, &err));
+  CHECK(check_run_until(&fx.loop, &last_item_got, 5000));
+  return last_item;
+}
+static int64_t publish_id(const char *key, const char *payload,
+                          const char *pid) {
+  durable_stream_id_t id = {"Probe", key};
+  durable_publish_options_t o = {.id = pid};
+  durable_error_t err = {0};
+  answer_t a = {0};
+  CHECK_MSG(durable_stream_publish_with(fx.client, &id, payload, &o, on_answer,
+                                        &a, &err) == 0,
+            "%s", err.message);
+  CHECK(check_run_until(&fx.loop, &a.got, 5000));
+  CHECK_EQ_CODE(a.status, 0);
+  return a.seq;
+}
+
+static void test_publish_ids(void) {
+  open_mesh();
+  const char *key = "T/ids";
+  CHECK_EQ_INT(publish_id(key, "{\"v\":1}", "x"), 1);
+  CHECK_EQ_INT(publish_id(key, "{\"v\":2}", NULL), 2);
+  CHECK_EQ_INT(publish_id(key, "{\"v\":1}", "x"), 1);
+  CHECK_EQ_INT(publish("Probe", key, "{\"v\":3}"), 3);
+  CHECK_EQ_INT(stored_items(key), 3);
+  /* a bad id is refused at the call; the callback never runs */
+  durable_stream_id_t id = {"Probe", key};
+  durable_publish_options_t bad = {.id = "a/b"};
+  durable_error_t err = {0};
+  answer_t a[2] = {{0}, {0}};
+  CHECK_EQ_CODE(durable_stream_publish_with(fx.client, &id, "{}", &bad,
+                                            on_answer, &a[0], &err),
+                DURABLE_EINVAL);
+  CHECK_CONTAINS(err.message,
+                 "publish id 'a/b' is invalid: '/' is not allowed");
+  CHECK_EQ_CODE(durable_publish_id_check(NULL, "", &err), DURABLE_EINVAL);
+  CHECK_CONTAINS(err.message, "publish id is empty");
+  CHECK_EQ_CODE(durable_publish_id_check(&id, "ok-1", &err), 0);
+  /* two publishes of one new id at once: one item, one sequence */
+  durable_publish_options_t y = {.id = "y"};
+  CHECK_OK(durable_stream_publish_with(fx.client, &id, "{\"v\":4}", &y,
+                                       on_answer, &a[0], &err));
+  CHECK_OK(durable_stream_publish_with(fx.client, &id, "{\"v\":4}", &y,
+                                       on_answer, &a[1], &err));
+  CHECK(check_run_until_fn(&fx.loop, both_got, a, 5000));
+  CHECK_EQ_CODE(a[0].status, 0);
+  CHECK_EQ_CODE(a[1].status, 0);
+  CHECK_EQ_INT(a[0].seq, 4);
+  CHECK_EQ_INT(a[1].seq, 4);
+  CHECK_EQ_INT(stored_items(key), 4);
+  close_mesh();
+}
+
 int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -626,5 +712,7 @@ int main(int argc, char **argv) {
   printf("ok 8 - consumer_stop\n");
   test_reply_commit();
   printf("ok 9 - reply_commit\n");
+  test_publish_ids();
+  printf("ok 10 - publish_ids\n");
   return 0;
 }

@@ -278,6 +278,18 @@ function Reply:pending() end
 ---@return string? code
 function core.stream_check(namespace, key) end
 
+---true, or nil, message, "EINVAL" naming a bad publish id and the rule it
+---breaks ("publish id 'a/b' is invalid: '/' is not allowed"): 1 to 128
+---bytes, one path segment; given a stream, also its node's path length
+---in that stream.
+---@param id string|nil
+---@param namespace? string
+---@param key? string
+---@return true|nil ok
+---@return string? message
+---@return string? code
+function core.publish_id_check(id, namespace, key) end
+
 ---The stream node's path and its items' namespace; raises on a bad id.
 ---@param namespace string
 ---@param key string
@@ -292,9 +304,12 @@ function core.stream_path(namespace, key) end
 function core.primitives.mesh.consume_type(mesh, node_type, namespace, spec) end
 
 ---Append `payload_text` (JSON text, kept byte for byte); cb(true,
----sequence) once saved, or cb(false, message, code).  Raises on a bad id
----or payload (EINVAL).
-function core.primitives.hub.publish(hub, namespace, key, payload_text, cb) end
+---sequence) once saved, or cb(false, message, code).  With a publish id:
+---an id the stream holds already gives the sequence it got then, and
+---nothing is appended.  Raises on a bad stream id, payload or publish id
+---(EINVAL).
+---@param publish_id? string
+function core.primitives.hub.publish(hub, namespace, key, payload_text, cb, publish_id) end
 
 ---A reader (durable_stream_read): on_item(item) for each item after `after`, in
 ---order; on a failure (on_item raised, an unreadable item) it stops and
