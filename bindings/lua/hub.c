@@ -355,14 +355,17 @@ static int r_ok(lua_State *L) {
   return 1;
 }
 
-/* reply:commit(writes [, value]) -> true, or false when it was finished
- * already: finish with `writes` committed in one transaction (for a stream
- * item: with its acknowledgement, under the lease; for a message: before
- * the reply `value`).  Bad writes raise, naming the write; the reply is then
- * left unfinished. */
+/* reply:commit(writes [, value [, appends]]) -> true, or false when it was
+ * finished already: finish with `writes` committed in one transaction (for
+ * a stream item: with its acknowledgement, under the lease; for a message:
+ * before the reply `value`), and for a stream item `appends` ({ namespace=,
+ * key=, payload= }, ...) made after it through its outbox.  Bad writes or
+ * appends raise, naming which; the reply is then left unfinished. */
 static int r_commit(lua_State *L) {
   dlua_reply_t *r = to_reply(L);
   luaL_checktype(L, 2, LUA_TTABLE);
+  if (!lua_isnoneornil(L, 4))
+    luaL_checktype(L, 4, LUA_TTABLE);
   if (r->reply == NULL) {
     lua_pushboolean(L, 0);
     return 1;
@@ -371,26 +374,65 @@ static int r_commit(lua_State *L) {
   char *text = dlua_encode(L, 3, why, sizeof why);
   if (text == NULL)
     return luaL_error(L, "the handler's result: %s", why);
-  dlua_writes_t w;
-  if (dlua_writes_read(L, 2, &w, why, sizeof why) < 0) {
+  dlua_writes_t w = {0};
+  if (luaL_len(L, 2) > 0 && dlua_writes_read(L, 2, &w, why, sizeof why) < 0) {
     free(text);
     return luaL_error(L, "%s", why);
   }
-  /* unlinked first, as dlua_reply_finish does: finishing may run Lua */
+  /* the appends: strings anchored on the stack, payloads encoded */
+  size_t np = lua_istable(L, 4) ? (size_t)luaL_len(L, 4) : 0;
+  durable_publish_t *pubs = np ? calloc(np, sizeof(*pubs)) : NULL;
+  char **texts = np ? calloc(np, sizeof(char *)) : NULL;
+  why[0] = '\0';
+  if (np && (pubs == NULL || texts == NULL))
+    snprintf(why, sizeof why, "out of memory");
+  for (size_t i = 0; i < np && why[0] == '\0'; i++) {
+    lua_geti(L, 4, (lua_Integer)i + 1);
+    int t = lua_gettop(L);
+    lua_getfield(L, t, "namespace");
+    lua_getfield(L, t, "key");
+    lua_getfield(L, t, "payload");
+    pubs[i].stream.ns = lua_tostring(L, t + 1);
+    pubs[i].stream.key = lua_tostring(L, t + 2);
+    if (pubs[i].stream.ns == NULL || pubs[i].stream.key == NULL ||
+        dlua_has_nul(L, t + 1, "namespace", why, sizeof why) ||
+        dlua_has_nul(L, t + 2, "key", why, sizeof why)) {
+      if (why[0] == '\0')
+        snprintf(why, sizeof why, "append %zu needs a namespace and a key",
+                 i + 1);
+      break;
+    }
+    char err[400];
+    if ((texts[i] = dlua_encode(L, t + 3, err, sizeof err)) == NULL)
+      snprintf(why, sizeof why, "append %zu: %s", i + 1, err);
+    pubs[i].payload = texts[i];
+    lua_checkstack(L, 8);
+  }
+  int rc = 0;
+  durable_error_t err = {0};
   durable_reply_t *reply = r->reply;
   durable_hub_t *hub = r->hub;
-  durable_hub_ref(hub);
-  r->reply = NULL;
-  reply_unlink(r);
-  durable_error_t err = {0};
-  int rc = durable_reply_commit(reply, text, w.writes, w.count, &err);
+  if (why[0] == '\0') {
+    /* unlinked first, as dlua_reply_finish does: finishing may run Lua */
+    durable_hub_ref(hub);
+    r->reply = NULL;
+    reply_unlink(r);
+    rc = durable_reply_commit_with(reply, text, w.writes, w.count, pubs, np,
+                                   &err);
+    if (rc < 0) { /* refused as arguments: the reply is still to finish */
+      r->reply = reply;
+      reply_link(r, hub);
+    }
+    durable_hub_unref(hub);
+  }
+  for (size_t i = 0; texts && i < np; i++)
+    free(texts[i]);
+  free(texts);
+  free(pubs);
   dlua_writes_free(&w);
   free(text);
-  if (rc < 0) { /* refused as arguments: the reply is still to finish */
-    r->reply = reply;
-    reply_link(r, hub);
-  }
-  durable_hub_unref(hub);
+  if (why[0])
+    return luaL_error(L, "%s", why);
   if (rc < 0)
     return luaL_error(L, "%s", err.message);
   lua_pushboolean(L, 1);

@@ -316,8 +316,8 @@ function M.run(reply, hub, what, with_value, tx, fn, ...)
   end, fn, table.unpack(args, 1, args.n))
   if tx then
     outcome = outcome:next(function(value)
-      return transaction.finish(tx):next(function(writes)
-        return { value = value, writes = writes }
+      return transaction.finish(tx):next(function(t)
+        return { value = value, writes = t.writes, publishes = t.publishes }
       end)
     end)
   end
@@ -326,14 +326,14 @@ function M.run(reply, hub, what, with_value, tx, fn, ...)
       reply:fail(c.message, c.code)
       return
     end
-    local value, writes = c.value, nil
-    if tx then value, writes = c.value.value, c.value.writes end
+    local value, writes, publishes = c.value, nil, nil
+    if tx then value, writes, publishes = c.value.value, c.value.writes, c.value.publishes end
     if not with_value then value = nil end
     -- a value JSON cannot hold, or a write that is no write, raises: the
     -- reply fails, saying why
     local ok, err
-    if writes and #writes > 0 then
-      ok, err = pcall(reply.commit, reply, writes, value)
+    if (writes and #writes > 0) or (publishes and #publishes > 0) then
+      ok, err = pcall(reply.commit, reply, writes, value, publishes)
     else
       ok, err = pcall(reply.ok, reply, value)
     end

@@ -309,7 +309,7 @@ local function runner(ns, handler)
     local sequence = item.sequence
     plugin.run(reply, hub, function()
       return ("the '%s' handler at hub '%s' on item %d"):format(ns, hub.address, sequence)
-    end, false, transaction.new(hub), handler, hub, item)
+    end, false, transaction.new(hub, true), handler, hub, item)
   end
 end
 

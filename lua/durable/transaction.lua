@@ -26,6 +26,7 @@
 -- before left, and one write goes out.  put_node, create_node and
 -- delete_node record their write as it is.
 local completion = require "durable.completion"
+local core = require "durable.core"
 
 -- glue: a spent instruction budget stops the user code it calls, not this
 require("durable.core").trust()
@@ -38,12 +39,14 @@ local Tx = {}
 Tx.__index = Tx
 Tx.__name = "durable.transaction"
 
----A transaction for a handler running on `hub`.
+---A transaction for a handler running on `hub`; `for_item`: a stream
+---item's (it may also append to other streams).
 ---@param hub durable.Hub
+---@param for_item? boolean
 ---@return durable.Transaction
-function M.new(hub)
+function M.new(hub, for_item)
   return setmetatable({ hub = hub, _order = {}, _last = {}, _writes = {},
-    _pending = {}, _open = true }, Tx)
+    _pending = {}, _publishes = {}, _for_item = for_item, _open = true }, Tx)
 end
 
 local function check_open(tx, what)
@@ -147,15 +150,39 @@ function Tx:update_node(path, fn)
   return after
 end
 
+---Append `payload` to another stream once the transaction commits (a
+---stream item's handler only): recorded in the acknowledgement's
+---transaction, then appended with an id of its own, so exactly once.
+---@param stream { namespace: string, key: string }
+---@param payload any
+function Tx:publish_durable(stream, payload)
+  check_open(self, "publish_durable")
+  if not self._for_item then
+    error("tx:publish_durable: appends are committed with a stream item's "
+      .. "acknowledgement; a message handler publishes with hub:publish_durable", 2)
+  end
+  if type(stream) ~= "table" then
+    error("tx:publish_durable({ namespace=, key= }, payload): stream must be a table", 2)
+  end
+  local ok, message = core.stream_check(stream.namespace, stream.key)
+  if not ok then error(message, 2) end
+  if payload == nil then
+    error(("A durable stream item for %s@%s needs a payload."):format(stream.namespace,
+      stream.key), 2)
+  end
+  self._publishes[#self._publishes + 1] = { namespace = stream.namespace, key = stream.key,
+    payload = payload }
+end
+
 ---For the runtime (plugin.lua): close the transaction and give a completion
----of its writes, in order, once every read it made has settled.
+---of { writes, publishes } in order, once every read it made has settled.
 ---@return durable.Completion
 function M.finish(tx)
   tx._open = false
   return completion.all(tx._pending):next(function()
     local writes = {}
     for i, path in ipairs(tx._order) do writes[i] = tx._writes[path] end
-    return writes
+    return { writes = writes, publishes = tx._publishes }
   end)
 end
 

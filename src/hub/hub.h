@@ -265,14 +265,23 @@ void durable__detach_replies(durable_mesh_t *mesh);
 /* The budget ran out: answer the requests still in handlers with
  * ShuttingDown now (a late reply is then dropped). */
 void durable__abandon_replies(durable_hub_t *hub);
+/* What a handler finished with through durable_reply_commit_with: its
+ * writes (NULL: none) and its appends to other streams, copied (strings
+ * after the array).  durable__commit_free frees both. */
+typedef struct durable__commit_s {
+  durable__write_set_t *writes;
+  size_t npublishes;
+  durable_publish_t publishes[];
+} durable__commit_t;
+void durable__commit_free(durable__commit_t *commit);
+
 /* A completion handle that calls `fn` when finished: for work a layer
  * above hands to a handler (a consumer's item).  It counts as a message in
- * a handler, so a recycle waits for it.  `effects` are the writes the
- * handler finished with (durable_reply_commit), NULL for none; `fn` owns
- * them. */
+ * a handler, so a recycle waits for it.  `commit` is what the handler
+ * committed (durable_reply_commit_with), NULL for none; `fn` owns it. */
 typedef void (*durable__reply_fn)(durable_hub_t *hub, int status,
                                   const char *payload, const char *message,
-                                  durable__write_set_t *effects, void *data);
+                                  durable__commit_t *commit, void *data);
 durable_reply_t *durable__reply_callback(durable_hub_t *hub,
                                          durable__reply_fn fn, void *data);
 /* An init step's completion handle. */

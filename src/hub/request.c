@@ -404,9 +404,9 @@ void durable__abandon_replies(durable_hub_t *hub) {
 
 static void reply_finish(durable_reply_t *r, int status, const char *payload,
                          durable__body_t *body, const char *message,
-                         durable__write_set_t *effects) {
+                         durable__commit_t *effects) {
   if (r->detached) { /* its mesh is closed: nobody to tell */
-    free(effects);
+    durable__commit_free(effects);
     durable__body_free(body);
     free(r->type);
     free(r);
@@ -427,8 +427,8 @@ static void reply_finish(durable_reply_t *r, int status, const char *payload,
         hub->mesh, DURABLE_LOG_WARN, "[Hubs] '%s' failed at hub '%s': %s",
         r->type, hub->address, message ? message : durable_strerror(status));
   }
-  free(effects); /* only a continuation takes them (durable_reply_commit) */
-  durable__body_free(body); /* nobody to read it */
+  durable__commit_free(effects); /* only a continuation takes them */
+  durable__body_free(body);      /* nobody to read it */
   hub->in_flight--;
   if (r->prev)
     r->prev->next = r->next;
@@ -480,21 +480,86 @@ static void on_committed(const durable_result_t *res, void *data) {
   free(c);
 }
 
+void durable__commit_free(durable__commit_t *commit) {
+  if (commit) {
+    free(commit->writes);
+    free(commit);
+  }
+}
+
+/* A copy of the handler's appends, strings after the array. */
+static durable__commit_t *commit_new(const durable_publish_t *p, size_t n,
+                                     durable_error_t *err) {
+  size_t bytes = sizeof(durable__commit_t) + n * sizeof(*p);
+  /* the stream ids are the streams layer's to check (consumer.c) */
+  for (size_t i = 0; i < n; i++) {
+    if (p[i].stream.ns == NULL || p[i].stream.key == NULL) {
+      durable__error(err, DURABLE_EINVAL, "append %zu names no stream", i + 1);
+      return NULL;
+    }
+    if (p[i].payload == NULL || !durable__json_valid(p[i].payload)) {
+      durable__error(err, DURABLE_EINVAL, "append %zu: the payload is not JSON",
+                     i + 1);
+      return NULL;
+    }
+    bytes += strlen(p[i].stream.ns) + strlen(p[i].stream.key) +
+             strlen(p[i].payload) + 3;
+  }
+  durable__commit_t *c = calloc(1, bytes);
+  if (c == NULL) {
+    durable__error(err, DURABLE_ENOMEM, "out of memory");
+    return NULL;
+  }
+  c->npublishes = n;
+  char *at = (char *)(c->publishes + n);
+  for (size_t i = 0; i < n; i++) {
+    const char *src[3] = {p[i].stream.ns, p[i].stream.key, p[i].payload};
+    const char **dst[3] = {&c->publishes[i].stream.ns,
+                           &c->publishes[i].stream.key,
+                           &c->publishes[i].payload};
+    for (int k = 0; k < 3; k++) {
+      size_t len = strlen(src[k]) + 1;
+      *dst[k] = memcpy(at, src[k], len);
+      at += len;
+    }
+  }
+  return c;
+}
+
 int durable_reply_commit(durable_reply_t *reply, const char *payload,
                          const durable_write_t *writes, size_t count,
                          durable_error_t *err) {
+  return durable_reply_commit_with(reply, payload, writes, count, NULL, 0, err);
+}
+
+int durable_reply_commit_with(durable_reply_t *reply, const char *payload,
+                              const durable_write_t *writes, size_t count,
+                              const durable_publish_t *publishes,
+                              size_t npublishes, durable_error_t *err) {
   if (reply == NULL)
     return durable__error(err, DURABLE_EINVAL, "no reply");
   if (payload == NULL)
     payload = "null";
   if (!durable__json_valid(payload))
     return durable__error(err, DURABLE_EINVAL, "the reply is not JSON");
-  durable__write_set_t *set = durable__write_set_new(writes, count, err);
-  if (set == NULL)
+  if (npublishes > 0 && !reply->then && !reply->detached)
+    return durable__error(err, DURABLE_EINVAL,
+                          "appends to other streams are committed with a "
+                          "stream item's acknowledgement only");
+  if (count == 0 && npublishes == 0)
+    return durable__error(err, DURABLE_EINVAL, "no writes given");
+  durable__write_set_t *set = NULL;
+  if (count > 0 && (set = durable__write_set_new(writes, count, err)) == NULL)
     return err ? err->code : DURABLE_EINVAL;
   if (reply->detached || reply->then) {
     /* a consumer's turn: the writes go with the item's acknowledgement */
-    reply_finish(reply, 0, payload, NULL, NULL, set);
+    durable__commit_t *c = commit_new(publishes, npublishes, err);
+    if (c == NULL) {
+      free(set);
+      return err ? err->code : DURABLE_ENOMEM;
+    }
+    c->writes = set;
+    reply_finish(reply, 0, payload, NULL, NULL, c);
     return 0;
   }
   size_t n = strlen(payload) + 1;

@@ -807,6 +807,25 @@ int durable_stream_publish_with(durable_hub_t *hub,
                                 durable_sequence_cb cb, void *data,
                                 durable_error_t *err);
 
+/* An append to another stream, made by a stream item's handler as one of
+ * its effects. */
+typedef struct durable_publish_s {
+  durable_stream_id_t stream;
+  const char *payload; /* JSON text */
+} durable_publish_t;
+
+/* durable_reply_commit, and with it appends to other streams (a stream
+ * item's handler only: DURABLE_EINVAL for a message).  Each append is
+ * recorded in the same transaction as the item's acknowledgement (an outbox
+ * node, {consumer hub}/_DurableOutbox/{id}), then appended with that id as
+ * its publish id and the outbox node removed.  An append recorded but not
+ * yet made when its process dies is made by the next holder of the
+ * consumer's hub when it claims again; the id keeps it to one item. */
+int durable_reply_commit_with(durable_reply_t *reply, const char *payload,
+                              const durable_write_t *writes, size_t count,
+                              const durable_publish_t *publishes,
+                              size_t npublishes, durable_error_t *err);
+
 /* Where a stream's items are read from.  The default (a NULL source) is the
  * stream's own item nodes.  A custom source names a namespace whose children
  * are the items, a node -> sequence function (1-based, contiguous; <= 0 for

@@ -115,8 +115,9 @@ typedef struct {
   consumer_t *c;
   uint64_t gen;
   int64_t seq;
-  durable_reply_t *turn; /* an ack's turn */
-  int stopped;           /* a release that durable_consumer_stop waits for */
+  durable_reply_t *turn;     /* an ack's turn */
+  durable__outbox_t *outbox; /* an ack's appends, made once it is written */
+  int stopped; /* a release that durable_consumer_stop waits for */
 } ask_t;
 
 /* Ask the stream hub `type` (protocol.h) as this consumer's hub, with its
@@ -215,6 +216,9 @@ static void on_ack(const durable_response_t *res, void *data) {
   } else {
     const durable__stream_ans_t *ans = durable__stream_answer(res);
     if (ans && ans->ok) {
+      /* committed: now the appends it recorded (in order, each once) */
+      durable__outbox_send(a->outbox, NULL, NULL);
+      a->outbox = NULL;
       durable_reply_ok(a->turn, NULL);
     } else {
       char m[2048];
@@ -226,12 +230,13 @@ static void on_ack(const durable_response_t *res, void *data) {
       durable_reply_fail(a->turn, DURABLE_ECONFLICT, m); /* fenced */
     }
   }
+  durable__outbox_free(a->outbox); /* not written: nothing to make */
   durable_hub_unref(c->hub);
   free(a);
 }
 
 static void on_handler_done(durable_hub_t *hub, int status, const char *payload,
-                            const char *message, durable__write_set_t *effects,
+                            const char *message, durable__commit_t *commit,
                             void *data) {
   ask_t *a = data;
   consumer_t *c = a->c;
@@ -246,17 +251,36 @@ static void on_handler_done(durable_hub_t *hub, int status, const char *payload,
              name_of(c, &n), (long long)a->seq, durable_err_name(status),
              message ? message : durable_strerror(status));
     durable_reply_fail(a->turn, DURABLE_EFAILED, m);
-    free(effects);
+    durable__commit_free(commit);
     free(a);
     return;
   }
+  /* the item's effects: its writes, and an outbox node per append */
+  durable_error_t err = {0};
+  durable__write_set_t *effects = NULL;
+  if (commit && commit->npublishes > 0) {
+    effects = durable__outbox_writes(hub, commit, &a->outbox, &err);
+    if (effects == NULL) {
+      char m[2048];
+      snprintf(m, sizeof m, "Durable stream %s item %lld: %s", name_of(c, &n),
+               (long long)a->seq, err.message);
+      durable__commit_free(commit);
+      durable_reply_fail(a->turn, DURABLE_EFAILED, m);
+      free(a);
+      return;
+    }
+  } else if (commit) {
+    effects = commit->writes;
+    commit->writes = NULL;
+  }
+  durable__commit_free(commit);
   /* done: acknowledge from the read-issuing hub (this hub may be
    * quiescing), with the item's effects if it has any, and only then answer
    * the turn */
-  durable_error_t err = {0};
   if (ask_with(c, DURABLE__MSG_ACK, c->epoch, a->seq, effects, on_ack, a,
                &err) < 0) {
     durable_reply_fail(a->turn, DURABLE_EFAILED, err.message);
+    durable__outbox_free(a->outbox);
     free(a);
   }
 }
@@ -409,6 +433,36 @@ static void on_orphan_signal(durable_watch_t *w, durable_change_kind_t kind,
 
 static void release_granted(consumer_t *c, int64_t epoch);
 
+/* Read the items after the checkpoint: the lease is held. */
+static void start_pulling(consumer_t *c) {
+  durable_error_t err = {0};
+  c->pull =
+      durable__pull_new(c->mesh, &(durable_stream_id_t){c->ns, c->key},
+                        c->checkpoint, c->has_source ? &c->source : NULL, &err);
+  if (c->pull == NULL)
+    failure(c, c->checkpoint + 1, err.message);
+  else
+    consume_next(c);
+}
+
+typedef struct {
+  consumer_t *c;
+  uint64_t gen;
+} resume_t;
+
+/* The outbox is empty (or could not be emptied now: logged, and the next
+ * claim tries again): on to the items, if still the same round. */
+static void on_outbox_resumed(int status, const char *message, void *data) {
+  resume_t *r = data;
+  consumer_t *c = r->c;
+  (void)status;
+  (void)message;
+  if (c->state == C_CONSUMING && r->gen == c->gen && c->pull == NULL)
+    start_pulling(c);
+  durable_hub_unref(c->hub);
+  free(r);
+}
+
 static void on_claim(const durable_response_t *res, void *data) {
   ask_t *a = data;
   consumer_t *c = a->c;
@@ -451,15 +505,22 @@ static void on_claim(const durable_response_t *res, void *data) {
                      "resuming after acknowledged sequence %lld",
                      hub_name(c), name_of(c, &n), (long long)epoch, takeover,
                      (long long)checkpoint);
+    /* first the appends an earlier holder of this hub committed but did
+     * not get to make, then the items */
+    c->state = C_CONSUMING;
+    resume_t *r = malloc(sizeof(*r));
     durable_error_t err = {0};
-    c->pull =
-        durable__pull_new(c->mesh, &(durable_stream_id_t){c->ns, c->key},
-                          checkpoint, c->has_source ? &c->source : NULL, &err);
-    if (c->pull == NULL) {
-      failure(c, checkpoint + 1, err.message);
-    } else {
-      c->state = C_CONSUMING;
-      consume_next(c);
+    if (r) {
+      *r = (resume_t){.c = c, .gen = c->gen};
+      durable_hub_ref(c->hub);
+    }
+    if (r == NULL ||
+        durable__outbox_resume(c->mesh, durable_hub_address(c->hub),
+                               on_outbox_resumed, r, &err) < 0) {
+      if (r)
+        durable_hub_unref(c->hub);
+      free(r);
+      start_pulling(c);
     }
   } else {
     durable_mesh_log(c->mesh, DURABLE_LOG_INFO,

@@ -116,4 +116,28 @@ void durable__pull_next(durable__pull_t *pull, durable__pull_cb cb, void *data);
 /* No callback runs after this. */
 void durable__pull_close(durable__pull_t *pull);
 
+/* ---- outbox.c: appends made as an item's effects ---------------------- */
+
+typedef struct durable__outbox_s durable__outbox_t;
+/* The writes of `commit` plus an outbox node per append (a new set; NULL
+ * with `err` for a bad append); `*box` the appends to make once they have
+ * committed. */
+durable__write_set_t *durable__outbox_writes(durable_hub_t *hub,
+                                             const durable__commit_t *commit,
+                                             durable__outbox_t **box,
+                                             durable_error_t *err);
+/* Make the appends of `box` in order, each with its id, removing its node;
+ * then done(0) or done(the failure) at the first one that fails (it stays,
+ * for the next claim).  Takes `box`; NULL is nothing to make. */
+void durable__outbox_send(durable__outbox_t *box,
+                          void (*done)(int status, const char *message,
+                                       void *data),
+                          void *data);
+void durable__outbox_free(durable__outbox_t *box);
+/* Make what an earlier holder left in the outbox of `hub_address`. */
+int durable__outbox_resume(durable_mesh_t *mesh, const char *hub_address,
+                           void (*done)(int status, const char *message,
+                                        void *data),
+                           void *data, durable_error_t *err);
+
 #endif

@@ -82,6 +82,59 @@ describe("a handler's transaction", function()
     assert.equal(1, node(owner).content.applied)
   end)
 
+  it("appends to another stream with the acknowledgement, once and in order", function()
+    setup()
+    local relay, tally = ns .. "/relay", ns .. "/tally"
+    helper.ok(mesh:put_node { path = relay, node_type = "Relay", content = {} })
+    helper.ok(mesh:put_node { path = tally, node_type = "Tally", content = {} })
+    for _ = 1, 4 do
+      helper.ok(client:publish_durable({ namespace = "Relay", key = relay }, { to = tally }))
+    end
+    helper.run_until(mesh, function() return (node(tally).content.count or 0) >= 4 end)
+    -- the Tally consumer saw 1, 2, 3, 4: in order, each once
+    assert.same({ total = 10, count = 4, last = 4 }, node(tally).content)
+    helper.run_until(mesh, function()
+      return #helper.ok(mesh:query("namespace:" .. relay .. "/_DurableOutbox")) == 0
+    end)
+    local items = helper.ok(mesh:query("namespace:" .. durable.stream_path {
+      namespace = "Tally", key = tally } .. "/_DurableStreamItem"))
+    assert.equal(4, #items)
+    assert.is_not_nil(node(relay .. "/_Relayed/4"))
+  end)
+
+  it("makes an append an earlier holder committed but did not make, once", function()
+    setup()
+    local relay, tally = ns .. "/relay", ns .. "/tally"
+    helper.ok(mesh:put_node { path = tally, node_type = "Tally", content = {} })
+    -- as a host that died right after the commit would leave it: an outbox
+    -- entry, and (the second) one whose append was made but not removed
+    local function entry(id, amount)
+      helper.ok(mesh:put_node { path = relay .. "/_DurableOutbox/" .. id, node_type = "DurableOutbox",
+        content = { Namespace = "Tally", Key = tally, Id = id,
+                    PayloadJson = durable.encode { amount = amount } } })
+    end
+    entry("0000000000001-00000001-00000000", 5)
+    entry("0000000000002-00000002-00000000", 7)
+    helper.ok(client:publish_durable({ namespace = "Tally", key = tally }, { amount = 7 },
+      { id = "0000000000002-00000002-00000000" }))
+    helper.ok(mesh:put_node { path = relay, node_type = "Relay", content = {} })
+    helper.ok(client:publish_durable({ namespace = "Relay", key = relay }, { to = tally }))
+    -- the claim makes the left appends first, then item 1 relays its own
+    helper.run_until(mesh, function() return (node(tally).content.count or 0) >= 3 end)
+    assert.same({ total = 13, count = 3, last = 3 }, node(tally).content) -- 7, 5, then 1
+    helper.run_until(mesh, function()
+      return #helper.ok(mesh:query("namespace:" .. relay .. "/_DurableOutbox")) == 0
+    end)
+  end)
+
+  it("refuses an append in a message handler's transaction, saying why", function()
+    setup()
+    local relay = ns .. "/relay"
+    helper.ok(mesh:put_node { path = relay, node_type = "Relay", content = {} })
+    local message = helper.fails(client:request(relay, "publish_in_message", {}), "EFAILED")
+    assert.matches("committed with a stream item's acknowledgement", message, 1, true)
+  end)
+
   it("commits a message handler's writes before its reply", function()
     setup()
     local w = ns .. "/writer"
