@@ -777,7 +777,7 @@ int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
  * long as its item.
  *
  * An id is one path segment of 1 to DURABLE_PUBLISH_ID_MAX bytes: valid
- * UTF-8, no '/', no '', no control character, not "." or "..", and its
+ * UTF-8, no '/', no backslash, no control character, not "." or "..", and its
  * node's path must fit DURABLE_PATH_MAX.  Appends without an id cost what
  * they did. */
 #define DURABLE_PUBLISH_ID_MAX 128
