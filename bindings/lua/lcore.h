@@ -44,12 +44,12 @@
  *     the C stack (Neovim's rule: callbacks enqueue, the loop's owner runs
  *     them).
  *
- * Two kinds of Lua still run where C calls them, because C needs their
- * answer at once: a log function (called where the line is made), and the
- * sequence_of / payload_of functions of a durable.source, which the C
- * reader calls while it looks at a node (possibly inside a store
- * callback); these must be plain functions of their arguments and must not
- * use the mesh.
+ * The sequence_of / payload_of functions of a durable.source run in turns
+ * of the runtime too: the C reader hands a custom source's page to them in
+ * a turn of the mesh, never inside the store's callback (reader.c).  One
+ * kind of Lua still runs where C calls it, because C needs it at once: a
+ * log function, called where the line is made; it must be a plain function
+ * of its arguments and must not use the mesh.
  */
 #ifndef DURABLE_LUA_LCORE_H
 #define DURABLE_LUA_LCORE_H

@@ -60,6 +60,9 @@ struct durable__pull_s {
   durable__pull_cb cb;
   void *cb_data;
   int closed, failed;
+  /* custom source: its functions (Lua's, maybe) run in a turn of the mesh,
+   * never inside the store's callback; a signal's turn is owed */
+  int signal_owed;
   /* a read that failed while no callback waited (a read ahead): reported
    * once the items read before it are handed over */
   int read_status;
@@ -187,21 +190,37 @@ static void try_deliver(durable__pull_t *p) {
   }
 }
 
-static void on_page(const durable_result_t *res, void *data) {
-  durable__pull_t *p = data;
-  p->reading = 0;
-  if (p->closed) {
+/* A page of a custom source, kept for a turn of the mesh: its nodes (taken
+ * from the result) are handed to the source's functions there, not inside
+ * the store's callback, because those may be Lua's. */
+typedef struct {
+  durable__pull_t *p;
+  int status;
+  int more;
+  size_t count;
+  char message[sizeof(((durable_error_t *)0)->message)];
+  durable_node_t *nodes[];
+} page_t;
+
+static void maybe_free(durable__pull_t *p) {
+  if (p->closed && !p->reading && !p->signal_owed)
     pull_free(p);
-    return;
-  }
+}
+
+/* What a read brought: `res` for the stream's own items (its nodes are
+ * taken), or `page` (nodes already taken) for a custom source. */
+static void page_arrived(durable__pull_t *p, const durable_result_t *res,
+                         page_t *page) {
+  int status = res ? res->status : page->status;
+  size_t count = res ? res->count : page->count;
   p->started = 1;
-  if (res->status < 0) {
-    read_failed(p, res->status, res->message);
+  if (status < 0) {
+    read_failed(p, status, res ? res->message : page->message);
     try_deliver(p); /* the items before it first, if one waits */
     return;
   }
-  for (size_t i = 0; i < res->count; i++) {
-    const durable_node_t *node = res->nodes[i];
+  for (size_t i = 0; i < count; i++) {
+    const durable_node_t *node = res ? res->nodes[i] : page->nodes[i];
     int64_t seq = p->custom ? p->source.sequence_of(node, p->source.data)
                             : durable__item_sequence(node->id);
     if (!p->custom && seq > p->read_upto)
@@ -212,21 +231,21 @@ static void on_page(const durable_result_t *res, void *data) {
     }
     if (seq < p->next)
       continue;
-    /* the stream's own items: the page's node is ours to keep, no copy per
-     * item (a custom source's round still reads its last id below) */
+    /* the page's node is ours to keep, no copy per item (a custom source's
+     * round still reads its last id below) */
     durable_node_t *mine =
-        p->custom ? durable_node_dup(node) : durable__result_take(res, i);
+        res ? durable__result_take(res, i) : durable_node_dup(node);
     if (mine == NULL || buffer_put(p, seq, mine) < 0) {
       read_failed(p, DURABLE_ENOMEM, "out of memory");
       try_deliver(p); /* what is buffered first */
       return;
     }
   }
-  p->more = res->more;
+  p->more = res ? res->more : page->more;
   if (p->custom) {
     free(p->round_after);
-    p->round_after = res->more && res->count
-                         ? strdup(res->nodes[res->count - 1]->id)
+    p->round_after = page->more && count
+                         ? strdup(page->nodes[count - 1]->id)
                          : NULL; /* the round is over: the next starts at "" */
     if (p->round_after == NULL && p->round_again) {
       p->round_again = 0;
@@ -234,6 +253,53 @@ static void on_page(const durable_result_t *res, void *data) {
     }
   }
   try_deliver(p);
+}
+
+static void on_page_turn(int status, const char *message, void *data) {
+  page_t *page = data;
+  durable__pull_t *p = page->p;
+  (void)status;
+  (void)message;
+  p->reading = 0;
+  if (!p->closed)
+    page_arrived(p, NULL, page);
+  for (size_t i = 0; i < page->count; i++)
+    durable_node_free(page->nodes[i]);
+  free(page);
+  maybe_free(p);
+}
+
+static void on_page(const durable_result_t *res, void *data) {
+  durable__pull_t *p = data;
+  if (p->closed) {
+    p->reading = 0;
+    maybe_free(p);
+    return;
+  }
+  if (!p->custom) {
+    p->reading = 0;
+    page_arrived(p, res, NULL);
+    return;
+  }
+  /* still reading until the turn: a close waits for it */
+  page_t *page = calloc(1, sizeof(*page) + res->count * sizeof(page->nodes[0]));
+  if (page == NULL) {
+    p->reading = 0;
+    read_failed(p, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  page->p = p;
+  page->status = res->status;
+  page->more = res->more;
+  if (res->status < 0) {
+    snprintf(page->message, sizeof page->message, "%s",
+             res->message ? res->message : "");
+  } else {
+    page->count = res->count;
+    for (size_t i = 0; i < res->count; i++)
+      page->nodes[i] = durable__result_take(res, i);
+  }
+  durable__mesh_later(p->mesh, on_page_turn, 0, NULL, page);
 }
 
 static void read_more(durable__pull_t *p) {
@@ -259,6 +325,16 @@ static void read_more(durable__pull_t *p) {
 }
 
 /* The change feed says something moved. */
+static void on_signal_turn(int status, const char *message, void *data) {
+  durable__pull_t *p = data;
+  (void)status;
+  (void)message;
+  p->signal_owed = 0;
+  if (!p->closed && !p->reading && p->cb != NULL)
+    try_deliver(p);
+  maybe_free(p);
+}
+
 static void on_signal(durable_watch_t *w, durable_change_kind_t kind,
                       const durable_node_t *node, void *data) {
   durable__pull_t *p = data;
@@ -274,7 +350,14 @@ static void on_signal(durable_watch_t *w, durable_change_kind_t kind,
   }
   if (p->custom && p->round_after != NULL)
     p->round_again = 1;
-  p->dirty = 1; /* read again: now if an item is asked for, else then */
+  p->dirty = 1;    /* read again: now if an item is asked for, else then */
+  if (p->custom) { /* a source's functions may run: in a turn */
+    if (!p->signal_owed) {
+      p->signal_owed = 1;
+      durable__mesh_later(p->mesh, on_signal_turn, 0, NULL, p);
+    }
+    return;
+  }
   if (!p->reading && p->cb != NULL)
     try_deliver(p);
 }
@@ -343,8 +426,7 @@ void durable__pull_close(durable__pull_t *p) {
   p->cb = NULL;
   durable_watch_close(p->watch);
   p->watch = NULL;
-  if (!p->reading)
-    pull_free(p);
+  maybe_free(p);
 }
 
 /* ---- durable_stream_read: the plain, unleased reader
