@@ -70,6 +70,22 @@ local function record(tx, path, write, node)
   tx._last[path] = completion.done(node)
 end
 
+-- Record a write as it is, after whatever this transaction is still doing
+-- on `path` (an update whose read has not settled): calls on one path take
+-- effect in the order they were made.
+local function record_after(tx, path, write, node)
+  local before = tx._last[path]
+  if before == nil or before.state ~= "pending" then
+    return record(tx, path, write, node)
+  end
+  local after = before:next(function()
+    record(tx, path, write, node)
+    return node
+  end)
+  tx._last[path] = after
+  tx._pending[#tx._pending + 1] = after
+end
+
 -- The node table a write of `t` gives (content kept as given).
 local function node_of(t, version)
   return { path = t.path, node_type = t.node_type or "", content = t.content or {},
@@ -82,7 +98,7 @@ function Tx:put_node(t)
   check_open(self, "put_node")
   if type(t) ~= "table" then error("tx:put_node{ path=, node_type=, content= }: expects a table", 2) end
   check_path("put_node", t.path)
-  record(self, t.path, { kind = "put", path = t.path, node_type = t.node_type,
+  record_after(self, t.path, { kind = "put", path = t.path, node_type = t.node_type,
     content = t.content or {} }, node_of(t))
 end
 
@@ -93,7 +109,7 @@ function Tx:create_node(t)
   check_open(self, "create_node")
   if type(t) ~= "table" then error("tx:create_node{ path=, node_type=, content= }: expects a table", 2) end
   check_path("create_node", t.path)
-  record(self, t.path, { kind = "create", path = t.path, node_type = t.node_type,
+  record_after(self, t.path, { kind = "create", path = t.path, node_type = t.node_type,
     content = t.content or {} }, node_of(t))
 end
 
@@ -102,7 +118,7 @@ end
 function Tx:delete_node(path)
   check_open(self, "delete_node")
   check_path("delete_node", path)
-  record(self, path, { kind = "delete", path = path }, nil)
+  record_after(self, path, { kind = "delete", path = path }, nil)
 end
 
 ---Read the node at `path` (or what this transaction left there), give it to
@@ -121,7 +137,7 @@ function Tx:update_node(path, fn)
   local from_store = base == nil
   if from_store then base = self.hub:get_node(path) end
   local after = base:next(function(node)
-    local version = from_store and node and node.version or nil
+    local version = node and node.version or nil
     local draft = node or { path = path, node_type = "", content = {} }
     local new = fn(draft)
     if new == nil then return node end

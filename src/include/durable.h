@@ -817,10 +817,10 @@ typedef struct durable_publish_s {
 /* durable_reply_commit, and with it appends to other streams (a stream
  * item's handler only: DURABLE_EINVAL for a message).  Each append is
  * recorded in the same transaction as the item's acknowledgement (an outbox
- * node, {consumer hub}/_DurableOutbox/{id}), then appended with that id as
+ * node, {stream's key}/_DurableOutbox/{id}), then appended with that id as
  * its publish id and the outbox node removed.  An append recorded but not
  * yet made when its process dies is made by the next holder of the
- * consumer's hub when it claims again; the id keeps it to one item. */
+ * consumer when it claims again; the id keeps it to one item. */
 int durable_reply_commit_with(durable_reply_t *reply, const char *payload,
                               const durable_write_t *writes, size_t count,
                               const durable_publish_t *publishes,

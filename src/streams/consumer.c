@@ -81,9 +81,18 @@ typedef struct consumer_s {
    * item in flight is done and the lease let go */
   int has_handle, stopping, stop_reported;
   int stop_after_claim; /* stopped while a claim was out: report after it */
+  /* appends of acknowledged items, made one box at a time, in order; after
+   * a failure none is made until the next claim has made what is left */
+  struct outq_s *outq_head, *outq_tail;
+  int outq_sending, outq_blocked;
   durable_status_cb stop_cb;
   void *stop_data;
 } consumer_t;
+
+typedef struct outq_s {
+  struct outq_s *next;
+  durable__outbox_t *box;
+} outq_t;
 
 /* The embedder's handle is the consumer itself. */
 struct durable_consumer_handle_s {
@@ -115,8 +124,9 @@ typedef struct {
   consumer_t *c;
   uint64_t gen;
   int64_t seq;
-  durable_reply_t *turn;     /* an ack's turn */
-  durable__outbox_t *outbox; /* an ack's appends, made once it is written */
+  durable_reply_t *turn;         /* an ack's turn */
+  durable__outbox_t *outbox;     /* an ack's appends, made once it is written */
+  durable__write_set_t *effects; /* held while the appends are checked */
   int stopped; /* a release that durable_consumer_stop waits for */
 } ask_t;
 
@@ -204,6 +214,69 @@ static void failure(consumer_t *c, int64_t seq, const char *why) {
 /* ---- the turn (runs as a message of the hub)
  * -------------------------------------------- */
 
+static void outq_next(consumer_t *c);
+
+static void outq_drop(consumer_t *c) {
+  while (c->outq_head) {
+    outq_t *q = c->outq_head;
+    c->outq_head = q->next;
+    durable__outbox_free(q->box); /* its nodes stay: the next claim */
+    free(q);
+  }
+  c->outq_tail = NULL;
+}
+
+static void on_box_sent(int status, const char *message, void *data) {
+  consumer_t *c = data;
+  c->outq_sending = 0;
+  if (status < 0) {
+    /* what is left goes out, in order, after the next claim */
+    c->outq_blocked = 1;
+    outq_drop(c);
+    if (c->state == C_CONSUMING) {
+      char m[1024];
+      snprintf(m, sizeof m, "an append of an acknowledged item failed: %s",
+               message ? message : durable_strerror(status));
+      failure(c, 0, m);
+    }
+  } else {
+    outq_next(c);
+  }
+  durable_hub_unref(c->hub);
+}
+
+static void outq_next(consumer_t *c) {
+  if (c->outq_sending || c->outq_head == NULL)
+    return;
+  outq_t *q = c->outq_head;
+  c->outq_head = q->next;
+  if (c->outq_head == NULL)
+    c->outq_tail = NULL;
+  c->outq_sending = 1;
+  durable_hub_ref(c->hub);
+  durable__outbox_t *box = q->box;
+  free(q);
+  durable__outbox_send(box, on_box_sent, c);
+}
+
+static void outq_push(consumer_t *c, durable__outbox_t *box) {
+  if (box == NULL)
+    return;
+  outq_t *q = c->outq_blocked ? NULL : malloc(sizeof(*q));
+  if (q == NULL) { /* blocked (or no memory): the next claim makes them */
+    durable__outbox_free(box);
+    return;
+  }
+  q->next = NULL;
+  q->box = box;
+  if (c->outq_tail)
+    c->outq_tail->next = q;
+  else
+    c->outq_head = q;
+  c->outq_tail = q;
+  outq_next(c);
+}
+
 static void on_ack(const durable_response_t *res, void *data) {
   ask_t *a = data;
   consumer_t *c = a->c;
@@ -217,7 +290,7 @@ static void on_ack(const durable_response_t *res, void *data) {
     const durable__stream_ans_t *ans = durable__stream_answer(res);
     if (ans && ans->ok) {
       /* committed: now the appends it recorded (in order, each once) */
-      durable__outbox_send(a->outbox, NULL, NULL);
+      outq_push(c, a->outbox);
       a->outbox = NULL;
       durable_reply_ok(a->turn, NULL);
     } else {
@@ -234,6 +307,9 @@ static void on_ack(const durable_response_t *res, void *data) {
   durable_hub_unref(c->hub);
   free(a);
 }
+
+static void send_ack(consumer_t *c, ask_t *a, durable__write_set_t *effects);
+static void on_appends_allowed(int status, const char *message, void *data);
 
 static void on_handler_done(durable_hub_t *hub, int status, const char *payload,
                             const char *message, durable__commit_t *commit,
@@ -259,7 +335,7 @@ static void on_handler_done(durable_hub_t *hub, int status, const char *payload,
   durable_error_t err = {0};
   durable__write_set_t *effects = NULL;
   if (commit && commit->npublishes > 0) {
-    effects = durable__outbox_writes(hub, commit, &a->outbox, &err);
+    effects = durable__outbox_writes(hub, c->key, commit, &a->outbox, &err);
     if (effects == NULL) {
       char m[2048];
       snprintf(m, sizeof m, "Durable stream %s item %lld: %s", name_of(c, &n),
@@ -274,15 +350,44 @@ static void on_handler_done(durable_hub_t *hub, int status, const char *payload,
     commit->writes = NULL;
   }
   durable__commit_free(commit);
-  /* done: acknowledge from the read-issuing hub (this hub may be
-   * quiescing), with the item's effects if it has any, and only then answer
-   * the turn */
+  if (a->outbox && durable_mesh_principal(c->mesh) != NULL) {
+    /* the appends are made after the commit: may the principal make them?
+     * asked first, so that a refusal fails the item, not the append */
+    a->effects = effects;
+    durable__outbox_check(a->outbox, on_appends_allowed, a);
+    return;
+  }
+  send_ack(c, a, effects);
+}
+
+/* done: acknowledge from the read-issuing hub (this hub may be quiescing),
+ * with the item's effects if it has any, and only then answer the turn */
+static void send_ack(consumer_t *c, ask_t *a, durable__write_set_t *effects) {
+  durable_error_t err = {0};
   if (ask_with(c, DURABLE__MSG_ACK, c->epoch, a->seq, effects, on_ack, a,
                &err) < 0) {
     durable_reply_fail(a->turn, DURABLE_EFAILED, err.message);
     durable__outbox_free(a->outbox);
     free(a);
   }
+}
+
+static void on_appends_allowed(int status, const char *message, void *data) {
+  ask_t *a = data;
+  durable__write_set_t *effects = a->effects;
+  a->effects = NULL;
+  if (status < 0) {
+    char m[2048];
+    durable__stream_name_t n;
+    snprintf(m, sizeof m, "Durable stream %s item %lld: %s", name_of(a->c, &n),
+             (long long)a->seq, message);
+    free(effects);
+    durable__outbox_free(a->outbox);
+    durable_reply_fail(a->turn, DURABLE_EFAILED, m);
+    free(a);
+    return;
+  }
+  send_ack(a->c, a, effects);
 }
 
 static void on_turn(durable_hub_t *hub, const durable_msg_t *msg,
@@ -505,18 +610,18 @@ static void on_claim(const durable_response_t *res, void *data) {
                      "resuming after acknowledged sequence %lld",
                      hub_name(c), name_of(c, &n), (long long)epoch, takeover,
                      (long long)checkpoint);
-    /* first the appends an earlier holder of this hub committed but did
-     * not get to make, then the items */
+    /* first the appends an earlier holder committed but did not get to
+     * make (this one's too, after a failure), then the items */
     c->state = C_CONSUMING;
+    c->outq_blocked = 0;
     resume_t *r = malloc(sizeof(*r));
     durable_error_t err = {0};
     if (r) {
       *r = (resume_t){.c = c, .gen = c->gen};
       durable_hub_ref(c->hub);
     }
-    if (r == NULL ||
-        durable__outbox_resume(c->mesh, durable_hub_address(c->hub),
-                               on_outbox_resumed, r, &err) < 0) {
+    if (r == NULL || durable__outbox_resume(c->mesh, c->key, on_outbox_resumed,
+                                            r, &err) < 0) {
       if (r)
         durable_hub_unref(c->hub);
       free(r);
@@ -558,9 +663,14 @@ static void send_claim(consumer_t *c, ask_t *a) {
 static void on_claim_allowed(const durable_result_t *res, void *data) {
   ask_t *a = data;
   consumer_t *c = a->c;
-  if (c->state != C_CLAIMING || a->gen != c->gen || leaving(c))
+  if (c->state != C_CLAIMING || a->gen != c->gen || leaving(c)) {
     free(a); /* stopped, or a newer round began meanwhile */
-  else if (res->status < 0) {
+    if (c->stop_after_claim && c->state == C_STOPPED) {
+      /* stopped while only the access check was out: nothing was claimed */
+      c->stop_after_claim = 0;
+      durable__mesh_later(c->mesh, on_stop_later, 0, NULL, c);
+    }
+  } else if (res->status < 0) {
     free(a);
     failure(c, 0, res->message);
   } else
@@ -781,6 +891,7 @@ static void on_dispose(durable_hub_t *hub, void *data) {
 
 static void consumer_free(void *data) {
   consumer_t *c = data;
+  outq_drop(c);
   stop_reading(c);
   clear_turn(c);
   free(c->ns);

@@ -5,11 +5,11 @@
  *
  * An append cannot join the acknowledgement's transaction itself: its
  * sequence is for its own stream's hub to give.  So the transaction records
- * it -- a write-once outbox node {consumer hub}/_DurableOutbox/{id} naming
+ * it -- a write-once outbox node {stream's owner}/_DurableOutbox/{id} naming
  * the stream, the payload and the id -- and once that has committed, the
  * append is made with the id as its publish id, and the node removed.  A
- * process that dies in between leaves the node behind; the consumer's next
- * claim on that hub makes the append before it handles anything (the
+ * process that dies in between leaves the node behind; the next claim of a
+ * stream of that owner makes the append before it handles anything (the
  * publish id keeps it to one item, however often it is tried).  Ids begin
  * with the time and a counter, so pending appends go out in the order they
  * were committed.
@@ -91,6 +91,7 @@ static char *entry_json(const entry_t *e) {
 }
 
 durable__write_set_t *durable__outbox_writes(durable_hub_t *hub,
+                                             const char *owner,
                                              const durable__commit_t *commit,
                                              durable__outbox_t **out,
                                              durable_error_t *err) {
@@ -116,12 +117,10 @@ durable__write_set_t *durable__outbox_writes(durable_hub_t *hub,
     entry_t *e = &box->entries[i];
     char id[48], path[DURABLE_PATH_MAX + 1];
     new_id(id, sizeof id);
-    int n = snprintf(path, sizeof path, "%s/" OUTBOX_SEGMENT "/%s",
-                     durable_hub_address(hub), id);
+    int n = snprintf(path, sizeof path, "%s/" OUTBOX_SEGMENT "/%s", owner, id);
     if (n < 0 || (size_t)n >= sizeof path) {
       durable__error(err, DURABLE_EINVAL,
-                     "the outbox of hub '%s' would have too long a path",
-                     durable_hub_address(hub));
+                     "the outbox of '%s' would have too long a path", owner);
       ok = 0;
       break;
     }
@@ -153,6 +152,63 @@ durable__write_set_t *durable__outbox_writes(durable_hub_t *hub,
   return set;
 }
 
+/* ---- may the principal append there?
+ * -------------------------------------------------------------------- */
+
+typedef struct {
+  durable__outbox_t *box;
+  size_t i;
+  void (*done)(int status, const char *message, void *data);
+  void *data;
+} check_t;
+
+static void check_next(check_t *k);
+
+static void on_checked(const durable_result_t *res, void *data) {
+  check_t *k = data;
+  if (res->status < 0) {
+    k->done(res->status, res->message, k->data);
+    free(k);
+    return;
+  }
+  k->i++;
+  check_next(k);
+}
+
+static void check_next(check_t *k) {
+  durable__outbox_t *box = k->box;
+  const char *principal = durable_mesh_principal(box->mesh);
+  durable_error_t err = {0};
+  while (k->i < box->count) {
+    if (durable__store_access(durable_mesh_store(box->mesh), principal,
+                              box->entries[k->i].key, DURABLE_GRANT_WRITE,
+                              on_checked, k, &err) == 0)
+      return;
+    k->done(err.code ? err.code : DURABLE_EINVAL, err.message, k->data);
+    free(k);
+    return;
+  }
+  k->done(0, NULL, k->data);
+  free(k);
+}
+
+void durable__outbox_check(durable__outbox_t *box,
+                           void (*done)(int status, const char *message,
+                                        void *data),
+                           void *data) {
+  if (box == NULL || durable_mesh_principal(box->mesh) == NULL) {
+    done(0, NULL, data); /* the platform may */
+    return;
+  }
+  check_t *k = malloc(sizeof(*k));
+  if (k == NULL) {
+    done(DURABLE_ENOMEM, "out of memory", data);
+    return;
+  }
+  *k = (check_t){.box = box, .done = done, .data = data};
+  check_next(k);
+}
+
 /* ---- sending
  * -------------------------------------------------------------------- */
 
@@ -182,6 +238,16 @@ static void on_sent(int status, int64_t sequence, const char *message,
   durable__outbox_t *box = data;
   entry_t *e = &box->entries[box->next];
   (void)sequence;
+  if (status == DURABLE_EACCES || status == DURABLE_EINVAL) {
+    /* it never will be made: say so, keep the node, go on with the rest */
+    durable_mesh_log(box->mesh, DURABLE_LOG_ERROR,
+                     "Durable stream outbox: the append %s to %s@%s is "
+                     "refused (%s); its node %s is left for an operator",
+                     e->id, e->ns, e->key, message, e->path);
+    box->next++;
+    send_next(box);
+    return;
+  }
   if (status < 0) {
     durable_mesh_log(box->mesh, DURABLE_LOG_WARN,
                      "Durable stream outbox: the append %s to %s@%s is not "
@@ -293,15 +359,14 @@ static void on_listed(const durable_result_t *res, void *data) {
   durable__outbox_send(box, done, done_data);
 }
 
-int durable__outbox_resume(durable_mesh_t *mesh, const char *hub_address,
+int durable__outbox_resume(durable_mesh_t *mesh, const char *owner,
                            void (*done)(int status, const char *message,
                                         void *data),
                            void *data, durable_error_t *err) {
   char query[DURABLE_PATH_MAX + 64];
-  int n = snprintf(query, sizeof query, "namespace:%s/" OUTBOX_SEGMENT,
-                   hub_address);
+  int n = snprintf(query, sizeof query, "namespace:%s/" OUTBOX_SEGMENT, owner);
   if (n < 0 || (size_t)n >= sizeof query)
-    return durable__error(err, DURABLE_EINVAL, "hub address too long");
+    return durable__error(err, DURABLE_EINVAL, "owner path too long");
   resume_t *r = malloc(sizeof(*r));
   if (r == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");

@@ -123,6 +123,7 @@ typedef struct durable__outbox_s durable__outbox_t;
  * with `err` for a bad append); `*box` the appends to make once they have
  * committed. */
 durable__write_set_t *durable__outbox_writes(durable_hub_t *hub,
+                                             const char *owner,
                                              const durable__commit_t *commit,
                                              durable__outbox_t **box,
                                              durable_error_t *err);
@@ -134,8 +135,15 @@ void durable__outbox_send(durable__outbox_t *box,
                                        void *data),
                           void *data);
 void durable__outbox_free(durable__outbox_t *box);
-/* Make what an earlier holder left in the outbox of `hub_address`. */
-int durable__outbox_resume(durable_mesh_t *mesh, const char *hub_address,
+/* done(0) when the mesh's principal may append to every stream of `box`
+ * (the platform may), else done(EACCES, why) at the first it may not. */
+void durable__outbox_check(durable__outbox_t *box,
+                           void (*done)(int status, const char *message,
+                                        void *data),
+                           void *data);
+/* Make what an earlier holder left in the outbox of `owner` (the consumed
+ * stream's key: the claim checked write on it). */
+int durable__outbox_resume(durable_mesh_t *mesh, const char *owner,
                            void (*done)(int status, const char *message,
                                         void *data),
                            void *data, durable_error_t *err);

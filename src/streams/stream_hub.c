@@ -313,13 +313,23 @@ static void on_written(const durable_result_t *res, void *data) {
     sh->have_state = 0;
     sh->version = 0;
   }
+  sh->failed_write = res->status < 0 ? durable__failed_write(res) : 0;
+  if (sh->failed_write > 1 && w->have_seen && !w->replace) {
+    /* the stream node's write went through and was rolled back with the
+     * item or effect refused after it: what the mutator saw is what is
+     * stored, not what it wrote */
+    durable__state_free(&w->seen);
+    if (durable__state_copy(&w->base, &w->seen) == 0)
+      stored = &w->seen;
+    else
+      stored = NULL, sh->have_state = 0;
+  }
   if (stored) {
     durable__state_free(&sh->state);
     sh->state = *stored;
     memset(stored, 0, sizeof *stored);
     sh->have_state = 1;
   }
-  sh->failed_write = res->status < 0 ? durable__failed_write(res) : 0;
   w->then(sh, res);
   durable_hub_unref(sh->hub);
   write_ctx_free(w);
@@ -708,8 +718,15 @@ static void commit_written(shub_t *sh, const durable_result_t *res) {
 static void run_commit(shub_t *sh) {
   op_t *op = sh->head;
   durable__stream_state_t next;
-  if (!decide_ack(sh, op)) {
-    answer_batch(sh, 1); /* refused (fenced) or a repeat */
+  if (!decide_ack(sh, op) && !op->refused) {
+    /* a repeat: acknowledged already, and its effects went with that --
+     * refused, so that its consumer makes nothing of them again */
+    op->refused = 1;
+    op->reason = strdup("already acknowledged: its effects are not written "
+                        "again");
+  }
+  if (op->refused) {
+    answer_batch(sh, 1); /* refused (fenced, or a repeat) */
     sh->busy = 0;
     pump(sh);
     return;
@@ -1160,6 +1177,20 @@ static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
   durable__stream_req_t *req = (durable__stream_req_t *)durable__msg_take(msg);
   int typed = req != NULL;
   const char *bad = NULL;
+  const char *principal = durable_mesh_principal(durable_hub_mesh(hub));
+  if (!typed && principal != NULL) {
+    /* The runtime's own requests are typed and were checked where they
+     * were made (publish.c, consumer.c); a JSON one comes from user code,
+     * and the stream hub acts as the platform: a principal must not reach
+     * it that way. */
+    char message[DURABLE_PATH_MAX + 256];
+    snprintf(message, sizeof message,
+             "principal '%s' may not send '%s' to '%s': the stream protocol "
+             "is the runtime's (publish and consume instead)",
+             principal, msg->type, durable_hub_address(hub));
+    durable_reply_fail(reply, DURABLE_EACCES, message);
+    return;
+  }
   if (!typed)
     req = durable__stream_req_parse(kind, msg->payload, &bad);
   else if (kind == DURABLE__OP_APPEND && req->payload == NULL)

@@ -102,6 +102,20 @@ describe("a handler's transaction", function()
     assert.is_not_nil(node(relay .. "/_Relayed/4"))
   end)
 
+  it("makes the appends of consecutive items in the order they were committed", function()
+    setup()
+    local relay, sink = ns .. "/fan", ns .. "/sink"
+    helper.ok(mesh:put_node { path = relay, node_type = "Relay", content = {} })
+    helper.ok(mesh:put_node { path = sink, node_type = "Sink", content = {} })
+    for _ = 1, 6 do
+      helper.ok(client:publish_durable({ namespace = "Relay", key = relay }, { sink = sink, k = 3 }))
+    end
+    helper.run_until(mesh, function() return #(node(sink).content.tags or {}) >= 18 end)
+    local want = {}
+    for i = 1, 6 do for j = 1, 3 do want[#want + 1] = ("%d.%d"):format(i, j) end end
+    assert.same(want, node(sink).content.tags)
+  end)
+
   it("makes an append an earlier holder committed but did not make, once", function()
     setup()
     local relay, tally = ns .. "/relay", ns .. "/tally"

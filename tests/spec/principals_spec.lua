@@ -37,6 +37,9 @@ return {
             return node
           end)
           if item.payload.other then tx:put_node { path = item.payload.other, content = {} } end
+          if item.payload.to then
+            tx:publish_durable({ namespace = "AclLog", key = item.payload.to }, { text = "fw" })
+          end
         end,
       }
     end,
@@ -217,6 +220,38 @@ describe("a mesh acting as a principal", function()
       return helper.ok(admin:get_node(doc)).content.text == "a"
     end)
     assert.is_not_nil(helper.ok(admin:get_node(other)))
+  end)
+
+  it("fails an item whose transaction appends where the principal may not write", function()
+    local doc, other = ns .. "/txp", ns .. "/elsewhere"
+    helper.ok(admin:put_node { path = doc, node_type = "AclTx", content = {} })
+    helper.ok(admin:grant(who(), doc, "read,write"))
+    local client = alice:hub("client/" .. ns)
+    helper.ok(client:publish_durable(stream(doc), { text = "a", to = other }))
+    helper.run_until(alice, function()
+      return #helper.log_lines(("principal '%s' may not write '%s'"):format(who(), other)) > 0
+    end)
+    assert.is_nil(helper.ok(admin:get_node(doc)).content.text, "nothing of the item")
+    assert.equal(0, helper.ok(admin:get_node(durable.stream_path(stream(doc)))).content.Checkpoint or 0)
+  end)
+
+  it("may not reach a stream hub by its protocol: EACCES, nothing appended", function()
+    local doc = ns .. "/raw"
+    helper.ok(admin:put_node { path = doc, node_type = "AclDoc", content = {} })
+    local ahub = admin:hub("client/admin" .. ns)
+    helper.ok(ahub:publish_durable(stream(doc), { text = "one" }))
+    local client = alice:hub("client/" .. ns)
+    local path = durable.stream_path(stream(doc))
+    for _, req in ipairs {
+      { "durable.append", { PayloadJson = '{"text":"x"}' } },
+      { "durable.claim", { Subscriber = "client/" .. ns } },
+    } do
+      local message = helper.fails(client:request(path, req[1], req[2]), "EACCES")
+      assert.truthy(message:find("the stream protocol is the runtime's", 1, true), message)
+    end
+    local state = helper.ok(admin:get_node(path)).content
+    assert.equal(1, state.LastSequence)
+    assert.is_true(state.Subscriber == nil or state.Subscriber == durable.null)
   end)
 
   it("may not grant, and lists only its own grants", function()
