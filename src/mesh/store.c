@@ -1045,33 +1045,56 @@ static int by_path(const void *a, const void *b) {
 }
 
 /* Every node of one NodeType: each partition's tables, merged in path
- * order (partition names do not sort like the paths under them). */
+ * order (partition names do not sort like the paths under them).  A
+ * principal's grants filter the rows: pages are read on until `limit` rows
+ * pass or none is left, so a page that filtering emptied is never taken for
+ * the end. */
 static void read_type(const durable__backend_t *be, durable__conn_t *conn,
                       durable__job_t *job, const durable__grants_t *grants) {
   durable__strv_t parts = {0};
-  const char *after = job->after ? job->after : "";
-  int rc = be->partitions(conn, &parts, &job->err);
-  for (size_t i = 0; rc == 0 && i < parts.count; i++)
-    for (const char *const *t = durable__tables(); rc == 0 && *t; t++) {
-      durable__place_t place = {.partition = parts.items[i], .table = *t};
-      rc = be->list_type(conn, place, job->id, after, job->limit + 1,
-                         &job->nodes, &job->err);
+  char *cursor = strdup(job->after ? job->after : "");
+  int rc = cursor ? be->partitions(conn, &parts, &job->err) : DURABLE_ENOMEM;
+  int more = 1;
+  while (rc == 0 && more && job->nodes.count <= job->limit) {
+    durable__nodes_t page = {0};
+    for (size_t i = 0; rc == 0 && i < parts.count; i++)
+      for (const char *const *t = durable__tables(); rc == 0 && *t; t++) {
+        durable__place_t place = {.partition = parts.items[i], .table = *t};
+        rc = be->list_type(conn, place, job->id, cursor, job->limit + 1, &page,
+                           &job->err);
+      }
+    if (rc == 0 && page.count > 1)
+      qsort(page.items, page.count, sizeof(*page.items), by_path);
+    /* the first limit+1 of the merge, unfiltered, decide what follows */
+    more = page.count > job->limit;
+    while (page.count > job->limit + 1)
+      durable_node_free(page.items[--page.count]);
+    if (rc == 0 && page.count > 0) {
+      free(cursor);
+      cursor = strdup(page.items[page.count - 1]->path);
+      if (cursor == NULL)
+        rc = DURABLE_ENOMEM;
     }
-  durable__strv_free(&parts);
-  if (rc == 0 && job->nodes.count > 1)
-    qsort(job->nodes.items, job->nodes.count, sizeof(*job->nodes.items),
-          by_path);
-  if (rc == 0 && grants) {
-    size_t keep = 0;
-    for (size_t i = 0; i < job->nodes.count; i++) {
-      if (durable__access_covers(grants, job->nodes.items[i]->main_node))
-        job->nodes.items[keep++] = job->nodes.items[i];
-      else
-        durable_node_free(job->nodes.items[i]);
+    for (size_t i = 0; i < page.count; i++) {
+      durable_node_t *node = page.items[i];
+      page.items[i] = NULL;
+      if (rc == 0 &&
+          (grants == NULL || durable__access_covers(grants, node->main_node))) {
+        if (durable__nodes_push(&job->nodes, node) < 0) {
+          durable_node_free(node);
+          rc = DURABLE_ENOMEM;
+        }
+      } else {
+        durable_node_free(node);
+      }
     }
-    job->nodes.count = keep;
+    durable__nodes_free(&page);
+    if (grants == NULL)
+      break; /* unfiltered: one read is the page */
   }
-  job->more = job->nodes.count > job->limit;
+  durable__strv_free(&parts);
+  free(cursor);
+  job->more = job->nodes.count > job->limit || (more && rc == 0);
   while (job->nodes.count > job->limit)
     durable_node_free(job->nodes.items[--job->nodes.count]);
   job->status = rc;

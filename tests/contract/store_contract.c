@@ -2405,6 +2405,17 @@ static void case_type_query(void) {
   CHECK_OK(QUERY(&r, who, q, NULL, 100));
   CHECK_EQ_INT(r.count, 1);
   CHECK_EQ_STR(r.nodes[0]->path, a);
+  /* ... even behind a page it may read nothing of: small pages, the
+   * readable row third in path order */
+  char who2[96];
+  snprintf(who2, sizeof who2, "lister2_%s", g_run);
+  CHECK_OK(GRANT(&r, who2, b));
+  CHECK_OK(PUT(&r, P("b1"), type, "{}")); /* between a and b: not readable */
+  CHECK_OK(PUT(&r, P("b2"), type, "{}"));
+  CHECK_OK(PUT(&r, P("b3"), type, "{}"));
+  CHECK_OK(QUERY(&r, who2, q, NULL, 1));
+  CHECK_EQ_INT(r.count, 1);
+  CHECK_EQ_STR(r.nodes[0]->path, b);
   res_reset(&r);
   case_end();
 }

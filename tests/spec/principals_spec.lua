@@ -254,6 +254,18 @@ describe("a mesh acting as a principal", function()
     assert.is_true(state.Subscriber == nil or state.Subscriber == durable.null)
   end)
 
+  it("finds what it may read in a type listing behind pages of what it may not", function()
+    for i = 1, 120 do
+      helper.ok(admin:put_node { path = ("%s/a%03d"):format(ns, i), node_type = "AclMany", content = {} })
+    end
+    helper.ok(admin:put_node { path = ns .. "/zzz", node_type = "AclMany", content = {} })
+    helper.ok(admin:grant(who(), ns .. "/zzz", "read"))
+    local found = helper.ok(alice:query("type:AclMany"))
+    local mine = {}
+    for _, n in ipairs(found) do if n.path:sub(1, #ns) == ns then mine[#mine + 1] = n.path end end
+    assert.same({ ns .. "/zzz" }, mine)
+  end)
+
   it("may not grant, and lists only its own grants", function()
     local doc = ns .. "/doc"
     local message = helper.fails(alice:grant(who(), doc, "read,write"), "EACCES")
