@@ -54,6 +54,8 @@ typedef struct {
   int dispatching; /* closed watches stay listed until it ends */
   void (*foreign)(void *data, const char *ns);
   void *foreign_data;
+  void (*session_lost)(void *data);
+  void *session_lost_data;
 } feed_t;
 
 static feed_t *feed_of(durable_store_t *store) {
@@ -358,6 +360,21 @@ void durable__store_on_foreign(durable_store_t *store,
     return;
   feed->foreign = fn;
   feed->foreign_data = data;
+}
+
+void durable__store_on_session_lost(durable_store_t *store,
+                                    void (*fn)(void *data), void *data) {
+  feed_t *feed = feed_of(store);
+  if (feed == NULL)
+    return;
+  feed->session_lost = fn;
+  feed->session_lost_data = data;
+}
+
+void durable__store_session_lost(durable_store_t *store) {
+  feed_t *feed = feed_of(store);
+  if (feed && feed->session_lost)
+    feed->session_lost(feed->session_lost_data);
 }
 
 void durable__store_changed_elsewhere(durable_store_t *store, const char *ns) {

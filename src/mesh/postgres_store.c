@@ -1806,6 +1806,9 @@ static void watch_lost(durable__watch_src_t *src) {
     return;
   src->polling = 0;
   uv_close((uv_handle_t *)&src->poll, watch_poll_closed);
+  /* the liveness lock went with the session: say so at once */
+  if (!src->stopping)
+    durable__store_session_lost(src->store);
 }
 
 static void watch_deliver(durable__watch_src_t *src, PGnotify *n) {

@@ -22,6 +22,16 @@ void durable__store_on_foreign(durable_store_t *store,
                                void (*fn)(void *data, const char *ns),
                                void *data);
 
+/* The session that holds this store's liveness lock was lost (PostgreSQL:
+ * the LISTEN connection dropped; the server let the lock go with it): for
+ * as long as it takes to reconnect, other processes see this one as gone
+ * and may take its leases over.  One hook per store (the streams layer:
+ * every consumer claims again before its next item); NULL removes it.
+ * Loop thread only. */
+void durable__store_on_session_lost(durable_store_t *store,
+                                    void (*fn)(void *data), void *data);
+void durable__store_session_lost(durable_store_t *store);
+
 /* For a watch source that sees every commit id (SQLite): 1 when every commit
  * id in (after, upto] was made by this store itself, so nothing foreign
  * happened in that range.  Also forgets own ids at or below `upto`.  Loop

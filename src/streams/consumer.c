@@ -87,6 +87,10 @@ typedef struct consumer_s {
   int outq_sending, outq_blocked;
   durable_status_cb stop_cb;
   void *stop_data;
+  /* in the mesh's list (install.c), for a loss of the store's session */
+  struct consumer_s *list_prev, *list_next;
+  void **list_head;
+  int reclaim_after_turn; /* the session was lost during the turn */
 } consumer_t;
 
 typedef struct outq_s {
@@ -174,6 +178,40 @@ static void consume_next(consumer_t *c);
 static void finish_stop(consumer_t *c);
 static void stop_done(consumer_t *c);
 static void on_stop_later(int status, const char *message, void *data);
+
+static void list_unlink(consumer_t *c) {
+  if (c->list_head == NULL)
+    return;
+  if (c->list_prev)
+    c->list_prev->list_next = c->list_next;
+  else
+    *c->list_head = c->list_next;
+  if (c->list_next)
+    c->list_next->list_prev = c->list_prev;
+  c->list_prev = c->list_next = NULL;
+  c->list_head = NULL;
+}
+
+static void list_link(consumer_t *c) {
+  void **head = durable__stream_consumers(c->mesh);
+  if (head == NULL)
+    return;
+  c->list_head = head;
+  c->list_prev = NULL;
+  c->list_next = *head;
+  if (c->list_next)
+    c->list_next->list_prev = c;
+  *head = c;
+}
+
+void durable__consumers_forget(void **head) {
+  while (*head) {
+    consumer_t *c = *head;
+    *head = c->list_next;
+    c->list_prev = c->list_next = NULL;
+    c->list_head = NULL;
+  }
+}
 
 static void stop_reading(consumer_t *c) {
   durable__pull_close(c->pull);
@@ -445,9 +483,16 @@ static void on_turn_done(const durable_response_t *res, void *data) {
     finish_stop(c); /* the item in flight is done: now let go */
     return;
   }
+  int reclaim = c->reclaim_after_turn;
+  c->reclaim_after_turn = 0;
   if (c->state != C_CONSUMING || gen != c->gen)
     return;
-  if (res->status == 0) {
+  if (res->status == 0 && reclaim) {
+    c->checkpoint = seq; /* acknowledged: the lease was still ours */
+    c->gen++;
+    stop_reading(c);
+    claim(c);
+  } else if (res->status == 0) {
     c->checkpoint = seq;
     consume_next(c);
   } else if (res->status == DURABLE_ECONFLICT) {
@@ -880,6 +925,7 @@ void durable_consumer_stop(durable_consumer_handle_t *handle,
 static void on_dispose(durable_hub_t *hub, void *data) {
   consumer_t *c = data;
   (void)hub;
+  list_unlink(c);
   int held = c->state == C_CONSUMING;
   c->state = C_STOPPED;
   stop_reading(c);
@@ -891,12 +937,36 @@ static void on_dispose(durable_hub_t *hub, void *data) {
 
 static void consumer_free(void *data) {
   consumer_t *c = data;
+  list_unlink(c);
   outq_drop(c);
   stop_reading(c);
   clear_turn(c);
   free(c->ns);
   free(c->key);
   free(c);
+}
+
+/* ---- the store's session lost
+ * ---------------------------------------------------------------------- */
+
+/* Another process may take this one's leases over while the store is
+ * reconnecting: a consumer that holds one claims again before it hands out
+ * another item (the stream hub grants it back if nobody took it, else the
+ * consumer waits for it like any refused one).  The item in flight
+ * finishes first; its acknowledgement is fenced if the lease went. */
+void durable__consumers_session_lost(durable_mesh_t *mesh) {
+  void **head = durable__stream_consumers(mesh);
+  for (consumer_t *c = head ? *head : NULL; c; c = c->list_next) {
+    if (c->state != C_CONSUMING || leaving(c))
+      continue;
+    if (c->turn_seq != 0) {
+      c->reclaim_after_turn = 1;
+      continue;
+    }
+    c->gen++; /* retire what the last round has out */
+    stop_reading(c);
+    claim(c);
+  }
 }
 
 /* ---- declaring
@@ -971,6 +1041,7 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
   }
   if (out)
     *out = c;
+  list_link(c);
   start(c);
   return 0;
 }

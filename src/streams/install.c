@@ -16,6 +16,8 @@
 #include <string.h>
 
 typedef struct {
+  durable_mesh_t *mesh;
+  void *consumers; /* consumer.c's list of this mesh's consumers */
   durable_stream_options_t options;
   durable__map_t ensured;  /* stream paths made or seen by this process */
   durable__map_t consumed; /* "NodeType\nfamily" served by this process */
@@ -25,6 +27,11 @@ static const char mesh_key; /* the attachment's key: its address */
 
 static void mesh_state_free(void *data) {
   streams_mesh_t *m = data;
+  /* at a mesh's close the store is closed (and NULL here) already */
+  durable_store_t *store = durable_mesh_store(m->mesh);
+  if (store)
+    durable__store_on_session_lost(store, NULL, NULL);
+  durable__consumers_forget(&m->consumers);
   durable__map_free(&m->ensured);
   durable__map_free(&m->consumed);
   free(m);
@@ -32,6 +39,23 @@ static void mesh_state_free(void *data) {
 
 static streams_mesh_t *mesh_state(durable_mesh_t *mesh) {
   return durable__hub_attached(durable__mesh_reads_hub(mesh), &mesh_key);
+}
+
+/* The store lost the session that says this process is alive: its leases
+ * may be taken over meanwhile, so no consumer hands out another item
+ * before it has claimed again. */
+static void on_session_lost(void *data) {
+  durable_mesh_t *mesh = data;
+  durable_mesh_log(mesh, DURABLE_LOG_WARN,
+                   "[DurableStreams] this process lost its liveness session "
+                   "with the store; every consumer claims again before its "
+                   "next item");
+  durable__consumers_session_lost(mesh);
+}
+
+void **durable__stream_consumers(durable_mesh_t *mesh) {
+  streams_mesh_t *m = mesh_state(mesh);
+  return m ? &m->consumers : NULL;
 }
 
 static int install(durable_mesh_t *mesh) {
@@ -47,11 +71,14 @@ static int install(durable_mesh_t *mesh) {
       .backoff_max_ms = o->backoff_max_ms ? o->backoff_max_ms : 60000,
       .liveness_ms = o->liveness_ms ? o->liveness_ms : 1000,
   };
+  m->mesh = mesh;
   if (durable__hub_attach(durable__mesh_reads_hub(mesh), &mesh_key, m,
                           mesh_state_free) < 0) {
     free(m);
     return DURABLE_ENOMEM;
   }
+  durable__store_on_session_lost(durable_mesh_store(mesh), on_session_lost,
+                                 mesh);
   return durable__stream_hub_install(mesh);
 }
 

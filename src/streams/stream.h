@@ -79,6 +79,14 @@ int64_t durable__parse_time(const char *text);
 
 /* The mesh's stream settings (defaults filled in). */
 durable_stream_options_t durable__stream_options(durable_mesh_t *mesh);
+/* install.c: the head of consumer.c's list of a mesh's consumers (NULL
+ * once the mesh's state is gone). */
+void **durable__stream_consumers(durable_mesh_t *mesh);
+/* consumer.c: the store lost its liveness session: every consumer holding
+ * a lease claims again before its next item (the one in flight finishes). */
+void durable__consumers_session_lost(durable_mesh_t *mesh);
+/* consumer.c: the list's owner goes: unlink every consumer left in it. */
+void durable__consumers_forget(void **head);
 
 /* install.c: the producer's directory of ensured streams. */
 int durable__directory_has(durable_mesh_t *mesh, const char *stream_path);

@@ -515,6 +515,10 @@ describe("many processes on one store (" .. cmd.KIND .. ")", function()
     assert_end_state(drain_pair(run), 1)
     for _, job in ipairs(run.hosts) do
       assert.is_true(running(job), "a host died of the restart: " .. (read_file(job.err) or ""))
+      -- each noticed that its liveness lock went with its session, so its
+      -- consumers claimed again before handing out another item
+      assert.truthy((read_file(job.err) or ""):find("lost its liveness session", 1, true),
+        "a host did not notice the loss of its liveness session")
     end
   end)
 
