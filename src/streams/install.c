@@ -16,7 +16,6 @@
 #include <string.h>
 
 typedef struct {
-  durable_mesh_t *mesh;
   void *consumers; /* consumer.c's list of this mesh's consumers */
   durable_stream_options_t options;
   durable__map_t ensured;  /* stream paths made or seen by this process */
@@ -27,10 +26,9 @@ static const char mesh_key; /* the attachment's key: its address */
 
 static void mesh_state_free(void *data) {
   streams_mesh_t *m = data;
-  /* at a mesh's close the store is closed (and NULL here) already */
-  durable_store_t *store = durable_mesh_store(m->mesh);
-  if (store)
-    durable__store_on_session_lost(store, NULL, NULL);
+  /* (the store's session hook needs no undoing: the store closes before
+   * the mesh is freed, and this may run later still, when Lua lets go of
+   * the read-issuing hub: the mesh is not to be touched here) */
   durable__consumers_forget(&m->consumers);
   durable__map_free(&m->ensured);
   durable__map_free(&m->consumed);
@@ -71,7 +69,6 @@ static int install(durable_mesh_t *mesh) {
       .backoff_max_ms = o->backoff_max_ms ? o->backoff_max_ms : 60000,
       .liveness_ms = o->liveness_ms ? o->liveness_ms : 1000,
   };
-  m->mesh = mesh;
   if (durable__hub_attach(durable__mesh_reads_hub(mesh), &mesh_key, m,
                           mesh_state_free) < 0) {
     free(m);
