@@ -95,7 +95,14 @@ struct dlua_sub_s {
   char name[DURABLE_PATH_MAX + 80];
   int closed, in_cb;
   int queued; /* its events waiting in the mesh's queue (they point here) */
+  int paused; /* the reader is paused while many items wait in the queue */
 };
+
+/* A reader's items wait in the mesh's queue until Lua runs: past HIGH the
+ * reader pauses, below LOW it goes on, so that a catch-up holds a bounded
+ * number of items, not the stream. */
+#define READ_QUEUE_HIGH 512
+#define READ_QUEUE_LOW 128
 
 /* An item or a failure of a reader, copied out of the reader's callback
  * (which runs inside the store's) to be delivered at the mesh's next safe
@@ -653,6 +660,10 @@ static void sub_deliver(dlua_event_t *ev, lua_State *L) {
   sub_event_t *e = (sub_event_t *)ev;
   dlua_sub_t *s = e->sub;
   s->queued--;
+  if (s->paused && s->queued <= READ_QUEUE_LOW && !s->closed && s->reader) {
+    s->paused = 0;
+    durable_reader_resume(s->reader); /* may queue items at once: C only */
+  }
   if (s->closed || L == NULL || !lua_checkstack(L, 16)) {
     sub_event_free(e);
     if (s->closed && s->in_cb == 0 && s->queued == 0)
@@ -709,7 +720,6 @@ static void on_read(durable_reader_t *reader, int status,
                     const durable_item_t *item, const char *message,
                     void *data) {
   dlua_sub_t *s = data;
-  (void)reader;
   if (s->closed)
     return;
   sub_event_t *e = calloc(1, sizeof(*e));
@@ -746,6 +756,10 @@ static void on_read(durable_reader_t *reader, int status,
   }
   s->queued++;
   dlua_post(s->m, &e->ev);
+  if (s->queued >= READ_QUEUE_HIGH && !s->paused) {
+    s->paused = 1;
+    durable_reader_pause(reader);
+  }
 }
 
 /* hub:_read(namespace, key, after, source|nil, on_item, on_error|nil) ->

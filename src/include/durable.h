@@ -865,6 +865,12 @@ int durable_stream_read(durable_mesh_t *mesh, const durable_stream_id_t *id,
 /* No callback runs after this returns. */
 void durable_reader_close(durable_reader_t *reader);
 
+/* Flow control, as uv_read_stop / uv_read_start: after pause, at most the
+ * item already asked for arrives, and no other until resume (a reader that
+ * hands its items to a queue keeps the queue bounded this way). */
+void durable_reader_pause(durable_reader_t *reader);
+void durable_reader_resume(durable_reader_t *reader);
+
 /* A leased consumer: the hub holding it claims the stream, handles each item
  * after the acknowledged checkpoint in order, one at a time, as a turn of
  * the hub, acknowledges it after `handler` finishes `done`, and releases

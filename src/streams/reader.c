@@ -438,13 +438,27 @@ struct durable_reader_s {
   void *data;
   int closed;
   int in_cb;
+  int paused; /* durable_reader_pause: no next item is asked for */
+  int asked;  /* the next item is asked for (one request at a time) */
 };
+
+static void on_pulled(durable__pull_t *pull, int status,
+                      const durable_item_t *item, const char *message,
+                      void *data);
+
+static void ask_next(durable_reader_t *r) {
+  if (r->asked || r->paused || r->closed)
+    return;
+  r->asked = 1;
+  durable__pull_next(r->pull, on_pulled, r);
+}
 
 static void on_pulled(durable__pull_t *pull, int status,
                       const durable_item_t *item, const char *message,
                       void *data) {
   durable_reader_t *r = data;
   (void)pull;
+  r->asked = 0;
   r->in_cb++;
   r->cb(r, status, item, message, r->data);
   r->in_cb--;
@@ -454,7 +468,20 @@ static void on_pulled(durable__pull_t *pull, int status,
     return;
   }
   if (status == 0)
-    durable__pull_next(r->pull, on_pulled, r);
+    ask_next(r);
+}
+
+void durable_reader_pause(durable_reader_t *reader) {
+  if (reader)
+    reader->paused = 1;
+}
+
+void durable_reader_resume(durable_reader_t *reader) {
+  if (reader == NULL || !reader->paused)
+    return;
+  reader->paused = 0;
+  if (reader->in_cb == 0) /* else on_pulled asks once the callback returns */
+    ask_next(reader);
 }
 
 int durable_stream_read(durable_mesh_t *mesh, const durable_stream_id_t *id,
@@ -479,7 +506,7 @@ int durable_stream_read(durable_mesh_t *mesh, const durable_stream_id_t *id,
   r->cb = cb;
   r->data = data;
   *out = r;
-  durable__pull_next(r->pull, on_pulled, r);
+  ask_next(r);
   return 0;
 }
 
