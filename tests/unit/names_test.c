@@ -21,9 +21,9 @@ static void test_version(void) {
   snprintf(want, sizeof want, "%d.%d.%d", DURABLE_VERSION_MAJOR,
            DURABLE_VERSION_MINOR, DURABLE_VERSION_PATCH);
   CHECK_EQ_STR(DURABLE_VERSION_STRING, want);
-  CHECK_EQ_INT(DURABLE_VERSION_HEX,
-               DURABLE_VERSION_MAJOR * 65536 + DURABLE_VERSION_MINOR * 256 +
-                   DURABLE_VERSION_PATCH);
+  CHECK_EQ_INT(DURABLE_VERSION_HEX, DURABLE_VERSION_MAJOR * 65536 +
+                                        DURABLE_VERSION_MINOR * 256 +
+                                        DURABLE_VERSION_PATCH);
 }
 
 static void test_enum_names(void) {
@@ -57,8 +57,7 @@ static void test_enum_names(void) {
   CHECK_EQ_STR(durable_read_outcome_name(DURABLE_READ_ABSENT), "absent");
   CHECK_EQ_STR(durable_read_outcome_name(DURABLE_READ_UNAVAILABLE),
                "unavailable");
-  CHECK_EQ_STR(durable_read_outcome_name((durable_read_outcome_t)0),
-               "unknown");
+  CHECK_EQ_STR(durable_read_outcome_name((durable_read_outcome_t)0), "unknown");
 
   CHECK_EQ_STR(durable_err_name(DURABLE_ECONFLICT), "ECONFLICT");
   CHECK_EQ_STR(durable_strerror(DURABLE_ECONFLICT), "version conflict");
