@@ -96,6 +96,7 @@ struct dlua_sub_s {
   int closed, in_cb;
   int queued; /* its events waiting in the mesh's queue (they point here) */
   int paused; /* the reader is paused while many items wait in the queue */
+  char ns[DURABLE_PATH_MAX + 1], key[DURABLE_PATH_MAX + 1]; /* the stream */
 };
 
 /* A reader's items wait in the mesh's queue until Lua runs: past HIGH the
@@ -106,15 +107,16 @@ struct dlua_sub_s {
 
 /* An item or a failure of a reader, copied out of the reader's callback
  * (which runs inside the store's) to be delivered at the mesh's next safe
- * point, in order. */
+ * point, in order: one allocation, its texts after it (the stream is the
+ * subscription's). */
 typedef struct {
   dlua_event_t ev;
   dlua_sub_t *sub;
   int status;    /* < 0: the reader failed with `message` */
   char *message; /* failure */
   int64_t sequence, appended_at;
-  char *payload, *node_path; /* the item */
-  char ns[DURABLE_PATH_MAX + 1], key[DURABLE_PATH_MAX + 1];
+  char *payload, *node_path; /* the item (node_path may be NULL) */
+  char text[];
 } sub_event_t;
 
 typedef struct dlua_streams_s {
@@ -647,9 +649,6 @@ static void sub_failed(dlua_sub_t *s, lua_State *L, const char *message) {
 }
 
 static void sub_event_free(sub_event_t *e) {
-  free(e->message);
-  free(e->payload);
-  free(e->node_path);
   free(e);
 }
 
@@ -677,7 +676,7 @@ static void sub_deliver(dlua_event_t *ev, lua_State *L) {
     sub_failed(s, L, e->message ? e->message : durable_strerror(e->status));
   } else {
     durable_node_t node = {.path = e->node_path};
-    durable_item_t item = {.stream = {.ns = e->ns, .key = e->key},
+    durable_item_t item = {.stream = {.ns = s->ns, .key = s->key},
                            .sequence = e->sequence,
                            .payload = e->payload,
                            .appended_at = e->appended_at,
@@ -706,12 +705,13 @@ static void sub_deliver(dlua_event_t *ev, lua_State *L) {
     sub_free(s);
 }
 
-static char *dup_or_null(const char *text, int *failed) {
+/* Copy `text` into the event's tail at `*at` (NULL stays NULL). */
+static char *put_text(char **at, const char *text) {
   if (text == NULL)
     return NULL;
-  char *copy = strdup(text);
-  if (copy == NULL)
-    *failed = 1;
+  size_t n = strlen(text) + 1;
+  char *copy = memcpy(*at, text, n);
+  *at += n;
   return copy;
 }
 
@@ -722,28 +722,16 @@ static void on_read(durable_reader_t *reader, int status,
   dlua_sub_t *s = data;
   if (s->closed)
     return;
-  sub_event_t *e = calloc(1, sizeof(*e));
-  int failed = e == NULL;
-  if (e != NULL) {
-    e->ev.deliver = sub_deliver;
-    e->sub = s;
-    e->status = status;
-    if (status < 0) {
-      e->message =
-          dup_or_null(message ? message : durable_strerror(status), &failed);
-    } else {
-      e->sequence = item->sequence;
-      e->appended_at = item->appended_at;
-      e->payload = dup_or_null(item->payload, &failed);
-      e->node_path = dup_or_null(item->node ? item->node->path : NULL, &failed);
-      snprintf(e->ns, sizeof e->ns, "%s", item->stream.ns);
-      snprintf(e->key, sizeof e->key, "%s", item->stream.key);
-    }
-  }
-  if (failed) {
+  const char *failure =
+      status < 0 ? (message ? message : durable_strerror(status)) : NULL;
+  const char *payload = status < 0 ? NULL : item->payload;
+  const char *path = status < 0 || item->node == NULL ? NULL : item->node->path;
+  size_t bytes = sizeof(sub_event_t) + (failure ? strlen(failure) + 1 : 0) +
+                 (payload ? strlen(payload) + 1 : 0) +
+                 (path ? strlen(path) + 1 : 0);
+  sub_event_t *e = malloc(bytes);
+  if (e == NULL) {
     /* the item cannot be kept for delivery: stop here rather than skip it */
-    if (e)
-      sub_event_free(e);
     if (s->ud) {
       s->ud->state = SUB_FAILED;
       snprintf(s->ud->failure, sizeof s->ud->failure,
@@ -753,6 +741,18 @@ static void on_read(durable_reader_t *reader, int status,
                   "[Lua] read_durable of %s stopped: out of memory", s->name);
     sub_close(s, SUB_FAILED);
     return;
+  }
+  memset(e, 0, sizeof *e);
+  char *at = e->text;
+  e->ev.deliver = sub_deliver;
+  e->sub = s;
+  e->status = status;
+  e->message = put_text(&at, failure);
+  if (status >= 0) {
+    e->sequence = item->sequence;
+    e->appended_at = item->appended_at;
+    e->payload = put_text(&at, payload);
+    e->node_path = put_text(&at, path);
   }
   s->queued++;
   dlua_post(s->m, &e->ev);
@@ -788,6 +788,8 @@ static int h_read(lua_State *L) {
   s->m = m;
   s->item_ref = s->error_ref = LUA_NOREF;
   snprintf(s->name, sizeof s->name, "%s@%s", id.ns, id.key);
+  snprintf(s->ns, sizeof s->ns, "%s", id.ns);
+  snprintf(s->key, sizeof s->key, "%s", id.key);
   char why[256];
   if (!lua_isnil(L, 5) &&
       (s->src = src_new(L, 5, m, why, sizeof why)) == NULL) {
