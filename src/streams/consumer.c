@@ -79,7 +79,7 @@ typedef struct consumer_s {
       msg_retry[DURABLE_PATH_MAX], msg_reclaim[DURABLE_PATH_MAX];
   /* durable_consumer_stop: the embedder's handle, and its callback once the
    * item in flight is done and the lease let go */
-  int has_handle, stopping, stop_reported;
+  int stopping, stop_reported;
   int stop_after_claim; /* stopped while a claim was out: report after it */
   /* appends of acknowledged items, made one box at a time, in order; after
    * a failure none is made until the next claim has made what is left */
@@ -1101,7 +1101,6 @@ int durable_hub_consume(durable_hub_t *hub, const durable_consumer_t *consumer,
   if ((rc = start_consumer(hub, consumer, out ? &c : NULL, err)) < 0)
     return rc;
   if (out) {
-    c->has_handle = 1;
     durable_hub_ref(hub); /* the handle keeps the consumer's memory */
     *out = (durable_consumer_handle_t *)c;
   }
