@@ -1220,7 +1220,7 @@ static int path_job(durable_store_t *store, durable__job_kind_t kind,
 int durable_store_get(durable_store_t *store, const char *principal,
                       const char *path, durable_done_cb cb, void *data,
                       durable_error_t *err) {
-  durable__job_t *job;
+  durable__job_t *job = NULL;
   int rc = path_job(store, JOB_GET, principal, path, &job, err);
   return rc < 0 ? rc : submit(job, cb, data);
 }
@@ -1228,7 +1228,7 @@ int durable_store_get(durable_store_t *store, const char *principal,
 int durable_store_exists(durable_store_t *store, const char *principal,
                          const char *path, durable_done_cb cb, void *data,
                          durable_error_t *err) {
-  durable__job_t *job;
+  durable__job_t *job = NULL;
   int rc = path_job(store, JOB_EXISTS, principal, path, &job, err);
   return rc < 0 ? rc : submit(job, cb, data);
 }
@@ -1243,7 +1243,7 @@ int durable_store_query(durable_store_t *store, const char *principal,
   if (limit > QUERY_LIMIT_MAX)
     return durable__error(err, DURABLE_EINVAL, "query limit %zu is above %d",
                           limit, QUERY_LIMIT_MAX);
-  durable__job_t *job;
+  durable__job_t *job = NULL;
   int rc;
   if (principal && (rc = durable_principal_check(principal, err)) < 0)
     return rc;
@@ -1300,7 +1300,7 @@ int durable__store_read_items(durable_store_t *store, const char *principal,
   if (after < 0)
     return durable__error(err, DURABLE_EINVAL, "sequence %lld is negative",
                           (long long)after);
-  durable__job_t *job;
+  durable__job_t *job = NULL;
   int rc = path_job(store, JOB_ITEMS, principal, items_ns, &job, err);
   if (rc < 0)
     return rc;
@@ -1315,7 +1315,7 @@ int durable__store_read_items(durable_store_t *store, const char *principal,
 int durable__store_last_item(durable_store_t *store, const char *principal,
                              const char *items_ns, durable_done_cb cb,
                              void *data, durable_error_t *err) {
-  durable__job_t *job;
+  durable__job_t *job = NULL;
   int rc = path_job(store, JOB_LAST, principal, items_ns, &job, err);
   if (rc < 0)
     return rc;
@@ -1349,7 +1349,7 @@ int durable__store_access(durable_store_t *store, const char *principal,
   if (modes < DURABLE_GRANT_READ || modes > DURABLE_GRANT_ALL)
     return durable__error(err, DURABLE_EINVAL, "access modes %d are not %s",
                           modes, "read, write or both");
-  durable__job_t *job;
+  durable__job_t *job = NULL;
   int rc = path_job(store, JOB_ACCESS, principal, path, &job, err);
   if (rc < 0)
     return rc;
@@ -1371,7 +1371,7 @@ static int grant_job(durable_store_t *store, const char *principal,
                           "both (%d)%s",
                           modes, DURABLE_GRANT_READ, DURABLE_GRANT_WRITE,
                           DURABLE_GRANT_ALL, add ? "" : ", or 0 for all");
-  durable__job_t *job;
+  durable__job_t *job = NULL;
   rc = path_job(store, JOB_GRANT, principal, prefix, &job, err);
   if (rc < 0)
     return rc;
