@@ -67,6 +67,19 @@ int durable__grant_modes_parse(const char *text);
 int durable__store_alive(durable_store_t *store, const char *instance,
                          durable_done_cb cb, void *data, durable_error_t *err);
 
+/* Fencing: 1 when this process can be sure that it still holds its
+ * liveness lock -- a store whose lock goes only with the process (SQLite)
+ * always can; on PostgreSQL, the lock's session answered within the last
+ * fence_ms (durable__store_fence_ms).  0 otherwise, and the store asks the
+ * session again at once: a consumer hands no item over while this is 0.
+ * Loop thread only. */
+int durable__store_live(durable_store_t *store);
+/* How long a confirmation counts (0: forever), which is also how long a
+ * takeover from a process that is gone waits before its first item: by
+ * then that process, if it still runs cut off, has stopped handing items
+ * over. */
+uint32_t durable__store_fence_ms(durable_store_t *store);
+
 /* The level below which lines are dropped: from the environment variable
  * DURABLE_LOG (error, warn, info, debug; info by default). */
 durable_log_level_t durable__log_threshold(void);

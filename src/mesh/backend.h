@@ -234,6 +234,17 @@ typedef struct durable__backend_s {
                      durable_error_t *err);
   void (*watch_stop)(durable__watch_src_t *src, void (*done)(void *data),
                      void *data);
+
+  /* Fencing (durable__store_live).  A lock that can be lost while its
+   * process runs (PostgreSQL: with the session that holds it, over a network
+   * that may be cut) is trusted for fence_ms after the watch last heard its
+   * session answer: watch_start reports each answer with
+   * durable__store_live_confirmed, asking at least every fence_ms / 4 while
+   * anyone wants to know, and at once when watch_beat is called.  0 (no
+   * watch_beat) for a lock only the process's end can drop (SQLite's OFD
+   * locks). */
+  uint32_t fence_ms;
+  void (*watch_beat)(durable__watch_src_t *src);
 } durable__backend_t;
 
 extern const durable__backend_t durable__sqlite_backend;

@@ -74,6 +74,15 @@
 #define STMT_CACHE_MAX 1024
 #define WATCH_BACKOFF_MIN_MS 100
 #define WATCH_BACKOFF_MAX_MS 5000
+/* How long a machine that vanishes or is cut off keeps its liveness lock
+ * at most, and how long any call on a connection can hang (open_pg). */
+#define LIVENESS_BOUND_MS 10000
+/* How long an answer of the liveness lock's session counts (backend.h's
+ * fence_ms): a host cut off stops handing items over this long after the
+ * last answer, and a takeover waits this long before its first item. */
+#define FENCE_MS 2000
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 #define NODE_COLS                                                              \
   "namespace, id, path, node_type, content, main_node, version, created_at, "  \
@@ -248,23 +257,26 @@ static int is_lost(PGconn *pg, const char *sqlstate) {
  * or a conninfo: expand_dbname hands either to libpq as it is.  Keywords
  * before "dbname" are defaults that the URL may override.  On failure
  * returns NULL with the reason in `why`. */
-static PGconn *open_pg(const char *url, int for_watch, char *why, size_t size) {
+static PGconn *open_pg(const char *url, char *why, size_t size) {
   const char *keys[10], *vals[10];
   int n = 0;
   keys[n] = "application_name", vals[n++] = "durable";
-  if (for_watch) {
-    /* An idle LISTEN connection hears of a dead peer only through TCP
-     * keepalives (ignored on unix sockets). */
-    keys[n] = "keepalives_idle", vals[n++] = "10";
-    keys[n] = "keepalives_interval", vals[n++] = "5";
-    keys[n] = "keepalives_count", vals[n++] = "3";
-    /* ... and the server hears of a vanished client the same way: this
-     * session holds the process's liveness lock (see pg_alive), which
-     * should go within about 25 s of the machine, not hours */
-    keys[n] = "options", vals[n++] = "-c tcp_keepalives_idle=10 "
-                                     "-c tcp_keepalives_interval=5 "
-                                     "-c tcp_keepalives_count=3";
-  }
+  /* Both ends of every connection give up on the other within
+   * LIVENESS_BOUND_MS, whatever is in flight (all ignored on unix sockets):
+   * an idle connection through keepalives (4 s idle, then 3 probes 2 s
+   * apart), one with data unacknowledged -- a query, a commit, NOTIFYs
+   * the server is pushing -- through TCP_USER_TIMEOUT.  On the server's
+   * side this bounds how long a vanished or cut-off machine keeps its
+   * liveness lock (see pg_alive); on ours, how long a call can hang. */
+  keys[n] = "keepalives_idle", vals[n++] = "4";
+  keys[n] = "keepalives_interval", vals[n++] = "2";
+  keys[n] = "keepalives_count", vals[n++] = "3";
+  keys[n] = "tcp_user_timeout", vals[n++] = STR(LIVENESS_BOUND_MS);
+  keys[n] = "options", vals[n++] = "-c tcp_keepalives_idle=4 "
+                                   "-c tcp_keepalives_interval=2 "
+                                   "-c tcp_keepalives_count=3 "
+                                   "-c tcp_user_timeout=" STR(
+                                       LIVENESS_BOUND_MS);
   keys[n] = "dbname", vals[n++] = url;
   keys[n] = NULL, vals[n] = NULL;
 
@@ -1228,7 +1240,7 @@ static int pg_connect(const char *url, durable__conn_t **out,
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
   char why[400];
-  c->pg = open_pg(url, 0, why, sizeof(why));
+  c->pg = open_pg(url, why, sizeof(why));
   if (c->pg == NULL) {
     durable__error(err, DURABLE_EUNAVAIL, "cannot connect to store '%s': %s",
                    c->name, why);
@@ -1746,8 +1758,11 @@ struct durable__watch_src_s {
   PGconn *pg;        /* the LISTEN connection; loop thread; NULL while down */
   uv_poll_t poll;    /* on PQsocket(pg) while `polling` */
   uv_timer_t timer;  /* reconnect backoff */
-  uv_work_t work;    /* a blocking connect on the threadpool */
-  PGconn *fresh;     /* what `work` made, read after it completes */
+  uv_timer_t beat;   /* asks the session to answer (fencing), while wanted */
+  uint64_t beat_asked; /* uv_hrtime() of the question out, 0: none */
+  uv_work_t work;      /* a blocking connect on the threadpool */
+  PGconn *fresh;       /* what `work` made, read after it completes */
+  uint64_t fresh_asked; /* when `work` asked for the lock */
   char why[256];     /* why the last connect failed: there is no log to tell
                         yet, so it waits here for a debugger */
   uint64_t backoff_ms;
@@ -1805,6 +1820,8 @@ static void watch_lost(durable__watch_src_t *src) {
   if (!src->polling)
     return;
   src->polling = 0;
+  src->beat_asked = 0;
+  durable__store_live_lost(src->store);
   uv_close((uv_handle_t *)&src->poll, watch_poll_closed);
   /* the liveness lock went with the session: say so at once */
   if (!src->stopping)
@@ -1833,6 +1850,56 @@ static void watch_drain(durable__watch_src_t *src) {
   }
 }
 
+/* ---- fencing: the session answers -------------------------------------
+ *
+ * A process cut off from the server cannot know at once that the server
+ * has ended its session, and with it the liveness lock.  So it trusts the
+ * lock for FENCE_MS after the session last answered a question asked at
+ * time t (the lock was held at some moment after t), and a takeover waits
+ * FENCE_MS after seeing the lock gone: the old holder's trust ran out
+ * before that (both measured on monotonic clocks).  The question is an
+ * empty query on the LISTEN connection, asked every FENCE_MS / 4 while
+ * somebody wants to know (a consumer about to hand an item over), and at
+ * once when asked (watch_beat); its answer queues behind any NOTIFYs. */
+static void watch_ask(durable__watch_src_t *src) {
+  if (!src->polling || src->beat_asked != 0)
+    return;
+  uint64_t now = uv_hrtime();
+  if (!PQsendQuery(src->pg, "")) {
+    watch_lost(src);
+    return;
+  }
+  src->beat_asked = now;
+  if (PQflush(src->pg) < 0)
+    watch_lost(src);
+  /* 1 (not all sent): the rest goes with the next flush; one empty query
+   * fits in any socket buffer, so this is only a full buffer's moment */
+}
+
+static void watch_beat_tick(uv_timer_t *timer) {
+  durable__watch_src_t *src = timer->data;
+  if (src->beat_asked != 0)
+    PQflush(src->pg);
+  else if (durable__store_live_wanted(src->store))
+    watch_ask(src);
+}
+
+static void pg_watch_beat(durable__watch_src_t *src) {
+  watch_ask(src);
+}
+
+/* Read the answers to the question out, if complete. */
+static void watch_answers(durable__watch_src_t *src) {
+  while (src->beat_asked != 0 && !PQisBusy(src->pg)) {
+    PGresult *res = PQgetResult(src->pg);
+    if (res == NULL) {
+      durable__store_live_confirmed(src->store, src->beat_asked);
+      src->beat_asked = 0;
+    }
+    PQclear(res);
+  }
+}
+
 static void watch_readable(uv_poll_t *handle, int status, int events) {
   durable__watch_src_t *src = handle->data;
   (void)events;
@@ -1840,6 +1907,7 @@ static void watch_readable(uv_poll_t *handle, int status, int events) {
     watch_lost(src);
     return;
   }
+  watch_answers(src);
   watch_drain(src);
   if (PQstatus(src->pg) != CONNECTION_OK)
     watch_lost(src);
@@ -1850,12 +1918,13 @@ static void watch_readable(uv_poll_t *handle, int status, int events) {
  * `why` (read after). */
 static void watch_connect_work(uv_work_t *work) {
   durable__watch_src_t *src = work->data;
-  src->fresh = open_pg(src->url, 1, src->why, sizeof(src->why));
+  src->fresh = open_pg(src->url, src->why, sizeof(src->why));
   if (src->fresh == NULL)
     return;
   /* An idle LISTEN session must not be cut by a server-wide idle timeout
    * (PostgreSQL 14 and later; older servers refuse the name: no matter). */
   PQclear(PQexec(src->fresh, "SET idle_session_timeout = 0"));
+  src->fresh_asked = uv_hrtime(); /* the lock's answer confirms from here */
   /* The key is this store's alone; but after a connection lost on our
    * side only, the old session may hold it until the server notices:
    * then this attempt fails and the next one tries again (never wait). */
@@ -1902,6 +1971,7 @@ static void watch_connect_done(uv_work_t *work, int status) {
   src->polling = 1;
   src->pending++;
   src->backoff_ms = WATCH_BACKOFF_MIN_MS;
+  durable__store_live_confirmed(src->store, src->fresh_asked);
   uv_poll_start(&src->poll, UV_READABLE, watch_readable);
   watch_drain(src); /* anything that came with the LISTEN's reply */
   /* Commits made while we were not listening were not heard: re-sync. */
@@ -1948,7 +2018,12 @@ static int pg_watch_start(durable_store_t *store, const char *url,
   src->backoff_ms = WATCH_BACKOFF_MIN_MS;
   uv_timer_init(src->loop, &src->timer);
   src->timer.data = src;
-  src->pending = 1;
+  uv_timer_init(src->loop, &src->beat);
+  src->beat.data = src;
+  /* it only wakes the loop while somebody wants to know (watch_beat_tick) */
+  uv_timer_start(&src->beat, watch_beat_tick, FENCE_MS / 4, FENCE_MS / 4);
+  uv_unref((uv_handle_t *)&src->beat);
+  src->pending = 2;
   /* The first connect runs here, blocking like the writer's did: once the
    * store is open, its liveness lock is held, so no lease this process
    * takes can look abandoned to the others.  Reconnects run on the pool. */
@@ -1962,12 +2037,47 @@ static int pg_watch_start(durable_store_t *store, const char *url,
                             src->why);
     src->stopping = 1;
     uv_close((uv_handle_t *)&src->timer, watch_handle_closed);
+    uv_close((uv_handle_t *)&src->beat, watch_handle_closed);
     return rc;
   }
   src->pending++;
   watch_connect_done(&src->work, 0);
   *out = src;
   return 0;
+}
+
+static void watch_close(durable__watch_src_t *src) {
+  uv_close((uv_handle_t *)&src->timer, watch_handle_closed);
+  if (src->polling) {
+    src->polling = 0;
+    uv_close((uv_handle_t *)&src->poll, watch_poll_closed);
+  }
+}
+
+static void watch_unlisten_late(uv_timer_t *timer) {
+  watch_close(timer->data); /* no answer: close anyway */
+}
+
+/* The UNLISTEN's answer (see pg_watch_stop), or the connection lost. */
+static void watch_unlistened(uv_poll_t *handle, int status, int events) {
+  durable__watch_src_t *src = handle->data;
+  (void)events;
+  if (status == 0 && PQconsumeInput(src->pg)) {
+    PGresult *res;
+    while (!PQisBusy(src->pg) && (res = PQgetResult(src->pg)) != NULL) {
+      int done = strcmp(PQcmdStatus(res), "UNLISTEN") == 0 ||
+                 PQresultStatus(res) == PGRES_FATAL_ERROR;
+      PQclear(res);
+      if (done) {
+        while ((res = PQgetResult(src->pg)) != NULL) /* to the end */
+          PQclear(res);
+        break;
+      }
+    }
+    if (PQstatus(src->pg) == CONNECTION_OK && PQisBusy(src->pg))
+      return; /* more to come */
+  }
+  watch_close(src);
 }
 
 static void pg_watch_stop(durable__watch_src_t *src, void (*done)(void *data),
@@ -1977,11 +2087,19 @@ static void pg_watch_stop(durable__watch_src_t *src, void (*done)(void *data),
   src->done_data = data;
   /* a connect not started yet is dropped; a running one is waited for */
   uv_cancel((uv_req_t *)&src->work);
-  uv_close((uv_handle_t *)&src->timer, watch_handle_closed);
-  if (src->polling) {
-    src->polling = 0;
-    uv_close((uv_handle_t *)&src->poll, watch_poll_closed);
+  uv_close((uv_handle_t *)&src->beat, watch_handle_closed);
+  /* The server pushes NOTIFYs to a listening session at any moment: a
+   * socket closed while they come makes it log "could not send data to
+   * client".  So first UNLISTEN, and close once it is answered (or after a
+   * second).  A question still out (a beat) is no matter: libpq refuses
+   * the UNLISTEN and we close at once. */
+  if (src->polling && src->beat_asked == 0 &&
+      PQsendQuery(src->pg, "UNLISTEN *") && PQflush(src->pg) == 0 &&
+      uv_poll_start(&src->poll, UV_READABLE, watch_unlistened) == 0) {
+    uv_timer_start(&src->timer, watch_unlisten_late, 1000, 0);
+    return;
   }
+  watch_close(src);
 }
 
 const durable__backend_t durable__postgres_backend = {
@@ -2010,4 +2128,6 @@ const durable__backend_t durable__postgres_backend = {
     .alive = pg_alive,
     .watch_start = pg_watch_start,
     .watch_stop = pg_watch_stop,
+    .fence_ms = FENCE_MS,
+    .watch_beat = pg_watch_beat,
 };

@@ -1326,7 +1326,7 @@ static void reset_namespaces(durable__watch_src_t *w) {
  * loop thread leaves them alone while in_flight is set. */
 static void poll_work(uv_work_t *req) {
   durable__watch_src_t *w = req->data;
-  int64_t version;
+  int64_t version = 0;
   w->current = w->last;
   w->gap = 0;
   w->poll_rc = read_data_version(w->conn, &version, &w->err);

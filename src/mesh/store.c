@@ -74,6 +74,11 @@ struct durable_store_s {
 
   durable__watch_src_t *src;
   void *feed; /* feed.c's state */
+  /* fencing (durable__store_live), uv_hrtime() ns: the lock is known held
+   * until live_until; somebody asked at live_asked */
+  uint64_t live_until, live_asked;
+  void (*on_live)(void *data);
+  void *on_live_data;
 
   void (*close_cb)(void *data);
   void *close_data;
@@ -96,6 +101,48 @@ const durable__backend_t *durable__store_backend(durable_store_t *store) {
 
 const char *durable__store_instance(durable_store_t *store) {
   return store->instance;
+}
+
+/* ---- fencing ------------------------------------------------------------ */
+
+uint32_t durable__store_fence_ms(durable_store_t *store) {
+  return store->be->watch_beat && store->src ? store->be->fence_ms : 0;
+}
+
+int durable__store_live(durable_store_t *store) {
+  uint32_t fence = durable__store_fence_ms(store);
+  if (fence == 0)
+    return 1;
+  uint64_t now = uv_hrtime();
+  store->live_asked = now;
+  if (now < store->live_until)
+    return 1;
+  store->be->watch_beat(store->src);
+  return 0;
+}
+
+void durable__store_live_confirmed(durable_store_t *store, uint64_t asked_ns) {
+  uint64_t until = asked_ns + (uint64_t)store->be->fence_ms * 1000000u;
+  int lapsed = uv_hrtime() >= store->live_until;
+  if (until > store->live_until)
+    store->live_until = until;
+  if (lapsed && uv_hrtime() < store->live_until && store->on_live)
+    store->on_live(store->on_live_data);
+}
+
+void durable__store_on_live(durable_store_t *store, void (*fn)(void *data),
+                            void *data) {
+  store->on_live = fn;
+  store->on_live_data = data;
+}
+
+void durable__store_live_lost(durable_store_t *store) {
+  store->live_until = 0;
+}
+
+int durable__store_live_wanted(durable_store_t *store) {
+  uint64_t recent = 2 * (uint64_t)store->be->fence_ms * 1000000u;
+  return store->live_asked != 0 && uv_hrtime() - store->live_asked < recent;
 }
 
 const char *durable_store_instance(const durable_store_t *store) {

@@ -32,6 +32,21 @@ void durable__store_on_session_lost(durable_store_t *store,
                                     void (*fn)(void *data), void *data);
 void durable__store_session_lost(durable_store_t *store);
 
+/* The session holding the liveness lock answered a question asked at
+ * `asked_ns` (uv_hrtime()): the lock was held then, so the process may act
+ * as alive until asked_ns + fence_ms.  durable__store_live_lost forgets
+ * every confirmation (the session is gone).  durable__store_live_wanted:
+ * 1 while somebody asked durable__store_live lately, so that the watch
+ * keeps asking.  Loop thread only. */
+void durable__store_live_confirmed(durable_store_t *store, uint64_t asked_ns);
+/* One hook hears a confirmation that ends a time without one (the
+ * streams layer: consumers waiting in durable__store_live go on); NULL
+ * removes it.  Loop thread only. */
+void durable__store_on_live(durable_store_t *store, void (*fn)(void *data),
+                            void *data);
+void durable__store_live_lost(durable_store_t *store);
+int durable__store_live_wanted(durable_store_t *store);
+
 /* For a watch source that sees every commit id (SQLite): 1 when every commit
  * id in (after, upto] was made by this store itself, so nothing foreign
  * happened in that range.  Also forgets own ids at or below `upto`.  Loop

@@ -91,6 +91,15 @@ typedef struct consumer_s {
   struct consumer_s *list_prev, *list_next;
   void **list_head;
   int reclaim_after_turn; /* the session was lost during the turn */
+  /* consuming, but no item is handed over until msg_fence says so: a
+   * takeover's hold, or this process's liveness not confirmed (fencing) */
+  enum { WAIT_NONE, WAIT_HOLD, WAIT_FENCE } wait;
+  int turn_fenced; /* the turn in flight found the liveness unconfirmed */
+  int64_t fenced_seq; /* WAIT_FENCE: the item not handed over */
+  int fence_logged;   /*   ... and that was logged */
+  uint64_t hold_until; /* uv_hrtime(): no item before (a takeover's hold) */
+  char msg_fence[DURABLE_PATH_MAX];
+  char *held_by; /* the holder last logged as holding the lease */
 } consumer_t;
 
 typedef struct outq_s {
@@ -175,6 +184,7 @@ static int current_gen(consumer_t *c, const durable_msg_t *msg) {
 
 static void claim(consumer_t *c);
 static void consume_next(consumer_t *c);
+static void start_pulling(consumer_t *c);
 static void finish_stop(consumer_t *c);
 static void stop_done(consumer_t *c);
 static void on_stop_later(int status, const char *message, void *data);
@@ -442,6 +452,13 @@ static void on_turn(durable_hub_t *hub, const durable_msg_t *msg,
     durable_reply_fail(reply, DURABLE_EFAILED, m);
     return;
   }
+  if (!durable__store_live(durable_mesh_store(c->mesh))) {
+    /* cut off from the store, maybe: another process may hold the lease by
+     * now, so this item is not handed over (on_turn_done waits) */
+    c->turn_fenced = 1;
+    durable_reply_fail(reply, DURABLE_EUNAVAIL, "liveness not confirmed");
+    return;
+  }
   ask_t *a = calloc(1, sizeof(*a));
   durable_reply_t *done =
       a ? durable__reply_callback(hub, on_handler_done, a) : NULL;
@@ -472,6 +489,27 @@ static void clear_turn(consumer_t *c) {
   c->turn_seq = 0;
 }
 
+/* The store cannot confirm that this process still holds its liveness lock
+ * (its session has not answered within fence_ms: nobody asked for a while,
+ * or a cut network, a paused process, a server gone): another process may
+ * have taken the lease over.  Item `seq` is not handed over.  The store
+ * has asked the session again: its answer (durable__consumers_live) proves
+ * the lock held all along, and the consumer reads on from its checkpoint;
+ * the session's loss instead makes it claim again, which verifies the
+ * lease in the database (durable__consumers_session_lost).  A wait longer
+ * than the fence is logged (on_fence). */
+static void wait_for_liveness(consumer_t *c, int64_t seq) {
+  stop_reading(c);
+  c->gen++; /* retire what the last round has out */
+  if (durable__store_live(durable_mesh_store(c->mesh))) {
+    start_pulling(c); /* answered while the turn came back */
+    return;
+  }
+  c->wait = WAIT_FENCE;
+  c->fenced_seq = seq;
+  arm(c, c->msg_fence, durable__store_fence_ms(durable_mesh_store(c->mesh)));
+}
+
 static void on_turn_done(const durable_response_t *res, void *data) {
   ask_t *a = data;
   consumer_t *c = a->c;
@@ -484,10 +522,14 @@ static void on_turn_done(const durable_response_t *res, void *data) {
     return;
   }
   int reclaim = c->reclaim_after_turn;
+  int fenced = c->turn_fenced;
   c->reclaim_after_turn = 0;
+  c->turn_fenced = 0;
   if (c->state != C_CONSUMING || gen != c->gen)
     return;
-  if (res->status == 0 && reclaim) {
+  if (fenced) {
+    wait_for_liveness(c, seq);
+  } else if (res->status == 0 && reclaim) {
     c->checkpoint = seq; /* acknowledged: the lease was still ours */
     c->gen++;
     stop_reading(c);
@@ -613,6 +655,25 @@ static void on_outbox_resumed(int status, const char *message, void *data) {
   free(r);
 }
 
+/* The lease is held: first the appends an earlier holder committed but did
+ * not get to make (this one's too, after a failure), then the items. */
+static void begin_consuming(consumer_t *c) {
+  c->outq_blocked = 0;
+  resume_t *r = malloc(sizeof(*r));
+  durable_error_t err = {0};
+  if (r) {
+    *r = (resume_t){.c = c, .gen = c->gen};
+    durable_hub_ref(c->hub);
+  }
+  if (r == NULL || durable__outbox_resume(c->mesh, c->key, on_outbox_resumed,
+                                          r, &err) < 0) {
+    if (r)
+      durable_hub_unref(c->hub);
+    free(r);
+    start_pulling(c);
+  }
+}
+
 static void on_claim(const durable_response_t *res, void *data) {
   ask_t *a = data;
   consumer_t *c = a->c;
@@ -655,31 +716,49 @@ static void on_claim(const durable_response_t *res, void *data) {
                      "resuming after acknowledged sequence %lld",
                      hub_name(c), name_of(c, &n), (long long)epoch, takeover,
                      (long long)checkpoint);
-    /* first the appends an earlier holder committed but did not get to
-     * make (this one's too, after a failure), then the items */
     c->state = C_CONSUMING;
-    c->outq_blocked = 0;
-    resume_t *r = malloc(sizeof(*r));
-    durable_error_t err = {0};
-    if (r) {
-      *r = (resume_t){.c = c, .gen = c->gen};
-      durable_hub_ref(c->hub);
+    c->wait = WAIT_NONE;
+    free(c->held_by); /* a holder after this one is news again */
+    c->held_by = NULL;
+    uint64_t now = uv_hrtime();
+    if (ans->hold_ms > 0) {
+      /* taken over from a process that is gone to the database, but that
+       * may still run, cut off: it stops handing items over within the
+       * fence, so the first item waits as long (a claim again meanwhile
+       * does not shorten that) */
+      durable_mesh_log(c->mesh, DURABLE_LOG_INFO,
+                       "Durable stream consumer %s holds %s, taken over from "
+                       "a process that is gone; its first item waits %u ms, "
+                       "until that process, if it still runs cut off, has "
+                       "stopped handing items over",
+                       hub_name(c), name_of(c, &n), ans->hold_ms);
+      uint64_t until = now + (uint64_t)ans->hold_ms * 1000000u;
+      if (until > c->hold_until)
+        c->hold_until = until;
     }
-    if (r == NULL || durable__outbox_resume(c->mesh, c->key, on_outbox_resumed,
-                                            r, &err) < 0) {
-      if (r)
-        durable_hub_unref(c->hub);
-      free(r);
-      start_pulling(c);
+    if (now < c->hold_until) {
+      c->wait = WAIT_HOLD;
+      arm(c, c->msg_fence, (uint32_t)((c->hold_until - now) / 1000000u + 1));
+    } else {
+      begin_consuming(c);
     }
   } else {
-    durable_mesh_log(c->mesh, DURABLE_LOG_INFO,
-                     "Durable stream consumer %s: %s is held by %s%s%s%s; "
+    /* said once per holder: every reclaim_ms again would fill the log of
+     * two hosts that share streams (the repeats are at debug) */
+    char who[2 * DURABLE_PATH_MAX + 16];
+    snprintf(who, sizeof who, "%s%s%s%s", holder ? holder : "another",
+             holder_instance ? " (process " : "",
+             holder_instance ? holder_instance : "",
+             holder_instance ? ")" : "");
+    int said = c->held_by != NULL && strcmp(c->held_by, who) == 0;
+    if (!said) {
+      free(c->held_by);
+      c->held_by = strdup(who);
+    }
+    durable_mesh_log(c->mesh, said ? DURABLE_LOG_DEBUG : DURABLE_LOG_INFO,
+                     "Durable stream consumer %s: %s is held by %s; "
                      "waiting for it to be released",
-                     hub_name(c), name_of(c, &n), holder ? holder : "another",
-                     holder_instance ? " (process " : "",
-                     holder_instance ? holder_instance : "",
-                     holder_instance ? ")" : "");
+                     hub_name(c), name_of(c, &n), who);
     c->state = C_WAITING;
     if (c->wake_pending) { /* released meanwhile? ask again at once */
       c->wake_pending = 0;
@@ -727,6 +806,8 @@ static void claim(consumer_t *c) {
   if (leaving(c))
     return;
   stop_reading(c);
+  c->wait = WAIT_NONE;
+  c->fence_logged = 0;
   c->state = C_CLAIMING;
   c->gen++;
   ask_t *a = calloc(1, sizeof(*a));
@@ -825,6 +906,60 @@ static void on_reclaim(durable_hub_t *hub, const durable_msg_t *msg,
   if (c->state == C_WAITING && current_gen(c, msg))
     claim(c);
   durable_reply_ok(reply, NULL);
+}
+
+/* The session answered: the lock was held all along; read on from the
+ * checkpoint. */
+static void fence_over(consumer_t *c) {
+  if (c->fence_logged) {
+    durable__stream_name_t n;
+    durable_mesh_log(c->mesh, DURABLE_LOG_INFO,
+                     "Durable stream consumer %s: this process's liveness is "
+                     "confirmed again; %s goes on",
+                     hub_name(c), name_of(c, &n));
+  }
+  c->wait = WAIT_NONE;
+  c->fence_logged = 0;
+  start_pulling(c);
+}
+
+/* A takeover's hold is over, or it is time to look at the liveness again
+ * (wait_for_liveness). */
+static void on_fence(durable_hub_t *hub, const durable_msg_t *msg,
+                     durable_reply_t *reply, void *data) {
+  consumer_t *c = data;
+  (void)hub;
+  durable_reply_ok(reply, NULL);
+  if (c->state != C_CONSUMING || !current_gen(c, msg) || leaving(c))
+    return;
+  if (c->wait == WAIT_HOLD) {
+    c->wait = WAIT_NONE;
+    begin_consuming(c);
+  } else if (c->wait == WAIT_FENCE &&
+             durable__store_live(durable_mesh_store(c->mesh))) {
+    fence_over(c);
+  } else if (c->wait == WAIT_FENCE) {
+    durable__stream_name_t n;
+    arm(c, c->msg_fence,
+        durable__store_fence_ms(durable_mesh_store(c->mesh)));
+    if (c->fence_logged)
+      return;
+    c->fence_logged = 1;
+    durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
+                     "Durable stream consumer %s: this process's liveness in "
+                     "the store is not confirmed (no answer within %u ms); "
+                     "item %lld of %s is not handed over until it is",
+                     hub_name(c),
+                     durable__store_fence_ms(durable_mesh_store(c->mesh)),
+                     (long long)c->fenced_seq, name_of(c, &n));
+  }
+}
+
+void durable__consumers_live(durable_mesh_t *mesh) {
+  void **head = durable__stream_consumers(mesh);
+  for (consumer_t *c = head ? *head : NULL; c; c = c->list_next)
+    if (c->state == C_CONSUMING && c->wait == WAIT_FENCE && !leaving(c))
+      fence_over(c);
 }
 
 /* ---- leaving
@@ -943,6 +1078,7 @@ static void consumer_free(void *data) {
   clear_turn(c);
   free(c->ns);
   free(c->key);
+  free(c->held_by);
   free(c);
 }
 
@@ -1027,6 +1163,7 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
   snprintf(c->msg_retry, sizeof c->msg_retry, DURABLE__MSG_RETRY "%s", c->ns);
   snprintf(c->msg_reclaim, sizeof c->msg_reclaim, DURABLE__MSG_RECLAIM "%s",
            c->ns);
+  snprintf(c->msg_fence, sizeof c->msg_fence, DURABLE__MSG_FENCE "%s", c->ns);
   if ((rc = durable__hub_attach(hub, c, c, consumer_free)) < 0) {
     consumer_free(c);
     return durable__error(err, rc, "out of memory");
@@ -1035,6 +1172,7 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
       (rc = durable__hub_on(hub, c->msg_wake, on_wake, c, err)) < 0 ||
       (rc = durable__hub_on(hub, c->msg_retry, on_retry, c, err)) < 0 ||
       (rc = durable__hub_on(hub, c->msg_reclaim, on_reclaim, c, err)) < 0 ||
+      (rc = durable__hub_on(hub, c->msg_fence, on_fence, c, err)) < 0 ||
       (rc = durable__hub_on_dispose(hub, on_dispose, c)) < 0) {
     c->state = C_STOPPED;
     return rc;

@@ -51,6 +51,11 @@ static void on_session_lost(void *data) {
   durable__consumers_session_lost(mesh);
 }
 
+/* The store confirmed again that this process holds its liveness lock. */
+static void on_live(void *data) {
+  durable__consumers_live(data);
+}
+
 void **durable__stream_consumers(durable_mesh_t *mesh) {
   streams_mesh_t *m = mesh_state(mesh);
   return m ? &m->consumers : NULL;
@@ -76,6 +81,7 @@ static int install(durable_mesh_t *mesh) {
   }
   durable__store_on_session_lost(durable_mesh_store(mesh), on_session_lost,
                                  mesh);
+  durable__store_on_live(durable_mesh_store(mesh), on_live, mesh);
   return durable__stream_hub_install(mesh);
 }
 

@@ -38,6 +38,7 @@
 #define DURABLE__MSG_TURN "durable.turn:"
 #define DURABLE__MSG_RETRY "durable.retry:"
 #define DURABLE__MSG_RECLAIM "durable.reclaim:"
+#define DURABLE__MSG_FENCE "durable.fence:"
 
 typedef enum {
   DURABLE__OP_APPEND = 1,
@@ -69,6 +70,8 @@ typedef struct {
   char *holder;          /* claim refused: who holds it */
   char *holder_instance; /*   ... in which process */
   char *took_over_from;  /* claim granted by a takeover: from whom */
+  uint32_t hold_ms;      /*   ... of a process that is gone: hand nothing
+                            over for this long (durable__store_fence_ms) */
   char *reason;          /* ack refused: why (fenced) */
 } durable__stream_ans_t;
 

@@ -85,6 +85,9 @@ void **durable__stream_consumers(durable_mesh_t *mesh);
 /* consumer.c: the store lost its liveness session: every consumer holding
  * a lease claims again before its next item (the one in flight finishes). */
 void durable__consumers_session_lost(durable_mesh_t *mesh);
+/* consumer.c: the store confirmed this process's liveness again: every
+ * consumer that stopped for want of it (wait_for_liveness) goes on. */
+void durable__consumers_live(durable_mesh_t *mesh);
 /* consumer.c: the list's owner goes: unlink every consumer left in it. */
 void durable__consumers_forget(void **head);
 

@@ -916,6 +916,8 @@ static void granted(shub_t *sh, const durable_result_t *res) {
     ans->checkpoint = s->checkpoint;
     ans->took_over_from = sh->holder; /* taken */
     sh->holder = NULL;
+    if (sh->holder_instance)
+      ans->hold_ms = durable__store_fence_ms(durable_mesh_store(sh->mesh));
   }
   forget_holder(sh);
   answer(sh->head, ans);

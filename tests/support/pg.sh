@@ -7,6 +7,9 @@
 # looked at, let alone touched).  initdb refuses root, so as root the cluster
 # belongs to an unprivileged system user, durable-test, made if missing.
 # fsync and synchronous_commit stay on: tests measure durability.
+# DURABLE_PG_LISTEN=ADDRS (with DURABLE_PG_PORT, DURABLE_PG_CLIENTS=CIDR)
+# makes it listen on TCP too, trusting that network only: the partition
+# spec puts it on addresses of veth links that it made itself.
 #
 # After a start these are exported:
 #   DURABLE_TEST_PG      libpq URL of the database `durable`
@@ -79,12 +82,19 @@ durable_pg_start() {
   cat >>"$dir/data/postgresql.conf" <<EOF
 
 # durable tests: a private server on a unix socket only.
-listen_addresses = ''
+listen_addresses = '${DURABLE_PG_LISTEN:-}'
+port = ${DURABLE_PG_PORT:-5432}
 unix_socket_directories = '$dir'
 fsync = on
 synchronous_commit = on
 max_connections = 100
 EOF
+  # DURABLE_PG_LISTEN (the partition spec: addresses on veth links of its
+  # own) opens TCP too, for the network DURABLE_PG_CLIENTS alone.
+  if [[ -n ${DURABLE_PG_LISTEN:-} ]]; then
+    echo "host all all ${DURABLE_PG_CLIENTS:?the clients network} trust" \
+      >>"$dir/data/pg_hba.conf"
+  fi
 
   cat >"$dir/pg_ctl" <<EOF
 #!/bin/sh
@@ -104,14 +114,14 @@ EOF
     durable_pg_stop
     return 1
   fi
-  if ! durable__pg_as_owner "$bindir/createdb" -h "$dir" -U durable durable \
+  if ! durable__pg_as_owner "$bindir/createdb" -h "$dir" -p "${DURABLE_PG_PORT:-5432}" -U durable durable \
     >"$dir/createdb.log" 2>&1; then
     echo "pg.sh: createdb failed:" >&2
     cat "$dir/createdb.log" >&2
     durable_pg_stop
     return 1
   fi
-  export DURABLE_TEST_PG="postgresql:///durable?host=$dir&user=durable"
+  export DURABLE_TEST_PG="postgresql:///durable?host=$dir&user=durable${DURABLE_PG_PORT:+&port=$DURABLE_PG_PORT}"
   DURABLE_TEST_PG_VERSION=${bindir#/usr/lib/postgresql/}
   export DURABLE_TEST_PG_VERSION=${DURABLE_TEST_PG_VERSION%/bin}
 }
