@@ -272,11 +272,11 @@ static PGconn *open_pg(const char *url, char *why, size_t size) {
   keys[n] = "keepalives_interval", vals[n++] = "2";
   keys[n] = "keepalives_count", vals[n++] = "3";
   keys[n] = "tcp_user_timeout", vals[n++] = STR(LIVENESS_BOUND_MS);
-  keys[n] = "options", vals[n++] = "-c tcp_keepalives_idle=4 "
-                                   "-c tcp_keepalives_interval=2 "
-                                   "-c tcp_keepalives_count=3 "
-                                   "-c tcp_user_timeout=" STR(
-                                       LIVENESS_BOUND_MS);
+  keys[n] = "options", vals[n++] =
+                           "-c tcp_keepalives_idle=4 "
+                           "-c tcp_keepalives_interval=2 "
+                           "-c tcp_keepalives_count=3 "
+                           "-c tcp_user_timeout=" STR(LIVENESS_BOUND_MS);
   keys[n] = "dbname", vals[n++] = url;
   keys[n] = NULL, vals[n] = NULL;
 
@@ -1754,17 +1754,17 @@ struct durable__watch_src_s {
   char *url;
   char *instance;
   size_t instance_len;
-  char lock_sql[96]; /* takes the liveness lock: see pg_alive */
-  PGconn *pg;        /* the LISTEN connection; loop thread; NULL while down */
-  uv_poll_t poll;    /* on PQsocket(pg) while `polling` */
-  uv_timer_t timer;  /* reconnect backoff */
-  uv_timer_t beat;   /* asks the session to answer (fencing), while wanted */
+  char lock_sql[96];   /* takes the liveness lock: see pg_alive */
+  PGconn *pg;          /* the LISTEN connection; loop thread; NULL while down */
+  uv_poll_t poll;      /* on PQsocket(pg) while `polling` */
+  uv_timer_t timer;    /* reconnect backoff */
+  uv_timer_t beat;     /* asks the session to answer (fencing), while wanted */
   uint64_t beat_asked; /* uv_hrtime() of the question out, 0: none */
   uv_work_t work;      /* a blocking connect on the threadpool */
   PGconn *fresh;       /* what `work` made, read after it completes */
   uint64_t fresh_asked; /* when `work` asked for the lock */
-  char why[256];     /* why the last connect failed: there is no log to tell
-                        yet, so it waits here for a debugger */
+  char why[256];        /* why the last connect failed: there is no log to tell
+                           yet, so it waits here for a debugger */
   uint64_t backoff_ms;
   int polling;
   int pending; /* open handles + work in flight: done() when 0 after stop */

@@ -94,9 +94,9 @@ typedef struct consumer_s {
   /* consuming, but no item is handed over until msg_fence says so: a
    * takeover's hold, or this process's liveness not confirmed (fencing) */
   enum { WAIT_NONE, WAIT_HOLD, WAIT_FENCE } wait;
-  int turn_fenced; /* the turn in flight found the liveness unconfirmed */
-  int64_t fenced_seq; /* WAIT_FENCE: the item not handed over */
-  int fence_logged;   /*   ... and that was logged */
+  int turn_fenced;     /* the turn in flight found the liveness unconfirmed */
+  int64_t fenced_seq;  /* WAIT_FENCE: the item not handed over */
+  int fence_logged;    /*   ... and that was logged */
   uint64_t hold_until; /* uv_hrtime(): no item before (a takeover's hold) */
   char msg_fence[DURABLE_PATH_MAX];
   char *held_by; /* the holder last logged as holding the lease */
@@ -665,8 +665,8 @@ static void begin_consuming(consumer_t *c) {
     *r = (resume_t){.c = c, .gen = c->gen};
     durable_hub_ref(c->hub);
   }
-  if (r == NULL || durable__outbox_resume(c->mesh, c->key, on_outbox_resumed,
-                                          r, &err) < 0) {
+  if (r == NULL ||
+      durable__outbox_resume(c->mesh, c->key, on_outbox_resumed, r, &err) < 0) {
     if (r)
       durable_hub_unref(c->hub);
     free(r);
@@ -940,8 +940,7 @@ static void on_fence(durable_hub_t *hub, const durable_msg_t *msg,
     fence_over(c);
   } else if (c->wait == WAIT_FENCE) {
     durable__stream_name_t n;
-    arm(c, c->msg_fence,
-        durable__store_fence_ms(durable_mesh_store(c->mesh)));
+    arm(c, c->msg_fence, durable__store_fence_ms(durable_mesh_store(c->mesh)));
     if (c->fence_logged)
       return;
     c->fence_logged = 1;

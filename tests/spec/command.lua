@@ -86,6 +86,8 @@ end
 --- The command line of run{…} and spawn{…}, without redirections.
 function M.command_line(opts)
   local parts = {}
+  -- netns = NAME: run it in that network namespace (the partition spec)
+  if opts.netns then parts[1] = "ip netns exec " .. M.quote(opts.netns) .. " env" end
   for k, v in pairs(opts.env or {}) do parts[#parts + 1] = k .. "=" .. M.quote(v) end
   parts[#parts + 1] = M.quote(M.BIN)
   if opts.store ~= false then
