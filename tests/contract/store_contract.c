@@ -483,6 +483,36 @@ static void wait_gone(res_t *r, const char *instance) {
   CHECK_MSG(0, "%s still looks alive 5 s after it went", instance);
 }
 
+/* ---- fencing (durable__store_live) ----
+ * A liveness lock that can be lost while the process runs (PostgreSQL's,
+ * with its session) is trusted for fence_ms after its session last
+ * answered; one the process's end alone can drop (SQLite's) always. */
+static void case_fence(void) {
+  case_begin("fence");
+  uint32_t fence = durable__store_fence_ms(T.store);
+  if (strncmp(g_url, "sqlite", 6) == 0) {
+    CHECK_EQ_INT((int)fence, 0);
+    CHECK_EQ_INT(durable__store_live(T.store), 1);
+    case_end();
+    return;
+  }
+  CHECK_EQ_INT((int)fence, 2000);
+  CHECK_EQ_INT(durable__store_live(T.store), 1); /* the lock's own answer */
+  /* the loop does not run: no answer can come, and the trust runs out */
+  usleep((useconds_t)(fence + 300) * 1000u);
+  CHECK_EQ_INT(durable__store_live(T.store), 0);
+  /* that asked the session; its answer, one round trip away, restores it */
+  int live = 0;
+  for (int i = 0; i < 200 && !live; i++) {
+    uv_run(&T.loop, UV_RUN_NOWAIT);
+    live = durable__store_live(T.store);
+    if (!live)
+      usleep(5000);
+  }
+  CHECK_MSG(live, "the session's answer did not restore the liveness");
+  case_end();
+}
+
 static void case_alive(void) {
   /* a process that opens the store and is then killed with SIGKILL */
   int fds[2] = {-1, -1};
@@ -2570,6 +2600,7 @@ static const struct {
     {"type_query", case_type_query},
     {"type_query_tables", case_type_query_tables},
     {"alive", case_alive},
+    {"fence", case_fence},
 };
 
 static void remove_tree(const char *dir) {
