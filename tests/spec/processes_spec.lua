@@ -563,6 +563,13 @@ describe("many processes on one store (" .. cmd.KIND .. ")", function()
       assert.equal(2, checkpoint, "host A never completed item 2")
       assert.is_true(refused, "the claim from this process was not refused: "
         .. table.concat(helper.logs, "\n"))
+      -- refused about every second, but said once per holder (issue 13)
+      local said = 0
+      for _, line in ipairs(helper.log_lines("is held by")) do
+        if line:match("^info ") then said = said + 1 end
+      end
+      assert.equal(1, said, "the refusal was said more than once at info: "
+        .. table.concat(helper.log_lines("is held by"), "\n"))
       assert.is_true(helper.now(mesh) - started >= 7000,
         "the lease was watched for most of the 10 s handler")
       assert.same({}, helper.log_lines("TOOK OVER"))
