@@ -1759,7 +1759,9 @@ struct durable__watch_src_s {
   uv_poll_t poll;      /* on PQsocket(pg) while `polling` */
   uv_timer_t timer;    /* reconnect backoff */
   uv_timer_t beat;     /* asks the session to answer (fencing), while wanted */
-  uint64_t beat_asked; /* uv_hrtime() of the question out, 0: none */
+  uint64_t beat_asked; /* durable__fence_clock() of the question out, 0:
+                          none */
+  int beat_answered;   /* ... and its answer came (the end is next) */
   uv_work_t work;      /* a blocking connect on the threadpool */
   PGconn *fresh;       /* what `work` made, read after it completes */
   uint64_t fresh_asked; /* when `work` asked for the lock */
@@ -1821,6 +1823,7 @@ static void watch_lost(durable__watch_src_t *src) {
     return;
   src->polling = 0;
   src->beat_asked = 0;
+  src->beat_answered = 0;
   durable__store_live_lost(src->store);
   uv_close((uv_handle_t *)&src->poll, watch_poll_closed);
   /* the liveness lock went with the session: say so at once */
@@ -1864,7 +1867,7 @@ static void watch_drain(durable__watch_src_t *src) {
 static void watch_ask(durable__watch_src_t *src) {
   if (!src->polling || src->beat_asked != 0)
     return;
-  uint64_t now = uv_hrtime();
+  uint64_t now = durable__fence_clock();
   if (!PQsendQuery(src->pg, "")) {
     watch_lost(src);
     return;
@@ -1876,12 +1879,23 @@ static void watch_ask(durable__watch_src_t *src) {
    * fits in any socket buffer, so this is only a full buffer's moment */
 }
 
+static void watch_answers(durable__watch_src_t *src);
+
 static void watch_beat_tick(uv_timer_t *timer) {
   durable__watch_src_t *src = timer->data;
-  if (src->beat_asked != 0)
-    PQflush(src->pg);
-  else if (durable__store_live_wanted(src->store))
-    watch_ask(src);
+  if (src->beat_asked == 0) {
+    if (durable__store_live_wanted(src->store))
+      watch_ask(src);
+    return;
+  }
+  /* a question out: send what is left of it; and a flush that had to wait
+   * may have read the answer into libpq's buffer, where no readable
+   * socket will ever announce it */
+  if (PQflush(src->pg) < 0 || !PQconsumeInput(src->pg)) {
+    watch_lost(src);
+    return;
+  }
+  watch_answers(src);
 }
 
 static void pg_watch_beat(durable__watch_src_t *src) {
@@ -1893,8 +1907,12 @@ static void watch_answers(durable__watch_src_t *src) {
   while (src->beat_asked != 0 && !PQisBusy(src->pg)) {
     PGresult *res = PQgetResult(src->pg);
     if (res == NULL) {
-      durable__store_live_confirmed(src->store, src->beat_asked);
+      if (src->beat_answered)
+        durable__store_live_confirmed(src->store, src->beat_asked);
       src->beat_asked = 0;
+      src->beat_answered = 0;
+    } else if (PQresultStatus(res) == PGRES_EMPTY_QUERY) {
+      src->beat_answered = 1; /* the empty query's own answer */
     }
     PQclear(res);
   }
@@ -1924,7 +1942,8 @@ static void watch_connect_work(uv_work_t *work) {
   /* An idle LISTEN session must not be cut by a server-wide idle timeout
    * (PostgreSQL 14 and later; older servers refuse the name: no matter). */
   PQclear(PQexec(src->fresh, "SET idle_session_timeout = 0"));
-  src->fresh_asked = uv_hrtime(); /* the lock's answer confirms from here */
+  src->fresh_asked = durable__fence_clock(); /* the lock's answer confirms
+                                               from here */
   /* The key is this store's alone; but after a connection lost on our
    * side only, the old session may hold it until the server notices:
    * then this attempt fails and the next one tries again (never wait). */
@@ -2069,8 +2088,11 @@ static void watch_unlistened(uv_poll_t *handle, int status, int events) {
                  PQresultStatus(res) == PGRES_FATAL_ERROR;
       PQclear(res);
       if (done) {
-        while ((res = PQgetResult(src->pg)) != NULL) /* to the end */
+        /* to the end, without blocking for what has not come yet */
+        while (!PQisBusy(src->pg) && (res = PQgetResult(src->pg)) != NULL)
           PQclear(res);
+        if (PQisBusy(src->pg) && PQstatus(src->pg) == CONNECTION_OK)
+          return;
         break;
       }
     }

@@ -25,6 +25,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Jobs one transaction may carry; a bound on the latency a group adds. */
 #define GROUP_MAX 512
@@ -74,8 +75,8 @@ struct durable_store_s {
 
   durable__watch_src_t *src;
   void *feed; /* feed.c's state */
-  /* fencing (durable__store_live), uv_hrtime() ns: the lock is known held
-   * until live_until; somebody asked at live_asked */
+  /* fencing (durable__store_live), durable__fence_clock() ns: the lock is
+   * known held until live_until; somebody asked at live_asked */
   uint64_t live_until, live_asked;
   void (*on_live)(void *data);
   void *on_live_data;
@@ -105,6 +106,12 @@ const char *durable__store_instance(durable_store_t *store) {
 
 /* ---- fencing ------------------------------------------------------------ */
 
+uint64_t durable__fence_clock(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 uint32_t durable__store_fence_ms(durable_store_t *store) {
   return store->be->watch_beat && store->src ? store->be->fence_ms : 0;
 }
@@ -113,7 +120,7 @@ int durable__store_live(durable_store_t *store) {
   uint32_t fence = durable__store_fence_ms(store);
   if (fence == 0)
     return 1;
-  uint64_t now = uv_hrtime();
+  uint64_t now = durable__fence_clock();
   store->live_asked = now;
   if (now < store->live_until)
     return 1;
@@ -123,10 +130,10 @@ int durable__store_live(durable_store_t *store) {
 
 void durable__store_live_confirmed(durable_store_t *store, uint64_t asked_ns) {
   uint64_t until = asked_ns + (uint64_t)store->be->fence_ms * 1000000u;
-  int lapsed = uv_hrtime() >= store->live_until;
+  int lapsed = durable__fence_clock() >= store->live_until;
   if (until > store->live_until)
     store->live_until = until;
-  if (lapsed && uv_hrtime() < store->live_until && store->on_live)
+  if (lapsed && durable__fence_clock() < store->live_until && store->on_live)
     store->on_live(store->on_live_data);
 }
 
@@ -142,7 +149,8 @@ void durable__store_live_lost(durable_store_t *store) {
 
 int durable__store_live_wanted(durable_store_t *store) {
   uint64_t recent = 2 * (uint64_t)store->be->fence_ms * 1000000u;
-  return store->live_asked != 0 && uv_hrtime() - store->live_asked < recent;
+  return store->live_asked != 0 &&
+         durable__fence_clock() - store->live_asked < recent;
 }
 
 const char *durable_store_instance(const durable_store_t *store) {

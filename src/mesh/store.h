@@ -39,6 +39,10 @@ void durable__store_session_lost(durable_store_t *store);
  * 1 while somebody asked durable__store_live lately, so that the watch
  * keeps asking.  Loop thread only. */
 void durable__store_live_confirmed(durable_store_t *store, uint64_t asked_ns);
+/* The clock of those times: CLOCK_BOOTTIME in ns, which goes on while the
+ * machine sleeps (uv_hrtime's CLOCK_MONOTONIC stops: a host woken from a
+ * suspend would trust a lock the server dropped meanwhile). */
+uint64_t durable__fence_clock(void);
 /* One hook hears a confirmation that ends a time without one (the
  * streams layer: consumers waiting in durable__store_live go on); NULL
  * removes it.  Loop thread only. */

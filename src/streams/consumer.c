@@ -527,13 +527,16 @@ static void on_turn_done(const durable_response_t *res, void *data) {
   c->turn_fenced = 0;
   if (c->state != C_CONSUMING || gen != c->gen)
     return;
-  if (fenced) {
-    wait_for_liveness(c, seq);
-  } else if (res->status == 0 && reclaim) {
-    c->checkpoint = seq; /* acknowledged: the lease was still ours */
+  if (reclaim) {
+    /* the session was lost meanwhile: verify the lease in the database
+     * first, whatever the turn did (a fenced one handed nothing over) */
+    if (res->status == 0)
+      c->checkpoint = seq; /* acknowledged: the lease was still ours */
     c->gen++;
     stop_reading(c);
     claim(c);
+  } else if (fenced) {
+    wait_for_liveness(c, seq);
   } else if (res->status == 0) {
     c->checkpoint = seq;
     consume_next(c);
