@@ -441,7 +441,8 @@ function Mesh:read(path) return mesh_read(self, path) end
 
 ---The hub at `address`: the active hub if there is one, else the node's
 ---hub (activated now; this runs the loop, so not inside a handler), else --
----no node there -- a client hub.  nil, message, code when the store fails.
+---no node there, or (a principal's mesh) one it may not read, told apart by
+---nothing -- a client hub.  nil, message, code when the store fails.
 ---@param address string
 ---@return durable.Hub|nil
 ---@return string? message
@@ -462,7 +463,7 @@ function Mesh:hub(address)
     if message == nil then -- activated
       hub = prim.mesh.find(self, address)
       if hub then return hub end
-    elseif code ~= "ENOTFOUND" then
+    elseif code ~= "ENOTFOUND" and code ~= "EACCES" then
       return nil, message, code
     end
   end

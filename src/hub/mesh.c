@@ -331,6 +331,42 @@ static void on_activate_ping(const durable_response_t *res, void *data) {
   free(r);
 }
 
+/* A ping activates and proves the hub is Started. */
+static int activate_ping(durable_mesh_t *mesh, const char *address,
+                         status_req_t *r, durable_error_t *err) {
+  return durable_hub_request(mesh->reads, address, "ping", NULL, 0,
+                             on_activate_ping, r, err);
+}
+
+typedef struct {
+  status_req_t *r;
+  durable_mesh_t *mesh;
+  char address[];
+} allowed_req_t;
+
+/* A principal's activation: its right to read the node is asked first, so
+ * that a denied one learns nothing of the node -- neither whether it is
+ * there nor its type -- and runs none of its consumers. */
+static void on_activate_allowed(const durable_result_t *res, void *data) {
+  allowed_req_t *a = data;
+  status_req_t *r = a->r;
+  durable_error_t err = {0};
+  int rc = res->status;
+  const char *message = res->message;
+  if (rc == 0 && a->mesh->closing) {
+    rc = DURABLE_ESHUTDOWN;
+    message = "the mesh is closing";
+  } else if (rc == 0 &&
+             (rc = activate_ping(a->mesh, a->address, r, &err)) < 0) {
+    message = err.message;
+  }
+  if (rc < 0) {
+    r->cb(rc, message, r->data);
+    free(r);
+  }
+  free(a);
+}
+
 int durable_mesh_activate(durable_mesh_t *mesh, const char *address,
                           durable_status_cb cb, void *data,
                           durable_error_t *err) {
@@ -344,11 +380,27 @@ int durable_mesh_activate(durable_mesh_t *mesh, const char *address,
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   r->cb = cb;
   r->data = data;
-  /* a ping activates and proves the hub is Started */
-  rc = durable_hub_request(mesh->reads, address, "ping", NULL, 0,
-                           on_activate_ping, r, err);
-  if (rc < 0)
+  if (mesh->principal == NULL) {
+    rc = activate_ping(mesh, address, r, err);
+    if (rc < 0)
+      free(r);
+    return rc;
+  }
+  size_t len = strlen(address) + 1;
+  allowed_req_t *a = malloc(sizeof(*a) + len);
+  if (a == NULL) {
     free(r);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  a->r = r;
+  a->mesh = mesh;
+  memcpy(a->address, address, len);
+  rc = durable__store_access(mesh->store, mesh->principal, address,
+                             DURABLE_GRANT_READ, on_activate_allowed, a, err);
+  if (rc < 0) {
+    free(a);
+    free(r);
+  }
   return rc;
 }
 

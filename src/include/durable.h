@@ -651,7 +651,9 @@ durable_hub_t *durable_mesh_find(durable_mesh_t *mesh, const char *address);
 typedef void (*durable_status_cb)(int status, const char *message, void *data);
 
 /* Activate the hub of the node at `address`: cb(0) once it is Started,
- * cb(DURABLE_ENOTFOUND) when there is no node. */
+ * cb(DURABLE_ENOTFOUND) when there is no node.  A mesh acting as a
+ * principal needs read on the node's owner: cb(DURABLE_EACCES) otherwise,
+ * whether or not a node is there, and nothing is activated. */
 int durable_mesh_activate(durable_mesh_t *mesh, const char *address,
                           durable_status_cb cb, void *data,
                           durable_error_t *err);

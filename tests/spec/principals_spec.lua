@@ -169,6 +169,20 @@ describe("a mesh acting as a principal", function()
     sub:close()
   end)
 
+  it("activates no node it may not read, and tells it from no node by nothing", function()
+    local hidden, shown = ns .. "/hidden", ns .. "/shown"
+    helper.ok(admin:put_node { path = hidden, node_type = "AclDoc", content = {} })
+    helper.ok(admin:put_node { path = shown, node_type = "AclDoc", content = {} })
+    local before = alice:stats().activations
+    local hub = assert(alice:hub(hidden))
+    local absent = assert(alice:hub(ns .. "/none"))
+    assert.equal(before, alice:stats().activations, "the hidden node's hub was activated")
+    assert.equal(absent.node_type, hub.node_type, "the hidden node's type shows")
+    -- with read, the node's own hub
+    helper.ok(admin:grant(who(), shown, "read"))
+    assert.equal("AclDoc", assert(alice:hub(shown)).node_type)
+  end)
+
   it("consumes only with read and write on the owner", function()
     local ro, rw = ns .. "/ro", ns .. "/rw"
     helper.ok(admin:put_node { path = ro, node_type = "AclDoc", content = {} })
