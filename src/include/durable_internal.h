@@ -53,6 +53,20 @@ int durable__store_access(durable_store_t *store, const char *principal,
                           const char *path, int modes, durable_done_cb cb,
                           void *data, durable_error_t *err);
 
+/* As durable_store_write_as, where the first write is a
+ * DURABLE_WRITE_MUTATE whose mutator decides the others: each time it has
+ * run and written, remake(its mutate_arg, i, &path, &content) makes write
+ * i (1 .. count-1) anew, malloc'ed, on the writer thread, under the first
+ * row's lock.  A path must keep its owner.  Returns 0, or a code that fails
+ * the write.  So a decision that depends on the row (a stream's next
+ * sequence) is made where it cannot be overtaken. */
+typedef int (*durable__remake_cb)(void *arg, size_t i, char **path,
+                                  char **content);
+int durable__store_write_remade(durable_store_t *store, const char *principal,
+                                const durable_write_t *writes, size_t count,
+                                durable__remake_cb remake, durable_done_cb cb,
+                                void *data, durable_error_t *err);
+
 /* "read", "write", "read,write" (either order) as DURABLE_GRANT_* modes,
  * or DURABLE_EINVAL: the spelling the CLI and Lua take. */
 int durable__grant_modes_parse(const char *text);

@@ -83,6 +83,7 @@ struct durable__job_s {
   int64_t num;
   durable__write_op_t *writes;
   size_t nwrites;
+  durable__remake_cb remake; /* durable__store_write_remade, or NULL */
 
   /* outputs */
   int status;

@@ -364,6 +364,42 @@ static int check_access(const durable__backend_t *be, durable__conn_t *conn,
   return rc;
 }
 
+/* The first write's mutator decided (under its row's lock): the other
+ * writes are made anew from that decision (durable__store_write_remade).
+ * Each stays of the same owner, so the access check made before holds. */
+static int remake_rest(durable__job_t *job, int *refused) {
+  const durable__write_op_t *first = &job->writes[0];
+  for (size_t i = 1; i < job->nwrites; i++) {
+    durable__write_op_t *op = &job->writes[i];
+    char *path = NULL, *content = NULL, *ns = NULL, *id = NULL;
+    int rc = job->remake(first->mutate_arg, i, &path, &content);
+    if (rc == 0 && (path == NULL || content == NULL))
+      rc = DURABLE_ENOMEM;
+    if (rc == 0 && (durable__path_split(path, &ns, &id) < 0 ||
+                    durable__owner_len(path) != strlen(op->owner) ||
+                    strncmp(path, op->owner, strlen(op->owner)) != 0))
+      rc = DURABLE_EINVAL;
+    if (rc < 0) {
+      free(path);
+      free(content);
+      free(ns);
+      free(id);
+      *refused = 1;
+      return durable__error(&job->err, rc, "write %zu could not be made: %s",
+                            i + 1, durable_strerror(rc));
+    }
+    free(op->path);
+    free(op->ns);
+    free(op->id);
+    free(op->content);
+    op->path = path;
+    op->ns = ns;
+    op->id = id;
+    op->content = content;
+  }
+  return 0;
+}
+
 int durable__writes_apply(const durable__backend_t *be, durable__conn_t *conn,
                           durable__job_t *job) {
   if (job->principal != NULL) {
@@ -378,6 +414,8 @@ int durable__writes_apply(const durable__backend_t *be, durable__conn_t *conn,
   for (size_t i = 0; i < job->nwrites; i++) {
     int refused = 0;
     int rc = apply_one(be, conn, job, &job->writes[i], &refused);
+    if (rc == 0 && i == 0 && job->remake && job->writes[0].action != ACT_NONE)
+      rc = remake_rest(job, &refused);
     if (rc < 0) {
       if (job->err.message[0] == '\0')
         durable__error(&job->err, rc, "write of '%s' failed: %s",
@@ -599,7 +637,18 @@ int durable_store_write_as(durable_store_t *store, const char *principal,
                            const durable_write_t *writes, size_t count,
                            durable_done_cb cb, void *data,
                            durable_error_t *err) {
+  return durable__store_write_remade(store, principal, writes, count, NULL, cb,
+                                     data, err);
+}
+
+int durable__store_write_remade(durable_store_t *store, const char *principal,
+                                const durable_write_t *writes, size_t count,
+                                durable__remake_cb remake, durable_done_cb cb,
+                                void *data, durable_error_t *err) {
   int rc;
+  if (remake && (count < 2 || writes[0].kind != DURABLE_WRITE_MUTATE))
+    return durable__error(err, DURABLE_EINVAL,
+                          "writes remade by a mutator need it first");
   if (principal && (rc = durable_principal_check(principal, err)) < 0)
     return rc;
   if (durable__store_closing(store))
@@ -617,6 +666,7 @@ int durable_store_write_as(durable_store_t *store, const char *principal,
     durable__job_free(job);
     return rc;
   }
+  job->remake = remake;
   job->cb = cb;
   job->data = data;
   durable__job_submit(job);

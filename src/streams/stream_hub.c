@@ -226,7 +226,20 @@ typedef struct {
   durable__stream_state_t seen;
   int have_seen;
   int replace; /* written as a replace at sh->version, not by the mutator */
+  /* a batch's appends, made again by the mutator's decision (remake) */
+  struct batch_write_s *made; /* one per extra write, or NULL */
+  const char *items_ns;
+  int64_t shift; /* the mutator's: sequences this much later than decided */
 } write_ctx_t;
+
+/* An extra write of a batch: an item, or the node of its publish id
+ * (`id_path`), for the sequence `seq` as decided on the cached state. */
+typedef struct batch_write_s {
+  int64_t seq;         /* 0 ends the list */
+  const char *payload; /* an item's: the op's, alive until it is answered */
+  int64_t appended_at; /* an item's */
+  char *id_path;       /* an id node's, owned */
+} batch_write_t;
 
 static int same_str(const char *a, const char *b) {
   return a == b || (a && b && strcmp(a, b) == 0);
@@ -245,16 +258,29 @@ static int mutate_state(const durable_node_t *current, char **content,
     return DURABLE_ENOTFOUND;
   if (durable__state_decode(current->content, w->path, &cur) < 0)
     return DURABLE_ENOMEM;
-  int moved =
-      ((w->part & PART_TAIL) && cur.last_sequence != base->last_sequence) ||
-      ((w->part & PART_LEASE) &&
-       (!same_str(cur.subscriber, base->subscriber) ||
-        !same_str(cur.subscriber_instance, base->subscriber_instance) ||
-        cur.lease_epoch != base->lease_epoch ||
-        cur.checkpoint != base->checkpoint));
+  int tail_moved =
+      (w->part & PART_TAIL) && cur.last_sequence != base->last_sequence;
+  int lease_moved =
+      (w->part & PART_LEASE) &&
+      (!same_str(cur.subscriber, base->subscriber) ||
+       !same_str(cur.subscriber_instance, base->subscriber_instance) ||
+       cur.lease_epoch != base->lease_epoch ||
+       cur.checkpoint != base->checkpoint);
+  /* Another process appended since the decision: a batch whose items are
+   * made here (remake) takes the sequences after its tail instead, decided
+   * under the row's lock, so that it cannot be overtaken again. */
+  w->shift = 0;
+  if (tail_moved && w->made) {
+    /* the first item right after the stored tail: the decision's own
+     * first sequence may be further off than the tail it read (derived
+     * from a newer last item), and must not leave a gap */
+    w->shift = cur.last_sequence + 1 - w->made[0].seq;
+    tail_moved = 0;
+  }
+  int moved = tail_moved || lease_moved;
   int rc = moved ? DURABLE_ECONFLICT : 1;
   if (!moved && (w->part & PART_TAIL))
-    cur.last_sequence = next->last_sequence;
+    cur.last_sequence = next->last_sequence + w->shift;
   if (!moved && (w->part & PART_LEASE)) {
     if (durable__str_set(&cur.subscriber, next->subscriber) < 0 ||
         durable__str_set(&cur.subscriber_instance, next->subscriber_instance) <
@@ -284,6 +310,9 @@ static int mutate_state(const durable_node_t *current, char **content,
 }
 
 static void write_ctx_free(write_ctx_t *w) {
+  for (size_t i = 0; w->made && w->made[i].seq != 0; i++)
+    free(w->made[i].id_path);
+  free(w->made);
   durable__state_free(&w->base);
   durable__state_free(&w->next);
   durable__state_free(&w->seen);
@@ -298,6 +327,14 @@ static void on_written(const durable_result_t *res, void *data) {
     /* written: the decision (a replace) or what the mutator stored */
     stored = w->replace ? &w->next : w->have_seen ? &w->seen : NULL;
     sh->version = durable__written_version(res, 0);
+    if (w->shift != 0 && !w->replace) {
+      /* the mutator took later sequences (remake_write): so do the
+       * answers of the batch's appends */
+      op_t *op = sh->head;
+      for (size_t i = 0; op && i < sh->batch; i++, op = op->next)
+        if (op->kind == DURABLE__OP_APPEND)
+          op->seq += w->shift;
+    }
   } else if (res->status == DURABLE_ECONFLICT && w->have_seen) {
     /* the mutator read the row under its lock and found another process's
      * write in the way: the retry decides on that without reading again */
@@ -335,14 +372,43 @@ static void on_written(const durable_result_t *res, void *data) {
   write_ctx_free(w);
 }
 
+/* Extra write `i` of a batch, made on the mutator's decision (writer
+ * thread: touches only `arg`, the payloads it borrows, and what it
+ * allocates). */
+static int remake_write(void *arg, size_t i, char **path, char **content) {
+  const write_ctx_t *w = arg;
+  const batch_write_t *b = &w->made[i - 1];
+  int64_t seq = b->seq + w->shift;
+  if (b->id_path) {
+    *path = strdup(b->id_path);
+    *content = durable__publish_id_encode(seq);
+  } else {
+    char id[13];
+    durable__item_id(seq, id);
+    size_t n = strlen(w->items_ns) + 1 + strlen(id) + 1;
+    if ((*path = malloc(n)) != NULL)
+      snprintf(*path, n, "%s/%s", w->items_ns, id);
+    *content = durable__item_encode(seq, b->payload, b->appended_at);
+  }
+  return 0;
+}
+
 /* Write the decision `next` (made on the cached state) into the stream node,
  * changing only `part`, then `extra` writes (items) in the same
  * transaction.  The stream node comes first: a compare-and-set lost to
  * another process is refused before any item is tried.  Takes `next`. */
 static void write_state(shub_t *sh, int part, durable__stream_state_t *next,
-                        durable_write_t *extra, size_t nextra, const char *as,
-                        written_fn then) {
+                        durable_write_t *extra, size_t nextra,
+                        batch_write_t *made, const char *as, written_fn then) {
   write_ctx_t *w = calloc(1, sizeof(*w));
+  if (w) {
+    w->made = made; /* taken */
+    w->items_ns = sh->items_ns;
+  } else {
+    for (size_t i = 0; made && made[i].seq != 0; i++)
+      free(made[i].id_path);
+    free(made);
+  }
   durable_write_t *writes = calloc(nextra + 1, sizeof(*writes));
   durable_error_t err = {0};
   int rc = DURABLE_ENOMEM;
@@ -376,8 +442,9 @@ static void write_state(shub_t *sh, int part, durable__stream_state_t *next,
                                     .mutate = mutate_state,
                                     .mutate_arg = w};
     durable_hub_ref(sh->hub);
-    rc = durable_store_write_as(durable_mesh_store(sh->mesh), as, writes,
-                                nextra + 1, on_written, w, &err);
+    rc = durable__store_write_remade(
+        durable_mesh_store(sh->mesh), as, writes, nextra + 1,
+        !w->replace && w->made ? remake_write : NULL, on_written, w, &err);
     free(content);
     if (rc < 0)
       durable_hub_unref(sh->hub);
@@ -744,7 +811,7 @@ static void run_commit(shub_t *sh) {
    * principal, in the transaction (the claim already needed write on the
    * stream's owner, so the checkpoint passes the same check) */
   write_state(sh, PART_LEASE, &next, op->req->effects->writes,
-              op->req->effects->count, durable_mesh_principal(sh->mesh),
+              op->req->effects->count, NULL, durable_mesh_principal(sh->mesh),
               commit_written);
 }
 
@@ -787,7 +854,8 @@ static void run_batch(shub_t *sh) {
   char(*paths)[DURABLE_PATH_MAX + 48] = calloc(cap, sizeof(*paths));
   char **contents = calloc(cap, sizeof(char *));
   op_t **with_id = ids ? calloc(ids, sizeof(op_t *)) : NULL;
-  int ok = items && paths && contents && (ids == 0 || with_id);
+  batch_write_t *made = calloc(cap + 1, sizeof(*made));
+  int ok = items && paths && contents && (ids == 0 || with_id) && made;
   int part = appends ? PART_TAIL : 0;
   int64_t now = now_ms();
   size_t k = 0, w = 0, nid = 0;
@@ -820,6 +888,8 @@ static void run_batch(shub_t *sh) {
                                  .path = paths[w],
                                  .node_type = DURABLE__ITEM_TYPE,
                                  .content = contents[w]};
+    made[w] = (batch_write_t){
+        .seq = op->seq, .payload = op->req->payload, .appended_at = now};
     w++;
     k++;
     if (ok && pid) {
@@ -831,6 +901,8 @@ static void run_batch(shub_t *sh) {
                                    .path = paths[w],
                                    .node_type = DURABLE__ID_TYPE,
                                    .content = contents[w]};
+      made[w] = (batch_write_t){.seq = op->seq, .id_path = strdup(paths[w])};
+      ok = ok && made[w].id_path != NULL;
       w++;
     }
   }
@@ -850,8 +922,14 @@ static void run_batch(shub_t *sh) {
     sh->batch = n;
     sh->appends = k;
     sh->with_ids = nid > 0;
-    write_state(sh, part, &next, items, w, NULL, batch_written);
+    write_state(sh, part, &next, items, w, k ? made : NULL, NULL,
+                batch_written);
+    if (k)
+      made = NULL; /* taken */
   }
+  for (size_t i = 0; made && i < cap; i++)
+    free(made[i].id_path);
+  free(made);
   for (size_t i = 0; contents && i < cap; i++)
     free(contents[i]);
   free(contents);
@@ -935,7 +1013,7 @@ static void grant(shub_t *sh) {
   next.lease_epoch++;
   next.subscribed_at = now_ms();
   next.orphaned_at = 0;
-  write_state(sh, PART_LEASE, &next, NULL, 0, NULL, granted);
+  write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, granted);
 }
 
 /* The holder is alive: refused, nothing written. */
@@ -1080,7 +1158,7 @@ static void run_release(shub_t *sh) {
   durable__str_set(&next.subscriber, NULL);
   durable__str_set(&next.subscriber_instance, NULL);
   next.orphaned_at = now_ms();
-  write_state(sh, PART_LEASE, &next, NULL, 0, NULL, released);
+  write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, released);
 }
 
 /* ---- loading the state

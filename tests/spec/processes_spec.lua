@@ -589,6 +589,44 @@ describe("many processes on one store (" .. cmd.KIND .. ")", function()
       assert.equal(held.SubscriberInstance, s.SubscriberInstance)
     end)
 
+  -- h.
+  it("appends from three processes to one stream at once: every publish lands, once, "
+    .. "with no gap", function()
+    local owner = owners(1)[1]
+    local stopfile = cmd.tmpname()
+    os.remove(stopfile)
+    -- two producers publishing as fast as they can, and short-lived ones
+    local jobs = {}
+    for j = 1, 3 do jobs[j] = producer("until", stopfile, 0, { owner }) end
+    assert.truthy(wait_for(function()
+      for _, job in ipairs(jobs) do
+        if not (read_file(job.out) or ""):find("ok ") then return false end
+      end
+      return true
+    end, 10), "the producers published nothing")
+    local own = {}
+    for i = 1, 40 do own[#own + 1] = publish(owner, { i = -i }) end
+    spit(stopfile, "")
+    for _, job in ipairs(jobs) do assert.equal(0, exit_code(job, 30)) end
+    local told = #own
+    for _, job in ipairs(jobs) do
+      local per, failed = heard(job)
+      assert.same({}, failed, "a producer's publish failed")
+      told = told + #per[owner].seqs
+    end
+    -- a gap would make the read below wait for the missing item: the tail
+    -- first (one sequence per publish told, and no more)
+    assert.equal(told, state(owner).LastSequence, "sequences taken against publishes told")
+    local code, out, err = run { "read", FAMILY, owner }
+    assert.equal(0, code, err)
+    local n = 0
+    for line in out:gmatch("[^\n]+") do
+      n = n + 1
+      assert.equal(n, json.decode(line).sequence, "a gap in the stream")
+    end
+    assert.equal(told, n, "items against publishes told their sequence")
+  end)
+
   -- f.
   it("runs examples/multi-process/run.sh on the test PostgreSQL #postgres", function()
     if cmd.KIND ~= "postgres" then
