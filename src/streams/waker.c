@@ -88,7 +88,14 @@ typedef struct {
   durable_mesh_t *mesh;
   durable__map_t suspects; /* stream path -> holder instance (malloc'ed) */
   int asking;              /* liveness answers still to come */
+  /* namespaces with a look in flight -> SCAN_AGAIN when another change
+   * came meanwhile: one look at a time per namespace, however many commits
+   * the feed reports (on a slow link, one read per commit would queue up
+   * without end) */
+  durable__map_t looking;
 } waker_t;
+
+static char scan_once, scan_again; /* the values of `looking` */
 
 static const char waker_key;
 
@@ -117,6 +124,7 @@ static void waker_free(void *data) {
   for (size_t i = 0; durable__map_next(&wk->suspects, &i, &k, &v);)
     free(v);
   durable__map_free(&wk->suspects);
+  durable__map_free(&wk->looking);
   free(wk);
 }
 
@@ -290,10 +298,28 @@ static void on_tick(durable_hub_t *hub, const durable_msg_t *msg,
 typedef struct {
   durable_mesh_t *mesh;
   char *query;
+  char *ns; /* a namespace's look: its key in waker_t.looking (a copy) */
   int at_start;
 } scan_t;
 
 static void scan_page(scan_t *sc, const char *after);
+
+/* A look is over: another change of its namespace came meanwhile? Look
+ * once more, else let the namespace go. */
+static void scan_end(scan_t *sc) {
+  waker_t *wk = waker_of(sc->mesh);
+  if (sc->ns && wk && !sc->mesh->closing &&
+      durable__map_get(&wk->looking, sc->ns) == &scan_again) {
+    durable__map_put(&wk->looking, sc->ns, &scan_once);
+    scan_page(sc, NULL);
+    return;
+  }
+  if (sc->ns && wk)
+    durable__map_del(&wk->looking, sc->ns);
+  free(sc->ns);
+  free(sc->query);
+  free(sc);
+}
 
 static void on_page(const durable_result_t *res, void *data) {
   scan_t *sc = data;
@@ -306,8 +332,7 @@ static void on_page(const durable_result_t *res, void *data) {
       return;
     }
   }
-  free(sc->query);
-  free(sc);
+  scan_end(sc);
 }
 
 static void scan_page(scan_t *sc, const char *after) {
@@ -323,12 +348,27 @@ static void scan_page(scan_t *sc, const char *after) {
   if (durable_store_query(durable_mesh_store(sc->mesh),
                           durable_mesh_principal(sc->mesh), sc->query, cursor,
                           200, on_page, sc, &err) < 0) {
+    waker_t *wk = waker_of(sc->mesh);
+    if (sc->ns && wk)
+      durable__map_del(&wk->looking, sc->ns);
+    free(sc->ns);
     free(sc->query);
     free(sc);
   }
 }
 
-static void scan(durable_mesh_t *mesh, const char *query, int at_start) {
+/* Look at the streams `query` finds; `ns` (or NULL) names the namespace
+ * the look is for, which is then looked at once at a time. */
+static void scan(durable_mesh_t *mesh, const char *query, const char *ns,
+                 int at_start) {
+  waker_t *wk = waker_of(mesh);
+  if (ns && wk) {
+    void *looking = durable__map_get(&wk->looking, ns);
+    if (looking) {
+      durable__map_put(&wk->looking, ns, &scan_again);
+      return; /* the look in flight looks again when it ends */
+    }
+  }
   scan_t *sc = calloc(1, sizeof(*sc));
   if (sc == NULL || (sc->query = strdup(query)) == NULL) {
     free(sc);
@@ -336,6 +376,11 @@ static void scan(durable_mesh_t *mesh, const char *query, int at_start) {
   }
   sc->mesh = mesh;
   sc->at_start = at_start;
+  if (ns && wk && (sc->ns = strdup(ns)) != NULL &&
+      durable__map_put(&wk->looking, ns, &scan_once) < 0) {
+    free(sc->ns); /* looked at all the same, only not once at a time */
+    sc->ns = NULL;
+  }
   scan_page(sc, NULL);
 }
 
@@ -344,14 +389,14 @@ static void on_foreign(void *data, const char *ns) {
   if (mesh->closing)
     return;         /* its store may be on its way out already */
   if (ns == NULL) { /* it may have missed anything: look at every stream */
-    scan(mesh, "type:" DURABLE__STREAM_TYPE, 0);
+    scan(mesh, "type:" DURABLE__STREAM_TYPE, NULL, 0);
     return;
   }
   size_t n = strlen(ns), k = strlen(SEGMENT_SUFFIX);
   if (n > k && strcmp(ns + n - k, SEGMENT_SUFFIX) == 0) {
     char query[DURABLE_PATH_MAX + 16];
     snprintf(query, sizeof query, "namespace:%s", ns);
-    scan(mesh, query, 0);
+    scan(mesh, query, ns, 0);
   }
 }
 
@@ -377,6 +422,6 @@ int durable_mesh_start_hosting(durable_mesh_t *mesh, durable_error_t *err) {
       return rc;
   }
   durable__store_on_foreign(durable_mesh_store(mesh), on_foreign, mesh);
-  scan(mesh, "type:" DURABLE__STREAM_TYPE, 1);
+  scan(mesh, "type:" DURABLE__STREAM_TYPE, NULL, 1);
   return 0;
 }
