@@ -55,6 +55,13 @@ static int grow(durable__map_t *map) {
 }
 
 int durable__map_put(durable__map_t *map, const char *key, void *value) {
+  if (map->cap > 0) { /* a key that is there: a new value, nothing to grow */
+    size_t i = slot_of(map, key);
+    if (map->keys[i] != NULL) {
+      map->values[i] = value;
+      return 0;
+    }
+  }
   if ((map->count + 1) * 4 > map->cap * 3 && grow(map) < 0)
     return DURABLE_ENOMEM;
   size_t i = slot_of(map, key);

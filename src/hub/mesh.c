@@ -375,6 +375,8 @@ int durable_mesh_activate(durable_mesh_t *mesh, const char *address,
   int rc = address_check(address, err);
   if (rc < 0)
     return rc;
+  if (mesh->closing)
+    return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closing");
   status_req_t *r = malloc(sizeof(*r));
   if (r == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");

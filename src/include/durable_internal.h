@@ -57,9 +57,10 @@ int durable__store_access(durable_store_t *store, const char *principal,
  * DURABLE_WRITE_MUTATE whose mutator decides the others: each time it has
  * run and written, remake(its mutate_arg, i, &path, &content) makes write
  * i (1 .. count-1) anew, malloc'ed, on the writer thread, under the first
- * row's lock.  A path must keep its owner.  Returns 0, or a code that fails
- * the write.  So a decision that depends on the row (a stream's next
- * sequence) is made where it cannot be overtaken. */
+ * row's lock; or returns 1 (at i = 1) to keep them all as they are.  A path
+ * must keep its owner.  Returns 0, 1, or a code that fails the write.  So a
+ * decision that depends on the row (a stream's next sequence) is made where it
+ * cannot be overtaken. */
 typedef int (*durable__remake_cb)(void *arg, size_t i, char **path,
                                   char **content);
 int durable__store_write_remade(durable_store_t *store, const char *principal,

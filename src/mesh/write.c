@@ -365,28 +365,37 @@ static int check_access(const durable__backend_t *be, durable__conn_t *conn,
 }
 
 /* The first write's mutator decided (under its row's lock): the other
- * writes are made anew from that decision (durable__store_write_remade).
- * Each stays of the same owner, so the access check made before holds. */
-static int remake_rest(durable__job_t *job, int *refused) {
+ * writes are made anew from that decision (durable__store_write_remade),
+ * unless the maker says they stand as they are (1).  Each must stay of the
+ * same owner, so the access check made before holds.  On failure `*at` is
+ * the write that could not be made. */
+static int remake_rest(durable__job_t *job, int *refused, size_t *at) {
   const durable__write_op_t *first = &job->writes[0];
   for (size_t i = 1; i < job->nwrites; i++) {
     durable__write_op_t *op = &job->writes[i];
     char *path = NULL, *content = NULL, *ns = NULL, *id = NULL;
+    durable_error_t why = {0};
     int rc = job->remake(first->mutate_arg, i, &path, &content);
+    if (rc == 1)
+      return 0; /* nothing changed since they were made */
     if (rc == 0 && (path == NULL || content == NULL))
       rc = DURABLE_ENOMEM;
-    if (rc == 0 && (durable__path_split(path, &ns, &id) < 0 ||
+    if (rc == 0 && (durable_path_check(path, &why) < 0 ||
                     durable__owner_len(path) != strlen(op->owner) ||
                     strncmp(path, op->owner, strlen(op->owner)) != 0))
       rc = DURABLE_EINVAL;
+    if (rc == 0 && durable__path_split(path, &ns, &id) < 0)
+      rc = DURABLE_ENOMEM;
     if (rc < 0) {
       free(path);
       free(content);
       free(ns);
       free(id);
       *refused = 1;
-      return durable__error(&job->err, rc, "write %zu could not be made: %s",
-                            i + 1, durable_strerror(rc));
+      *at = i;
+      return durable__error(
+          &job->err, rc, "write %zu could not be made: %s", i + 1,
+          why.message[0] ? why.message : durable_strerror(rc));
     }
     free(op->path);
     free(op->ns);
@@ -414,15 +423,16 @@ int durable__writes_apply(const durable__backend_t *be, durable__conn_t *conn,
   for (size_t i = 0; i < job->nwrites; i++) {
     int refused = 0;
     int rc = apply_one(be, conn, job, &job->writes[i], &refused);
+    size_t at = i;
     if (rc == 0 && i == 0 && job->remake && job->writes[0].action != ACT_NONE)
-      rc = remake_rest(job, &refused);
+      rc = remake_rest(job, &refused, &at);
     if (rc < 0) {
       if (job->err.message[0] == '\0')
         durable__error(&job->err, rc, "write of '%s' failed: %s",
-                       job->writes[i].path, durable_strerror(rc));
+                       job->writes[at].path, durable_strerror(rc));
       job->err.code = rc;
       job->status = rc;
-      job->failed_write = i + 1;
+      job->failed_write = at + 1;
       /* a refusal fails the job alone; anything else the transaction */
       return refused ? 0 : rc;
     }

@@ -229,7 +229,9 @@ typedef struct {
   /* a batch's appends, made again by the mutator's decision (remake) */
   struct batch_write_s *made; /* one per extra write, or NULL */
   const char *items_ns;
-  int64_t shift; /* the mutator's: sequences this much later than decided */
+  int64_t shift;   /* the mutator's: sequences this much later than decided */
+  int64_t made_at; /* the shift the store's writes were last made at */
+  int remade;      /* ... and this run changed it: make them again */
 } write_ctx_t;
 
 /* An extra write of a batch: an item, or the node of its publish id
@@ -273,10 +275,17 @@ static int mutate_state(const durable_node_t *current, char **content,
   if (tail_moved && w->made) {
     /* the first item right after the stored tail: the decision's own
      * first sequence may be further off than the tail it read (derived
-     * from a newer last item), and must not leave a gap */
-    w->shift = cur.last_sequence + 1 - w->made[0].seq;
+     * from a newer last item), and must not leave a gap; never back, onto
+     * items stored above the tail (made by hand) that it knew of */
+    int64_t shift = cur.last_sequence + 1 - w->made[0].seq;
+    w->shift = shift > 0 ? shift : 0;
     tail_moved = 0;
   }
+  /* the items stand as last made, unless the shift changed (remake_write;
+   * until it has made them all, they are at no shift) */
+  w->remade = w->shift != w->made_at;
+  if (w->remade)
+    w->made_at = INT64_MIN;
   int moved = tail_moved || lease_moved;
   int rc = moved ? DURABLE_ECONFLICT : 1;
   if (!moved && (w->part & PART_TAIL))
@@ -376,7 +385,9 @@ static void on_written(const durable_result_t *res, void *data) {
  * thread: touches only `arg`, the payloads it borrows, and what it
  * allocates). */
 static int remake_write(void *arg, size_t i, char **path, char **content) {
-  const write_ctx_t *w = arg;
+  write_ctx_t *w = arg;
+  if (!w->remade)
+    return 1; /* made at this shift already */
   const batch_write_t *b = &w->made[i - 1];
   int64_t seq = b->seq + w->shift;
   if (b->id_path) {
@@ -390,6 +401,8 @@ static int remake_write(void *arg, size_t i, char **path, char **content) {
       snprintf(*path, n, "%s/%s", w->items_ns, id);
     *content = durable__item_encode(seq, b->payload, b->appended_at);
   }
+  if (b[1].seq == 0 && *path && *content)
+    w->made_at = w->shift; /* the last one: all made at this shift */
   return 0;
 }
 
