@@ -92,6 +92,26 @@ static void test_put_get_replace(void) {
   durable__map_free(&map);
 }
 
+/* A new value for a key that is there never grows the map, so it cannot
+ * fail for want of memory: the waker's "look again" marks rely on it. */
+static void test_replace_at_the_limit(void) {
+  durable__map_t map = {0};
+  char key[32];
+  size_t i = 0;
+  /* fill up to the last entry before the next put would grow it */
+  for (; i == 0 || (map.count + 1) * 4 <= map.cap * 3; i++) {
+    snprintf(key, sizeof key, "k%zu", i);
+    CHECK_OK(durable__map_put(&map, key, val(i)));
+  }
+  size_t cap = map.cap;
+  CHECK_OK(durable__map_put(&map, "k0", val(99)));
+  CHECK_EQ_INT(map.cap, cap);
+  CHECK(durable__map_get(&map, "k0") == val(99));
+  CHECK_EQ_INT(map.count, i);
+  check_invariant(&map);
+  durable__map_free(&map);
+}
+
 /* The hash agrees with the map: a key put alone lands on its home slot. */
 static void test_hash_agrees(void) {
   for (int k = 0; k < 50; k++) {
@@ -255,6 +275,7 @@ static const check_test_t tests[] = {
     {"backward_shift_each", test_backward_shift_each},
     {"backward_shift_random", test_backward_shift_random},
     {"many", test_many},
+    {"replace_at_the_limit", test_replace_at_the_limit},
 };
 
 int main(int argc, char **argv) {
