@@ -24,7 +24,10 @@
  * or nothing -- so a consumer keeping up with a producer shares its
  * commits.  The stream node is replaced at the version the hub last saw
  * (no read, no decode); after another process's write was in the way, it
- * is read and changed under the row's lock instead, for a while.  The next
+ * is read and changed under the row's lock instead, for a while -- and
+ * there an append that finds the tail moved takes the sequences after it,
+ * its items made again on the writer thread (remake_write), rather than
+ * losing again to the producers that keep the lock busy.  The next
  * sequence is re-derived after a recycle or a failure from both LastSequence
  * and the highest stored item, so an item left above LastSequence (made by
  * hand, or by another writer) is never handed out twice.
