@@ -246,6 +246,13 @@ typedef struct batch_write_s {
   char *id_path;       /* an id node's, owned */
 } batch_write_t;
 
+/* A batch's list of extra writes (ends at seq 0), with its id paths. */
+static void made_free(batch_write_t *made) {
+  for (size_t i = 0; made && made[i].seq != 0; i++)
+    free(made[i].id_path);
+  free(made);
+}
+
 static int same_str(const char *a, const char *b) {
   return a == b || (a && b && strcmp(a, b) == 0);
 }
@@ -322,9 +329,7 @@ static int mutate_state(const durable_node_t *current, char **content,
 }
 
 static void write_ctx_free(write_ctx_t *w) {
-  for (size_t i = 0; w->made && w->made[i].seq != 0; i++)
-    free(w->made[i].id_path);
-  free(w->made);
+  made_free(w->made);
   durable__state_free(&w->base);
   durable__state_free(&w->next);
   durable__state_free(&w->seen);
@@ -421,9 +426,7 @@ static void write_state(shub_t *sh, int part, durable__stream_state_t *next,
     w->made = made; /* taken */
     w->items_ns = sh->items_ns;
   } else {
-    for (size_t i = 0; made && made[i].seq != 0; i++)
-      free(made[i].id_path);
-    free(made);
+    made_free(made);
   }
   durable_write_t *writes = calloc(nextra + 1, sizeof(*writes));
   durable_error_t err = {0};
@@ -943,9 +946,7 @@ static void run_batch(shub_t *sh) {
     if (k)
       made = NULL; /* taken */
   }
-  for (size_t i = 0; made && i < cap; i++)
-    free(made[i].id_path);
-  free(made);
+  made_free(made);
   for (size_t i = 0; contents && i < cap; i++)
     free(contents[i]);
   free(contents);
