@@ -34,6 +34,16 @@ int durable__store_read_items(durable_store_t *store, const char *principal,
                               durable_done_cb cb, void *data,
                               durable_error_t *err);
 
+/* A durable_store_watch flag: a watch that never reads.  Its callback gets
+ * this process's changes under the namespace as they commit (unfiltered,
+ * ADDED/UPDATED/REMOVED with the node), and UPDATED with a NULL node each
+ * time another process changed the namespace or anything may have changed
+ * (a reconnect): "look again yourself".  For a follower that reads what it
+ * needs on its own (a stream's reader reads the items after its cursor),
+ * where a watch's re-read of the namespace would be a round trip spent on
+ * nothing. */
+#define DURABLE__WATCH_SIGNAL 0x100
+
 /* The highest stored item sequence under `items_ns` (0 when empty), in
  * result->value, as `principal` (NULL: the platform; a principal needs read
  * on the owner, else DURABLE_EACCES, so a sequence never tells what a

@@ -107,6 +107,14 @@ typedef struct {
                          stored (an upsert keeps an existing row's) */
 } durable__outcome_t;
 
+/* The answer of a deferred get (get_later): status DURABLE__PENDING until
+ * it is known, then 0 with `node` (the caller's to free), DURABLE_ENOTFOUND,
+ * or a negative code when the statement itself failed. */
+typedef struct {
+  int status;
+  durable_node_t *node;
+} durable__got_t;
+
 typedef struct durable__backend_s {
   const char *name; /* "sqlite" or "postgresql" */
 
@@ -145,6 +153,14 @@ typedef struct durable__backend_s {
               durable_error_t *err);
   int (*max_id)(durable__conn_t *conn, durable__place_t place, const char *ns,
                 int width, char **out, durable_error_t *err);
+  /* Optional: a get whose answer comes with the next read, flush or commit
+   * (a NULL get_later means: call get).  It fills `got` by the time that
+   * call returns 0; the strings are copied.  PostgreSQL sends it in that
+   * call's pipeline, so that a listing and the probes beside it cost one
+   * round trip, not one each (50 ms each on a slow link). */
+  int (*get_later)(durable__conn_t *conn, durable__place_t place,
+                   const char *ns, const char *id, durable__got_t *got,
+                   durable_error_t *err);
   /* An operator's listing: the partitions that exist (SQLite: one, "",
    * since its tables are shared), and the nodes of one NodeType in one
    * place with path > after, in path order, at most `limit` (a scan). */
@@ -186,12 +202,14 @@ typedef struct durable__backend_s {
                 const char *id, durable__outcome_t *out, durable_error_t *err);
   int (*flush)(durable__conn_t *conn, durable_error_t *err);
   /* Lock the row ns/id (if there is one) until the transaction ends, right
-   * after begin.  The store locks the rows a group will update this way,
-   * all in one order (place, namespace, id), so that two processes'
-   * transactions never wait for each other in a circle.  NULL where the
-   * database takes one write lock for everything (SQLite). */
+   * after begin, and read it into `got` as get_later does.  The store locks
+   * the rows a group will update this way, all in one order (place,
+   * namespace, id), so that two processes' transactions never wait for
+   * each other in a circle, and serves the group's reads for update of
+   * those rows from what the locks read.  NULL where the database takes
+   * one write lock for everything (SQLite). */
   int (*lock)(durable__conn_t *conn, durable__place_t place, const char *ns,
-              const char *id, durable_error_t *err);
+              const char *id, durable__got_t *got, durable_error_t *err);
 
   /* Called once per transaction before commit with the distinct namespaces
    * it changed, so that other processes hear of them after the commit

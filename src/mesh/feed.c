@@ -18,6 +18,10 @@
  * watch re-read its namespace and diff it against what it knows.  Versions
  * are store-wide and grow with every write, also across a delete and a
  * re-create, so a stale removal can never hide a newer node.
+ *
+ * A signal watch (DURABLE__WATCH_SIGNAL) skips all of that: no reads, no
+ * versions; it hears this process's commits as they are and "changed
+ * elsewhere" as a NULL node, and reads what it needs itself.
  */
 #include "job.h"
 #include "store.h"
@@ -284,11 +288,12 @@ int durable_store_watch(durable_store_t *store, const char *ns, int flags,
   w->flags = flags;
   w->cb = cb;
   w->data = data;
-  w->state = W_READING_INITIAL;
+  w->state = flags & DURABLE__WATCH_SIGNAL ? W_LIVE : W_READING_INITIAL;
   w->next = feed->head;
   feed->head = w;
   w->linked = 1;
-  read_page(w, "");
+  if (!(flags & DURABLE__WATCH_SIGNAL))
+    read_page(w, "");
   *out = w;
   return 0;
 }
@@ -316,6 +321,19 @@ void durable__feed_free(durable_store_t *store) {
   *slot = NULL;
 }
 
+/* A callback may close any watch while the list is walked: closed watches
+ * stay listed until the outermost walk ends, and go then. */
+static void dispatch_end(feed_t *feed) {
+  if (--feed->dispatching == 0)
+    for (durable_watch_t *w = feed->head, *next; w; w = next) {
+      next = w->next;
+      if (w->closed) {
+        unlink_watch(w);
+        maybe_free(w);
+      }
+    }
+}
+
 void durable__feed_dispatch(durable_store_t *store, durable__job_t *job) {
   feed_t *feed = feed_of(store);
   if (feed == NULL)
@@ -326,7 +344,9 @@ void durable__feed_dispatch(durable_store_t *store, durable__job_t *job) {
     for (durable_watch_t *w = feed->head; w; w = w->next) {
       if (w->closed || strcmp(w->ns, ev->node->ns) != 0)
         continue;
-      if (w->state != W_LIVE) {
+      if (w->flags & DURABLE__WATCH_SIGNAL) {
+        emit(w, ev->kind, ev->node);
+      } else if (w->state != W_LIVE) {
         durable__event_t *b = realloc(w->buffer, (w->nbuf + 1) * sizeof(*b));
         durable_node_t *copy = b ? durable_node_dup(ev->node) : NULL;
         if (b)
@@ -341,14 +361,7 @@ void durable__feed_dispatch(durable_store_t *store, durable__job_t *job) {
         apply(w, ev->kind, ev->node, 1);
       }
     }
-    if (--feed->dispatching == 0)
-      for (durable_watch_t *w = feed->head, *next; w; w = next) {
-        next = w->next;
-        if (w->closed) {
-          unlink_watch(w);
-          maybe_free(w);
-        }
-      }
+    dispatch_end(feed);
   }
 }
 
@@ -383,14 +396,18 @@ void durable__store_changed_elsewhere(durable_store_t *store, const char *ns) {
     return;
   if (feed->foreign)
     feed->foreign(feed->foreign_data, ns);
+  feed->dispatching++;
   for (durable_watch_t *w = feed->head; w; w = w->next) {
-    if (ns && strcmp(ns, w->ns) != 0)
+    if (w->closed || (ns && strcmp(ns, w->ns) != 0))
       continue;
-    if (w->job_in_flight)
+    if (w->flags & DURABLE__WATCH_SIGNAL)
+      emit(w, DURABLE_CHANGE_UPDATED, NULL);
+    else if (w->job_in_flight)
       w->resync_pending = 1; /* re-read once the current read ends */
     else if (w->state == W_READING_INITIAL)
       read_page(w, ""); /* an initial read that failed: start it over */
     else
       start_resync(w);
   }
+  dispatch_end(feed);
 }

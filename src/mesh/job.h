@@ -114,6 +114,29 @@ void durable__job_free(durable__job_t *job);
 /* Queue a job to the right worker.  Loop thread. */
 void durable__job_submit(durable__job_t *job);
 
+/* The rows a group's transaction locked before anything else (store.c,
+ * lock_in_order), each read as it was locked where the backend reads with
+ * the lock: a read for update of such a row is served from here, with no
+ * round trip of its own, until a write of that row is queued.  So a group
+ * of k read-modify-writes costs one round trip for all its reads on
+ * PostgreSQL, not one each. */
+typedef struct {
+  char part[DURABLE_PARTITION_MAX + 1];
+  const char *table, *ns, *id; /* table static, ns and id the op's */
+  durable__got_t got;          /* status DURABLE__PENDING until answered */
+  int spent;                   /* a write of the row was queued since */
+} durable__locked_row_t;
+
+typedef struct {
+  durable__locked_row_t *rows; /* sorted by (part, table, ns, id) */
+  size_t count;
+} durable__locked_t;
+
+/* The locked row at place/ns/id, or NULL. */
+durable__locked_row_t *durable__locked_find(durable__locked_t *locked,
+                                            durable__place_t place,
+                                            const char *ns, const char *id);
+
 /* write.c */
 int durable__writes_prepare(durable__job_t *job, const durable_write_t *w,
                             size_t count, durable_error_t *err);
@@ -123,7 +146,7 @@ int durable__writes_prepare(durable__job_t *job, const durable_write_t *w,
  * stops the job there.  Returns 0, or a negative code when the transaction
  * itself failed (job->err says why): then it must be rolled back. */
 int durable__writes_apply(const durable__backend_t *be, durable__conn_t *conn,
-                          durable__job_t *job);
+                          durable__job_t *job, durable__locked_t *locked);
 /* 1 when the job's outcome could require undoing rows it changed (it could
  * fail after another of its writes succeeded), so the transaction's queue
  * must be flushed and the job settled before the commit. */

@@ -412,6 +412,7 @@ typedef struct {
   const char *subject;     /* for messages: the path */
   const char *partition;   /* forgotten when its relation is missing */
   durable__outcome_t *out; /* STEP_WRITE */
+  durable__got_t *got;     /* STEP_READ of get_later */
   char rows[32];           /* insert/upsert: the many-row form of `name` */
 } step_t;
 
@@ -649,6 +650,18 @@ static char *array_of(const step_t *steps, size_t n, int col) {
   return out;
 }
 
+static durable_node_t *node_of_row(const PGresult *res, int row);
+
+/* A deferred get's result into its answer. */
+static void take_got(durable__got_t *got, const PGresult *res) {
+  if (PQntuples(res) == 0) {
+    got->status = DURABLE_ENOTFOUND;
+    return;
+  }
+  got->node = node_of_row(res, 0);
+  got->status = got->node ? 0 : DURABLE_ENOMEM;
+}
+
 /* Send one planned statement (no wait). */
 static int send_planned(PGconn *pg, step_t *steps, const sent_t *p) {
   const step_t *s = &steps[p->first];
@@ -731,6 +744,8 @@ static int drain(durable__conn_t *c, PGresult **last, int *unknown,
     }
     ExecStatusType st = PQresultStatus(r);
     if (st == PGRES_FATAL_ERROR) {
+      if (s->got != NULL)
+        s->got->status = DURABLE_EIO; /* `bad` below says why */
       if (bad == NULL) {
         bad = r;
         bad_at = got;
@@ -745,6 +760,8 @@ static int drain(durable__conn_t *c, PGresult **last, int *unknown,
         /* COMMIT of a failed transaction "succeeds" with the tag ROLLBACK */
         committed = strcmp(PQcmdStatus(r), "COMMIT") == 0;
         refused = !committed;
+      } else if (s->kind == STEP_READ && s->got != NULL) {
+        take_got(s->got, r);
       } else if (s->kind == STEP_READ && p->first == count - 1 &&
                  last != NULL) {
         *last = r;
@@ -1398,6 +1415,52 @@ static int pg_get(durable__conn_t *c, durable__place_t place, const char *ns,
   return 0;
 }
 
+/* A read of one row (`op`: OP_GET or OP_GET_FOR_UPDATE) sent with the next
+ * drain, its answer into `got`; the strings are copied, as a queued
+ * write's are. */
+static int queue_read(durable__conn_t *c, int op, durable__place_t place,
+                      const char *ns, const char *id, durable__got_t *got,
+                      durable_error_t *err) {
+  char name[32], path[DURABLE_PATH_MAX + 2];
+  int absent = 0;
+  int rc = prepare_read(c, op, place, name, &absent, err);
+  if (rc != 0)
+    return rc;
+  if (absent) {
+    got->status = DURABLE_ENOTFOUND;
+    return 0;
+  }
+  path_of(path, sizeof(path), ns, id);
+  size_t lns = strlen(ns) + 1, lid = strlen(id) + 1, lpath = strlen(path) + 1;
+  size_t lpart = strlen(place.partition) + 1;
+  step_t *s = push_step(c, STEP_READ, err);
+  if (s == NULL)
+    return err->code;
+  if ((s->buf = malloc(lns + lid + lpath + lpart)) == NULL) {
+    c->queued--;
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  memcpy(s->buf, ns, lns);
+  memcpy(s->buf + lns, id, lid);
+  memcpy(s->buf + lns + lid, path, lpath);
+  memcpy(s->buf + lns + lid + lpath, place.partition, lpart);
+  s->partition = s->buf + lns + lid + lpath;
+  snprintf(s->name, sizeof(s->name), "%s", name);
+  s->n = 2;
+  s->vals[0] = s->buf;
+  s->vals[1] = s->buf + lns;
+  s->what = op == OP_GET ? "get" : "lock";
+  s->subject = s->buf + lns + lid;
+  s->got = got;
+  return 0;
+}
+
+static int pg_get_later(durable__conn_t *c, durable__place_t place,
+                        const char *ns, const char *id, durable__got_t *got,
+                        durable_error_t *err) {
+  return queue_read(c, OP_GET, place, ns, id, got, err);
+}
+
 /* Append every row of `res` to `out` as a node. */
 static int push_rows(const PGresult *res, durable__nodes_t *out,
                      durable_error_t *err) {
@@ -1589,8 +1652,7 @@ static int queue_write(durable__conn_t *c, int op, durable__place_t place,
   s->what = op == OP_INSERT                       ? "insert"
             : op == OP_UPSERT                     ? "put"
             : op == OP_UPDATE || op == OP_REPLACE ? "update"
-            : op == OP_REMOVE                     ? "remove"
-                                                  : "lock";
+                                                  : "remove";
   s->out = out;
   return 0;
 }
@@ -1628,15 +1690,11 @@ static int pg_remove(durable__conn_t *c, durable__place_t place, const char *ns,
 }
 
 /* SELECT ... FOR UPDATE of a row, queued like a write: it rides along with
- * the transaction's first read, no round trip of its own. */
+ * the transaction's first read, no round trip of its own, and what it read
+ * comes back in `got`. */
 static int pg_lock(durable__conn_t *c, durable__place_t place, const char *ns,
-                   const char *id, durable_error_t *err) {
-  char name[32];
-  int absent = 0;
-  int rc = prepare_read(c, OP_GET_FOR_UPDATE, place, name, &absent, err);
-  if (rc != 0 || absent) /* no partition: no row to lock */
-    return rc;
-  return queue_write(c, OP_GET_FOR_UPDATE, place, NULL, ns, id, NULL, err);
+                   const char *id, durable__got_t *got, durable_error_t *err) {
+  return queue_read(c, OP_GET_FOR_UPDATE, place, ns, id, got, err);
 }
 
 /* One NOTIFY per namespace, "instance\nnamespace", queued for the COMMIT
@@ -2133,6 +2191,7 @@ const durable__backend_t durable__postgres_backend = {
     .commit = pg_commit,
     .rollback = pg_rollback,
     .get = pg_get,
+    .get_later = pg_get_later,
     .list = pg_list,
     .max_id = pg_max_id,
     .partitions = pg_partitions,

@@ -325,23 +325,44 @@ static void run_read(worker_t *w, durable__job_t *job) {
   }
 }
 
-/* A row a group will update, for lock_in_order.  Its place is made from
- * `part` only once the rows are sorted: qsort moves them, and a place
- * points into its own row. */
-typedef struct {
-  char part[DURABLE_PARTITION_MAX + 1];
-  const char *table;
-  const durable__write_op_t *op;
-} row_t;
+static int locked_order(const durable__locked_row_t *x, const char *part,
+                        const char *table, const char *ns, const char *id) {
+  int c = strcmp(x->part, part);
+  if (c == 0)
+    c = strcmp(x->table, table);
+  if (c == 0)
+    c = strcmp(x->ns, ns);
+  return c ? c : strcmp(x->id, id);
+}
 
 static int row_order(const void *a, const void *b) {
-  const row_t *x = a, *y = b;
-  int c = strcmp(x->part, y->part);
-  if (c == 0)
-    c = strcmp(x->table, y->table);
-  if (c == 0)
-    c = strcmp(x->op->ns, y->op->ns);
-  return c ? c : strcmp(x->op->id, y->op->id);
+  const durable__locked_row_t *y = b;
+  return locked_order(a, y->part, y->table, y->ns, y->id);
+}
+
+durable__locked_row_t *durable__locked_find(durable__locked_t *locked,
+                                            durable__place_t place,
+                                            const char *ns, const char *id) {
+  size_t lo = 0, hi = locked ? locked->count : 0;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    int c =
+        locked_order(&locked->rows[mid], place.partition, place.table, ns, id);
+    if (c == 0)
+      return &locked->rows[mid];
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return NULL;
+}
+
+static void locked_free(durable__locked_t *locked) {
+  for (size_t i = 0; i < locked->count; i++)
+    durable_node_free(locked->rows[i].got.node);
+  free(locked->rows);
+  *locked = (durable__locked_t){0};
 }
 
 /* Lock the existing rows the group may update, in one global order, before
@@ -354,11 +375,12 @@ static int row_order(const void *a, const void *b) {
  * on one of them only after its deadlock_timeout (1 s).  With the stream
  * rows locked first, the second producer waits for the first to commit,
  * then finds its sequence taken and decides again.  The locks are queued
- * with the statements that follow (no round trip of their own).  A group
- * of a single write needs none. */
+ * with the statements that follow (no round trip of their own), and what
+ * they read serves the group's reads for update (job.h).  A group of a
+ * single write needs none. */
 static int lock_in_order(const durable__backend_t *be, durable__conn_t *conn,
                          durable__job_t **jobs, size_t n,
-                         durable_error_t *err) {
+                         durable__locked_t *locked, durable_error_t *err) {
   if (be->lock == NULL)
     return 0;
   size_t count = 0, total = 0;
@@ -369,7 +391,7 @@ static int lock_in_order(const durable__backend_t *be, durable__conn_t *conn,
     }
   if (count == 0 || total < 2)
     return 0;
-  row_t *rows = malloc(count * sizeof(*rows));
+  durable__locked_row_t *rows = calloc(count, sizeof(*rows));
   if (rows == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   size_t m = 0;
@@ -378,21 +400,28 @@ static int lock_in_order(const durable__backend_t *be, durable__conn_t *conn,
       const durable__write_op_t *op = &jobs[i]->writes[k];
       if (op->kind == DURABLE_WRITE_CREATE)
         continue;
-      rows[m].op = op;
+      rows[m].ns = op->ns;
+      rows[m].id = op->id;
       rows[m].table =
           durable__path_place(op->path, rows[m].part, sizeof rows[m].part)
               .table;
       m++;
     }
   qsort(rows, m, sizeof(*rows), row_order);
+  size_t kept = 0; /* each row once */
+  for (size_t i = 0; i < m; i++)
+    if (kept == 0 || row_order(&rows[kept - 1], &rows[i]) != 0)
+      rows[kept++] = rows[i];
+  locked->rows = rows;
+  locked->count = kept;
   int rc = 0;
-  for (size_t i = 0; i < m && rc == 0; i++)
-    if (i == 0 || row_order(&rows[i - 1], &rows[i]) != 0)
-      rc = be->lock(
-          conn,
-          (durable__place_t){.partition = rows[i].part, .table = rows[i].table},
-          rows[i].op->ns, rows[i].op->id, err);
-  free(rows);
+  for (size_t i = 0; i < kept && rc == 0; i++) {
+    durable__locked_row_t *r = &rows[i];
+    r->got.status = DURABLE__PENDING;
+    rc = be->lock(conn,
+                  (durable__place_t){.partition = r->part, .table = r->table},
+                  r->ns, r->id, &r->got, err);
+  }
   return rc;
 }
 
@@ -406,19 +435,19 @@ static int lock_in_order(const durable__backend_t *be, durable__conn_t *conn,
  *   changed(namespaces); COMMIT        (PostgreSQL: one round trip for all)
  *   settle the others from the outcomes the commit brought back
  */
-static int commit_group(worker_t *w, durable__job_t **jobs, size_t n,
-                        durable_error_t *err) {
+static int commit_locked(worker_t *w, durable__job_t **jobs, size_t n,
+                         durable__locked_t *locked, durable_error_t *err) {
   durable_store_t *store = w->store;
   const durable__backend_t *be = store->be;
   int rc = ensure_conn(w, err);
   if (rc < 0)
     return rc;
   if ((rc = be->begin(w->conn, err)) < 0 ||
-      (rc = lock_in_order(be, w->conn, jobs, n, err)) < 0)
+      (rc = lock_in_order(be, w->conn, jobs, n, locked, err)) < 0)
     goto rollback;
   int risky = 0;
   for (size_t i = 0; i < n; i++) {
-    rc = durable__writes_apply(be, w->conn, jobs[i]);
+    rc = durable__writes_apply(be, w->conn, jobs[i], locked);
     if (rc < 0) {
       *err = jobs[i]->err;
       goto rollback;
@@ -485,6 +514,14 @@ rollback:
     durable__writes_reset(jobs[i]);
   if (rc == DURABLE_EUNAVAIL)
     drop_conn(w);
+  return rc;
+}
+
+static int commit_group(worker_t *w, durable__job_t **jobs, size_t n,
+                        durable_error_t *err) {
+  durable__locked_t locked = {0};
+  int rc = commit_locked(w, jobs, n, &locked, err);
+  locked_free(&locked); /* every answer is in, or the queue was dropped */
   return rc;
 }
 
@@ -901,35 +938,63 @@ void durable_store_close(durable_store_t *store, void (*cb)(void *data),
 
 /* Rows of namespace `ns` after `after` across every table they may be in:
  * the table of an ordinary child, plus, for each mapped segment that would
- * place a child named after it elsewhere, that one row.  Merged in id order;
- * fetches limit + 1 to know whether more follow. */
+ * place a child named after it elsewhere, that one row.  The probes go
+ * first, as deferred gets where the backend has them, so that on
+ * PostgreSQL the listing and its probes are one round trip.  Merged in id
+ * order; fetches limit + 1 to know whether more follow. */
 static int list_children(const durable__backend_t *be, durable__conn_t *conn,
                          const char *ns, const char *after, size_t limit,
                          durable__nodes_t *out, int *more,
                          durable_error_t *err) {
   char part[DURABLE_PARTITION_MAX + 1];
   char probe[DURABLE_PATH_MAX + 64];
+  size_t nprobes = 0;
+  durable__got_t *got = calloc(durable__mapping_count, sizeof(*got));
+  const char **probed = calloc(durable__mapping_count, sizeof(*probed));
+  int rc =
+      got && probed ? 0 : durable__error(err, DURABLE_ENOMEM, "out of memory");
   snprintf(probe, sizeof probe, "%s%sx", ns, *ns ? "/" : "");
   durable__place_t place = durable__path_place(probe, part, sizeof part);
-  int rc = be->list(conn, place, ns, after, limit + 1, out, err);
-  if (rc < 0)
-    return rc;
-  for (size_t i = 0; i < durable__mapping_count; i++) {
+  for (size_t i = 0; i < durable__mapping_count && rc == 0; i++) {
     const char *seg = durable__mappings[i].segment;
+    char other_part[DURABLE_PARTITION_MAX + 1];
     snprintf(probe, sizeof probe, "%s%s%s", ns, *ns ? "/" : "", seg);
-    durable__place_t other = durable__path_place(probe, part, sizeof part);
+    durable__place_t other =
+        durable__path_place(probe, other_part, sizeof other_part);
     if (strcmp(other.table, place.table) == 0 || strcmp(seg, after) <= 0)
       continue;
-    durable_node_t *node = NULL;
-    rc = be->get(conn, other, ns, seg, 0, &node, err);
-    if (rc == DURABLE_ENOTFOUND)
+    probed[nprobes] = seg;
+    durable__got_t *g = &got[nprobes++];
+    g->status = DURABLE__PENDING;
+    if (be->get_later)
+      rc = be->get_later(conn, other, ns, seg, g, err);
+    else if ((g->status = be->get(conn, other, ns, seg, 0, &g->node, err)) ==
+             DURABLE_ENOTFOUND)
+      g->node = NULL;
+    else if (g->status < 0)
+      rc = g->status;
+  }
+  if (rc == 0)
+    rc = be->list(conn, place, ns, after, limit + 1, out, err);
+  if (rc != 0 && be->get_later && nprobes > 0) {
+    /* probes may still be queued: settle them while `got` lives */
+    durable_error_t ignored = {0};
+    be->flush(conn, &ignored);
+  }
+  for (size_t i = 0; i < nprobes; i++) {
+    durable_node_t *node = got[i].node;
+    if (rc == 0 && got[i].status != 0 && got[i].status != DURABLE_ENOTFOUND)
+      rc = durable__error(err, got[i].status < 0 ? got[i].status : DURABLE_EIO,
+                          "list %s: the probe for %s did not answer", ns,
+                          probed[i]);
+    if (rc != 0 || node == NULL) {
+      durable_node_free(node);
       continue;
-    if (rc < 0)
-      return rc;
+    }
     /* insert in id order */
     if ((rc = durable__nodes_push(out, node)) < 0) {
       durable_node_free(node);
-      return rc;
+      continue;
     }
     for (size_t k = out->count - 1;
          k > 0 && strcmp(out->items[k - 1]->id, out->items[k]->id) > 0; k--) {
@@ -938,6 +1003,10 @@ static int list_children(const durable__backend_t *be, durable__conn_t *conn,
       out->items[k] = t;
     }
   }
+  free(got);
+  free(probed);
+  if (rc != 0)
+    return rc;
   *more = out->count > limit;
   while (out->count > limit)
     durable_node_free(out->items[--out->count]);

@@ -197,9 +197,13 @@ static int refusal(const durable__write_op_t *op, int code,
 /* Queue `action` for `node`.  Returns the backend's code (a failure of the
  * transaction). */
 static int queue(const durable__backend_t *be, durable__conn_t *conn,
-                 durable__place_t place, durable__write_op_t *op,
-                 durable__action_t action, const durable_node_t *node,
-                 durable_error_t *err) {
+                 durable__locked_t *locked, durable__place_t place,
+                 durable__write_op_t *op, durable__action_t action,
+                 const durable_node_t *node, durable_error_t *err) {
+  durable__locked_row_t *row =
+      durable__locked_find(locked, place, op->ns, op->id);
+  if (row)
+    row->spent = 1; /* what its lock read is not the row any more */
   op->action = action;
   op->out.status = DURABLE__PENDING;
   int rc;
@@ -225,12 +229,37 @@ static int queue(const durable__backend_t *be, durable__conn_t *conn,
   return rc;
 }
 
+/* The row `op` acts on, locked until the transaction ends: what the
+ * group's lock read of it (job.h), while no write of it was queued since,
+ * else read now.  DURABLE_ENOTFOUND when absent. */
+static int read_for_update(const durable__backend_t *be, durable__conn_t *conn,
+                           durable__locked_t *locked, durable__place_t place,
+                           const durable__write_op_t *op, durable_node_t **cur,
+                           durable_error_t *err) {
+  durable__locked_row_t *row =
+      durable__locked_find(locked, place, op->ns, op->id);
+  if (row && !row->spent) {
+    int rc = row->got.status == DURABLE__PENDING ? be->flush(conn, err) : 0;
+    if (rc < 0)
+      return rc;
+    if (row->got.status == DURABLE_ENOTFOUND)
+      return durable__error(err, DURABLE_ENOTFOUND, "no node at '%s'",
+                            op->path);
+    if (row->got.status == 0) {
+      *cur = durable_node_dup(row->got.node);
+      return *cur ? 0 : durable__error(err, DURABLE_ENOMEM, "out of memory");
+    }
+    /* the lock's read failed (the flush said so), or never answered */
+  }
+  return be->get(conn, place, op->ns, op->id, 1, cur, err);
+}
+
 /* Decide one write and queue its statement.  Returns 0 (queued, or nothing
  * to write) or a failure of the transaction; a refusal of the write itself
  * sets *refused and fills `job->err`. */
 static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
-                     durable__job_t *job, durable__write_op_t *op,
-                     int *refused) {
+                     durable__locked_t *locked, durable__job_t *job,
+                     durable__write_op_t *op, int *refused) {
   durable_error_t *err = &job->err;
   char part[DURABLE_PARTITION_MAX + 1];
   durable__place_t place = durable__path_place(op->path, part, sizeof part);
@@ -249,13 +278,13 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
 
   /* Writes that need no read: the database decides. */
   if (op->kind == DURABLE_WRITE_PUT)
-    return queue(be, conn, place, op, ACT_UPSERT, &node, err);
+    return queue(be, conn, locked, place, op, ACT_UPSERT, &node, err);
   if (op->kind == DURABLE_WRITE_CREATE)
-    return queue(be, conn, place, op, ACT_INSERT, &node, err);
+    return queue(be, conn, locked, place, op, ACT_INSERT, &node, err);
   /* the database compares the version: a compare-and-set without a read
    * before it (a stream hub's write of its state, every append) */
   if (op->kind == DURABLE_WRITE_REPLACE) {
-    int rc = queue(be, conn, place, op, ACT_REPLACE, &node, err);
+    int rc = queue(be, conn, locked, place, op, ACT_REPLACE, &node, err);
     if (rc < 0 || op->out.status == DURABLE__PENDING || op->out.status == 0)
       return rc;
     /* the database answered at once (SQLite) and said no: the job stops
@@ -267,7 +296,7 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
 
   for (int attempt = 0;; attempt++) {
     durable_node_t *cur = NULL;
-    int rc = be->get(conn, place, op->ns, op->id, 1, &cur, err);
+    int rc = read_for_update(be, conn, locked, place, op, &cur, err);
     if (rc < 0 && rc != DURABLE_ENOTFOUND)
       return rc;
     memset(err, 0, sizeof *err);
@@ -280,7 +309,7 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
                               op->path);
       }
       op->old = cur; /* the removal's event */
-      return queue(be, conn, place, op, ACT_REMOVE, NULL, err);
+      return queue(be, conn, locked, place, op, ACT_REMOVE, NULL, err);
     case DURABLE_WRITE_MUTATE: {
       char *content = NULL, *node_type = NULL;
       rc = op->mutate(cur, &content, &node_type, op->mutate_arg);
@@ -322,11 +351,11 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
     if (cur != NULL) {
       node.created_at = op->created_at = cur->created_at;
       durable_node_free(cur);
-      return queue(be, conn, place, op, ACT_UPDATE, &node, err);
+      return queue(be, conn, locked, place, op, ACT_UPDATE, &node, err);
     }
     /* Absent (a mutator creating the node): insert, and learn at once
      * whether another process inserted it since the read. */
-    rc = queue(be, conn, place, op, ACT_INSERT, &node, err);
+    rc = queue(be, conn, locked, place, op, ACT_INSERT, &node, err);
     if (rc == 0)
       rc = be->flush(conn, err);
     if (rc < 0)
@@ -410,7 +439,7 @@ static int remake_rest(durable__job_t *job, int *refused, size_t *at) {
 }
 
 int durable__writes_apply(const durable__backend_t *be, durable__conn_t *conn,
-                          durable__job_t *job) {
+                          durable__job_t *job, durable__locked_t *locked) {
   if (job->principal != NULL) {
     int rc = check_access(be, conn, job);
     if (rc < 0) {
@@ -422,7 +451,7 @@ int durable__writes_apply(const durable__backend_t *be, durable__conn_t *conn,
   }
   for (size_t i = 0; i < job->nwrites; i++) {
     int refused = 0;
-    int rc = apply_one(be, conn, job, &job->writes[i], &refused);
+    int rc = apply_one(be, conn, locked, job, &job->writes[i], &refused);
     size_t at = i;
     if (rc == 0 && i == 0 && job->remake && job->writes[0].action != ACT_NONE)
       rc = remake_rest(job, &refused, &at);

@@ -7,8 +7,9 @@
  * for the stream's own items an index range scan from the cursor, so a
  * catch-up costs what follows the checkpoint, never the whole stream, and
  * memory stays one page -- and follows the live tail by reading again when
- * a change signal says the stream moved: the stream node's LastSequence
- * (for the stream's own items) or the items namespace (for a custom source).
+ * a change signal says the stream moved: a new item row (for the stream's
+ * own items: a signal watch, which costs no read) or a change of the items
+ * namespace (for a custom source).
  * A signal may be lost or repeated: the cursor makes a repeat harmless (an
  * item below it is a duplicate and is dropped) and the next read after any
  * later signal finds what a lost one announced.  An item ahead of a missing
@@ -341,13 +342,12 @@ static void on_signal(durable_watch_t *w, durable_change_kind_t kind,
   (void)w;
   if (kind == DURABLE_CHANGE_REMOVED)
     return;
-  if (!p->custom && node != NULL) {
-    if (strcmp(node->id, p->ns) != 0)
-      return; /* another family's stream */
-    /* an ack or a claim also updates the stream node: only new items count */
-    if (durable__state_last_sequence(node->content) <= p->read_upto)
-      return;
-  }
+  /* own items: a signal watch of the items namespace, which hears this
+   * process's item rows as they commit (only a new one counts) and
+   * "changed elsewhere" as NULL */
+  if (!p->custom && node != NULL &&
+      durable__item_sequence(node->id) <= p->read_upto)
+    return;
   if (p->custom && p->round_after != NULL)
     p->round_again = 1;
   p->dirty = 1;    /* read again: now if an item is asked for, else then */
@@ -400,12 +400,12 @@ durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
     durable__error(err, DURABLE_ENOMEM, "out of memory");
     return NULL;
   }
-  /* the watch first, so nothing committed from here on goes unnoticed */
-  char stream_ns[DURABLE_PATH_MAX + 1];
-  snprintf(stream_ns, sizeof stream_ns, "%.*s",
-           (int)(strrchr(path, '/') - path), path);
-  if (durable_store_watch(durable_mesh_store(mesh),
-                          p->custom ? p->items_ns : stream_ns, 0, on_signal, p,
+  /* the watch first, so nothing committed from here on goes unnoticed.  Own
+   * items: a signal of their namespace, with no reads of its own (the next
+   * read after the cursor is the only one needed); a custom source: a watch
+   * of its namespace (ids are not sequences there) */
+  if (durable_store_watch(durable_mesh_store(mesh), p->items_ns,
+                          p->custom ? 0 : DURABLE__WATCH_SIGNAL, on_signal, p,
                           &p->watch, err) < 0) {
     pull_free(p);
     return NULL;
