@@ -89,8 +89,9 @@ function M.command_line(opts)
   -- netns = NAME: run it in that network namespace (the partition spec)
   if opts.netns then parts[1] = "ip netns exec " .. M.quote(opts.netns) .. " env" end
   for k, v in pairs(opts.env or {}) do parts[#parts + 1] = k .. "=" .. M.quote(v) end
-  parts[#parts + 1] = M.quote(M.BIN)
-  if opts.store ~= false then
+  -- program = PATH: run that instead of durable, with no --store
+  parts[#parts + 1] = M.quote(opts.program or M.BIN)
+  if opts.store ~= false and not opts.program then
     parts[#parts + 1] = "--store " .. M.quote(opts.store or M.store)
   end
   for _, a in ipairs(opts) do parts[#parts + 1] = M.quote(a) end

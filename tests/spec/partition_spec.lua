@@ -21,9 +21,11 @@
 --      twice, the streams go on after the heal;
 --   c. A's liveness connection killed on the server again and again
 --      (pg_terminate_backend): nothing lost, nothing acknowledged handed
---      over again.
---
--- A slow link (tc netem) is not here: this kernel has no netem qdisc.
+--      over again;
+--   d. A on a slow link (50 ms round trips: tests/support/delay_proxy.lua,
+--      since this kernel has no netem qdisc): its streams keep moving,
+--      nothing is lost or handled twice, and neither host reports a
+--      failure or takes a stream over.
 local cmd = require "command"
 
 local read_file, wait_for, spawn, running = cmd.read_file, cmd.wait_for, cmd.spawn, cmd.running
@@ -34,6 +36,7 @@ local NET_A, NET_B = 201, 202
 local BOUND_S = 10 -- the detection bound: postgres_store.c's LIVENESS_BOUND_MS
 local POLL_S = 1   -- a host's liveness poll (liveness_ms)
 local HOLD_S = 2   -- a takeover's hold: postgres_store.c's FENCE_MS
+local SLOW_PORT, SLOW_MS = 15432, 25 -- the slow link: its port, its delay each way
 
 local function sh(line)
   local ok = os.execute(line .. " >/dev/null 2>&1")
@@ -116,8 +119,9 @@ local function by_key(list)
 end
 
 -- Host A holding the leases of four owners, host B waiting, a producer
--- publishing (20 ms apart per owner, each item taking 5 ms), warm.
-local function start_run()
+-- publishing (`pause_ms`, default 20, apart per owner, each item taking
+-- 5 ms), warm.  Host A reaches the server at `url_a` (default URL_A).
+local function start_run(url_a, pause_ms)
   LOG = cmd.tmpname()
   NS = ("Part/%s%d"):format(cmd.RUN, math.random(1e6))
   local run = { owners = {}, stopfile = cmd.tmpname() }
@@ -127,8 +131,8 @@ local function start_run()
     local code, _, err = cmd.run { "put", run.owners[i], "MpProbe", "{}", store = LOCAL }
     assert.equal(0, code, err)
   end
-  run.a = host(NET_A, URL_A)
-  local args = { "lua", PRODUCER, "until", run.stopfile, "20", store = LOCAL,
+  run.a = host(NET_A, url_a or URL_A)
+  local args = { "lua", PRODUCER, "until", run.stopfile, tostring(pause_ms or 20), store = LOCAL,
                  env = { MP_ITEM_MS = "5" } }
   for _, o in ipairs(run.owners) do args[#args + 1] = o end
   run.prod = spawn(args)
@@ -143,7 +147,7 @@ end
 
 -- Stop the producer, wait until every sequence it was told is handled;
 -- per owner the handled entries in log order, and what it heard.
-local function finish_run(run)
+local function finish_run(run, drain_s)
   cmd.spit(run.stopfile, "")
   assert.equal(0, cmd.exit_code(run.prod, 30), "the producer: " .. (read_file(run.prod.err) or ""))
   local heard = {}
@@ -159,7 +163,7 @@ local function finish_run(run)
       if #l == 0 or l[#l].seq < top then return false end
     end
     return true
-  end, 40), "not every published item was handled")
+  end, drain_s or 40), "not every published item was handled")
   return per, heard
 end
 
@@ -272,5 +276,35 @@ describe("hosts cut off from PostgreSQL (issue 13) #postgres", function()
     assert_order(per, heard, kills)
     assert.is_true(lines_with(run.a, "lost its liveness session") >= 1,
       "host A never noticed the loss of its liveness session")
+  end)
+
+  it("d. keeps a host on a slow link consuming, with no failures and no takeovers", function()
+    if WHY_NOT then return pending(WHY_NOT) end
+    local proxy = spawn { "tests/support/delay_proxy.lua", ("10.77.%d.1"):format(NET_A),
+                          tostring(SLOW_PORT), PG_DIR .. "/.s.PGSQL.5432", tostring(SLOW_MS),
+                          program = "lua5.4" }
+    assert.truthy(wait_for(function() return (read_file(proxy.out) or ""):find("listening") end, 10),
+      "the delaying proxy did not start: " .. (read_file(proxy.err) or ""))
+    -- 4 owners, one item each 100 ms: ~37 a second, more than host A can
+    -- acknowledge at 2 round trips per group commit (~15 a second); it
+    -- must keep moving all the same (a reader spent on re-reading
+    -- namespaces once let it fall to 1 a second)
+    local run = start_run(("postgresql://durable@10.77.%d.1:%d/durable"):format(NET_A, SLOW_PORT),
+      100)
+    local n = #entries()
+    cmd.sleep(10)
+    assert.is_true(#entries() >= n + 60, ("host A handled %d items in 10 s on the slow link")
+      :format(#entries() - n))
+    local per, heard = finish_run(run, 90)
+    assert_order(per, heard, 0)
+    for _, job in ipairs { run.a, run.b } do
+      assert.equal(0, lines_with(job, "TOOK OVER"))
+      assert.equal(0, lines_with(job, "NOT acknowledged"))
+      assert.equal(0, lines_with(job, "no answer within"))
+      assert.equal(0, lines_with(job, "ERROR"))
+    end
+    for _, l in pairs(per) do
+      for _, e in ipairs(l) do assert.equal(run.a.pid, e.pid, "host B handled an item") end
+    end
   end)
 end)
