@@ -122,9 +122,10 @@ void durable__job_submit(durable__job_t *job);
  * PostgreSQL, not one each. */
 typedef struct {
   char part[DURABLE_PARTITION_MAX + 1];
-  const char *table, *ns, *id; /* table static, ns and id the op's */
-  durable__got_t got;          /* status DURABLE__PENDING until answered */
-  int spent;                   /* a write of the row was queued since */
+  const char *table;  /* static */
+  char *ns, *id;      /* copies of the op's */
+  durable__got_t got; /* status DURABLE__PENDING until answered */
+  int spent;          /* a write of the row was queued since */
 } durable__locked_row_t;
 
 typedef struct {

@@ -6,11 +6,17 @@
  * every write (write.c), every publish and every item a reader hands over.
  * jansson answers that by building the whole tree and freeing it again,
  * which cost more than all the rest of a catch-up.  This check accepts what
- * jansson's json_loads(JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL) accepts:
- * one value with white space around it; strings of valid UTF-8 (no
- * overlong form, no surrogate, nothing above U+10FFFF) with the JSON
- * escapes, no NUL and no raw control character; numbers in JSON's grammar
- * that fit a double; the three literals; nesting up to jansson's 2048.  A
+ * jansson's json_loads(JSON_DECODE_ANY) accepts: one value with white space
+ * around it; strings of valid UTF-8 (no overlong form, no surrogate,
+ * nothing above U+10FFFF) with the JSON escapes, no NUL and no raw control
+ * character; numbers in JSON's grammar, an integer (no fraction, no
+ * exponent) within 64 bits and any other number within a double; the three
+ * literals; nesting up to jansson's 2048.  That is the one rule for every
+ * content and payload the store takes: what every reader decodes exactly
+ * (jansson, and Lua, whose integers are 64-bit), so that nothing a producer
+ * could append stops a consumer.  An integer beyond 64 bits would reach a
+ * reader rounded, if at all: it is refused ("too big integer"), and a
+ * producer that needs one sends it as a string.  A
  * caller that needs to say what is wrong calls durable__json_check, which
  * asks jansson for the message once the check has said no
  * (tests/unit/item_codec_test.c holds the two to the same answers).
@@ -138,6 +144,12 @@ static const char *check_number(const char *s) {
     if (errno == ERANGE && isinf(d))
       return NULL;
   }
+  if (!exponent && memchr(start, '.', (size_t)(s - start)) == NULL) {
+    errno = 0; /* an integer: as jansson, beyond 64 bits refused */
+    (void)strtoll(start, NULL, 10);
+    if (errno == ERANGE)
+      return NULL;
+  }
   return s;
 }
 
@@ -193,7 +205,7 @@ int durable__json_valid(const char *text) {
 int durable__json_check(const char *text, json_error_t *je) {
   if (durable__json_valid(text))
     return 0; /* the common case, without a tree */
-  json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, je);
+  json_t *j = json_loads(text, JSON_DECODE_ANY, je);
   json_decref(j);
   return j ? 0 : -1;
 }

@@ -359,8 +359,11 @@ durable__locked_row_t *durable__locked_find(durable__locked_t *locked,
 }
 
 static void locked_free(durable__locked_t *locked) {
-  for (size_t i = 0; i < locked->count; i++)
+  for (size_t i = 0; i < locked->count; i++) {
     durable_node_free(locked->rows[i].got.node);
+    free(locked->rows[i].ns);
+    free(locked->rows[i].id);
+  }
   free(locked->rows);
   *locked = (durable__locked_t){0};
 }
@@ -400,8 +403,14 @@ static int lock_in_order(const durable__backend_t *be, durable__conn_t *conn,
       const durable__write_op_t *op = &jobs[i]->writes[k];
       if (op->kind == DURABLE_WRITE_CREATE)
         continue;
-      rows[m].ns = op->ns;
-      rows[m].id = op->id;
+      /* copies: a remade write replaces its strings (write.c) */
+      rows[m].ns = strdup(op->ns);
+      rows[m].id = strdup(op->id);
+      if (rows[m].ns == NULL || rows[m].id == NULL) {
+        locked->rows = rows;
+        locked->count = m + 1;
+        return durable__error(err, DURABLE_ENOMEM, "out of memory");
+      }
       rows[m].table =
           durable__path_place(op->path, rows[m].part, sizeof rows[m].part)
               .table;
@@ -409,9 +418,14 @@ static int lock_in_order(const durable__backend_t *be, durable__conn_t *conn,
     }
   qsort(rows, m, sizeof(*rows), row_order);
   size_t kept = 0; /* each row once */
-  for (size_t i = 0; i < m; i++)
-    if (kept == 0 || row_order(&rows[kept - 1], &rows[i]) != 0)
+  for (size_t i = 0; i < m; i++) {
+    if (kept == 0 || row_order(&rows[kept - 1], &rows[i]) != 0) {
       rows[kept++] = rows[i];
+    } else {
+      free(rows[i].ns);
+      free(rows[i].id);
+    }
+  }
   locked->rows = rows;
   locked->count = kept;
   int rc = 0;
@@ -938,23 +952,29 @@ void durable_store_close(durable_store_t *store, void (*cb)(void *data),
 
 /* Rows of namespace `ns` after `after` across every table they may be in:
  * the table of an ordinary child, plus, for each mapped segment that would
- * place a child named after it elsewhere, that one row.  The probes go
- * first, as deferred gets where the backend has them, so that on
- * PostgreSQL the listing and its probes are one round trip.  Merged in id
- * order; fetches limit + 1 to know whether more follow. */
-static int list_children(const durable__backend_t *be, durable__conn_t *conn,
-                         const char *ns, const char *after, size_t limit,
-                         durable__nodes_t *out, int *more,
-                         durable_error_t *err) {
+ * place a child named after it elsewhere, that one row.  Merged in id
+ * order; fetches limit + 1 to know whether more follow.
+ *
+ * With `pipelined` (and a backend that has get_later) the probes are
+ * queued before the listing, so that on PostgreSQL all of it is one round
+ * trip.  Anything short of every answer in -- a probe's table dropped, an
+ * error that aborted the pipeline -- returns DURABLE__PENDING, and the
+ * caller asks again one statement at a time, which says what is wrong. */
+static int list_children_once(const durable__backend_t *be,
+                              durable__conn_t *conn, const char *ns,
+                              const char *after, size_t limit, int pipelined,
+                              durable__nodes_t *out, durable_error_t *err) {
   char part[DURABLE_PARTITION_MAX + 1];
   char probe[DURABLE_PATH_MAX + 64];
   size_t nprobes = 0;
   durable__got_t *got = calloc(durable__mapping_count, sizeof(*got));
-  const char **probed = calloc(durable__mapping_count, sizeof(*probed));
-  int rc =
-      got && probed ? 0 : durable__error(err, DURABLE_ENOMEM, "out of memory");
+  int rc = got ? 0 : durable__error(err, DURABLE_ENOMEM, "out of memory");
   snprintf(probe, sizeof probe, "%s%sx", ns, *ns ? "/" : "");
   durable__place_t place = durable__path_place(probe, part, sizeof part);
+  /* plainly, the listing first: a probe's missing table must not make the
+   * listing's partition look absent */
+  if (rc == 0 && !pipelined)
+    rc = be->list(conn, place, ns, after, limit + 1, out, err);
   for (size_t i = 0; i < durable__mapping_count && rc == 0; i++) {
     const char *seg = durable__mappings[i].segment;
     char other_part[DURABLE_PARTITION_MAX + 1];
@@ -963,30 +983,30 @@ static int list_children(const durable__backend_t *be, durable__conn_t *conn,
         durable__path_place(probe, other_part, sizeof other_part);
     if (strcmp(other.table, place.table) == 0 || strcmp(seg, after) <= 0)
       continue;
-    probed[nprobes] = seg;
     durable__got_t *g = &got[nprobes++];
     g->status = DURABLE__PENDING;
-    if (be->get_later)
+    if (pipelined) {
       rc = be->get_later(conn, other, ns, seg, g, err);
-    else if ((g->status = be->get(conn, other, ns, seg, 0, &g->node, err)) ==
-             DURABLE_ENOTFOUND)
-      g->node = NULL;
-    else if (g->status < 0)
-      rc = g->status;
+    } else {
+      g->status = be->get(conn, other, ns, seg, 0, &g->node, err);
+      if (g->status < 0 && g->status != DURABLE_ENOTFOUND)
+        rc = g->status;
+    }
   }
-  if (rc == 0)
+  if (rc == 0 && pipelined)
     rc = be->list(conn, place, ns, after, limit + 1, out, err);
-  if (rc != 0 && be->get_later && nprobes > 0) {
-    /* probes may still be queued: settle them while `got` lives */
+  int settled = 1;
+  for (size_t i = 0; i < nprobes; i++)
+    settled &= got[i].status == 0 || got[i].status == DURABLE_ENOTFOUND;
+  if (pipelined && !settled) {
+    /* some may still be queued: settle them while `got` lives */
     durable_error_t ignored = {0};
     be->flush(conn, &ignored);
   }
+  if (pipelined && (rc != 0 || !settled))
+    rc = DURABLE__PENDING; /* ask again, plainly */
   for (size_t i = 0; i < nprobes; i++) {
     durable_node_t *node = got[i].node;
-    if (rc == 0 && got[i].status != 0 && got[i].status != DURABLE_ENOTFOUND)
-      rc = durable__error(err, got[i].status < 0 ? got[i].status : DURABLE_EIO,
-                          "list %s: the probe for %s did not answer", ns,
-                          probed[i]);
     if (rc != 0 || node == NULL) {
       durable_node_free(node);
       continue;
@@ -1004,11 +1024,26 @@ static int list_children(const durable__backend_t *be, durable__conn_t *conn,
     }
   }
   free(got);
-  free(probed);
+  return rc;
+}
+
+static int list_children(const durable__backend_t *be, durable__conn_t *conn,
+                         const char *ns, const char *after, size_t limit,
+                         durable__nodes_t *out, int *more,
+                         durable_error_t *err) {
+  size_t had = out->count;
+  int rc = list_children_once(be, conn, ns, after, limit, be->get_later != NULL,
+                              out, err);
+  if (rc == DURABLE__PENDING) {
+    while (out->count > had)
+      durable_node_free(out->items[--out->count]);
+    memset(err, 0, sizeof *err);
+    rc = list_children_once(be, conn, ns, after, limit, 0, out, err);
+  }
   if (rc != 0)
     return rc;
-  *more = out->count > limit;
-  while (out->count > limit)
+  *more = out->count > had + limit;
+  while (out->count > had + limit)
     durable_node_free(out->items[--out->count]);
   return 0;
 }

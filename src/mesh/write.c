@@ -230,8 +230,8 @@ static int queue(const durable__backend_t *be, durable__conn_t *conn,
 }
 
 /* The row `op` acts on, locked until the transaction ends: what the
- * group's lock read of it (job.h), while no write of it was queued since,
- * else read now.  DURABLE_ENOTFOUND when absent. */
+ * group's lock read of it (job.h), while no write of it was queued since
+ * and it was there, else read now.  DURABLE_ENOTFOUND when absent. */
 static int read_for_update(const durable__backend_t *be, durable__conn_t *conn,
                            durable__locked_t *locked, durable__place_t place,
                            const durable__write_op_t *op, durable_node_t **cur,
@@ -242,9 +242,8 @@ static int read_for_update(const durable__backend_t *be, durable__conn_t *conn,
     int rc = row->got.status == DURABLE__PENDING ? be->flush(conn, err) : 0;
     if (rc < 0)
       return rc;
-    if (row->got.status == DURABLE_ENOTFOUND)
-      return durable__error(err, DURABLE_ENOTFOUND, "no node at '%s'",
-                            op->path);
+    /* a row absent at the lock took no lock: another process may have
+     * made it since, so that answer is asked again */
     if (row->got.status == 0) {
       *cur = durable_node_dup(row->got.node);
       return *cur ? 0 : durable__error(err, DURABLE_ENOMEM, "out of memory");

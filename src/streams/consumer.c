@@ -1017,10 +1017,18 @@ static void on_stop_later(int status, const char *message, void *data) {
   stop_done(data);
 }
 
+/* The lease was granted and is not known lost: consuming, or in the
+ * backoff after a failed item (which keeps it, to retry from the
+ * checkpoint).  A stop lets it go in either; a release whose epoch has
+ * gone meanwhile is refused by the stream hub, harmlessly. */
+static int holds_lease(const consumer_t *c) {
+  return (c->state == C_CONSUMING || c->state == C_BACKOFF) && c->epoch > 0;
+}
+
 /* No item is in flight: stop reading and let go of the lease, if held;
  * the stopper hears once the release is answered. */
 static void finish_stop(consumer_t *c) {
-  int held = c->state == C_CONSUMING && c->epoch > 0;
+  int held = holds_lease(c);
   int claiming = c->state == C_CLAIMING;
   c->state = C_STOPPED;
   c->gen++; /* retire the timers and answers of the last round */
@@ -1063,12 +1071,12 @@ static void on_dispose(durable_hub_t *hub, void *data) {
   consumer_t *c = data;
   (void)hub;
   list_unlink(c);
-  int held = c->state == C_CONSUMING;
+  int held = holds_lease(c);
   c->state = C_STOPPED;
   stop_reading(c);
   clear_turn(c);
   /* the item in flight is done (the quiesce waited for its turn): let go */
-  if (held && c->epoch > 0)
+  if (held)
     release_granted(c, c->epoch);
 }
 

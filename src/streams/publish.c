@@ -177,6 +177,22 @@ int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
   return durable_stream_publish_with(hub, id, payload, NULL, cb, data, err);
 }
 
+/* No text, only white space, or JSON's null: the spec's "needs a payload"
+ * (a null payload is refused by the Lua and the C faces alike, and so by
+ * `durable publish`). */
+static int is_no_payload(const char *payload) {
+  if (payload == NULL)
+    return 1;
+  const char *s = payload + strspn(payload, " \t\r\n");
+  if (strncmp(s, "null", 4) == 0)
+    s += 4;
+  else if (*s == '\0')
+    return 1;
+  else
+    return 0;
+  return s[strspn(s, " \t\r\n")] == '\0';
+}
+
 int durable_stream_publish_with(durable_hub_t *hub,
                                 const durable_stream_id_t *id,
                                 const char *payload,
@@ -192,7 +208,7 @@ int durable_stream_publish_with(durable_hub_t *hub,
   if (cb == NULL)
     return durable__error(err, DURABLE_EINVAL, "callback is missing");
   durable__stream_name_t name = durable__stream_name(id);
-  if (payload == NULL || strspn(payload, " \t\r\n") == strlen(payload))
+  if (is_no_payload(payload))
     return durable__error(err, DURABLE_EINVAL,
                           "A durable stream item for %s needs a payload.",
                           name.text);

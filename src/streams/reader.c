@@ -53,6 +53,12 @@ struct durable__pull_s {
   slot_t *buf;       /* buf[first .. nbuf) wait, in sequence order */
   size_t first, nbuf, cap;
   int reading, dirty, more, started;
+  /* own items: the highest sequence a signal announced, and whether a
+   * signal said only "changed elsewhere" (no sequence) since the last read
+   * began; a page that reached `heard` leaves nothing to read again for
+   * this process's own commits (a batch of N items is N signals) */
+  int64_t heard;
+  int heard_blind;
   /* custom source: a round must start over from the first id when items
    * were skipped as too far ahead, or a signal came during the round (an
    * id sorting before the round's cursor may have been added) */
@@ -243,6 +249,8 @@ static void page_arrived(durable__pull_t *p, const durable_result_t *res,
     }
   }
   p->more = res ? res->more : page->more;
+  if (!p->custom && p->dirty && !p->heard_blind && p->read_upto >= p->heard)
+    p->dirty = 0; /* every item announced meanwhile came with this page */
   if (p->custom) {
     free(p->round_after);
     p->round_after = page->more && count
@@ -309,6 +317,7 @@ static void read_more(durable__pull_t *p) {
   int rc;
   p->reading = 1;
   p->dirty = 0;
+  p->heard_blind = 0;
   if (p->custom) {
     char query[DURABLE_PATH_MAX + 16];
     snprintf(query, sizeof query, "namespace:%s", p->items_ns);
@@ -345,9 +354,15 @@ static void on_signal(durable_watch_t *w, durable_change_kind_t kind,
   /* own items: a signal watch of the items namespace, which hears this
    * process's item rows as they commit (only a new one counts) and
    * "changed elsewhere" as NULL */
-  if (!p->custom && node != NULL &&
-      durable__item_sequence(node->id) <= p->read_upto)
-    return;
+  if (!p->custom && node != NULL) {
+    int64_t seq = durable__item_sequence(node->id);
+    if (seq <= p->read_upto)
+      return;
+    if (seq > p->heard)
+      p->heard = seq;
+  } else if (!p->custom) {
+    p->heard_blind = 1;
+  }
   if (p->custom && p->round_after != NULL)
     p->round_again = 1;
   p->dirty = 1;    /* read again: now if an item is asked for, else then */

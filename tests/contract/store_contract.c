@@ -1276,16 +1276,18 @@ static void case_content_bytes(void) {
   case_end();
 }
 
-/* Valid JSON that a parser may find awkward: integers beyond 64 bits are
- * still JSON (RFC 8259 section 6; jansson accepts them with
- * JSON_DECODE_INT_AS_REAL), and the text is kept as written. */
+/* Numbers: kept as written, within what every reader decodes exactly.  An
+ * integer must fit 64 bits (jansson and Lua read no bigger one; a reader
+ * that got it rounded, or not at all, would stop on it), any other number a
+ * double; beyond that a write is refused with jansson's reason. */
 static void case_content_numbers(void) {
   case_begin("content_numbers");
   res_t r = {0};
   const char *contents[] = {
-      "{\"n\":123456789012345678901234567890}",
-      "{\"n\":-123456789012345678901234567890}",
+      "{\"n\":9223372036854775807}",
+      "{\"n\":-9223372036854775808}",
       "{\"n\":0.1000000000000000055511151231257827}",
+      "{\"n\":123456789012345678901234567890.5}",
   };
   for (size_t i = 0; i < sizeof(contents) / sizeof(contents[0]); i++) {
     CHECK_OK(PUT(&r, P("n%zu", i), "Numbers", contents[i]));
@@ -1293,6 +1295,21 @@ static void case_content_numbers(void) {
     CHECK_OK(GET(&r, NULL, P("n%zu", i)));
     CHECK_EQ_STR(r.node->content, contents[i]);
   }
+  const char *refused[] = {
+      "{\"n\":9223372036854775808}",
+      "{\"n\":-9223372036854775809}",
+      "{\"n\":123456789012345678901234567890}",
+      "{\"n\":1e400}",
+  };
+  for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+    durable_error_t e = {0};
+    CHECK_EQ_CODE(durable_store_put(T.store, P("big%zu", i), "Numbers",
+                                    refused[i], stray_cb, NULL, &e),
+                  DURABLE_EINVAL);
+    CHECK_MSG(strstr(e.message, i < 3 ? "too big" : "overflow") != NULL,
+              "the refusal says why: %s", e.message);
+  }
+  CHECK_EQ_CODE(GET(&r, NULL, P("big0")), DURABLE_ENOTFOUND);
   res_reset(&r);
   case_end();
 }

@@ -328,8 +328,15 @@ describe("durable (" .. KIND .. ")", function()
         end
       end
       local name = NS .. "@" .. KEY
+      -- one rule for a payload: JSON that every consumer decodes exactly
+      -- (an integer within 64 bits, any other number within a double), and
+      -- not null
       for _, bad in ipairs{ { "", "needs a payload%." }, { "   ", "needs a payload%." },
-                            { "not json", "is not JSON: .+" }, { '{"a":', "is not JSON: .+" } } do
+                            { "null", "needs a payload%." }, { " null\n", "needs a payload%." },
+                            { "not json", "is not JSON: .+" }, { '{"a":', "is not JSON: .+" },
+                            { '{"i":9223372036854775808}', "is not JSON: too big integer .+" },
+                            { '{"i":-9223372036854775809}', "is not JSON: too big negative integer .+" },
+                            { "[1e400]", "is not JSON: real number overflow .+" } } do
         local code, out, err = run{ "publish", NS, KEY, bad[1] }
         assert.equal(2, code, err)
         assert.equal("", out)

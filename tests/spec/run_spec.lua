@@ -258,6 +258,17 @@ describe("durable run (" .. cmd.KIND .. ")", function()
     assert_released(3, 3)
   end)
 
+  it("on SIGINT, releases the lease of a consumer in backoff after a failed item", function()
+    local code, _, err = run{ "publish", "DocumentLog", KEY, '{"not":"an append"}' }
+    assert.equal(0, code, err)
+    local h = host(DOCUMENT_LOG)
+    assert.truthy(wait_for(function()
+      return read_file(h.err):find("NOT acknowledged", 1, true)
+    end), "the item never failed: " .. read_file(h.err))
+    stop(h, "INT")
+    assert_released(0, 1) -- not acknowledged, and free for the next host
+  end)
+
   -- A host stuck leaving (item 2 waits for a gate nobody opens), then
   -- stopped by a second signal.
   local function hard_exit(first, second)

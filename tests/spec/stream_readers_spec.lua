@@ -57,6 +57,31 @@ describe("a durable stream reader", function()
     assert.equal("open", waiting:status())
   end)
 
+  it("hands over every number a producer can append, exactly; refuses the others at the door",
+    function()
+      open()
+      local id = { namespace = "Log", key = ns .. "/numbers" }
+      publish(id, 1, durable.json('{"max":9223372036854775807,"min":-9223372036854775808,'
+        .. '"r":1e308,"tiny":5e-324,"long":123456789012345678901234567890.5}'))
+      local got
+      client:read_durable(id, 0, function(item) got = item.payload end)
+      helper.run_until(mesh, function() return got ~= nil end)
+      assert.equal(math.maxinteger, got.max)
+      assert.equal("integer", math.type(got.max))
+      assert.equal(math.mininteger, got.min)
+      assert.equal(1e308, got.r)
+      assert.equal(5e-324, got.tiny)
+      assert.equal(123456789012345678901234567890.5, got.long)
+      -- an integer beyond 64 bits would reach a reader rounded, or stop it:
+      -- refused (a bigger number goes as a string), as `durable publish` and
+      -- the C store refuse it
+      for _, text in ipairs { '{"i":9223372036854775808}', '[-9223372036854775809]', '1e400' } do
+        local ok, err = pcall(durable.json, text)
+        assert.is_false(ok, text)
+        assert.matches("too big %a* ?integer", err:gsub("real number overflow", "too big integer"))
+      end
+    end)
+
   it("stops where on_item raises, or where an item cannot be read, and says why", function()
     open()
     local id = { namespace = "Log", key = ns .. "/stops" }
