@@ -459,6 +459,14 @@ static void tramp_handler(durable_hub_t *hub, const durable_item_t *item,
   lua_settop(L, top);
 }
 
+/* spec.max_attempts (checked by lua/durable/streams.lua), 0 when absent. */
+static int spec_max_attempts(lua_State *L, int spec) {
+  lua_getfield(L, spec, "max_attempts");
+  int n = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : 0;
+  lua_pop(L, 1);
+  return n;
+}
+
 /* mesh:_consume_type(node_type, namespace, spec): every hub of the NodeType
  * consumes the family; spec = { key_of = fn|nil, source_of = fn|nil,
  * run = fn(hub, item, reply) }. */
@@ -477,6 +485,7 @@ static int m_consume_type(lua_State *L) {
   lua_getfield(L, 4, "source_of");
   int has_key = !lua_isnil(L, -2), has_source = !lua_isnil(L, -1);
   lua_pop(L, 2);
+  int max_attempts = spec_max_attempts(L, 4);
   dlua_cspec_t *cs = calloc(1, sizeof(*cs));
   if (cs == NULL || (cs->ns = strdup(ns)) == NULL) {
     free(cs);
@@ -489,7 +498,8 @@ static int m_consume_type(lua_State *L) {
                             .key_of = has_key ? tramp_key : NULL,
                             .source_of = has_source ? tramp_source : NULL,
                             .handler = tramp_handler,
-                            .data = cs};
+                            .data = cs,
+                            .max_attempts = max_attempts};
   durable_error_t err = {0};
   if (durable_node_type_consume(type, &cfg, &err) < 0) {
     cspec_free(cs);
@@ -536,7 +546,8 @@ static int h_consume(lua_State *L) {
                             .key_of = tramp_key,
                             .source_of = cs->src ? tramp_source : NULL,
                             .handler = tramp_handler,
-                            .data = cs};
+                            .data = cs,
+                            .max_attempts = spec_max_attempts(L, 4)};
   durable_error_t err = {0};
   int rc = durable_hub_consume(h->hub, &cfg, NULL, &err);
   if (rc < 0) {

@@ -30,7 +30,8 @@
 -- A failed item is logged by the runtime ("Durable stream consumer ...
 -- stopped on ... the item was NOT acknowledged ...", with the failure's code
 -- and message) and handed over again from the checkpoint; it is never
--- skipped.
+-- skipped -- unless the consumer opted in to max_attempts: then after N
+-- failures in a row it goes to the dead letters ({namespace}.dead).
 local core = require "durable.core"
 local prim = core.primitives
 local completion = require "durable.completion"
@@ -271,7 +272,8 @@ end
 
 -- ---- consuming ------------------------------------------------------------------------------
 
-local CONSUMER_KEYS = { namespace = true, key = true, handler = true, source = true }
+local CONSUMER_KEYS = { namespace = true, key = true, handler = true, source = true,
+                        max_attempts = true }
 
 -- The fields of a consumer declaration; raises at `level`.
 local function check_consumer(what, t, level)
@@ -280,7 +282,7 @@ local function check_consumer(what, t, level)
   end
   for k in pairs(t) do
     if not CONSUMER_KEYS[k] then
-      error(("%s: unknown field '%s' (known: namespace, key, handler, source)")
+      error(("%s: unknown field '%s' (known: namespace, key, handler, source, max_attempts)")
         :format(what, tostring(k)), level + 1)
     end
   end
@@ -297,6 +299,11 @@ local function check_consumer(what, t, level)
   end
   if t.source ~= nil and type(t.source) ~= "function" then
     error(("%s: source must be a function(hub) returning a durable.source"):format(what), level + 1)
+  end
+  local n = t.max_attempts
+  if n ~= nil and (math.type(n) ~= "integer" or n < 1 or n > 1000000) then
+    error(("%s: max_attempts must be an integer from 1 to 1000000 (was %s)")
+      :format(what, tostring(n)), level + 1)
   end
   return t.namespace
 end
@@ -339,9 +346,12 @@ end
 ---once the handler is done (it returns nil, or a completion; a raise or a
 ---failed completion is a failure: the item is retried, never skipped).
 ---Dormant until the stream exists.  `source(hub)` may name where the items
----are (durable.document_parts(hub.address), ...).  Several families per
----NodeType are fine; the same family twice is not.
----@param t { namespace: string, key?: fun(hub: durable.Hub): string, handler: fun(hub: durable.Hub, item: durable.Item): durable.Completion|nil, source?: fun(hub: durable.Hub): durable.Source|nil }
+---are (durable.document_parts(hub.address), ...).  `max_attempts = N` (opt
+---in): an item that failed N times in a row is moved to the dead-letter
+---stream `{namespace}.dead` of the same owner, with its acknowledgement,
+---and the stream goes on.  Several families per NodeType are fine; the
+---same family twice is not.
+---@param t { namespace: string, key?: fun(hub: durable.Hub): string, handler: fun(hub: durable.Hub, item: durable.Item): durable.Completion|nil, source?: fun(hub: durable.Hub): durable.Source|nil, max_attempts?: integer }
 function plugin.methods.with_durable_stream_consumer(config, t)
   local rec = plugin.record(config)
   local ns = check_consumer("config:with_durable_stream_consumer", t, 2)
@@ -355,6 +365,7 @@ function plugin.methods.with_durable_stream_consumer(config, t)
     key_of = key_fn and function(hub) return key_checked(ns, key_fn(hub)) end,
     source_of = source_fn and function(hub) return source_checked(ns, source_fn(hub)) end,
     run = runner(ns, t.handler),
+    max_attempts = t.max_attempts,
   }
   rec.installs[#rec.installs + 1] = function(mesh, r)
     prim.mesh.consume_type(mesh, r.name, ns, spec)
@@ -366,7 +377,7 @@ end
 ---key and source are called once, now.  Raises on misuse (a bad field, a
 ---family this hub consumes already); nil, message, code when the hub
 ---cannot consume (it is leaving).
----@param t { namespace: string, key?: fun(hub: durable.Hub): string, handler: fun(hub: durable.Hub, item: durable.Item): durable.Completion|nil, source?: fun(hub: durable.Hub): durable.Source|nil }
+---@param t { namespace: string, key?: fun(hub: durable.Hub): string, handler: fun(hub: durable.Hub, item: durable.Item): durable.Completion|nil, source?: fun(hub: durable.Hub): durable.Source|nil, max_attempts?: integer }
 ---@return true|nil ok
 ---@return string? message
 ---@return string? code
@@ -390,7 +401,8 @@ function Hub:consume(t)
     if not good then error("hub:consume: " .. why, 2) end
     source = s
   end
-  return prim.hub.consume(self, ns, key, { run = runner(ns, t.handler) }, source)
+  return prim.hub.consume(self, ns, key, { run = runner(ns, t.handler), max_attempts = t.max_attempts },
+    source)
 end
 
 M.Mesh, M.Hub = Mesh, Hub

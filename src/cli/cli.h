@@ -127,6 +127,8 @@ extern const cli_command_t cli_search_command;
 extern const cli_command_t cli_lua_command;
 extern const cli_command_t cli_publish_command;
 extern const cli_command_t cli_read_command;
+extern const cli_command_t cli_dead_command;
+extern const cli_command_t cli_requeue_command;
 extern const cli_command_t cli_streams_command;
 extern const cli_command_t cli_run_command;
 extern const cli_command_t cli_grant_command;

@@ -1,5 +1,6 @@
 /*
- * streams.c: the durable stream commands: publish, read, streams.
+ * streams.c: the durable stream commands: publish, read, dead, requeue,
+ * streams.
  *
  *   publish  opens a mesh (the producer needs hubs: the stream node's hub
  *            assigns the sequence), a client hub "cli/publish-PID", appends,
@@ -45,6 +46,14 @@ typedef struct stream_state_s {
   char items_ns[DURABLE_PATH_MAX + 32];
   int64_t after, until;
   int follow;
+  /* dead / requeue: NAMESPACE@KEY's dead letters are read from {ns}.dead */
+  int dead;           /* a missing dead stream is no dead letter */
+  int64_t requeue;    /* requeue: the original sequence looked for */
+  char *requeue_text; /* ... the payload text of its latest dead letter */
+  int requeue_unread; /* ... which could not be read when it failed */
+  int requeue_found;
+  char origin_ns[DURABLE_PATH_MAX + 1];
+  char dead_ns[DURABLE_PATH_MAX + 8];
 } stream_state_t;
 
 /* cli->before_close: the reader and the signals go before the mesh. */
@@ -207,6 +216,23 @@ static void print_item(const durable_item_t *item) {
   fputs("}\n", stdout);
 }
 
+static void requeue_finish(stream_state_t *s);
+
+/* requeue: remember the payload of the latest dead letter of s->requeue. */
+static void requeue_look(stream_state_t *s, const durable_item_t *item) {
+  json_t *letter = json_loads(item->payload, 0, NULL);
+  json_t *seq = json_object_get(letter, "Sequence");
+  json_t *text = json_object_get(letter, "PayloadJson");
+  if (json_is_integer(seq) && json_integer_value(seq) == s->requeue) {
+    s->requeue_found = 1;
+    free(s->requeue_text);
+    s->requeue_text =
+        json_is_string(text) ? strdup(json_string_value(text)) : NULL;
+    s->requeue_unread = !json_is_string(text);
+  }
+  json_decref(letter);
+}
+
 static void on_item(durable_reader_t *reader, int status,
                     const durable_item_t *item, const char *message,
                     void *data) {
@@ -214,6 +240,12 @@ static void on_item(durable_reader_t *reader, int status,
   (void)reader;
   if (status < 0) {
     cli_failed_with(s->cli, status, message);
+    return;
+  }
+  if (s->requeue) {
+    requeue_look(s, item);
+    if (item->sequence >= s->until)
+      requeue_finish(s);
     return;
   }
   print_item(item);
@@ -243,7 +275,10 @@ static void on_last_item(const durable_result_t *result, void *data) {
   }
   s->until = result->value;
   if (s->until <= s->after) {
-    cli_finish(s->cli, CLI_OK); /* nothing after N: done at once */
+    if (s->requeue)
+      requeue_finish(s);
+    else
+      cli_finish(s->cli, CLI_OK); /* nothing after N: done at once */
     return;
   }
   start_reader(s);
@@ -254,6 +289,14 @@ static void on_exists(const durable_result_t *result, void *data) {
   durable_error_t err;
   if (result->status < 0) {
     cli_failed_with(s->cli, result->status, result->message);
+    return;
+  }
+  if (result->value == 0 && s->dead && !s->requeue) {
+    cli_finish(s->cli, CLI_OK); /* no dead stream: no dead letter */
+    return;
+  }
+  if (result->value == 0 && s->requeue) {
+    requeue_finish(s);
     return;
   }
   if (result->value == 0) {
@@ -346,6 +389,145 @@ const cli_command_t cli_read_command = {
     "and fails (exit 1) when the stream does not exist.",
     read_options,
     read_main,
+    0,
+};
+
+/* ---- dead and requeue ---------------------------------------------------- */
+
+/* NAMESPACE KEY as the dead stream {NAMESPACE}.dead@KEY (s->id), with the
+ * original kept in s->origin_ns. */
+static int take_dead_stream(cli_t *cli, stream_state_t *s, char *ns,
+                            char *key) {
+  durable_stream_id_t origin = {.ns = ns, .key = key};
+  durable_error_t err;
+  memset(&err, 0, sizeof err);
+  if (durable_stream_check(&origin, &err) < 0)
+    return cli_error(cli, CLI_USAGE, "%s", err.message);
+  snprintf(s->origin_ns, sizeof s->origin_ns, "%s", ns);
+  snprintf(s->dead_ns, sizeof s->dead_ns, "%s.dead", ns);
+  s->dead = 1;
+  return take_stream(cli, s, s->dead_ns, key);
+}
+
+/* Read every dead letter (print them, or look for one to requeue). */
+static int dead_letters_run(cli_t *cli, stream_state_t *s) {
+  durable_error_t err;
+  int rc = stream_open(s, cli);
+  if (rc != 0)
+    return rc;
+  memset(&err, 0, sizeof err);
+  rc = durable_store_exists(durable_mesh_store(cli->mesh), cli->principal,
+                            s->path, on_exists, s, &err);
+  if (rc < 0)
+    cli_refused(cli, rc, &err);
+  rc = cli_run(cli);
+  free(s->requeue_text);
+  return rc;
+}
+
+static int dead_main(cli_t *cli, int argc, char **argv) {
+  stream_state_t s;
+  memset(&s, 0, sizeof s);
+  if (argc < 2)
+    return cli_usage(cli, "expected NAMESPACE and KEY");
+  if (argc > 2)
+    return cli_usage(cli, "too many arguments");
+  int rc = take_dead_stream(cli, &s, argv[0], argv[1]);
+  return rc != 0 ? rc : dead_letters_run(cli, &s);
+}
+
+const cli_command_t cli_dead_command = {
+    "dead",
+    "NAMESPACE KEY",
+    "print a durable stream's dead letters as JSON lines",
+    "Prints the dead letters of the durable stream NAMESPACE@KEY: the items\n"
+    "its consumer gave up on after max_attempts failures in a row, kept in\n"
+    "the stream NAMESPACE.dead@KEY.  One JSON object per line, as `durable\n"
+    "read` prints them, whose payload says what failed:\n"
+    "  {\"sequence\":1,\"appended_at\":\"...\",\"payload\":{\"Stream\":\n"
+    "   \"NS@KEY\",\"Sequence\":7,\"Attempts\":3,\"Reason\":\"...\",\n"
+    "   \"PayloadJson\":\"...\",\"AppendedAt\":\"...\"}}\n"
+    "PayloadJson is the item's payload text, or null when it could not be\n"
+    "read.  No dead letter prints nothing.  `durable requeue` appends one\n"
+    "again.",
+    NULL,
+    dead_main,
+    0,
+};
+
+static void requeued(int status, int64_t sequence, const char *message,
+                     void *data) {
+  stream_state_t *s = data;
+  if (status < 0) {
+    cli_failed_with(s->cli, status, message);
+    return;
+  }
+  printf("%" PRId64 "\n", sequence);
+  cli_finish(s->cli, CLI_OK);
+}
+
+/* Every dead letter read: append the one asked for to its stream. */
+static void requeue_finish(stream_state_t *s) {
+  if (s->reader) {
+    durable_reader_close(s->reader);
+    s->reader = NULL;
+  }
+  if (!s->requeue_found) {
+    cli_error(s->cli, CLI_FAILED, "%s@%s has no dead letter for item %" PRId64,
+              s->origin_ns, s->id.key, s->requeue);
+    cli_finish(s->cli, CLI_FAILED);
+    return;
+  }
+  if (s->requeue_unread) {
+    cli_error(s->cli, CLI_FAILED,
+              "item %" PRId64 " of %s@%s could not be read when it failed: "
+              "there is no payload to append again",
+              s->requeue, s->origin_ns, s->id.key);
+    cli_finish(s->cli, CLI_FAILED);
+    return;
+  }
+  durable_hub_t *hub = NULL;
+  durable_error_t err;
+  char address[64];
+  memset(&err, 0, sizeof err);
+  snprintf(address, sizeof address, "cli/requeue-%d", (int)uv_os_getpid());
+  durable_stream_id_t origin = {.ns = s->origin_ns, .key = s->id.key};
+  int rc = durable_mesh_client(s->cli->mesh, address, &hub, &err);
+  if (rc == 0)
+    rc = durable_stream_publish(hub, &origin, s->requeue_text, requeued, s,
+                                &err);
+  if (rc < 0)
+    cli_refused(s->cli, rc, &err);
+}
+
+static int requeue_main(cli_t *cli, int argc, char **argv) {
+  stream_state_t s;
+  memset(&s, 0, sizeof s);
+  if (argc < 3)
+    return cli_usage(cli, "expected NAMESPACE, KEY and SEQUENCE");
+  if (argc > 3)
+    return cli_usage(cli, "too many arguments");
+  if (parse_sequence(argv[2], &s.requeue) < 0 || s.requeue == 0)
+    return cli_usage(cli,
+                     "SEQUENCE must be an item's sequence (a whole number "
+                     ">= 1), not '%s'",
+                     argv[2]);
+  int rc = take_dead_stream(cli, &s, argv[0], argv[1]);
+  return rc != 0 ? rc : dead_letters_run(cli, &s);
+}
+
+const cli_command_t cli_requeue_command = {
+    "requeue",
+    "NAMESPACE KEY SEQUENCE",
+    "append a dead letter's item to its stream again",
+    "Appends the payload of item SEQUENCE of NAMESPACE@KEY, as its latest\n"
+    "dead letter keeps it (`durable dead`), to NAMESPACE@KEY again, at a new\n"
+    "sequence, and prints that sequence: for an item whose handler failed\n"
+    "until it was moved aside, once the handler is fixed.  The dead letter\n"
+    "stays.  Fails (exit 1) when there is no such dead letter, or when the\n"
+    "item's payload could not be read.",
+    NULL,
+    requeue_main,
     0,
 };
 

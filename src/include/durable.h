@@ -894,6 +894,12 @@ typedef struct durable_consumer_s {
   int (*source_of)(durable_hub_t *hub, durable_source_t *out, void *data);
   durable_item_handler_cb handler;
   void *data;
+  /* 0: an item that fails is retried, never skipped (the spec).  N > 0:
+   * once the same item has failed N times in a row here, it is moved to the
+   * dead-letter stream {ns}.dead of the same owner -- its payload text,
+   * the reason, the count -- in one transaction with its acknowledgement,
+   * and the stream goes on (a WARN line names both). */
+  int max_attempts;
 } durable_consumer_t;
 
 /* Every hub of NodeType `type` consumes (several families per type are

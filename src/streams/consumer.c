@@ -36,6 +36,7 @@
 #include "protocol.h"
 #include "stream.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,10 @@ typedef struct consumer_s {
   uint64_t hold_until; /* uv_hrtime(): no item before (a takeover's hold) */
   char msg_fence[DURABLE_PATH_MAX];
   char *held_by; /* the holder last logged as holding the lease */
+  /* the item that failed last, and how many times in a row (max_attempts) */
+  int64_t failed_seq;
+  int failed_times;
+  int turn_ack_failed; /* the turn's item was handled, its ack failed */
 } consumer_t;
 
 typedef struct outq_s {
@@ -233,10 +238,11 @@ static void stop_reading(consumer_t *c) {
 /* ---- failures
  * ----------------------------------------------------------------------- */
 
-static void failure(consumer_t *c, int64_t seq, const char *why) {
-  stop_reading(c);
-  if (leaving(c))
-    return;
+static void dead_letter(consumer_t *c, int64_t seq, const char *why,
+                        const char *payload, int64_t appended_at);
+
+/* Retry from the checkpoint after the backoff, keeping the lease. */
+static void backoff(consumer_t *c, int64_t seq, const char *why) {
   durable_stream_options_t o = durable__stream_options(c->mesh);
   uint64_t delay = o.backoff_min_ms;
   for (int i = 0; i < c->attempt && i < 6 && delay < o.backoff_max_ms; i++)
@@ -257,6 +263,33 @@ static void failure(consumer_t *c, int64_t seq, const char *why) {
   c->state = C_BACKOFF;
   c->gen++;
   arm(c, c->msg_retry, (uint32_t)delay);
+}
+
+/* Item `seq` failed (0: not an item's fault -- a claim, an append of an
+ * earlier item): count it, and once it has failed max_attempts times in a
+ * row move it to the dead letters; else back off and retry.  `payload` is
+ * the item's text when it was read (NULL: it could not be). */
+static void fail_item(consumer_t *c, int64_t seq, const char *why,
+                      const char *payload, int64_t appended_at) {
+  stop_reading(c);
+  if (leaving(c))
+    return;
+  if (seq > 0 && seq == c->failed_seq) {
+    c->failed_times++;
+  } else if (seq > 0) {
+    c->failed_seq = seq;
+    c->failed_times = 1;
+  }
+  if (seq > 0 && c->cfg.max_attempts > 0 && c->state == C_CONSUMING &&
+      c->failed_times >= c->cfg.max_attempts) {
+    dead_letter(c, seq, why, payload, appended_at);
+    return;
+  }
+  backoff(c, seq, why);
+}
+
+static void failure(consumer_t *c, int64_t seq, const char *why) {
+  fail_item(c, seq, why, NULL, 0);
 }
 
 /* ---- the turn (runs as a message of the hub)
@@ -333,6 +366,7 @@ static void on_ack(const durable_response_t *res, void *data) {
     char m[1024];
     snprintf(m, sizeof m, "the acknowledgement of item %lld failed: %s",
              (long long)a->seq, res->message);
+    c->turn_ack_failed = 1; /* the store's fault, not the item's */
     durable_reply_fail(a->turn, DURABLE_EFAILED, m);
   } else {
     const durable__stream_ans_t *ans = durable__stream_answer(res);
@@ -438,6 +472,125 @@ static void on_appends_allowed(int status, const char *message, void *data) {
   send_ack(a->c, a, effects);
 }
 
+/* ---- dead letters
+ * ---------------------------------------------------------------------- */
+
+/* The dead-letter stream of `ns`: {ns}.dead, of the same owner. */
+#define DEAD_SUFFIX ".dead"
+
+typedef struct {
+  ask_t base; /* seq, gen, outbox */
+  char *why;
+  int attempts;
+} dead_t;
+
+static void on_dead_letter_acked(const durable_response_t *res, void *data) {
+  dead_t *d = data;
+  consumer_t *c = d->base.c;
+  durable__stream_name_t n;
+  if (c->state == C_CONSUMING && d->base.gen == c->gen && !leaving(c)) {
+    const durable__stream_ans_t *ans =
+        res->status < 0 ? NULL : durable__stream_answer(res);
+    if (res->status < 0) {
+      char m[2048];
+      snprintf(m, sizeof m, "moving it to the dead letters failed: %s",
+               res->message ? res->message : durable_strerror(res->status));
+      backoff(c, d->base.seq, m); /* tried again after the backoff */
+    } else if (ans && ans->ok) {
+      outq_push(c, d->base.outbox); /* the dead letter's append */
+      d->base.outbox = NULL;
+      durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
+                       "Durable stream consumer %s: item %lld of %s failed "
+                       "%d times (%s); moved to the dead letters %s" DEAD_SUFFIX
+                       "@%s and acknowledged",
+                       hub_name(c), (long long)d->base.seq, name_of(c, &n),
+                       d->attempts, d->why, c->ns, c->key);
+      c->checkpoint = d->base.seq;
+      c->failed_seq = c->failed_times = 0;
+      start_pulling(c);
+    } else {
+      durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
+                       "Durable stream consumer %s lost the lease of %s; "
+                       "claiming again",
+                       hub_name(c), name_of(c, &n));
+      claim(c);
+    }
+  }
+  durable__outbox_free(d->base.outbox); /* not written: nothing to make */
+  durable_hub_unref(c->hub);
+  free(d->why);
+  free(d);
+}
+
+/* Item `seq` failed max_attempts times: acknowledge it, and in the same
+ * transaction (an outbox node, appended once committed, as a handler's
+ * tx:publish_durable) record it in {ns}.dead@{key}: the stream, the
+ * sequence, the attempts, the reason, the payload text (null when it could
+ * not be read) and when it was appended.  Lease lost meanwhile: nothing is
+ * written, the consumer claims again. */
+static void dead_letter(consumer_t *c, int64_t seq, const char *why,
+                        const char *payload, int64_t appended_at) {
+  char dead_ns[DURABLE_PATH_MAX + 8], when[32] = "";
+  durable__stream_name_t n;
+  snprintf(dead_ns, sizeof dead_ns, "%s" DEAD_SUFFIX, c->ns);
+  if (appended_at > 0)
+    durable__iso_time(appended_at, when);
+  json_t *reason = json_string(why ? why : "");
+  if (reason == NULL) { /* a handler's message need not be UTF-8 */
+    char *ascii = strdup(why);
+    for (char *q = ascii; q && *q; q++)
+      if ((unsigned char)*q >= 0x80)
+        *q = '?';
+    reason = json_string(ascii ? ascii : "");
+    free(ascii);
+  }
+  json_t *letter = json_pack(
+      "{s:s, s:I, s:i, s:o, s:o, s:o}", "Stream", name_of(c, &n), "Sequence",
+      (json_int_t)seq, "Attempts", c->failed_times, "Reason", reason,
+      "PayloadJson", payload ? json_string(payload) : json_null(), "AppendedAt",
+      *when ? json_string(when) : json_null());
+  char *text =
+      letter ? json_dumps(letter, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+  json_decref(letter);
+  dead_t *d = calloc(1, sizeof(*d));
+  durable__commit_t *commit =
+      calloc(1, sizeof(*commit) + sizeof(durable_publish_t));
+  durable_error_t err = {0};
+  durable__write_set_t *effects = NULL;
+  if (text && d && commit && (d->why = strdup(why ? why : "")) != NULL) {
+    commit->npublishes = 1;
+    commit->publishes[0] = (durable_publish_t){
+        .stream = {.ns = dead_ns, .key = c->key}, .payload = text};
+    effects =
+        durable__outbox_writes(c->hub, c->key, commit, &d->base.outbox, &err);
+  } else {
+    durable__error(&err, DURABLE_ENOMEM, "out of memory");
+  }
+  durable__commit_free(commit);
+  free(text);
+  if (effects == NULL) {
+    char m[2048];
+    snprintf(m, sizeof m, "%s; moving it to the dead letters failed: %s",
+             why ? why : "", err.message);
+    if (d)
+      free(d->why);
+    free(d);
+    backoff(c, seq, m);
+    return;
+  }
+  c->gen++; /* retire what the last round has out */
+  d->base.gen = c->gen;
+  d->base.seq = seq;
+  d->attempts = c->failed_times;
+  if (ask_with(c, DURABLE__MSG_ACK, c->epoch, seq, effects,
+               on_dead_letter_acked, &d->base, &err) < 0) {
+    durable__outbox_free(d->base.outbox);
+    free(d->why);
+    free(d);
+    backoff(c, seq, err.message);
+  }
+}
+
 static void on_turn(durable_hub_t *hub, const durable_msg_t *msg,
                     durable_reply_t *reply, void *data) {
   consumer_t *c = data;
@@ -510,13 +663,30 @@ static void wait_for_liveness(consumer_t *c, int64_t seq) {
   arm(c, c->msg_fence, durable__store_fence_ms(durable_mesh_store(c->mesh)));
 }
 
+static void turn_done(consumer_t *c, const durable_response_t *res,
+                      uint64_t gen, int64_t seq, const char *payload,
+                      int64_t appended_at, int ack_failed);
+
 static void on_turn_done(const durable_response_t *res, void *data) {
   ask_t *a = data;
   consumer_t *c = a->c;
   uint64_t gen = a->gen;
   int64_t seq = a->seq;
   free(a);
+  /* what a dead letter would carry of the item */
+  char *payload = c->turn_payload;
+  int64_t appended_at = c->turn_appended_at;
+  int ack_failed = c->turn_ack_failed;
+  c->turn_payload = NULL;
+  c->turn_ack_failed = 0;
   clear_turn(c);
+  turn_done(c, res, gen, seq, payload, appended_at, ack_failed);
+  free(payload);
+}
+
+static void turn_done(consumer_t *c, const durable_response_t *res,
+                      uint64_t gen, int64_t seq, const char *payload,
+                      int64_t appended_at, int ack_failed) {
   if (c->stopping) {
     finish_stop(c); /* the item in flight is done: now let go */
     return;
@@ -539,6 +709,8 @@ static void on_turn_done(const durable_response_t *res, void *data) {
     wait_for_liveness(c, seq);
   } else if (res->status == 0) {
     c->checkpoint = seq;
+    if (seq >= c->failed_seq)
+      c->failed_seq = c->failed_times = 0;
     consume_next(c);
   } else if (res->status == DURABLE_ECONFLICT) {
     durable__stream_name_t n;
@@ -550,8 +722,11 @@ static void on_turn_done(const durable_response_t *res, void *data) {
     claim(c);
   } else if (res->status == DURABLE_ESHUTDOWN && leaving(c)) {
     stop_reading(c); /* the hub is leaving: the release follows */
+  } else if (ack_failed) {
+    stop_reading(c);
+    backoff(c, seq, res->message); /* not counted against the item */
   } else {
-    failure(c, seq, res->message);
+    fail_item(c, seq, res->message, payload, appended_at);
   }
 }
 
@@ -1206,6 +1381,11 @@ static void consumer_init(durable_hub_t *hub, durable_reply_t *done,
 static int check_consumer(const durable_consumer_t *cfg, durable_error_t *err) {
   if (cfg == NULL || cfg->handler == NULL)
     return durable__error(err, DURABLE_EINVAL, "a consumer needs a handler");
+  if (cfg->max_attempts < 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "max_attempts is %d: 0 retries an item for ever, "
+                          "N > 0 moves it to the dead letters after N failures",
+                          cfg->max_attempts);
   durable_stream_id_t probe = {.ns = cfg->ns, .key = "x"};
   return durable_stream_check(&probe, err);
 }

@@ -269,6 +269,57 @@ describe("durable run (" .. cmd.KIND .. ")", function()
     assert_released(0, 1) -- not acknowledged, and free for the next host
   end)
 
+  it("dead and requeue: a consumer with max_attempts moves a bad item aside; requeue appends "
+    .. "it again", function()
+    local picky = P .. "/picky"
+    assert.equal(0, (run{ "put", picky, "Picky", "{}" }))
+    for _, payload in ipairs { '{"i":1}', '{"i":2,"bad":true}', '{"i":3}' } do
+      local code, _, err = run{ "publish", "Picky", picky, payload }
+      assert.equal(0, code, err)
+    end
+    local h = host("tests/spec/fixtures/picky.lua") -- one backoff (1 s) per bad item
+    assert.truthy(wait_for(function()
+      local s = get(picky .. "/_DurableStream/Picky")
+      return s and s.content.Checkpoint == 3
+    end, 15), "the stream did not go past the bad item: " .. read_file(h.err))
+    assert.same({ 1, 3 }, assert(get(picky)).content.seen)
+    assert.equal(1, #lines_with(read_file(h.err), "moved to the dead letters Picky.dead@" .. picky))
+    -- durable dead: one line, the item, why, how often, its payload text
+    local code, out, err = run{ "dead", "Picky", picky }
+    assert.equal(0, code, err)
+    local lines = {}
+    for line in out:gmatch("[^\n]+") do lines[#lines + 1] = json.decode(line, 1, json.null) end
+    assert.equal(1, #lines, out)
+    local letter = lines[1].payload
+    assert.equal("Picky@" .. picky, letter.Stream)
+    assert.equal(2, letter.Sequence)
+    assert.equal(2, letter.Attempts)
+    assert.matches("item 2 is bad", letter.Reason)
+    assert.equal('{"i":2,"bad":true}', letter.PayloadJson)
+    -- requeue: the payload again, at a new sequence, handled (and failing)
+    -- like any item
+    code, out, err = run{ "requeue", "Picky", picky, "2" }
+    assert.equal(0, code, err)
+    assert.equal("4\n", out)
+    assert.truthy(wait_for(function()
+      local s = get(picky .. "/_DurableStream/Picky")
+      return s and s.content.Checkpoint == 4
+    end, 15), read_file(h.err))
+    code, out = run{ "dead", "Picky", picky }
+    assert.equal(2, select(2, out:gsub("\n", "")), out)
+    stop(h, "INT")
+    -- what is not there is said so
+    code, out, err = run{ "requeue", "Picky", picky, "1" }
+    assert.equal(1, code)
+    assert.matches("Picky@" .. picky:gsub("%p", "%%%0") .. " has no dead letter for item 1", err)
+    code, _, err = run{ "requeue", "Picky", picky, "two" }
+    assert.equal(2, code)
+    assert.matches("SEQUENCE must be an item's sequence", err)
+    code, out, err = run{ "dead", "Picky", P .. "/nobody" }
+    assert.equal(0, code, err)
+    assert.equal("", out)
+  end)
+
   -- A host stuck leaving (item 2 waits for a gate nobody opens), then
   -- stopped by a second signal.
   local function hard_exit(first, second)

@@ -88,6 +88,53 @@ describe("a durable stream consumer that fails", function()
     assert.same({ 1, 2, 3, 4 }, handled)
   end)
 
+  it("with max_attempts moves an item that keeps failing to the dead letters, with its "
+    .. "acknowledgement, and goes on in order", function()
+    open()
+    local owner = ns .. "/dead"
+    local _, items_ns = durable.stream_path(stream(owner))
+    for i = 1, 3 do publish(owner, i) end
+    -- item 4 cannot be read at all; item 5 is fine
+    helper.ok(mesh:put_node { path = items_ns .. "/000000000004", node_type = "DurableStreamItem",
+      content = { Sequence = 4, PayloadJson = "{not json", AppendedAt = durable.null } })
+    publish(owner, 5)
+    local tries, handled = {}, {}
+    local hub = assert(mesh:hub("client/" .. ns .. "/consumer"))
+    assert.is_true(hub:consume { namespace = FAMILY, key = function() return owner end, max_attempts = 3,
+      handler = function(_, item)
+        tries[item.sequence] = (tries[item.sequence] or 0) + 1
+        if item.sequence == 2 then error("item 2 never works") end
+        handled[#handled + 1] = item.sequence
+      end })
+    helper.run_until(mesh, function() return checkpoint(owner) == 5 end, 10000)
+    assert.same({ 1, 3, 5 }, handled, "in order, each once, the dead ones skipped")
+    assert.equal(3, tries[2], "item 2 was tried max_attempts times")
+    -- the dead letters: one per item given up on, in the order given up
+    local letters = {}
+    local dead = { namespace = FAMILY .. ".dead", key = owner }
+    local sub = client:read_durable(dead, 0, function(item) letters[#letters + 1] = item.payload end)
+    helper.run_until(mesh, function() return #letters == 2 end)
+    sub:close()
+    assert.equal(FAMILY .. "@" .. owner, letters[1].Stream)
+    assert.equal(2, letters[1].Sequence)
+    assert.equal(3, letters[1].Attempts)
+    assert.matches("item 2 never works", letters[1].Reason)
+    assert.same({ value = 2 }, durable.decode(letters[1].PayloadJson))
+    assert.matches("^%d%d%d%d%-%d%d%-%d%dT", letters[1].AppendedAt)
+    assert.equal(4, letters[2].Sequence)
+    assert.equal(durable.null, letters[2].PayloadJson, "unreadable: no payload text")
+    assert.matches("could not be read", letters[2].Reason)
+    local warns = helper.log_lines("moved to the dead letters " .. FAMILY .. ".dead@" .. owner)
+    assert.equal(2, #warns)
+    assert.matches(escape("item 2 of " .. FAMILY .. "@" .. owner .. " failed 3 times"), warns[1])
+    -- its own handler is not retried: the dead stream has no consumer here
+    assert.equal(3, tries[2])
+    -- without max_attempts, nothing is moved: the item waits (the other cases)
+    assert.has_error(function()
+      hub:consume { namespace = FAMILY .. "x", handler = function() end, max_attempts = 0 }
+    end)
+  end)
+
   it("stops at an item whose payload cannot be read, and goes on from it once it can be", function()
     open()
     local owner = ns .. "/poison"
