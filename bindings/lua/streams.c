@@ -601,6 +601,21 @@ static int h_publish(lua_State *L) {
   return dlua_req_submitted(L, r, rc, &err, NULL);
 }
 
+/* mesh:_seek(namespace, key, sequence, cb): cb(true, the checkpoint it was
+ * at) once the checkpoint is moved, or cb(false, message, code). */
+static int m_seek(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  if (m->mesh == NULL)
+    return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closed");
+  durable_stream_id_t id = {.ns = dlua_check_text(L, 2, "stream namespace"),
+                            .key = dlua_check_text(L, 3, "stream key")};
+  lua_Integer to = luaL_checkinteger(L, 4);
+  dlua_req_t *r = dlua_req_new(L, m, 5);
+  durable_error_t err = {0};
+  int rc = durable_stream_seek(m->mesh, &id, (int64_t)to, on_sequence, r, &err);
+  return dlua_req_submitted(L, r, rc, &err, NULL);
+}
+
 /* ---- the reader and its subscription ------------------------------------- */
 
 static void sub_free(dlua_sub_t *s) {
@@ -1013,6 +1028,8 @@ void dlua_open_streams(lua_State *L) {
   lua_getfield(L, -1, "Mesh");
   lua_pushcfunction(L, m_consume_type);
   lua_setfield(L, -2, "_consume_type");
+  lua_pushcfunction(L, m_seek);
+  lua_setfield(L, -2, "_seek");
   lua_pop(L, 1);
   lua_getfield(L, -1, "Hub");
   lua_pushcfunction(L, h_publish);

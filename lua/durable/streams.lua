@@ -239,6 +239,26 @@ function Hub:publish_durable(stream, payload, options)
   end)
 end
 
+---An operator's replay or skip: set the stream's acknowledged checkpoint to
+---`sequence` (0 up to its last sequence).  The lease is let go with a new
+---epoch, so the holder, in whatever process, claims again and resumes after
+---`sequence` (the item it has begun may be handed over once more).  A cold
+---completion of the checkpoint it was at; a stream that does not exist
+---fails ENOTFOUND, a sequence past its last EINVAL.
+---@param stream { namespace: string, key: string }
+---@param sequence integer
+---@return durable.Completion
+function Mesh:seek_durable(stream, sequence)
+  local ns, key = stream_id("seek_durable", stream, 2)
+  if math.type(sequence) ~= "integer" or sequence < 0 then
+    error(("seek_durable: the checkpoint must be an integer >= 0, not %s"):format(tostring(sequence)), 2)
+  end
+  local mesh = self
+  return completion.cold(mesh, function()
+    return completion.from(mesh, function(cb) return prim.mesh.seek(mesh, ns, key, sequence, cb) end)
+  end)
+end
+
 -- ---- reading ---------------------------------------------------------------------------
 
 ---A plain, unleased reader: every item after `after_sequence`, in order and

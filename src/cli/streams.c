@@ -1,6 +1,6 @@
 /*
  * streams.c: the durable stream commands: publish, read, dead, requeue,
- * streams.
+ * seek, streams.
  *
  *   publish  opens a mesh (the producer needs hubs: the stream node's hub
  *            assigns the sequence), a client hub "cli/publish-PID", appends,
@@ -528,6 +528,64 @@ const cli_command_t cli_requeue_command = {
     "item's payload could not be read.",
     NULL,
     requeue_main,
+    0,
+};
+
+/* ---- seek ---------------------------------------------------------------- */
+
+static const cli_option_t seek_options[] = {
+    {"--to", 1},
+    {NULL, 0},
+};
+
+static void seeked(int status, int64_t was, const char *message, void *data) {
+  stream_state_t *s = data;
+  if (status < 0) {
+    cli_failed_with(s->cli, status, message);
+    return;
+  }
+  printf("%s: checkpoint %" PRId64 " (was %" PRId64 ")\n", s->name, s->after,
+         was);
+  cli_finish(s->cli, CLI_OK);
+}
+
+static int seek_main(cli_t *cli, int argc, char **argv) {
+  stream_state_t s;
+  durable_error_t err;
+  memset(&s, 0, sizeof s);
+  if (argc < 2)
+    return cli_usage(cli, "expected NAMESPACE and KEY");
+  if (argc > 2)
+    return cli_usage(cli, "too many arguments");
+  if (cli->values[0] == NULL)
+    return cli_usage(cli, "--to N is missing: the checkpoint to move to");
+  if (parse_sequence(cli->values[0], &s.after) < 0)
+    return cli_usage(cli,
+                     "--to needs a sequence (a whole number >= 0), not '%s'",
+                     cli->values[0]);
+  int rc = take_stream(cli, &s, argv[0], argv[1]);
+  if (rc != 0 || (rc = stream_open(&s, cli)) != 0)
+    return rc;
+  memset(&err, 0, sizeof err);
+  rc = durable_stream_seek(cli->mesh, &s.id, s.after, seeked, &s, &err);
+  if (rc < 0)
+    cli_refused(cli, rc, &err);
+  return cli_run(cli);
+}
+
+const cli_command_t cli_seek_command = {
+    "seek",
+    "NAMESPACE KEY --to N",
+    "move a durable stream's checkpoint: replay or skip",
+    "Sets the acknowledged checkpoint of NAMESPACE@KEY to N (0 to its last\n"
+    "sequence): back to replay the items after N, forward to skip them.  The\n"
+    "lease is let go with a new epoch, so the consumer holding it, in any\n"
+    "process, claims again and resumes after N (the item it had begun may be\n"
+    "handed over once more).  Prints the new checkpoint and the one before;\n"
+    "the stream's host logs the move.  A stream that does not exist, or N\n"
+    "past its last sequence, fails (exit 1).",
+    seek_options,
+    seek_main,
     0,
 };
 

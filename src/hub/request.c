@@ -502,6 +502,13 @@ static durable__commit_t *commit_new(const durable_publish_t *p, size_t n,
                      i + 1);
       return NULL;
     }
+    if (durable__json_is_null(p[i].payload)) {
+      durable__error(err, DURABLE_EINVAL,
+                     "append %zu: a durable stream item needs a payload (null "
+                     "is none)",
+                     i + 1);
+      return NULL;
+    }
     bytes += strlen(p[i].stream.ns) + strlen(p[i].stream.key) +
              strlen(p[i].payload) + 3;
   }

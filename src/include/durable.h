@@ -764,6 +764,20 @@ int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
                            const char *payload, durable_sequence_cb cb,
                            void *data, durable_error_t *err);
 
+/* An operator's replay or skip: set the acknowledged checkpoint of the
+ * stream to `sequence` (0 to its last sequence), with a new lease epoch and
+ * the lease let go, so that its holder -- in whatever process -- is fenced,
+ * claims again and resumes after `sequence` (the item it has begun may be
+ * handed over once more).  Logged by the stream's hub ("checkpoint moved
+ * from A to N by ...").  `cb` gets the checkpoint it was at, or a failure
+ * ("Moving the checkpoint of durable stream NS@KEY failed: ..."; a stream
+ * that does not exist is DURABLE_ENOTFOUND, a sequence past its last
+ * DURABLE_EINVAL).  A mesh acting as a principal needs write on the key's
+ * owner. */
+int durable_stream_seek(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                        int64_t sequence, durable_sequence_cb cb, void *data,
+                        durable_error_t *err);
+
 /* Idempotent publishing.  A publish may carry an id of the producer's
  * choosing (an order number, a UUID, "import-42:7"): the stream remembers
  * each id it appended, in a write-once node

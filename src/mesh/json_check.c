@@ -209,3 +209,8 @@ int durable__json_check(const char *text, json_error_t *je) {
   json_decref(j);
   return j ? 0 : -1;
 }
+
+int durable__json_is_null(const char *text) {
+  const char *s = skip_ws(text);
+  return strncmp(s, "null", 4) == 0 && *skip_ws(s + 4) == '\0';
+}

@@ -102,10 +102,12 @@ durable_node_t *durable__result_take(const durable_result_t *res, size_t i);
  * (allocates nothing). */
 int durable__json_valid(const char *text);
 /* 0 when `text` is JSON; else -1 with `je` filled by jansson, to say what
- * is wrong and where.  Integers beyond 64 bits are JSON (read as reals):
- * the text is checked, and kept as written. */
+ * is wrong and where (an integer beyond 64 bits: "too big integer"). */
 struct json_error_t;
 int durable__json_check(const char *text, struct json_error_t *je);
+/* 1 when `text` is JSON's null, white space around it allowed: what is no
+ * durable stream payload (publish.c, and a handler's appends). */
+int durable__json_is_null(const char *text);
 
 /* path.c: `segment` as one path segment of 1 to `max` bytes (the segment
  * rules of durable_path_check, and no '/'); DURABLE_EINVAL with a message

@@ -265,22 +265,23 @@ static void backoff(consumer_t *c, int64_t seq, const char *why) {
   arm(c, c->msg_retry, (uint32_t)delay);
 }
 
-/* Item `seq` failed (0: not an item's fault -- a claim, an append of an
- * earlier item): count it, and once it has failed max_attempts times in a
- * row move it to the dead letters; else back off and retry.  `payload` is
- * the item's text when it was read (NULL: it could not be). */
+/* Item `seq` failed by its own fault -- its handler failed, its effects
+ * were refused, its payload could not be read -- so the item is there, and
+ * it counts: once it has failed max_attempts times in a row, it is moved to
+ * the dead letters; else back off and retry.  `payload` is the item's text
+ * when it was read (NULL: it could not be). */
 static void fail_item(consumer_t *c, int64_t seq, const char *why,
                       const char *payload, int64_t appended_at) {
   stop_reading(c);
   if (leaving(c))
     return;
-  if (seq > 0 && seq == c->failed_seq) {
+  if (seq == c->failed_seq) {
     c->failed_times++;
-  } else if (seq > 0) {
+  } else {
     c->failed_seq = seq;
     c->failed_times = 1;
   }
-  if (seq > 0 && c->cfg.max_attempts > 0 && c->state == C_CONSUMING &&
+  if (c->cfg.max_attempts > 0 && c->state == C_CONSUMING &&
       c->failed_times >= c->cfg.max_attempts) {
     dead_letter(c, seq, why, payload, appended_at);
     return;
@@ -288,8 +289,14 @@ static void fail_item(consumer_t *c, int64_t seq, const char *why,
   backoff(c, seq, why);
 }
 
+/* A failure that is not an item's own (a read, a claim, the store, an
+ * append of an earlier item), at `seq` (0: no item) for the log: retried
+ * after the backoff, never counted against the item. */
 static void failure(consumer_t *c, int64_t seq, const char *why) {
-  fail_item(c, seq, why, NULL, 0);
+  stop_reading(c);
+  if (leaving(c))
+    return;
+  backoff(c, seq, why);
 }
 
 /* ---- the turn (runs as a message of the hub)
@@ -358,6 +365,11 @@ static void outq_push(consumer_t *c, durable__outbox_t *box) {
   outq_next(c);
 }
 
+static int effects_refused(int code) {
+  return code == DURABLE_EEXIST || code == DURABLE_ENOTFOUND ||
+         code == DURABLE_EACCES || code == DURABLE_EINVAL;
+}
+
 static void on_ack(const durable_response_t *res, void *data) {
   ask_t *a = data;
   consumer_t *c = a->c;
@@ -366,7 +378,11 @@ static void on_ack(const durable_response_t *res, void *data) {
     char m[1024];
     snprintf(m, sizeof m, "the acknowledgement of item %lld failed: %s",
              (long long)a->seq, res->message);
-    c->turn_ack_failed = 1; /* the store's fault, not the item's */
+    /* effects the store refused for what they are count against the item
+     * (a create of a present node, a write the principal may not make);
+     * the store's own failures do not (a lost connection, a conflict with
+     * another writer that a retry decides anew) */
+    c->turn_ack_failed = !effects_refused(res->status);
     durable_reply_fail(a->turn, DURABLE_EFAILED, m);
   } else {
     const durable__stream_ans_t *ans = durable__stream_answer(res);
@@ -488,23 +504,28 @@ static void on_dead_letter_acked(const durable_response_t *res, void *data) {
   dead_t *d = data;
   consumer_t *c = d->base.c;
   durable__stream_name_t n;
-  if (c->state == C_CONSUMING && d->base.gen == c->gen && !leaving(c)) {
-    const durable__stream_ans_t *ans =
-        res->status < 0 ? NULL : durable__stream_answer(res);
+  const durable__stream_ans_t *ans =
+      res->status < 0 ? NULL : durable__stream_answer(res);
+  int current = c->state == C_CONSUMING && d->base.gen == c->gen && !leaving(c);
+  if (ans && ans->ok) {
+    /* committed: the letter's append, and the line, whatever came since (a
+     * stop waits for neither; the append goes out before its release) */
+    outq_push(c, d->base.outbox);
+    d->base.outbox = NULL;
+    durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
+                     "Durable stream consumer %s: item %lld of %s failed "
+                     "%d times (%s); moved to the dead letters %s" DEAD_SUFFIX
+                     "@%s and acknowledged",
+                     hub_name(c), (long long)d->base.seq, name_of(c, &n),
+                     d->attempts, d->why, c->ns, c->key);
+  }
+  if (current) {
     if (res->status < 0) {
       char m[2048];
       snprintf(m, sizeof m, "moving it to the dead letters failed: %s",
                res->message ? res->message : durable_strerror(res->status));
       backoff(c, d->base.seq, m); /* tried again after the backoff */
     } else if (ans && ans->ok) {
-      outq_push(c, d->base.outbox); /* the dead letter's append */
-      d->base.outbox = NULL;
-      durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
-                       "Durable stream consumer %s: item %lld of %s failed "
-                       "%d times (%s); moved to the dead letters %s" DEAD_SUFFIX
-                       "@%s and acknowledged",
-                       hub_name(c), (long long)d->base.seq, name_of(c, &n),
-                       d->attempts, d->why, c->ns, c->key);
       c->checkpoint = d->base.seq;
       c->failed_seq = c->failed_times = 0;
       start_pulling(c);
@@ -564,7 +585,10 @@ static void dead_letter(consumer_t *c, int64_t seq, const char *why,
     effects =
         durable__outbox_writes(c->hub, c->key, commit, &d->base.outbox, &err);
   } else {
-    durable__error(&err, DURABLE_ENOMEM, "out of memory");
+    durable__error(&err, DURABLE_ENOMEM,
+                   text ? "out of memory"
+                        : "the letter could not be made (a payload or a "
+                          "reason that is not UTF-8?)");
   }
   durable__commit_free(commit);
   free(text);
@@ -584,10 +608,13 @@ static void dead_letter(consumer_t *c, int64_t seq, const char *why,
   d->attempts = c->failed_times;
   if (ask_with(c, DURABLE__MSG_ACK, c->epoch, seq, effects,
                on_dead_letter_acked, &d->base, &err) < 0) {
+    char m[2048];
+    snprintf(m, sizeof m, "%s; moving it to the dead letters failed: %s",
+             d->why, err.message);
     durable__outbox_free(d->base.outbox);
     free(d->why);
     free(d);
-    backoff(c, seq, err.message);
+    backoff(c, seq, m);
   }
 }
 
@@ -709,6 +736,7 @@ static void turn_done(consumer_t *c, const durable_response_t *res,
     wait_for_liveness(c, seq);
   } else if (res->status == 0) {
     c->checkpoint = seq;
+    c->attempt = 0; /* the next failure's backoff starts short again */
     if (seq >= c->failed_seq)
       c->failed_seq = c->failed_times = 0;
     consume_next(c);
@@ -739,10 +767,12 @@ static void on_pulled(durable__pull_t *pull, int status,
                       void *data) {
   consumer_t *c = data;
   (void)pull;
-  if (status < 0) {
+  if (status < 0 && item != NULL) /* that item cannot be read */
+    fail_item(c, item->sequence, message, NULL, 0);
+  if (status < 0 && item == NULL) /* the read failed */
     failure(c, c->checkpoint + 1, message);
+  if (status < 0)
     return;
-  }
   if (leaving(c))
     return; /* an item boundary: nothing new starts */
   c->turn_seq = item->sequence;
@@ -1056,15 +1086,44 @@ static void start(consumer_t *c) {
   }
 }
 
+/* Verify the lease in the database (a claim) before the next item: after
+ * the item in flight, if one is. */
+static void claim_again(consumer_t *c) {
+  if (c->state != C_CONSUMING || leaving(c))
+    return;
+  if (c->turn_seq != 0) {
+    c->reclaim_after_turn = 1;
+    return;
+  }
+  c->gen++; /* retire what the last round has out */
+  stop_reading(c);
+  claim(c);
+}
+
+void durable__consumers_lease_gone(durable_mesh_t *mesh, const char *ns,
+                                   const char *key) {
+  void **head = durable__stream_consumers(mesh);
+  for (consumer_t *c = head ? *head : NULL, *next; c; c = next) {
+    next = c->list_next; /* a claim may not unlink, but be safe */
+    if (strcmp(c->ns, ns) == 0 && strcmp(c->key, key) == 0)
+      claim_again(c);
+  }
+}
+
 static void on_wake(durable_hub_t *hub, const durable_msg_t *msg,
                     durable_reply_t *reply, void *data) {
   consumer_t *c = data;
   (void)hub;
   (void)msg;
-  if (c->state == C_DORMANT || c->state == C_WAITING)
+  if (c->state == C_DORMANT || c->state == C_WAITING) {
     claim(c);
-  else if (c->state == C_STARTING || c->state == C_CLAIMING)
+  } else if (c->state == C_STARTING || c->state == C_CLAIMING) {
     c->wake_pending = 1; /* its existence check or claim may predate it */
+  } else if (c->state == C_CONSUMING) {
+    /* owners are woken for streams nobody holds: the lease this consumer
+     * holds was let go behind it (an operator's seek, in another process) */
+    claim_again(c);
+  }
   durable_reply_ok(reply, NULL);
 }
 
@@ -1294,6 +1353,23 @@ void durable__consumers_session_lost(durable_mesh_t *mesh) {
  * ----------------------------------------------------------------------------------
  */
 
+/* With max_attempts, the dead-letter stream must be one that can be made
+ * (its longer name may pass a limit the stream's own does not). */
+static int check_dead_letters(const consumer_t *c, durable_error_t *err) {
+  if (c->cfg.max_attempts <= 0)
+    return 0;
+  char dead_ns[DURABLE_PATH_MAX + 8];
+  snprintf(dead_ns, sizeof dead_ns, "%s" DEAD_SUFFIX, c->ns);
+  durable_stream_id_t dead = {.ns = dead_ns, .key = c->key};
+  durable_error_t why = {0};
+  if (durable_stream_check(&dead, &why) == 0)
+    return 0;
+  return durable__error(err, DURABLE_EINVAL,
+                        "the consumer of '%s' at hub '%s' cannot keep dead "
+                        "letters (max_attempts): %s",
+                        c->ns, durable_hub_address(c->hub), why.message);
+}
+
 static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
                           consumer_t **out, durable_error_t *err) {
   /* allocated as the handle, so that durable_hub_consume can hand it out */
@@ -1318,7 +1394,8 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
   if (rc < 0) {
     durable__error(err, rc, "the consumer of '%s' at hub '%s' has no key",
                    cfg->ns, durable_hub_address(hub));
-  } else if ((rc = durable_stream_check(&id, err)) == 0) {
+  } else if ((rc = durable_stream_check(&id, err)) == 0 &&
+             (rc = check_dead_letters(c, err)) == 0) {
     durable_stream_path(&id, c->path, sizeof c->path);
     snprintf(c->stream_ns, sizeof c->stream_ns, "%.*s",
              (int)(strrchr(c->path, '/') - c->path), c->path);

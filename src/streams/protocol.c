@@ -134,6 +134,10 @@ char *durable__stream_ans_json(durable__stream_op_t op,
   case DURABLE__OP_RELEASE:
     j = json_pack("{s:b}", "Released", a->ok);
     break;
+  case DURABLE__OP_SEEK:
+    j = json_pack("{s:b, s:I}", "Moved", a->ok, "Was",
+                  (json_int_t)a->checkpoint);
+    break;
   }
   char *text = j ? json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
   json_decref(j);

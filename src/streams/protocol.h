@@ -16,6 +16,9 @@
  *   durable.ack      {Subscriber, Epoch, Sequence}   -> {Accepted, Reason}
  *                    (typed only: with the item's effects to commit)
  *   durable.release  {Subscriber, Epoch}             -> {Released}
+ *   durable.seek     {Subscriber, Sequence}          -> {Moved, Was}
+ *                    (an operator's: the checkpoint set to Sequence, the
+ *                    lease let go; Subscriber names who asked)
  *
  * An append's Id is its publish id (durable_publish_id_check): an id the
  * stream already holds is answered with the sequence it got then, and
@@ -33,6 +36,7 @@
 #define DURABLE__MSG_CLAIM "durable.claim"
 #define DURABLE__MSG_ACK "durable.ack"
 #define DURABLE__MSG_RELEASE "durable.release"
+#define DURABLE__MSG_SEEK "durable.seek"
 /* per family: "durable.wake:DocumentLog", ... */
 #define DURABLE__MSG_WAKE "durable.wake:"
 #define DURABLE__MSG_TURN "durable.turn:"
@@ -44,7 +48,8 @@ typedef enum {
   DURABLE__OP_APPEND = 1,
   DURABLE__OP_CLAIM,
   DURABLE__OP_ACK,
-  DURABLE__OP_RELEASE
+  DURABLE__OP_RELEASE,
+  DURABLE__OP_SEEK
 } durable__stream_op_t;
 
 /* A request to a stream hub.  Strings are owned (malloc'ed). */
@@ -66,7 +71,7 @@ typedef struct {
   int ok;                /* claim: granted; ack: accepted; release: done */
   int64_t sequence;      /* append */
   int64_t epoch;         /* claim: the lease's epoch */
-  int64_t checkpoint;    /* claim: resume after this */
+  int64_t checkpoint;    /* claim: resume after this; seek: what it was */
   char *holder;          /* claim refused: who holds it */
   char *holder_instance; /*   ... in which process */
   char *took_over_from;  /* claim granted by a takeover: from whom */

@@ -181,16 +181,8 @@ int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
  * (a null payload is refused by the Lua and the C faces alike, and so by
  * `durable publish`). */
 static int is_no_payload(const char *payload) {
-  if (payload == NULL)
-    return 1;
-  const char *s = payload + strspn(payload, " \t\r\n");
-  if (strncmp(s, "null", 4) == 0)
-    s += 4;
-  else if (*s == '\0')
-    return 1;
-  else
-    return 0;
-  return s[strspn(s, " \t\r\n")] == '\0';
+  return payload == NULL || strspn(payload, " \t\r\n") == strlen(payload) ||
+         durable__json_is_null(payload);
 }
 
 int durable_stream_publish_with(durable_hub_t *hub,

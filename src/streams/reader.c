@@ -67,6 +67,7 @@ struct durable__pull_s {
   durable__pull_cb cb;
   void *cb_data;
   int closed, failed;
+  int busy; /* inside a turn that hands items over: a close waits for it */
   /* custom source: its functions (Lua's, maybe) run in a turn of the mesh,
    * never inside the store's callback; a signal's turn is owed */
   int signal_owed;
@@ -136,12 +137,15 @@ static void read_failed(durable__pull_t *p, int status, const char *message) {
   }
 }
 
-static void deliver_error(durable__pull_t *p, int status, const char *message) {
+/* A failure: of a read (`bad` NULL), or of the item `bad` that could not
+ * be read (handed along, payload NULL, so that the consumer knows which). */
+static void deliver_error(durable__pull_t *p, int status, const char *message,
+                          const durable_item_t *bad) {
   durable__pull_cb cb = p->cb;
   p->cb = NULL;
   p->failed = 1;
   if (cb)
-    cb(p, status, NULL, message, p->cb_data);
+    cb(p, status, bad, message, p->cb_data);
 }
 
 /* Release the next item if it is there; else read when there is reason to. */
@@ -168,9 +172,12 @@ static void try_deliver(durable__pull_t *p) {
       snprintf(message, sizeof message,
                "Durable stream item %s could not be read: %s", node->path,
                err.message[0] ? err.message : durable_strerror(rc));
-      durable_node_free(node);
       free(payload);
-      deliver_error(p, rc < 0 ? rc : DURABLE_EINVAL, message);
+      durable_item_t bad = {.stream = {.ns = p->ns, .key = p->key},
+                            .sequence = p->next,
+                            .node = node};
+      deliver_error(p, rc < 0 ? rc : DURABLE_EINVAL, message, &bad);
+      durable_node_free(node);
       return;
     }
     durable_item_t item = {.stream = {.ns = p->ns, .key = p->key},
@@ -193,7 +200,7 @@ static void try_deliver(durable__pull_t *p) {
     /* the callback may close the pull, and read the message after */
     char message[sizeof p->read_message];
     memcpy(message, p->read_message, sizeof message);
-    deliver_error(p, p->read_status, message);
+    deliver_error(p, p->read_status, message, NULL);
   }
 }
 
@@ -210,7 +217,7 @@ typedef struct {
 } page_t;
 
 static void maybe_free(durable__pull_t *p) {
-  if (p->closed && !p->reading && !p->signal_owed)
+  if (p->closed && !p->reading && !p->signal_owed && !p->busy)
     pull_free(p);
 }
 
@@ -270,8 +277,10 @@ static void on_page_turn(int status, const char *message, void *data) {
   (void)status;
   (void)message;
   p->reading = 0;
+  p->busy++; /* its callback may close the pull */
   if (!p->closed)
     page_arrived(p, NULL, page);
+  p->busy--;
   for (size_t i = 0; i < page->count; i++)
     durable_node_free(page->nodes[i]);
   free(page);
@@ -340,8 +349,10 @@ static void on_signal_turn(int status, const char *message, void *data) {
   (void)status;
   (void)message;
   p->signal_owed = 0;
+  p->busy++; /* its callback may close the pull */
   if (!p->closed && !p->reading && p->cb != NULL)
     try_deliver(p);
+  p->busy--;
   maybe_free(p);
 }
 
@@ -475,7 +486,7 @@ static void on_pulled(durable__pull_t *pull, int status,
   (void)pull;
   r->asked = 0;
   r->in_cb++;
-  r->cb(r, status, item, message, r->data);
+  r->cb(r, status, status < 0 ? NULL : item, message, r->data);
   r->in_cb--;
   if (r->closed) {
     if (r->in_cb == 0)

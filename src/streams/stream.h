@@ -88,6 +88,11 @@ void durable__consumers_session_lost(durable_mesh_t *mesh);
 /* consumer.c: the store confirmed this process's liveness again: every
  * consumer that stopped for want of it (wait_for_liveness) goes on. */
 void durable__consumers_live(durable_mesh_t *mesh);
+/* The stream hub of ns@key let its lease go behind its holder (a seek):
+ * a consumer of this process holding it claims again, after the item in
+ * flight, and resumes from the checkpoint stored. */
+void durable__consumers_lease_gone(durable_mesh_t *mesh, const char *ns,
+                                   const char *key);
 /* consumer.c: the list's owner goes: unlink every consumer left in it. */
 void durable__consumers_forget(void **head);
 
@@ -122,7 +127,9 @@ durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
                                    const durable_source_t *source,
                                    durable_error_t *err);
 /* Ask for the next item: `cb` runs once, when it is there (maybe much
- * later).  One request at a time. */
+ * later), or with a failure: `item` NULL for a read that failed, else the
+ * item that could not be read (sequence and node; payload NULL).  One
+ * request at a time. */
 void durable__pull_next(durable__pull_t *pull, durable__pull_cb cb, void *data);
 /* No callback runs after this. */
 void durable__pull_close(durable__pull_t *pull);

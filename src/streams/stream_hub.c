@@ -111,6 +111,7 @@ typedef struct {
   int failed_code; /* ... and what the batch failed with */
   char failed_message[256];
   size_t failed_write; /* the last write's refused write: 1 + its index */
+  int64_t seek_was;    /* a seek in flight: the checkpoint it moves from */
 } shub_t;
 
 static const char shub_key;
@@ -1178,6 +1179,74 @@ static void run_release(shub_t *sh) {
   write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, released);
 }
 
+/* ---- seek: an operator moves the checkpoint
+ * ------------------------------------------------------ */
+
+static void seeked(shub_t *sh, const durable_result_t *res) {
+  int64_t was = sh->seek_was;
+  if (!lease_saved(sh, res, 0))
+    return;
+  const durable__stream_state_t *s = &sh->state;
+  durable_stream_id_t id = id_of(sh);
+  durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
+                   "[DurableStreams] %s: checkpoint moved from %lld to %lld by "
+                   "%s; the lease is free (epoch %lld), and the next holder "
+                   "resumes after %lld",
+                   durable__stream_name(&id).text, (long long)was,
+                   (long long)s->checkpoint, sh->head->req->subscriber,
+                   (long long)s->lease_epoch, (long long)s->checkpoint);
+  durable__stream_ans_t *ans = durable__stream_ans_new();
+  if (ans) {
+    ans->ok = 1;
+    ans->checkpoint = was;
+  }
+  answer(sh->head, ans);
+  sh->woken = 0; /* a new orphan period */
+  /* a holder in this process claims again at once; one elsewhere when its
+   * waker sees the stream unheld with items waiting (or at its next ack) */
+  durable__consumers_lease_gone(sh->mesh, s->ns, s->key);
+  if (s->last_sequence > s->checkpoint)
+    wake_owner(sh);
+  next_op(sh);
+}
+
+/* The checkpoint set to the request's sequence (back: replay; forward:
+ * skip), with a new epoch and no holder: the holder's next acknowledgement
+ * is refused, and it claims again and resumes after the new checkpoint --
+ * at once when it is woken (this process, or another one's waker seeing an
+ * unheld stream with items waiting), else at its next item. */
+static void run_seek(shub_t *sh) {
+  op_t *op = sh->head;
+  const durable__stream_state_t *s = &sh->state;
+  int64_t to = op->req->sequence;
+  if (to < 0 || to > s->last_sequence) {
+    durable_stream_id_t id = id_of(sh);
+    char message[DURABLE_PATH_MAX + 160];
+    snprintf(message, sizeof message,
+             "cannot move the checkpoint of %s to %lld: its items are 1 to "
+             "%lld",
+             durable__stream_name(&id).text, (long long)to,
+             (long long)s->last_sequence);
+    fail_head(sh, DURABLE_EINVAL, message);
+    return;
+  }
+  durable__stream_state_t next;
+  if (durable__state_copy(s, &next) < 0 ||
+      (s->subscriber &&
+       durable__str_set(&next.last_subscriber, s->subscriber) < 0)) {
+    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  sh->seek_was = s->checkpoint;
+  durable__str_set(&next.subscriber, NULL);
+  durable__str_set(&next.subscriber_instance, NULL);
+  next.lease_epoch = s->lease_epoch + 1;
+  next.checkpoint = to;
+  next.checkpoint_at = now_ms();
+  next.orphaned_at = now_ms();
+  write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, seeked);
+}
+
 /* ---- loading the state
  * --------------------------------------------------------------------- */
 
@@ -1192,6 +1261,9 @@ static void run_head(shub_t *sh) {
     break;
   case DURABLE__OP_RELEASE:
     run_release(sh);
+    break;
+  case DURABLE__OP_SEEK:
+    run_seek(sh);
     break;
   }
 }
@@ -1384,7 +1456,8 @@ int durable__stream_hub_install(durable_mesh_t *mesh) {
   } ops[] = {{DURABLE__MSG_APPEND, DURABLE__OP_APPEND},
              {DURABLE__MSG_CLAIM, DURABLE__OP_CLAIM},
              {DURABLE__MSG_ACK, DURABLE__OP_ACK},
-             {DURABLE__MSG_RELEASE, DURABLE__OP_RELEASE}};
+             {DURABLE__MSG_RELEASE, DURABLE__OP_RELEASE},
+             {DURABLE__MSG_SEEK, DURABLE__OP_SEEK}};
   for (size_t i = 0; rc == 0 && i < sizeof ops / sizeof ops[0]; i++)
     rc = durable__node_type_on(t, ops[i].type, on_request,
                                (void *)(intptr_t)ops[i].kind, NULL);

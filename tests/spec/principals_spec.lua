@@ -183,6 +183,27 @@ describe("a mesh acting as a principal", function()
     assert.equal("AclDoc", assert(alice:hub(shown)).node_type)
   end)
 
+  it("never counts a read it may not make against an item (max_attempts): nothing is "
+    .. "dead-lettered, nothing acknowledged", function()
+    local owner, events = ns .. "/counted", ns .. "/events"
+    helper.ok(admin:grant(who(), owner, "read,write")) -- not `events`
+    helper.ok(admin:hub("client/" .. ns .. "/admin"):publish_durable({ namespace = FAMILY, key = owner },
+      { text = "x" }))
+    local hub = assert(alice:hub("client/" .. ns))
+    assert.is_true(hub:consume { namespace = FAMILY, key = function() return owner end,
+      max_attempts = 1, handler = function() end,
+      source = function()
+        return durable.source { items_namespace = events,
+          sequence_of = function(node) return tonumber(node.id) end,
+          payload_of = function(node) return node.content end }
+      end })
+    helper.run_until(alice, function() return #helper.log_lines("was NOT acknowledged") >= 3 end)
+    assert.equal(0, #helper.log_lines("moved to the dead letters"))
+    local s = helper.ok(admin:get_node((durable.stream_path { namespace = FAMILY, key = owner })))
+    assert.equal(0, s.content.Checkpoint)
+    assert.equal(1, s.content.LastSequence)
+  end)
+
   it("consumes only with read and write on the owner", function()
     local ro, rw = ns .. "/ro", ns .. "/rw"
     helper.ok(admin:put_node { path = ro, node_type = "AclDoc", content = {} })

@@ -320,6 +320,37 @@ describe("durable run (" .. cmd.KIND .. ")", function()
     assert.equal("", out)
   end)
 
+  it("seek --to moves the checkpoint of a running host's stream: it replays what follows", function()
+    local picky = P .. "/seek"
+    local function checkpoint()
+      local s = get(picky .. "/_DurableStream/Picky")
+      return s and s.content.Checkpoint
+    end
+    assert.equal(0, (run{ "put", picky, "Picky", "{}" }))
+    for i = 1, 3 do
+      local code, _, err = run{ "publish", "Picky", picky, ('{"i":%d}'):format(i) }
+      assert.equal(0, code, err)
+    end
+    local h = host("tests/spec/fixtures/picky.lua")
+    assert.truthy(wait_for(function() return checkpoint() == 3 end, 10), read_file(h.err))
+    local code, out, err = run{ "seek", "Picky", picky, "--to", "1" }
+    assert.equal(0, code, err)
+    assert.equal("Picky@" .. picky .. ": checkpoint 1 (was 3)\n", out)
+    -- the host, caught up and idle, is woken: items 2 and 3 once more
+    assert.truthy(wait_for(function()
+      local seen = assert(get(picky)).content.seen or {}
+      return #seen == 5 and checkpoint() == 3
+    end, 10), read_file(h.err))
+    assert.same({ 1, 2, 3, 2, 3 }, assert(get(picky)).content.seen)
+    stop(h, "INT")
+    code, _, err = run{ "seek", "Picky", picky, "--to", "4" }
+    assert.equal(1, code)
+    assert.matches("its items are 1 to 3", err)
+    code, _, err = run{ "seek", "Picky", picky }
+    assert.equal(2, code)
+    assert.matches("%-%-to N is missing", err)
+  end)
+
   -- A host stuck leaving (item 2 waits for a gate nobody opens), then
   -- stopped by a second signal.
   local function hard_exit(first, second)

@@ -135,6 +135,48 @@ describe("a durable stream consumer that fails", function()
     end)
   end)
 
+  it("with max_attempts counts effects the store refuses, and an item a source cannot read",
+    function()
+      open()
+      -- effects refused for what they are: a create of a node that is there
+      local owner = ns .. "/refused"
+      helper.ok(mesh:put_node { path = owner .. "/taken", node_type = "T", content = {} })
+      publish(owner, 1)
+      publish(owner, 2)
+      local handled = {}
+      local hub = assert(mesh:hub("client/" .. ns .. "/refusing"))
+      assert.is_true(hub:consume { namespace = FAMILY, key = function() return owner end,
+        max_attempts = 2, handler = function(_, item, tx)
+          if item.sequence == 1 then tx:create_node { path = owner .. "/taken", content = {} } end
+          handled[#handled + 1] = item.sequence
+        end })
+      helper.run_until(mesh, function() return checkpoint(owner) == 2 end, 10000)
+      assert.same({ 1, 1, 2 }, handled, "item 1 twice, its create refused each time")
+      assert.equal(1, #helper.log_lines("item 1 of " .. FAMILY .. "@" .. owner .. " failed 2 times"))
+      -- a custom source whose payload_of fails on one item
+      local src_owner, events = ns .. "/src", ns .. "/events"
+      for i = 1, 3 do
+        helper.ok(mesh:put_node { path = events .. "/" .. i, node_type = "Event", content = { n = i } })
+      end
+      local got = {}
+      helper.ok(client:publish_durable(stream(src_owner), { marker = true })) -- the stream node
+      local reader = assert(mesh:hub("client/" .. ns .. "/source"))
+      assert.is_true(reader:consume { namespace = FAMILY, key = function() return src_owner end,
+        max_attempts = 1,
+        source = function()
+          return durable.source { items_namespace = events,
+            sequence_of = function(node) return tonumber(node.id) end,
+            payload_of = function(node)
+              if node.content.n == 2 then error("event 2 is unreadable") end
+              return { n = node.content.n }
+            end }
+        end,
+        handler = function(_, item) got[#got + 1] = item.payload.n end })
+      helper.run_until(mesh, function() return checkpoint(src_owner) == 3 end, 10000)
+      assert.same({ 1, 3 }, got)
+      assert.equal(1, #helper.log_lines("item 2 of " .. FAMILY .. "@" .. src_owner .. " failed 1 times"))
+    end)
+
   it("stops at an item whose payload cannot be read, and goes on from it once it can be", function()
     open()
     local owner = ns .. "/poison"
