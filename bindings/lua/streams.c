@@ -616,6 +616,23 @@ static int m_seek(lua_State *L) {
   return dlua_req_submitted(L, r, rc, &err, NULL);
 }
 
+/* mesh:_trim(namespace, key, through, force, cb): cb(true, items deleted),
+ * or cb(false, message, code). */
+static int m_trim(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  if (m->mesh == NULL)
+    return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closed");
+  durable_stream_id_t id = {.ns = dlua_check_text(L, 2, "stream namespace"),
+                            .key = dlua_check_text(L, 3, "stream key")};
+  lua_Integer through = luaL_checkinteger(L, 4);
+  int force = lua_toboolean(L, 5);
+  dlua_req_t *r = dlua_req_new(L, m, 6);
+  durable_error_t err = {0};
+  int rc = durable_stream_trim(m->mesh, &id, (int64_t)through, force,
+                               on_sequence, r, &err);
+  return dlua_req_submitted(L, r, rc, &err, NULL);
+}
+
 /* ---- the reader and its subscription ------------------------------------- */
 
 static void sub_free(dlua_sub_t *s) {
@@ -1030,6 +1047,8 @@ void dlua_open_streams(lua_State *L) {
   lua_setfield(L, -2, "_consume_type");
   lua_pushcfunction(L, m_seek);
   lua_setfield(L, -2, "_seek");
+  lua_pushcfunction(L, m_trim);
+  lua_setfield(L, -2, "_trim");
   lua_pop(L, 1);
   lua_getfield(L, -1, "Hub");
   lua_pushcfunction(L, h_publish);

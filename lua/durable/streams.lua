@@ -259,6 +259,36 @@ function Mesh:seek_durable(stream, sequence)
   end)
 end
 
+---An operator's trim: delete the stream's items 1 .. `through`, which must
+---be acknowledged unless `{ force = true }` (then the checkpoint moves to
+---`through` first, as by seek_durable).  A reader asking for a trimmed item
+---fails ENOTFOUND, saying so.  A cold completion of the number of items
+---deleted.
+---@param stream { namespace: string, key: string }
+---@param through integer
+---@param options? { force?: boolean }
+---@return durable.Completion
+function Mesh:trim_durable(stream, through, options)
+  local ns, key = stream_id("trim_durable", stream, 2)
+  if math.type(through) ~= "integer" or through < 1 then
+    error(("trim_durable: through must be an integer >= 1, not %s"):format(tostring(through)), 2)
+  end
+  local force = false
+  if options ~= nil then
+    if type(options) ~= "table" then
+      error(("trim_durable: options must be a table { force = }, not %s"):format(type(options)), 2)
+    end
+    for k in pairs(options) do
+      if k ~= "force" then error(("trim_durable: unknown option '%s'"):format(tostring(k)), 2) end
+    end
+    force = options.force == true
+  end
+  local mesh = self
+  return completion.cold(mesh, function()
+    return completion.from(mesh, function(cb) return prim.mesh.trim(mesh, ns, key, through, force, cb) end)
+  end)
+end
+
 -- ---- reading ---------------------------------------------------------------------------
 
 ---A plain, unleased reader: every item after `after_sequence`, in order and

@@ -1,6 +1,6 @@
 /*
  * streams.c: the durable stream commands: publish, read, dead, requeue,
- * seek, streams.
+ * seek, trim, streams.
  *
  *   publish  opens a mesh (the producer needs hubs: the stream node's hub
  *            assigns the sequence), a client hub "cli/publish-PID", appends,
@@ -191,7 +191,7 @@ const cli_command_t cli_publish_command = {
     "           not have been saved) with the same ID, and it is appended\n"
     "           once.  ID is 1 to 128 bytes of one path segment (no '/', no\n"
     "           '\\', no control character, not . or ..); it is remembered\n"
-    "           as long as the stream's items are (nothing trims them yet).",
+    "           for good (`durable trim` deletes items, never ids).",
     publish_options,
     publish_main,
     0,
@@ -586,6 +586,72 @@ const cli_command_t cli_seek_command = {
     "past its last sequence, fails (exit 1).",
     seek_options,
     seek_main,
+    0,
+};
+
+/* ---- trim ---------------------------------------------------------------- */
+
+static const cli_option_t trim_options[] = {
+    {"--through", 1},
+    {"--force", 0},
+    {NULL, 0},
+};
+
+static void trimmed(int status, int64_t deleted, const char *message,
+                    void *data) {
+  stream_state_t *s = data;
+  if (status < 0) {
+    cli_failed_with(s->cli, status, message);
+    return;
+  }
+  printf("%s: trimmed through %" PRId64 " (%" PRId64 " item%s deleted)\n",
+         s->name, s->after, deleted, deleted == 1 ? "" : "s");
+  cli_finish(s->cli, CLI_OK);
+}
+
+static int trim_main(cli_t *cli, int argc, char **argv) {
+  stream_state_t s;
+  durable_error_t err;
+  memset(&s, 0, sizeof s);
+  if (argc < 2)
+    return cli_usage(cli, "expected NAMESPACE and KEY");
+  if (argc > 2)
+    return cli_usage(cli, "too many arguments");
+  if (cli->values[0] == NULL)
+    return cli_usage(cli, "--through N is missing: the last item to delete");
+  if (parse_sequence(cli->values[0], &s.after) < 0 || s.after == 0)
+    return cli_usage(cli,
+                     "--through needs a sequence (a whole number >= 1), not "
+                     "'%s'",
+                     cli->values[0]);
+  int rc = take_stream(cli, &s, argv[0], argv[1]);
+  if (rc != 0 || (rc = stream_open(&s, cli)) != 0)
+    return rc;
+  memset(&err, 0, sizeof err);
+  rc = durable_stream_trim(cli->mesh, &s.id, s.after, cli->values[1] != NULL,
+                           trimmed, &s, &err);
+  if (rc < 0)
+    cli_refused(cli, rc, &err);
+  return cli_run(cli);
+}
+
+const cli_command_t cli_trim_command = {
+    "trim",
+    "NAMESPACE KEY --through N [--force]",
+    "delete a durable stream's acknowledged items 1 to N",
+    "Deletes the items 1 to N of NAMESPACE@KEY, oldest first, in small\n"
+    "transactions that never hold appends up for long, and prints how many\n"
+    "went.  N must be acknowledged (at or below the checkpoint); --force\n"
+    "trims past it, moving the checkpoint to N first, as `durable seek`\n"
+    "does (those items are never handled).  The stream remembers N: a\n"
+    "reader asking for a trimmed item fails, saying so, instead of waiting.\n"
+    "Publish ids stay, so a retried publish is still answered.  A trim cut\n"
+    "off half-way is finished by running it again.\n"
+    "\n"
+    "  --through N  the last item to delete\n"
+    "  --force      also items that are not acknowledged",
+    trim_options,
+    trim_main,
     0,
 };
 

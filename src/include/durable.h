@@ -778,6 +778,21 @@ int durable_stream_seek(durable_mesh_t *mesh, const durable_stream_id_t *id,
                         int64_t sequence, durable_sequence_cb cb, void *data,
                         durable_error_t *err);
 
+/* An operator's trim: delete the stream's items 1 .. `through`, which must
+ * be acknowledged (through <= the checkpoint) unless `force`, which first
+ * moves the checkpoint to `through` as durable_stream_seek does.  The
+ * stream node records TrimmedThrough before any item goes, so a reader
+ * asking for a trimmed item fails with DURABLE_ENOTFOUND ("... items up to
+ * N were trimmed ...") instead of waiting; the items are deleted oldest
+ * first in small transactions that never hold appends up for long (a trim
+ * cut off half-way is finished by trimming again).  Publish ids stay.  `cb`
+ * gets the number of items deleted, or a failure ("Trimming durable stream
+ * NS@KEY failed after K item(s): ...").  A mesh acting as a principal needs
+ * write on the key's owner. */
+int durable_stream_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                        int64_t through, int force, durable_sequence_cb cb,
+                        void *data, durable_error_t *err);
+
 /* Idempotent publishing.  A publish may carry an id of the producer's
  * choosing (an order number, a UUID, "import-42:7"): the stream remembers
  * each id it appended, in a write-once node

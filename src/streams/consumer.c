@@ -105,6 +105,7 @@ typedef struct consumer_s {
   int64_t failed_seq;
   int failed_times;
   int turn_ack_failed; /* the turn's item was handled, its ack failed */
+  int lease_doubt;     /* the lease was let go while a claim was out */
 } consumer_t;
 
 typedef struct outq_s {
@@ -188,6 +189,7 @@ static int current_gen(consumer_t *c, const durable_msg_t *msg) {
 }
 
 static void claim(consumer_t *c);
+static void claim_again(consumer_t *c);
 static void consume_next(consumer_t *c);
 static void start_pulling(consumer_t *c);
 static void finish_stop(consumer_t *c);
@@ -527,6 +529,7 @@ static void on_dead_letter_acked(const durable_response_t *res, void *data) {
       backoff(c, d->base.seq, m); /* tried again after the backoff */
     } else if (ans && ans->ok) {
       c->checkpoint = d->base.seq;
+      c->attempt = 0;
       c->failed_seq = c->failed_times = 0;
       start_pulling(c);
     } else {
@@ -911,6 +914,13 @@ static void on_claim(const durable_response_t *res, void *data) {
     }
   } else if (res->status < 0) {
     failure(c, 0, res->message);
+  } else if (granted && c->lease_doubt) {
+    /* let go behind it while the claim was out (a seek): ask again, so
+     * that it resumes from the checkpoint stored now */
+    c->lease_doubt = 0;
+    c->state = C_CONSUMING;
+    c->epoch = epoch;
+    claim_again(c);
   } else if (granted) {
     c->wake_pending = 0;
     c->epoch = epoch;
@@ -1089,6 +1099,10 @@ static void start(consumer_t *c) {
 /* Verify the lease in the database (a claim) before the next item: after
  * the item in flight, if one is. */
 static void claim_again(consumer_t *c) {
+  if (c->state == C_CLAIMING) {
+    c->lease_doubt = 1; /* the grant on its way may predate the change */
+    return;
+  }
   if (c->state != C_CONSUMING || leaving(c))
     return;
   if (c->turn_seq != 0) {

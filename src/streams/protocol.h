@@ -19,6 +19,10 @@
  *   durable.seek     {Subscriber, Sequence}          -> {Moved, Was}
  *                    (an operator's: the checkpoint set to Sequence, the
  *                    lease let go; Subscriber names who asked)
+ *   durable.trim     {Subscriber, Sequence, Epoch}   -> {Trimmed, Was}
+ *                    (an operator's: TrimmedThrough set to Sequence, the
+ *                    items deleted after by the asker; Epoch 1 = force,
+ *                    past the checkpoint, which then moves as by a seek)
  *
  * An append's Id is its publish id (durable_publish_id_check): an id the
  * stream already holds is answered with the sequence it got then, and
@@ -37,6 +41,7 @@
 #define DURABLE__MSG_ACK "durable.ack"
 #define DURABLE__MSG_RELEASE "durable.release"
 #define DURABLE__MSG_SEEK "durable.seek"
+#define DURABLE__MSG_TRIM "durable.trim"
 /* per family: "durable.wake:DocumentLog", ... */
 #define DURABLE__MSG_WAKE "durable.wake:"
 #define DURABLE__MSG_TURN "durable.turn:"
@@ -49,7 +54,8 @@ typedef enum {
   DURABLE__OP_CLAIM,
   DURABLE__OP_ACK,
   DURABLE__OP_RELEASE,
-  DURABLE__OP_SEEK
+  DURABLE__OP_SEEK,
+  DURABLE__OP_TRIM
 } durable__stream_op_t;
 
 /* A request to a stream hub.  Strings are owned (malloc'ed). */
@@ -71,7 +77,8 @@ typedef struct {
   int ok;                /* claim: granted; ack: accepted; release: done */
   int64_t sequence;      /* append */
   int64_t epoch;         /* claim: the lease's epoch */
-  int64_t checkpoint;    /* claim: resume after this; seek: what it was */
+  int64_t checkpoint;    /* claim: resume after this; seek: what it was;
+                            trim: TrimmedThrough before */
   char *holder;          /* claim refused: who holds it */
   char *holder_instance; /*   ... in which process */
   char *took_over_from;  /* claim granted by a takeover: from whom */

@@ -68,6 +68,11 @@ struct durable__pull_s {
   void *cb_data;
   int closed, failed;
   int busy; /* inside a turn that hands items over: a close waits for it */
+  /* own items: the stream node read to see whether the item at the cursor
+   * was trimmed (a gap there, or nothing at all at the first read), once
+   * per cursor position */
+  int checking;
+  int64_t trim_checked;
   /* custom source: its functions (Lua's, maybe) run in a turn of the mesh,
    * never inside the store's callback; a signal's turn is owed */
   int signal_owed;
@@ -217,8 +222,47 @@ typedef struct {
 } page_t;
 
 static void maybe_free(durable__pull_t *p) {
-  if (p->closed && !p->reading && !p->signal_owed && !p->busy)
+  if (p->closed && !p->reading && !p->signal_owed && !p->busy && !p->checking)
     pull_free(p);
+}
+
+static void on_stream_node(const durable_result_t *res, void *data) {
+  durable__pull_t *p = data;
+  p->checking = 0;
+  if (p->closed) {
+    maybe_free(p);
+    return;
+  }
+  durable__stream_state_t s;
+  if (res->status == 0 &&
+      durable__state_decode(res->node->content, p->stream_path, &s) == 0) {
+    if (s.trimmed_through >= p->next) {
+      char message[sizeof p->read_message];
+      durable_stream_id_t id = {.ns = p->ns, .key = p->key};
+      snprintf(
+          message, sizeof message,
+          "Durable stream %.300s: items up to %lld were trimmed, so item %lld "
+          "is not there; read after %lld or later",
+          durable__stream_name(&id).text, (long long)s.trimmed_through,
+          (long long)p->next, (long long)s.trimmed_through);
+      read_failed(p, DURABLE_ENOTFOUND, message);
+    }
+    durable__state_free(&s);
+  }
+  try_deliver(p);
+}
+
+/* Was the item at the cursor trimmed?  Asked when a read finds a gap right
+ * there (or nothing at the very first read): a trimmed item never comes, and
+ * waiting for it would be silence. */
+static void check_trimmed(durable__pull_t *p) {
+  durable_error_t err = {0};
+  p->trim_checked = p->next;
+  p->checking = 1;
+  if (durable_store_get(durable_mesh_store(p->mesh),
+                        durable_mesh_principal(p->mesh), p->stream_path,
+                        on_stream_node, p, &err) < 0)
+    p->checking = 0;
 }
 
 /* What a read brought: `res` for the stream's own items (its nodes are
@@ -227,6 +271,7 @@ static void page_arrived(durable__pull_t *p, const durable_result_t *res,
                          page_t *page) {
   int status = res ? res->status : page->status;
   size_t count = res ? res->count : page->count;
+  int first_read = !p->started;
   p->started = 1;
   if (status < 0) {
     read_failed(p, status, res ? res->message : page->message);
@@ -258,6 +303,12 @@ static void page_arrived(durable__pull_t *p, const durable_result_t *res,
   p->more = res ? res->more : page->more;
   if (!p->custom && p->dirty && !p->heard_blind && p->read_upto >= p->heard)
     p->dirty = 0; /* every item announced meanwhile came with this page */
+  int gap = p->first < p->nbuf && p->buf[p->first].seq > p->next;
+  if (!p->custom && !p->checking && p->trim_checked != p->next &&
+      (gap || (first_read && p->first == p->nbuf))) {
+    check_trimmed(p);
+    return; /* its answer delivers */
+  }
   if (p->custom) {
     free(p->round_after);
     p->round_after = page->more && count

@@ -222,6 +222,7 @@ int durable__state_decode(const char *content, const char *stream_path,
     out->subscribed_at = durable__parse_time(str_of(j, "SubscribedAt"));
     out->checkpoint_at = durable__parse_time(str_of(j, "CheckpointAt"));
     out->orphaned_at = durable__parse_time(str_of(j, "OrphanedAt"));
+    out->trimmed_through = int_of(j, "TrimmedThrough");
     if (durable__str_set(&out->subscriber, str_of(j, "Subscriber")) < 0 ||
         durable__str_set(&out->subscriber_instance,
                          str_of(j, "SubscriberInstance")) < 0 ||
@@ -366,24 +367,12 @@ char *durable__state_encode(const durable__stream_state_t *s) {
   buf_put_time(&b, s->orphaned_at);
   BUF_LIT(&b, ",\"LastSubscriber\":");
   buf_put_str(&b, s->last_subscriber);
+  if (s->trimmed_through > 0) { /* only once trimmed: the spec's fields */
+    BUF_LIT(&b, ",\"TrimmedThrough\":");
+    buf_put_int(&b, s->trimmed_through);
+  }
   BUF_LIT(&b, "}");
   return buf_end(&b);
-}
-
-int64_t durable__state_last_sequence(const char *content) {
-  /* durable__state_encode's layout: Namespace and Key come first, and a
-   * quote inside a string is escaped, so the first ,"LastSequence": is the
-   * key itself */
-  static const char head[] = "{\"Namespace\":", key[] = ",\"LastSequence\":";
-  const char *at = content && strncmp(content, head, sizeof head - 1) == 0
-                       ? strstr(content, key)
-                       : NULL;
-  if (at)
-    return strtoll(at + sizeof key - 1, NULL, 10);
-  json_t *j = json_loads(content ? content : "", 0, NULL); /* by hand */
-  json_int_t last = json_integer_value(json_object_get(j, "LastSequence"));
-  json_decref(j);
-  return last;
 }
 
 /* ---- items

@@ -29,6 +29,10 @@ typedef struct {
   int64_t checkpoint_at;
   int64_t orphaned_at;
   char *last_subscriber;
+  /* items 1 .. trimmed_through were deleted (durable_stream_trim): a reader
+   * asking for one gets an answer, not a wait; 0, and not written, when
+   * nothing was trimmed */
+  int64_t trimmed_through;
 } durable__stream_state_t;
 
 /* "{ns}@{key}", for logs only (never parsed). */
@@ -43,9 +47,6 @@ int durable__state_decode(const char *content, const char *stream_path,
                           durable__stream_state_t *out);
 /* JSON text in the spec's field order (malloc'ed), or NULL. */
 char *durable__state_encode(const durable__stream_state_t *s);
-/* A stream node content's LastSequence (0 when it has none), without
- * decoding the rest: a reader asks at every change of its stream node. */
-int64_t durable__state_last_sequence(const char *content);
 int durable__state_copy(const durable__stream_state_t *from,
                         durable__stream_state_t *to);
 void durable__state_free(durable__stream_state_t *s);

@@ -111,7 +111,9 @@ typedef struct {
   int failed_code; /* ... and what the batch failed with */
   char failed_message[256];
   size_t failed_write; /* the last write's refused write: 1 + its index */
-  int64_t seek_was;    /* a seek in flight: the checkpoint it moves from */
+  int64_t seek_was;    /* a seek in flight: the checkpoint it moves from; a
+                          trim: TrimmedThrough before */
+  int trim_let_go;     /* a forced trim in flight moves the checkpoint */
 } shub_t;
 
 static const char shub_key;
@@ -312,6 +314,7 @@ static int mutate_state(const durable_node_t *current, char **content,
     cur.checkpoint = next->checkpoint;
     cur.checkpoint_at = next->checkpoint_at;
     cur.orphaned_at = next->orphaned_at;
+    cur.trimmed_through = next->trimmed_through;
   }
   if (rc == 1) {
     *content = durable__state_encode(&cur);
@@ -1219,6 +1222,11 @@ static void run_seek(shub_t *sh) {
   op_t *op = sh->head;
   const durable__stream_state_t *s = &sh->state;
   int64_t to = op->req->sequence;
+  if (to > s->last_sequence && op->attempts == 0) {
+    /* another process may have appended since this hub last read */
+    retry_head(sh, DURABLE_EINVAL, "read again");
+    return;
+  }
   if (to < 0 || to > s->last_sequence) {
     durable_stream_id_t id = id_of(sh);
     char message[DURABLE_PATH_MAX + 160];
@@ -1247,6 +1255,104 @@ static void run_seek(shub_t *sh) {
   write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, seeked);
 }
 
+/* ---- trim: an operator deletes acknowledged items
+ * ----------------------------------------------- */
+
+static void trimmed(shub_t *sh, const durable_result_t *res) {
+  int64_t was = sh->seek_was;
+  int let_go = sh->trim_let_go;
+  if (!lease_saved(sh, res, 0))
+    return;
+  const durable__stream_state_t *s = &sh->state;
+  durable_stream_id_t id = id_of(sh);
+  durable_mesh_log(
+      sh->mesh, DURABLE_LOG_INFO,
+      "[DurableStreams] %s: items up to %lld trimmed by %s "
+      "(checkpoint %lld%s)",
+      durable__stream_name(&id).text, (long long)s->trimmed_through,
+      sh->head->req->subscriber, (long long)s->checkpoint,
+      let_go ? ", moved there with the trim: the lease is free" : "");
+  durable__stream_ans_t *ans = durable__stream_ans_new();
+  if (ans) {
+    ans->ok = 1;
+    ans->checkpoint = was;
+  }
+  answer(sh->head, ans);
+  if (let_go) {
+    sh->woken = 0;
+    durable__consumers_lease_gone(sh->mesh, s->ns, s->key);
+    if (s->last_sequence > s->checkpoint)
+      wake_owner(sh);
+  }
+  next_op(sh);
+}
+
+/* Record that items 1 .. N go (TrimmedThrough), so that a reader asking
+ * for one hears so instead of waiting; the asker deletes them after
+ * (trim.c).  Never past the checkpoint, unless forced: then the checkpoint
+ * moves to N as by a seek (new epoch, lease let go). */
+static void run_trim(shub_t *sh) {
+  op_t *op = sh->head;
+  const durable__stream_state_t *s = &sh->state;
+  int64_t to = op->req->sequence;
+  int force = op->req->epoch != 0;
+  durable_stream_id_t id = id_of(sh);
+  char message[sizeof(durable__stream_name_t) + 240];
+  if ((to > s->last_sequence || to > s->checkpoint) && op->attempts == 0) {
+    /* another process may have appended or acknowledged since this hub
+     * last read: decide on the stored state */
+    retry_head(sh, DURABLE_EINVAL, "read again");
+    return;
+  }
+  if (to < 1 || to > s->last_sequence) {
+    snprintf(message, sizeof message,
+             "cannot trim %s through %lld: its items are 1 to %lld",
+             durable__stream_name(&id).text, (long long)to,
+             (long long)s->last_sequence);
+    fail_head(sh, DURABLE_EINVAL, message);
+    return;
+  }
+  if (to > s->checkpoint && !force) {
+    snprintf(message, sizeof message,
+             "cannot trim %s through %lld: item %lld is not acknowledged "
+             "(checkpoint %lld); trimming past the checkpoint needs force",
+             durable__stream_name(&id).text, (long long)to,
+             (long long)(s->checkpoint + 1), (long long)s->checkpoint);
+    fail_head(sh, DURABLE_EINVAL, message);
+    return;
+  }
+  sh->seek_was = s->trimmed_through;
+  sh->trim_let_go = 0;
+  if (to <= s->trimmed_through) { /* recorded already: the deletes go on */
+    durable__stream_ans_t *ans = durable__stream_ans_new();
+    if (ans) {
+      ans->ok = 1;
+      ans->checkpoint = s->trimmed_through;
+    }
+    answer(op, ans);
+    next_op(sh);
+    return;
+  }
+  durable__stream_state_t next;
+  if (durable__state_copy(s, &next) < 0 ||
+      (to > s->checkpoint && s->subscriber &&
+       durable__str_set(&next.last_subscriber, s->subscriber) < 0)) {
+    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  next.trimmed_through = to;
+  if (to > s->checkpoint) { /* forced: skip to it */
+    sh->trim_let_go = 1;
+    durable__str_set(&next.subscriber, NULL);
+    durable__str_set(&next.subscriber_instance, NULL);
+    next.lease_epoch = s->lease_epoch + 1;
+    next.checkpoint = to;
+    next.checkpoint_at = now_ms();
+    next.orphaned_at = now_ms();
+  }
+  write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, trimmed);
+}
+
 /* ---- loading the state
  * --------------------------------------------------------------------- */
 
@@ -1264,6 +1370,9 @@ static void run_head(shub_t *sh) {
     break;
   case DURABLE__OP_SEEK:
     run_seek(sh);
+    break;
+  case DURABLE__OP_TRIM:
+    run_trim(sh);
     break;
   }
 }
@@ -1457,7 +1566,8 @@ int durable__stream_hub_install(durable_mesh_t *mesh) {
              {DURABLE__MSG_CLAIM, DURABLE__OP_CLAIM},
              {DURABLE__MSG_ACK, DURABLE__OP_ACK},
              {DURABLE__MSG_RELEASE, DURABLE__OP_RELEASE},
-             {DURABLE__MSG_SEEK, DURABLE__OP_SEEK}};
+             {DURABLE__MSG_SEEK, DURABLE__OP_SEEK},
+             {DURABLE__MSG_TRIM, DURABLE__OP_TRIM}};
   for (size_t i = 0; rc == 0 && i < sizeof ops / sizeof ops[0]; i++)
     rc = durable__node_type_on(t, ops[i].type, on_request,
                                (void *)(intptr_t)ops[i].kind, NULL);

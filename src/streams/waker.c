@@ -159,6 +159,11 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node,
                (elsewhere && gone && strcmp(where, gone) == 0) ||
                (at_start && where == NULL && strcmp(s.subscriber, s.key) == 0);
   int waiting = s.last_sequence > s.checkpoint;
+  /* nobody holds it as stored: a consumer here that thinks it does was let
+   * go behind its back (an operator's seek or trim in another process) and
+   * claims again before its next item, items waiting or not */
+  if (s.subscriber == NULL)
+    durable__consumers_lease_gone(mesh, s.ns, s.key);
   if (waiting && elsewhere && !unheld)
     suspect_put(wk, node->path, where);
   else

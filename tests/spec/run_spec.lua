@@ -331,7 +331,7 @@ describe("durable run (" .. cmd.KIND .. ")", function()
       local code, _, err = run{ "publish", "Picky", picky, ('{"i":%d}'):format(i) }
       assert.equal(0, code, err)
     end
-    local h = host("tests/spec/fixtures/picky.lua")
+    local h = host("tests/spec/fixtures/picky.lua", { DURABLE_LOG = "debug" })
     assert.truthy(wait_for(function() return checkpoint() == 3 end, 10), read_file(h.err))
     local code, out, err = run{ "seek", "Picky", picky, "--to", "1" }
     assert.equal(0, code, err)
@@ -342,13 +342,58 @@ describe("durable run (" .. cmd.KIND .. ")", function()
       return #seen == 5 and checkpoint() == 3
     end, 10), read_file(h.err))
     assert.same({ 1, 2, 3, 2, 3 }, assert(get(picky)).content.seen)
+    -- a skip to the end leaves nothing waiting: the holder hears of it all
+    -- the same, and the next item is handed over once
+    code, out, err = run{ "seek", "Picky", picky, "--to", "3" }
+    assert.equal(0, code, err)
+    sleep(0.5)
+    code, _, err = run{ "publish", "Picky", picky, '{"i":4}' }
+    assert.equal(0, code, err)
+    assert.truthy(wait_for(function() return checkpoint() == 4 end, 10), read_file(h.err))
+    assert.equal(1, #lines_with(read_file(h.err), "Durable stream consumer " .. picky .. ": item 4 of Picky"),
+      read_file(h.err))
     stop(h, "INT")
-    code, _, err = run{ "seek", "Picky", picky, "--to", "4" }
+    code, _, err = run{ "seek", "Picky", picky, "--to", "5" }
     assert.equal(1, code)
-    assert.matches("its items are 1 to 3", err)
+    assert.matches("its items are 1 to 4", err)
     code, _, err = run{ "seek", "Picky", picky }
     assert.equal(2, code)
     assert.matches("%-%-to N is missing", err)
+  end)
+
+  it("trim --through deletes acknowledged items; a read of them says they were trimmed", function()
+    local picky = P .. "/trim"
+    assert.equal(0, (run{ "put", picky, "Picky", "{}" }))
+    for i = 1, 3 do
+      local code, _, err = run{ "publish", "Picky", picky, ('{"i":%d}'):format(i) }
+      assert.equal(0, code, err)
+    end
+    local h = host("tests/spec/fixtures/picky.lua")
+    assert.truthy(wait_for(function()
+      local s = get(picky .. "/_DurableStream/Picky")
+      return s and s.content.Checkpoint == 3
+    end, 10), read_file(h.err))
+    stop(h, "INT")
+    local code, out, err = run{ "trim", "Picky", picky, "--through", "2" }
+    assert.equal(0, code, err)
+    assert.equal("Picky@" .. picky .. ": trimmed through 2 (2 items deleted)\n", out)
+    code, out, err = run{ "read", "Picky", picky }
+    assert.equal(1, code, out)
+    assert.matches("items up to 2 were trimmed, so item 1 is not there; read after 2", err)
+    code, out = run{ "read", "Picky", picky, "--after", "2" }
+    assert.equal(0, code)
+    assert.matches('"sequence":3', out)
+    code, _, err = run{ "publish", "Picky", picky, '{"i":4}' }
+    assert.equal(0, code, err)
+    code, _, err = run{ "trim", "Picky", picky, "--through", "4" }
+    assert.equal(1, code)
+    assert.matches("item 4 is not acknowledged %(checkpoint 3%); trimming past the checkpoint needs force", err)
+    code, out, err = run{ "trim", "Picky", picky, "--through", "4", "--force" }
+    assert.equal(0, code, err)
+    assert.equal("Picky@" .. picky .. ": trimmed through 4 (2 items deleted)\n", out)
+    code, _, err = run{ "trim", "Picky", picky }
+    assert.equal(2, code)
+    assert.matches("%-%-through N is missing", err)
   end)
 
   -- A host stuck leaving (item 2 waits for a gate nobody opens), then

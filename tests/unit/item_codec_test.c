@@ -237,6 +237,8 @@ static char *jansson_state(const durable__stream_state_t *s) {
   json_object_set_new(j, "CheckpointAt", time_json(s->checkpoint_at));
   json_object_set_new(j, "OrphanedAt", time_json(s->orphaned_at));
   json_object_set_new(j, "LastSubscriber", str_json(s->last_subscriber));
+  if (s->trimmed_through > 0)
+    json_object_set_new(j, "TrimmedThrough", json_integer(s->trimmed_through));
   char *text = json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT);
   json_decref(j);
   return text;
@@ -257,7 +259,8 @@ static void test_state_is_jansson_dump(void) {
        .checkpoint = -1,
        .checkpoint_at = 1,
        .orphaned_at = 951782400000,
-       .last_subscriber = "Space/\t\x01old"},
+       .last_subscriber = "Space/\t\x01old",
+       .trimmed_through = 12},
   };
   for (size_t i = 0; i < sizeof states / sizeof states[0]; i++) {
     char *ours = durable__state_encode(&states[i]);
@@ -272,30 +275,14 @@ static void test_state_is_jansson_dump(void) {
     CHECK(states[i].subscriber == NULL
               ? back.subscriber == NULL
               : strcmp(back.subscriber, states[i].subscriber) == 0);
-    CHECK_EQ_INT(durable__state_last_sequence(ours), states[i].last_sequence);
+    CHECK_EQ_INT(back.trimmed_through, states[i].trimmed_through);
     durable__state_free(&back);
     free(ours);
     free(theirs);
   }
 }
 
-/* LastSequence without decoding the rest: also when the key's text names
- * it, also in another layout. */
-static void test_last_sequence(void) {
-  durable__stream_state_t s = {
-      .ns = "Log", .key = "Space/x,\"LastSequence\":99", .last_sequence = 7};
-  char *text = durable__state_encode(&s);
-  CHECK_EQ_INT(durable__state_last_sequence(text), 7);
-  free(text);
-  CHECK_EQ_INT(durable__state_last_sequence(
-                   "{\"LastSequence\":5,\"Namespace\":\"Log\"}"),
-               5);
-  CHECK_EQ_INT(durable__state_last_sequence("{}"), 0);
-  CHECK_EQ_INT(durable__state_last_sequence(NULL), 0);
-}
-
 static const check_test_t tests[] = {
-    {"last_sequence", test_last_sequence},
     {"state_is_jansson_dump", test_state_is_jansson_dump},
     {"encode_is_jansson_dump", test_encode_is_jansson_dump},
     {"round_trip", test_round_trip},
