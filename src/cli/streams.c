@@ -549,22 +549,32 @@ static void seeked(int status, int64_t was, const char *message, void *data) {
   cli_finish(s->cli, CLI_OK);
 }
 
-static int seek_main(cli_t *cli, int argc, char **argv) {
-  stream_state_t s;
-  durable_error_t err;
-  memset(&s, 0, sizeof s);
+/* NAMESPACE KEY and the sequence of the command's first option (`flag`,
+ * at least `min`): checked, the stream taken, the mesh opened.  Returns 0
+ * or the exit code. */
+static int operator_args(cli_t *cli, int argc, char **argv, stream_state_t *s,
+                         const char *flag, const char *what, int64_t min) {
   if (argc < 2)
     return cli_usage(cli, "expected NAMESPACE and KEY");
   if (argc > 2)
     return cli_usage(cli, "too many arguments");
   if (cli->values[0] == NULL)
-    return cli_usage(cli, "--to N is missing: the checkpoint to move to");
-  if (parse_sequence(cli->values[0], &s.after) < 0)
+    return cli_usage(cli, "%s N is missing: %s", flag, what);
+  if (parse_sequence(cli->values[0], &s->after) < 0 || s->after < min)
     return cli_usage(cli,
-                     "--to needs a sequence (a whole number >= 0), not '%s'",
-                     cli->values[0]);
-  int rc = take_stream(cli, &s, argv[0], argv[1]);
-  if (rc != 0 || (rc = stream_open(&s, cli)) != 0)
+                     "%s needs a sequence (a whole number >= %lld), not '%s'",
+                     flag, (long long)min, cli->values[0]);
+  int rc = take_stream(cli, s, argv[0], argv[1]);
+  return rc != 0 ? rc : stream_open(s, cli);
+}
+
+static int seek_main(cli_t *cli, int argc, char **argv) {
+  stream_state_t s;
+  durable_error_t err;
+  memset(&s, 0, sizeof s);
+  int rc = operator_args(cli, argc, argv, &s, "--to",
+                         "the checkpoint to move to", 0);
+  if (rc != 0)
     return rc;
   memset(&err, 0, sizeof err);
   rc = durable_stream_seek(cli->mesh, &s.id, s.after, seeked, &s, &err);
@@ -613,19 +623,9 @@ static int trim_main(cli_t *cli, int argc, char **argv) {
   stream_state_t s;
   durable_error_t err;
   memset(&s, 0, sizeof s);
-  if (argc < 2)
-    return cli_usage(cli, "expected NAMESPACE and KEY");
-  if (argc > 2)
-    return cli_usage(cli, "too many arguments");
-  if (cli->values[0] == NULL)
-    return cli_usage(cli, "--through N is missing: the last item to delete");
-  if (parse_sequence(cli->values[0], &s.after) < 0 || s.after == 0)
-    return cli_usage(cli,
-                     "--through needs a sequence (a whole number >= 1), not "
-                     "'%s'",
-                     cli->values[0]);
-  int rc = take_stream(cli, &s, argv[0], argv[1]);
-  if (rc != 0 || (rc = stream_open(&s, cli)) != 0)
+  int rc = operator_args(cli, argc, argv, &s, "--through",
+                         "the last item to delete", 1);
+  if (rc != 0)
     return rc;
   memset(&err, 0, sizeof err);
   rc = durable_stream_trim(cli->mesh, &s.id, s.after, cli->values[1] != NULL,

@@ -111,9 +111,10 @@ typedef struct {
   int failed_code; /* ... and what the batch failed with */
   char failed_message[256];
   size_t failed_write; /* the last write's refused write: 1 + its index */
-  int64_t seek_was;    /* a seek in flight: the checkpoint it moves from; a
-                          trim: TrimmedThrough before */
-  int trim_let_go;     /* a forced trim in flight moves the checkpoint */
+  /* an operator's seek or trim in flight: the checkpoint (seek) or
+   * TrimmedThrough (trim) it moves from; the trim moves the checkpoint */
+  int64_t op_was;
+  int op_forced;
 } shub_t;
 
 static const char shub_key;
@@ -1182,11 +1183,58 @@ static void run_release(shub_t *sh) {
   write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, released);
 }
 
-/* ---- seek: an operator moves the checkpoint
- * ------------------------------------------------------ */
+/* ---- an operator's seek and trim (operator.c)
+ * ---------------------------------------------------- */
+
+/* `next` (a copy of the state) with the checkpoint at `checkpoint` and the
+ * lease let go under a new epoch: the holder, wherever it is, is fenced. */
+static int let_go(const durable__stream_state_t *s,
+                  durable__stream_state_t *next, int64_t checkpoint) {
+  if (s->subscriber &&
+      durable__str_set(&next->last_subscriber, s->subscriber) < 0)
+    return DURABLE_ENOMEM;
+  durable__str_set(&next->subscriber, NULL);
+  durable__str_set(&next->subscriber_instance, NULL);
+  next->lease_epoch = s->lease_epoch + 1;
+  next->checkpoint = checkpoint;
+  next->checkpoint_at = now_ms();
+  next->orphaned_at = now_ms();
+  return 0;
+}
+
+/* The lease was let go: a holder in this process claims again at once; one
+ * elsewhere when its waker sees the stream unheld (or at its next ack);
+ * the owner is woken for items waiting. */
+static void after_let_go(shub_t *sh) {
+  const durable__stream_state_t *s = &sh->state;
+  sh->woken = 0; /* a new orphan period */
+  durable__consumers_lease_gone(sh->mesh, s->ns, s->key);
+  if (s->last_sequence > s->checkpoint)
+    wake_owner(sh);
+}
+
+/* Answer an operator's request: done, and what it was before. */
+static void answer_was(op_t *op, int64_t was) {
+  durable__stream_ans_t *ans = durable__stream_ans_new();
+  if (ans) {
+    ans->ok = 1;
+    ans->checkpoint = was;
+  }
+  answer(op, ans);
+}
+
+/* The stored tail or checkpoint may have moved since this hub read them
+ * (another process appends and acknowledges): a request beyond them is
+ * decided again on the stored state before it is refused. */
+static int read_again_first(shub_t *sh, int beyond) {
+  if (!beyond || sh->head->attempts > 0)
+    return 0;
+  retry_head(sh, DURABLE_EINVAL, "read again");
+  return 1;
+}
 
 static void seeked(shub_t *sh, const durable_result_t *res) {
-  int64_t was = sh->seek_was;
+  int64_t was = sh->op_was;
   if (!lease_saved(sh, res, 0))
     return;
   const durable__stream_state_t *s = &sh->state;
@@ -1198,38 +1246,21 @@ static void seeked(shub_t *sh, const durable_result_t *res) {
                    durable__stream_name(&id).text, (long long)was,
                    (long long)s->checkpoint, sh->head->req->subscriber,
                    (long long)s->lease_epoch, (long long)s->checkpoint);
-  durable__stream_ans_t *ans = durable__stream_ans_new();
-  if (ans) {
-    ans->ok = 1;
-    ans->checkpoint = was;
-  }
-  answer(sh->head, ans);
-  sh->woken = 0; /* a new orphan period */
-  /* a holder in this process claims again at once; one elsewhere when its
-   * waker sees the stream unheld with items waiting (or at its next ack) */
-  durable__consumers_lease_gone(sh->mesh, s->ns, s->key);
-  if (s->last_sequence > s->checkpoint)
-    wake_owner(sh);
+  answer_was(sh->head, was);
+  after_let_go(sh);
   next_op(sh);
 }
 
-/* The checkpoint set to the request's sequence (back: replay; forward:
- * skip), with a new epoch and no holder: the holder's next acknowledgement
- * is refused, and it claims again and resumes after the new checkpoint --
- * at once when it is woken (this process, or another one's waker seeing an
- * unheld stream with items waiting), else at its next item. */
+/* Seek: the checkpoint set to the request's sequence (back: replay;
+ * forward: skip), the lease let go. */
 static void run_seek(shub_t *sh) {
-  op_t *op = sh->head;
   const durable__stream_state_t *s = &sh->state;
-  int64_t to = op->req->sequence;
-  if (to > s->last_sequence && op->attempts == 0) {
-    /* another process may have appended since this hub last read */
-    retry_head(sh, DURABLE_EINVAL, "read again");
+  int64_t to = sh->head->req->sequence;
+  if (read_again_first(sh, to > s->last_sequence))
     return;
-  }
   if (to < 0 || to > s->last_sequence) {
     durable_stream_id_t id = id_of(sh);
-    char message[DURABLE_PATH_MAX + 160];
+    char message[sizeof(durable__stream_name_t) + 160];
     snprintf(message, sizeof message,
              "cannot move the checkpoint of %s to %lld: its items are 1 to "
              "%lld",
@@ -1239,28 +1270,22 @@ static void run_seek(shub_t *sh) {
     return;
   }
   durable__stream_state_t next;
-  if (durable__state_copy(s, &next) < 0 ||
-      (s->subscriber &&
-       durable__str_set(&next.last_subscriber, s->subscriber) < 0)) {
+  if (durable__state_copy(s, &next) < 0) {
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
-  sh->seek_was = s->checkpoint;
-  durable__str_set(&next.subscriber, NULL);
-  durable__str_set(&next.subscriber_instance, NULL);
-  next.lease_epoch = s->lease_epoch + 1;
-  next.checkpoint = to;
-  next.checkpoint_at = now_ms();
-  next.orphaned_at = now_ms();
+  if (let_go(s, &next, to) < 0) {
+    durable__state_free(&next);
+    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  sh->op_was = s->checkpoint;
   write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, seeked);
 }
 
-/* ---- trim: an operator deletes acknowledged items
- * ----------------------------------------------- */
-
 static void trimmed(shub_t *sh, const durable_result_t *res) {
-  int64_t was = sh->seek_was;
-  int let_go = sh->trim_let_go;
+  int64_t was = sh->op_was;
+  int forced = sh->op_forced;
   if (!lease_saved(sh, res, 0))
     return;
   const durable__stream_state_t *s = &sh->state;
@@ -1271,39 +1296,26 @@ static void trimmed(shub_t *sh, const durable_result_t *res) {
       "(checkpoint %lld%s)",
       durable__stream_name(&id).text, (long long)s->trimmed_through,
       sh->head->req->subscriber, (long long)s->checkpoint,
-      let_go ? ", moved there with the trim: the lease is free" : "");
-  durable__stream_ans_t *ans = durable__stream_ans_new();
-  if (ans) {
-    ans->ok = 1;
-    ans->checkpoint = was;
-  }
-  answer(sh->head, ans);
-  if (let_go) {
-    sh->woken = 0;
-    durable__consumers_lease_gone(sh->mesh, s->ns, s->key);
-    if (s->last_sequence > s->checkpoint)
-      wake_owner(sh);
-  }
+      forced ? ", moved there with the trim: the lease is free" : "");
+  answer_was(sh->head, was);
+  if (forced)
+    after_let_go(sh);
   next_op(sh);
 }
 
-/* Record that items 1 .. N go (TrimmedThrough), so that a reader asking
- * for one hears so instead of waiting; the asker deletes them after
- * (trim.c).  Never past the checkpoint, unless forced: then the checkpoint
- * moves to N as by a seek (new epoch, lease let go). */
+/* Trim: record that items 1 .. N go (TrimmedThrough), so that a reader
+ * asking for one hears so instead of waiting; the asker deletes them after.
+ * Never past the checkpoint, unless forced (Epoch 1): then the checkpoint
+ * moves to N as by a seek. */
 static void run_trim(shub_t *sh) {
   op_t *op = sh->head;
   const durable__stream_state_t *s = &sh->state;
   int64_t to = op->req->sequence;
   int force = op->req->epoch != 0;
+  if (read_again_first(sh, to > s->last_sequence || to > s->checkpoint))
+    return;
   durable_stream_id_t id = id_of(sh);
   char message[sizeof(durable__stream_name_t) + 240];
-  if ((to > s->last_sequence || to > s->checkpoint) && op->attempts == 0) {
-    /* another process may have appended or acknowledged since this hub
-     * last read: decide on the stored state */
-    retry_head(sh, DURABLE_EINVAL, "read again");
-    return;
-  }
   if (to < 1 || to > s->last_sequence) {
     snprintf(message, sizeof message,
              "cannot trim %s through %lld: its items are 1 to %lld",
@@ -1321,35 +1333,24 @@ static void run_trim(shub_t *sh) {
     fail_head(sh, DURABLE_EINVAL, message);
     return;
   }
-  sh->seek_was = s->trimmed_through;
-  sh->trim_let_go = 0;
   if (to <= s->trimmed_through) { /* recorded already: the deletes go on */
-    durable__stream_ans_t *ans = durable__stream_ans_new();
-    if (ans) {
-      ans->ok = 1;
-      ans->checkpoint = s->trimmed_through;
-    }
-    answer(op, ans);
+    answer_was(op, s->trimmed_through);
     next_op(sh);
     return;
   }
   durable__stream_state_t next;
-  if (durable__state_copy(s, &next) < 0 ||
-      (to > s->checkpoint && s->subscriber &&
-       durable__str_set(&next.last_subscriber, s->subscriber) < 0)) {
+  if (durable__state_copy(s, &next) < 0) {
+    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  sh->op_forced = to > s->checkpoint;
+  if (sh->op_forced && let_go(s, &next, to) < 0) { /* forced: skip to it */
+    durable__state_free(&next);
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
   next.trimmed_through = to;
-  if (to > s->checkpoint) { /* forced: skip to it */
-    sh->trim_let_go = 1;
-    durable__str_set(&next.subscriber, NULL);
-    durable__str_set(&next.subscriber_instance, NULL);
-    next.lease_epoch = s->lease_epoch + 1;
-    next.checkpoint = to;
-    next.checkpoint_at = now_ms();
-    next.orphaned_at = now_ms();
-  }
+  sh->op_was = s->trimmed_through;
   write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, trimmed);
 }
 

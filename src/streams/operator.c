@@ -1,0 +1,255 @@
+/*
+ * operator.c: an operator's acts on a stream -- seek and trim.
+ *
+ * Both are requests to the stream node's hub (stream_hub.c: run_seek,
+ * run_trim), which decides them on the stored state in its serial chain,
+ * like a claim or an ack, and logs them.  Both ask the same first: a mesh
+ * acting as a principal needs write on the stream's owner, as a producer
+ * does, and the stream must exist (neither creates one).
+ *
+ * seek  sets the acknowledged checkpoint to N -- back to replay, forward to
+ *       skip -- letting the lease go with a new epoch: the holder, wherever
+ *       it runs, is fenced, claims again and resumes after N.  It hears of
+ *       it at once (this process: durable__consumers_lease_gone; another:
+ *       its waker sees the stream unheld), so a caught-up consumer replays
+ *       without waiting for a new item; the item it has begun at that
+ *       moment may still finish and be handed over once more, as at any
+ *       change of holder.
+ * trim  has the hub record TrimmedThrough = N first, so that a reader
+ *       asking for a trimmed item is told so (reader.c) instead of waiting
+ *       for it, and only then deletes items 1 .. N, oldest first, in
+ *       transactions of TRIM_BATCH rows, each its own: appends and acks
+ *       (which lock the stream node, not its items) never wait long behind
+ *       it, and a trim cut off half-way is finished by asking again.  Never
+ *       past the checkpoint unless forced (the checkpoint then moves to N as
+ *       by a seek).  Publish ids stay (_DurableStreamId), so a retried
+ *       publish of a trimmed item is still answered; a custom source's
+ *       nodes are not the stream's items and are never touched.
+ */
+#include "protocol.h"
+#include "stream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRIM_BATCH 500
+
+typedef struct {
+  durable_mesh_t *mesh;
+  const char *msg;  /* DURABLE__MSG_SEEK or DURABLE__MSG_TRIM */
+  int trim;         /* ... which */
+  const char *verb; /* for its failure: "Moving the checkpoint of" ... */
+  char *ns, *key, *path, *items_ns;
+  int64_t sequence; /* seek: the checkpoint; trim: the last item to go */
+  int force;
+  int64_t deleted; /* trim: items deleted so far */
+  durable_sequence_cb cb;
+  void *data;
+} act_t;
+
+static void act_free(act_t *a) {
+  free(a->ns);
+  free(a->key);
+  free(a->path);
+  free(a->items_ns);
+  free(a);
+}
+
+/* The answer: `value` is the checkpoint a seek moved from, the number of
+ * items a trim deleted. */
+static void finish(act_t *a, int status, int64_t value, const char *why) {
+  if (status < 0) {
+    durable_stream_id_t id = {.ns = a->ns, .key = a->key};
+    char message[DURABLE_PATH_MAX + 1024], deleted[48] = "";
+    if (a->trim)
+      snprintf(deleted, sizeof deleted, " after %lld item(s)",
+               (long long)a->deleted);
+    snprintf(message, sizeof message, "%s durable stream %s failed%s: %s",
+             a->verb, durable__stream_name(&id).text, deleted,
+             why ? why : durable_strerror(status));
+    a->cb(status, a->trim ? a->deleted : 0, message, a->data);
+  } else {
+    a->cb(0, value, NULL, a->data);
+  }
+  act_free(a);
+}
+
+/* ---- trim: the deletes, after the hub recorded TrimmedThrough ---------- */
+
+static void delete_next(act_t *a);
+
+static void on_deleted(const durable_result_t *res, void *data) {
+  act_t *a = data;
+  if (res->status < 0)
+    finish(a, res->status, 0, res->message);
+  else
+    delete_next(a);
+}
+
+/* The oldest items left: delete those at or below the trim's last. */
+static void on_oldest(const durable_result_t *res, void *data) {
+  act_t *a = data;
+  if (res->status < 0) {
+    finish(a, res->status, 0, res->message);
+    return;
+  }
+  size_t n = 0;
+  durable_write_t *writes =
+      calloc(res->count ? res->count : 1, sizeof(*writes));
+  if (writes == NULL) {
+    finish(a, DURABLE_ENOMEM, 0, "out of memory");
+    return;
+  }
+  for (size_t i = 0; i < res->count; i++)
+    if (durable__item_sequence(res->nodes[i]->id) <= a->sequence)
+      writes[n++] = (durable_write_t){.kind = DURABLE_WRITE_DELETE,
+                                      .path = res->nodes[i]->path};
+  if (n == 0) {
+    free(writes);
+    finish(a, 0, a->deleted, NULL); /* nothing at or below it is left */
+    return;
+  }
+  a->deleted += (int64_t)n;
+  durable_error_t err = {0};
+  int rc = durable_store_write_as(durable_mesh_store(a->mesh),
+                                  durable_mesh_principal(a->mesh), writes, n,
+                                  on_deleted, a, &err);
+  free(writes);
+  if (rc < 0) {
+    a->deleted -= (int64_t)n;
+    finish(a, rc, 0, err.message);
+  }
+}
+
+static void delete_next(act_t *a) {
+  durable_error_t err = {0};
+  if (durable__store_read_items(durable_mesh_store(a->mesh),
+                                durable_mesh_principal(a->mesh), a->items_ns, 0,
+                                TRIM_BATCH, on_oldest, a, &err) < 0)
+    finish(a, err.code, 0, err.message);
+}
+
+/* ---- both: allowed, there, asked ------------------------------------- */
+
+static void on_answered(const durable_response_t *res, void *data) {
+  act_t *a = data;
+  const durable__stream_ans_t *ans = durable__stream_answer(res);
+  if (res->status < 0)
+    finish(a, res->status, 0, res->message);
+  else if (ans == NULL || !ans->ok)
+    finish(a, DURABLE_EIO, 0, "the stream hub did not do it");
+  else if (a->trim)
+    delete_next(a);
+  else
+    finish(a, 0, ans->checkpoint, NULL);
+}
+
+static void on_exists(const durable_result_t *res, void *data) {
+  act_t *a = data;
+  durable_error_t err = {0};
+  if (res->status < 0) {
+    finish(a, res->status, 0, res->message);
+    return;
+  }
+  if (res->value == 0) {
+    finish(a, DURABLE_ENOTFOUND, 0, "the stream does not exist");
+    return;
+  }
+  /* Subscriber names who asked, for the hub's log line; Epoch is force */
+  const char *principal = durable_mesh_principal(a->mesh);
+  durable__stream_req_t *req = durable__stream_req_new(
+      NULL, principal ? principal : "the platform", a->force, a->sequence);
+  int rc = req ? durable__hub_request_body(durable__mesh_reads_hub(a->mesh),
+                                           a->path, a->msg, &req->base, 0,
+                                           on_answered, a, &err)
+               : durable__error(&err, DURABLE_ENOMEM, "out of memory");
+  if (rc < 0)
+    finish(a, rc, 0, err.message);
+}
+
+static void check_exists(act_t *a) {
+  durable_error_t err = {0};
+  if (durable_store_exists(durable_mesh_store(a->mesh),
+                           durable_mesh_principal(a->mesh), a->path, on_exists,
+                           a, &err) < 0)
+    finish(a, err.code, 0, err.message);
+}
+
+static void on_allowed(const durable_result_t *res, void *data) {
+  act_t *a = data;
+  if (res->status < 0)
+    finish(a, res->status, 0, res->message);
+  else
+    check_exists(a);
+}
+
+static int act(durable_mesh_t *mesh, const durable_stream_id_t *id,
+               const char *msg, const char *verb, int64_t sequence, int force,
+               durable_sequence_cb cb, void *data, durable_error_t *err) {
+  if (mesh->closing)
+    return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closing");
+  char path[DURABLE_PATH_MAX + 1], items[DURABLE_PATH_MAX + 32];
+  durable_stream_path(id, path, sizeof path);
+  durable_stream_items_ns(id, items, sizeof items);
+  act_t *a = calloc(1, sizeof(*a));
+  if (a == NULL || (a->ns = strdup(id->ns)) == NULL ||
+      (a->key = strdup(id->key)) == NULL || (a->path = strdup(path)) == NULL ||
+      (a->items_ns = strdup(items)) == NULL) {
+    if (a)
+      act_free(a);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  a->mesh = mesh;
+  a->msg = msg;
+  a->trim = strcmp(msg, DURABLE__MSG_TRIM) == 0;
+  a->verb = verb;
+  a->sequence = sequence;
+  a->force = force != 0;
+  a->cb = cb;
+  a->data = data;
+  const char *principal = durable_mesh_principal(mesh);
+  if (principal == NULL) {
+    check_exists(a);
+    return 0;
+  }
+  int rc = durable__store_access(durable_mesh_store(mesh), principal, id->key,
+                                 DURABLE_GRANT_WRITE, on_allowed, a, err);
+  if (rc < 0)
+    act_free(a);
+  return rc;
+}
+
+static int check_args(const durable_stream_id_t *id, durable_sequence_cb cb,
+                      durable_error_t *err) {
+  int rc = durable_stream_check(id, err);
+  if (rc == 0 && cb == NULL)
+    rc = durable__error(err, DURABLE_EINVAL, "callback is missing");
+  return rc;
+}
+
+int durable_stream_seek(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                        int64_t sequence, durable_sequence_cb cb, void *data,
+                        durable_error_t *err) {
+  int rc = check_args(id, cb, err);
+  if (rc == 0 && sequence < 0)
+    rc = durable__error(err, DURABLE_EINVAL,
+                        "a checkpoint is a sequence >= 0, not %lld",
+                        (long long)sequence);
+  return rc < 0 ? rc
+                : act(mesh, id, DURABLE__MSG_SEEK, "Moving the checkpoint of",
+                      sequence, 0, cb, data, err);
+}
+
+int durable_stream_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                        int64_t through, int force, durable_sequence_cb cb,
+                        void *data, durable_error_t *err) {
+  int rc = check_args(id, cb, err);
+  if (rc == 0 && through < 1)
+    rc = durable__error(err, DURABLE_EINVAL,
+                        "a trim goes through a sequence >= 1, not %lld",
+                        (long long)through);
+  return rc < 0 ? rc
+                : act(mesh, id, DURABLE__MSG_TRIM, "Trimming", through, force,
+                      cb, data, err);
+}
