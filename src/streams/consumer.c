@@ -920,6 +920,11 @@ static void on_claim(const durable_response_t *res, void *data) {
     c->lease_doubt = 0;
     c->state = C_CONSUMING;
     c->epoch = epoch;
+    if (ans->hold_ms > 0) { /* a takeover's hold outlives the claim again */
+      uint64_t until = uv_hrtime() + (uint64_t)ans->hold_ms * 1000000u;
+      if (until > c->hold_until)
+        c->hold_until = until;
+    }
     claim_again(c);
   } else if (granted) {
     c->wake_pending = 0;
@@ -1115,11 +1120,12 @@ static void claim_again(consumer_t *c) {
 }
 
 void durable__consumers_lease_gone(durable_mesh_t *mesh, const char *ns,
-                                   const char *key) {
+                                   const char *key, int claiming) {
   void **head = durable__stream_consumers(mesh);
   for (consumer_t *c = head ? *head : NULL, *next; c; c = next) {
     next = c->list_next; /* a claim may not unlink, but be safe */
-    if (strcmp(c->ns, ns) == 0 && strcmp(c->key, key) == 0)
+    if (strcmp(c->ns, ns) == 0 && strcmp(c->key, key) == 0 &&
+        (claiming || c->state != C_CLAIMING))
       claim_again(c);
   }
 }

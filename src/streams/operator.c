@@ -44,6 +44,7 @@ typedef struct {
   int64_t sequence; /* seek: the checkpoint; trim: the last item to go */
   int force;
   int64_t deleted; /* trim: items deleted so far */
+  int64_t batch;   /* ... in the batch being written */
   durable_sequence_cb cb;
   void *data;
 } act_t;
@@ -82,6 +83,10 @@ static void delete_next(act_t *a);
 static void on_deleted(const durable_result_t *res, void *data) {
   act_t *a = data;
   if (res->status < 0)
+    a->deleted -= a->batch; /* a batch is all or nothing */
+  if (res->status == DURABLE_ENOTFOUND)
+    delete_next(a); /* another trim took some: read again what is left */
+  else if (res->status < 0)
     finish(a, res->status, 0, res->message);
   else
     delete_next(a);
@@ -110,7 +115,8 @@ static void on_oldest(const durable_result_t *res, void *data) {
     finish(a, 0, a->deleted, NULL); /* nothing at or below it is left */
     return;
   }
-  a->deleted += (int64_t)n;
+  a->batch = (int64_t)n;
+  a->deleted += a->batch;
   durable_error_t err = {0};
   int rc = durable_store_write_as(durable_mesh_store(a->mesh),
                                   durable_mesh_principal(a->mesh), writes, n,

@@ -153,6 +153,8 @@ static void deliver_error(durable__pull_t *p, int status, const char *message,
     cb(p, status, bad, message, p->cb_data);
 }
 
+static int check_trimmed(durable__pull_t *p);
+
 /* Release the next item if it is there; else read when there is reason to. */
 static void try_deliver(durable__pull_t *p) {
   if (p->closed || p->failed || p->cb == NULL)
@@ -164,6 +166,9 @@ static void try_deliver(durable__pull_t *p) {
   if (!p->custom && p->more && !p->reading && !p->read_status && waiting > 0 &&
       waiting < PAGE)
     read_more(p); /* ahead, while these are handed over */
+  if (waiting > 0 && p->buf[p->first].seq > p->next && !p->reading &&
+      check_trimmed(p))
+    return; /* a gap at the cursor: its answer delivers */
   if (waiting > 0 && p->buf[p->first].seq == p->next) {
     durable_node_t *node = p->buf[p->first++].node;
     char *payload = NULL;
@@ -252,17 +257,24 @@ static void on_stream_node(const durable_result_t *res, void *data) {
   try_deliver(p);
 }
 
-/* Was the item at the cursor trimmed?  Asked when a read finds a gap right
- * there (or nothing at the very first read): a trimmed item never comes, and
- * waiting for it would be silence. */
-static void check_trimmed(durable__pull_t *p) {
+/* Was the item at the cursor trimmed?  Asked when the next item in the
+ * buffer is past the cursor (a gap right there), or the very first read
+ * found nothing: a trimmed item never comes, and waiting for it would be
+ * silence.  Returns 1 when the answer is on its way (it delivers), else 0. */
+static int check_trimmed(durable__pull_t *p) {
   durable_error_t err = {0};
+  if (p->custom || p->checking || p->trim_checked == p->next)
+    return 0;
   p->trim_checked = p->next;
   p->checking = 1;
   if (durable_store_get(durable_mesh_store(p->mesh),
                         durable_mesh_principal(p->mesh), p->stream_path,
-                        on_stream_node, p, &err) < 0)
-    p->checking = 0;
+                        on_stream_node, p, &err) < 0) {
+    p->checking = 0; /* asked again at the next gap */
+    p->trim_checked = 0;
+    return 0;
+  }
+  return 1;
 }
 
 /* What a read brought: `res` for the stream's own items (its nodes are
@@ -303,12 +315,8 @@ static void page_arrived(durable__pull_t *p, const durable_result_t *res,
   p->more = res ? res->more : page->more;
   if (!p->custom && p->dirty && !p->heard_blind && p->read_upto >= p->heard)
     p->dirty = 0; /* every item announced meanwhile came with this page */
-  int gap = p->first < p->nbuf && p->buf[p->first].seq > p->next;
-  if (!p->custom && !p->checking && p->trim_checked != p->next &&
-      (gap || (first_read && p->first == p->nbuf))) {
-    check_trimmed(p);
+  if (first_read && p->first == p->nbuf && check_trimmed(p))
     return; /* its answer delivers */
-  }
   if (p->custom) {
     free(p->round_after);
     p->round_after = page->more && count

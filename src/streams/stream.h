@@ -89,11 +89,14 @@ void durable__consumers_session_lost(durable_mesh_t *mesh);
 /* consumer.c: the store confirmed this process's liveness again: every
  * consumer that stopped for want of it (wait_for_liveness) goes on. */
 void durable__consumers_live(durable_mesh_t *mesh);
-/* The stream hub of ns@key let its lease go behind its holder (a seek):
- * a consumer of this process holding it claims again, after the item in
- * flight, and resumes from the checkpoint stored. */
+/* The lease of ns@key was let go behind its holder (a seek, a forced
+ * trim): a consumer of this process holding it claims again, after the
+ * item in flight, and resumes from the checkpoint stored; with
+ * `claiming`, also one whose claim is out now (its grant may predate the
+ * change: the stream hub of this process says so, a waker's look does
+ * not). */
 void durable__consumers_lease_gone(durable_mesh_t *mesh, const char *ns,
-                                   const char *key);
+                                   const char *key, int claiming);
 /* consumer.c: the list's owner goes: unlink every consumer left in it. */
 void durable__consumers_forget(void **head);
 

@@ -315,7 +315,10 @@ static int mutate_state(const durable_node_t *current, char **content,
     cur.checkpoint = next->checkpoint;
     cur.checkpoint_at = next->checkpoint_at;
     cur.orphaned_at = next->orphaned_at;
-    cur.trimmed_through = next->trimmed_through;
+    /* only ever raised (by a trim): a decision made on a state read
+     * before a trim must not lower it */
+    if (next->trimmed_through > cur.trimmed_through)
+      cur.trimmed_through = next->trimmed_through;
   }
   if (rc == 1) {
     *content = durable__state_encode(&cur);
@@ -1208,7 +1211,7 @@ static int let_go(const durable__stream_state_t *s,
 static void after_let_go(shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   sh->woken = 0; /* a new orphan period */
-  durable__consumers_lease_gone(sh->mesh, s->ns, s->key);
+  durable__consumers_lease_gone(sh->mesh, s->ns, s->key, 1);
   if (s->last_sequence > s->checkpoint)
     wake_owner(sh);
 }
@@ -1258,14 +1261,21 @@ static void run_seek(shub_t *sh) {
   int64_t to = sh->head->req->sequence;
   if (read_again_first(sh, to > s->last_sequence))
     return;
-  if (to < 0 || to > s->last_sequence) {
+  if (to < 0 || to > s->last_sequence || to < s->trimmed_through) {
     durable_stream_id_t id = id_of(sh);
-    char message[sizeof(durable__stream_name_t) + 160];
-    snprintf(message, sizeof message,
-             "cannot move the checkpoint of %s to %lld: its items are 1 to "
-             "%lld",
-             durable__stream_name(&id).text, (long long)to,
-             (long long)s->last_sequence);
+    char message[sizeof(durable__stream_name_t) + 200];
+    if (to < s->trimmed_through)
+      snprintf(message, sizeof message,
+               "cannot move the checkpoint of %s to %lld: items up to %lld "
+               "were trimmed",
+               durable__stream_name(&id).text, (long long)to,
+               (long long)s->trimmed_through);
+    else
+      snprintf(message, sizeof message,
+               "cannot move the checkpoint of %s to %lld: its items are 1 to "
+               "%lld",
+               durable__stream_name(&id).text, (long long)to,
+               (long long)s->last_sequence);
     fail_head(sh, DURABLE_EINVAL, message);
     return;
   }
@@ -1333,7 +1343,8 @@ static void run_trim(shub_t *sh) {
     fail_head(sh, DURABLE_EINVAL, message);
     return;
   }
-  if (to <= s->trimmed_through) { /* recorded already: the deletes go on */
+  if (to <= s->trimmed_through && to <= s->checkpoint) {
+    /* recorded already: the deletes go on */
     answer_was(op, s->trimmed_through);
     next_op(sh);
     return;
@@ -1349,7 +1360,8 @@ static void run_trim(shub_t *sh) {
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
-  next.trimmed_through = to;
+  if (to > next.trimmed_through)
+    next.trimmed_through = to;
   sh->op_was = s->trimmed_through;
   write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, trimmed);
 }

@@ -163,7 +163,7 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node,
    * go behind its back (an operator's seek or trim in another process) and
    * claims again before its next item, items waiting or not */
   if (s.subscriber == NULL)
-    durable__consumers_lease_gone(mesh, s.ns, s.key);
+    durable__consumers_lease_gone(mesh, s.ns, s.key, 0);
   if (waiting && elsewhere && !unheld)
     suspect_put(wk, node->path, where);
   else

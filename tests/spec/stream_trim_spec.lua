@@ -87,6 +87,33 @@ describe("trimming a durable stream", function()
     assert.has_error(function() mesh:trim_durable(stream(owner), 1, { forse = true }) end)
   end)
 
+  it("is kept by the holder's later writes, from another process's mesh too; no seek goes "
+    .. "below it", function()
+    local url = helper.store()
+    if url == "sqlite::memory:" then return pending("two meshes need one store") end
+    mesh = helper.open { store = url, plugins = {}, streams = probe.STREAMS }
+    ns = helper.ns()
+    client = mesh:hub("client/" .. ns)
+    local operator = helper.open { store = url, plugins = {}, streams = probe.STREAMS }
+    local owner = ns .. "/kept"
+    for i = 1, 5 do helper.ok(client:publish_durable(stream(owner), { value = i })) end
+    local handled = {}
+    local hub = assert(mesh:hub("client/" .. ns .. "/consumer"))
+    assert.is_true(hub:consume { namespace = FAMILY, key = function() return owner end,
+      handler = function(_, item) handled[#handled + 1] = item.sequence end })
+    helper.run_until(mesh, function() return state(owner).Checkpoint == 5 end)
+    -- the operator's mesh trims; the holder's mesh, its state read before,
+    -- appends and acknowledges on
+    assert.equal(3, helper.ok(operator:trim_durable(stream(owner), 3)))
+    helper.ok(operator:hub("client/" .. ns .. "/operator"):publish_durable(stream(owner), { value = 6 }))
+    helper.run_until(mesh, function() return state(owner).Checkpoint == 6 end)
+    assert.equal(3, state(owner).TrimmedThrough)
+    local _, message, code = operator:seek_durable(stream(owner), 2):wait()
+    assert.equal("EINVAL", code)
+    assert.matches("items up to 3 were trimmed", message)
+    assert.equal(6, helper.ok(operator:seek_durable(stream(owner), 3)), "the checkpoint it was at")
+  end)
+
   it("tells a reader that asks for a trimmed item so, and reads from the oldest kept", function()
     open()
     local owner = ns .. "/reader"
