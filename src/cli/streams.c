@@ -312,6 +312,17 @@ static void on_exists(const durable_result_t *result, void *data) {
     cli_refused(s->cli, rc, &err);
 }
 
+/* Read what is stored when this starts, then stop: the stream's existence,
+ * its last item, the items up to it (on_exists, on_last_item, on_item). */
+static void read_to_end(stream_state_t *s) {
+  durable_error_t err;
+  memset(&err, 0, sizeof err);
+  int rc = durable_store_exists(durable_mesh_store(s->cli->mesh),
+                                s->cli->principal, s->path, on_exists, s, &err);
+  if (rc < 0)
+    cli_refused(s->cli, rc, &err);
+}
+
 static void on_signal(uv_signal_t *handle, int signum) {
   stream_state_t *s = handle->data;
   (void)signum;
@@ -332,7 +343,6 @@ static int parse_sequence(const char *text, int64_t *out) {
 
 static int read_main(cli_t *cli, int argc, char **argv) {
   stream_state_t s;
-  durable_error_t err;
   int rc;
 
   memset(&s, 0, sizeof s);
@@ -361,11 +371,7 @@ static int read_main(cli_t *cli, int argc, char **argv) {
     uv_signal_start(&s.signals[1], on_signal, SIGTERM);
     start_reader(&s); /* a stream that does not exist yet is waited for */
   } else {
-    memset(&err, 0, sizeof err);
-    rc = durable_store_exists(durable_mesh_store(cli->mesh), cli->principal,
-                              s.path, on_exists, &s, &err);
-    if (rc < 0)
-      cli_refused(cli, rc, &err);
+    read_to_end(&s);
   }
   return cli_run(cli);
 }
@@ -411,15 +417,10 @@ static int take_dead_stream(cli_t *cli, stream_state_t *s, char *ns,
 
 /* Read every dead letter (print them, or look for one to requeue). */
 static int dead_letters_run(cli_t *cli, stream_state_t *s) {
-  durable_error_t err;
   int rc = stream_open(s, cli);
   if (rc != 0)
     return rc;
-  memset(&err, 0, sizeof err);
-  rc = durable_store_exists(durable_mesh_store(cli->mesh), cli->principal,
-                            s->path, on_exists, s, &err);
-  if (rc < 0)
-    cli_refused(cli, rc, &err);
+  read_to_end(s);
   rc = cli_run(cli);
   free(s->requeue_text);
   return rc;
@@ -455,17 +456,6 @@ const cli_command_t cli_dead_command = {
     0,
 };
 
-static void requeued(int status, int64_t sequence, const char *message,
-                     void *data) {
-  stream_state_t *s = data;
-  if (status < 0) {
-    cli_failed_with(s->cli, status, message);
-    return;
-  }
-  printf("%" PRId64 "\n", sequence);
-  cli_finish(s->cli, CLI_OK);
-}
-
 /* Every dead letter read: append the one asked for to its stream. */
 static void requeue_finish(stream_state_t *s) {
   if (s->reader) {
@@ -494,7 +484,7 @@ static void requeue_finish(stream_state_t *s) {
   durable_stream_id_t origin = {.ns = s->origin_ns, .key = s->id.key};
   int rc = durable_mesh_client(s->cli->mesh, address, &hub, &err);
   if (rc == 0)
-    rc = durable_stream_publish(hub, &origin, s->requeue_text, requeued, s,
+    rc = durable_stream_publish(hub, &origin, s->requeue_text, published, s,
                                 &err);
   if (rc < 0)
     cli_refused(s->cli, rc, &err);

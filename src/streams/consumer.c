@@ -243,6 +243,18 @@ static void stop_reading(consumer_t *c) {
 static void dead_letter(consumer_t *c, int64_t seq, const char *why,
                         const char *payload, int64_t appended_at);
 
+/* An acknowledgement was refused: another holder has the lease now (or it
+ * was let go).  Said, and claimed again. */
+static void lease_lost(consumer_t *c) {
+  durable__stream_name_t n;
+  durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
+                   "Durable stream consumer %s lost the lease of %s; "
+                   "claiming again",
+                   hub_name(c), name_of(c, &n));
+  stop_reading(c);
+  claim(c);
+}
+
 /* Retry from the checkpoint after the backoff, keeping the lease. */
 static void backoff(consumer_t *c, int64_t seq, const char *why) {
   durable_stream_options_t o = durable__stream_options(c->mesh);
@@ -533,11 +545,7 @@ static void on_dead_letter_acked(const durable_response_t *res, void *data) {
       c->failed_seq = c->failed_times = 0;
       start_pulling(c);
     } else {
-      durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
-                       "Durable stream consumer %s lost the lease of %s; "
-                       "claiming again",
-                       hub_name(c), name_of(c, &n));
-      claim(c);
+      lease_lost(c);
     }
   }
   durable__outbox_free(d->base.outbox); /* not written: nothing to make */
@@ -744,13 +752,7 @@ static void turn_done(consumer_t *c, const durable_response_t *res,
       c->failed_seq = c->failed_times = 0;
     consume_next(c);
   } else if (res->status == DURABLE_ECONFLICT) {
-    durable__stream_name_t n;
-    durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
-                     "Durable stream consumer %s lost the lease of %s; "
-                     "claiming again",
-                     hub_name(c), name_of(c, &n));
-    stop_reading(c);
-    claim(c);
+    lease_lost(c);
   } else if (res->status == DURABLE_ESHUTDOWN && leaving(c)) {
     stop_reading(c); /* the hub is leaving: the release follows */
   } else if (ack_failed) {
