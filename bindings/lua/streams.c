@@ -633,6 +633,21 @@ static int m_trim(lua_State *L) {
   return dlua_req_submitted(L, r, rc, &err, NULL);
 }
 
+/* mesh:_delete(namespace, key, force, cb): cb(true, items deleted), or
+ * cb(false, message, code). */
+static int m_delete(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  if (m->mesh == NULL)
+    return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closed");
+  durable_stream_id_t id = {.ns = dlua_check_text(L, 2, "stream namespace"),
+                            .key = dlua_check_text(L, 3, "stream key")};
+  int force = lua_toboolean(L, 4);
+  dlua_req_t *r = dlua_req_new(L, m, 5);
+  durable_error_t err = {0};
+  int rc = durable_stream_delete(m->mesh, &id, force, on_sequence, r, &err);
+  return dlua_req_submitted(L, r, rc, &err, NULL);
+}
+
 /* ---- the reader and its subscription ------------------------------------- */
 
 static void sub_free(dlua_sub_t *s) {
@@ -1049,6 +1064,8 @@ void dlua_open_streams(lua_State *L) {
   lua_setfield(L, -2, "_seek");
   lua_pushcfunction(L, m_trim);
   lua_setfield(L, -2, "_trim");
+  lua_pushcfunction(L, m_delete);
+  lua_setfield(L, -2, "_delete");
   lua_pop(L, 1);
   lua_getfield(L, -1, "Hub");
   lua_pushcfunction(L, h_publish);

@@ -259,6 +259,18 @@ function Mesh:seek_durable(stream, sequence)
   end)
 end
 
+-- The options of an operator's act that may be forced: nil or { force = }.
+local function force_option(what, options)
+  if options == nil then return false end
+  if type(options) ~= "table" then
+    error(("%s: options must be a table { force = }, not %s"):format(what, type(options)), 3)
+  end
+  for k in pairs(options) do
+    if k ~= "force" then error(("%s: unknown option '%s'"):format(what, tostring(k)), 3) end
+  end
+  return options.force == true
+end
+
 ---An operator's trim: delete the stream's items 1 .. `through`, which must
 ---be acknowledged unless `{ force = true }` (then the checkpoint moves to
 ---`through` first, as by seek_durable).  A reader asking for a trimmed item
@@ -273,19 +285,28 @@ function Mesh:trim_durable(stream, through, options)
   if math.type(through) ~= "integer" or through < 1 then
     error(("trim_durable: through must be an integer >= 1, not %s"):format(tostring(through)), 2)
   end
-  local force = false
-  if options ~= nil then
-    if type(options) ~= "table" then
-      error(("trim_durable: options must be a table { force = }, not %s"):format(type(options)), 2)
-    end
-    for k in pairs(options) do
-      if k ~= "force" then error(("trim_durable: unknown option '%s'"):format(tostring(k)), 2) end
-    end
-    force = options.force == true
-  end
+  local force = force_option("trim_durable", options)
   local mesh = self
   return completion.cold(mesh, function()
     return completion.from(mesh, function(cb) return prim.mesh.trim(mesh, ns, key, through, force, cb) end)
+  end)
+end
+
+---An operator's delete: the stream's node, all its items and its publish
+---ids go, in small transactions; a later publish starts a new stream at
+---sequence 1.  Refused (ECONFLICT) while a consumer holds it, unless
+---`{ force = true }`, which fences that consumer first.  While it runs,
+---publishes to the stream fail ENOTFOUND, saying it is being deleted.  A cold
+---completion of the number of items deleted.
+---@param stream { namespace: string, key: string }
+---@param options? { force?: boolean }
+---@return durable.Completion
+function Mesh:delete_durable(stream, options)
+  local ns, key = stream_id("delete_durable", stream, 2)
+  local force = force_option("delete_durable", options)
+  local mesh = self
+  return completion.cold(mesh, function()
+    return completion.from(mesh, function(cb) return prim.mesh.delete(mesh, ns, key, force, cb) end)
   end)
 end
 

@@ -1,6 +1,6 @@
 /*
  * streams.c: the durable stream commands: publish, read, dead, requeue,
- * seek, trim, streams.
+ * seek, trim, delete-stream, streams.
  *
  *   publish  opens a mesh (the producer needs hubs: the stream node's hub
  *            assigns the sequence), a client hub "cli/publish-PID", appends,
@@ -540,17 +540,17 @@ static void seeked(int status, int64_t was, const char *message, void *data) {
 }
 
 /* NAMESPACE KEY and the sequence of the command's first option (`flag`,
- * at least `min`): checked, the stream taken, the mesh opened.  Returns 0
- * or the exit code. */
+ * at least `min`; NULL: none): checked, the stream taken, the mesh opened.
+ * Returns 0 or the exit code. */
 static int operator_args(cli_t *cli, int argc, char **argv, stream_state_t *s,
                          const char *flag, const char *what, int64_t min) {
   if (argc < 2)
     return cli_usage(cli, "expected NAMESPACE and KEY");
   if (argc > 2)
     return cli_usage(cli, "too many arguments");
-  if (cli->values[0] == NULL)
+  if (flag && cli->values[0] == NULL)
     return cli_usage(cli, "%s N is missing: %s", flag, what);
-  if (parse_sequence(cli->values[0], &s->after) < 0 || s->after < min)
+  if (flag && (parse_sequence(cli->values[0], &s->after) < 0 || s->after < min))
     return cli_usage(cli,
                      "%s needs a sequence (a whole number >= %lld), not '%s'",
                      flag, (long long)min, cli->values[0]);
@@ -642,6 +642,60 @@ const cli_command_t cli_trim_command = {
     "  --force      also items that are not acknowledged",
     trim_options,
     trim_main,
+    0,
+};
+
+/* ---- delete-stream ------------------------------------------------------- */
+
+static const cli_option_t delete_options[] = {
+    {"--force", 0},
+    {NULL, 0},
+};
+
+static void stream_deleted(int status, int64_t deleted, const char *message,
+                           void *data) {
+  stream_state_t *s = data;
+  if (status < 0) {
+    cli_failed_with(s->cli, status, message);
+    return;
+  }
+  printf("%s: deleted (%" PRId64 " item%s)\n", s->name, deleted,
+         deleted == 1 ? "" : "s");
+  cli_finish(s->cli, CLI_OK);
+}
+
+static int delete_main(cli_t *cli, int argc, char **argv) {
+  stream_state_t s;
+  durable_error_t err;
+  memset(&s, 0, sizeof s);
+  int rc = operator_args(cli, argc, argv, &s, NULL, NULL, 0);
+  if (rc != 0)
+    return rc;
+  memset(&err, 0, sizeof err);
+  rc = durable_stream_delete(cli->mesh, &s.id, cli->values[0] != NULL,
+                             stream_deleted, &s, &err);
+  if (rc < 0)
+    cli_refused(cli, rc, &err);
+  return cli_run(cli);
+}
+
+const cli_command_t cli_delete_stream_command = {
+    "delete-stream",
+    "NAMESPACE KEY [--force]",
+    "delete a durable stream: its node, items and publish ids",
+    "Deletes the stream NAMESPACE@KEY: first it is marked as being deleted\n"
+    "(publishes to it are refused, saying so), then its items and publish\n"
+    "ids go in small transactions, and its node last; prints how many items\n"
+    "went.  A later publish starts a new stream at sequence 1.  Refused\n"
+    "(exit 1) while a consumer holds the stream, unless --force, which\n"
+    "fences that consumer first: its next acknowledgement is refused, and\n"
+    "it waits for the stream to exist again.  A delete cut off half-way is\n"
+    "finished by running it again.  The dead-letter stream NAMESPACE.dead\n"
+    "is a stream of its own and stays.\n"
+    "\n"
+    "  --force      also while a consumer holds it",
+    delete_options,
+    delete_main,
     0,
 };
 

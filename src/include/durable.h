@@ -793,6 +793,25 @@ int durable_stream_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
                         int64_t through, int force, durable_sequence_cb cb,
                         void *data, durable_error_t *err);
 
+/* An operator's delete: the stream node, all its items and its publish ids
+ * go.  Refused with DURABLE_ECONFLICT while a consumer holds the stream
+ * ("... is held by HUB (process P) ..."), unless `force`, which lets the
+ * lease go under a new epoch first, so that the holder -- in whatever
+ * process -- is fenced: its next acknowledgement is refused and it waits,
+ * dormant, for the stream to exist again.  The stream is first marked
+ * DeletingAt (from then on appends, claims, seeks and trims are refused
+ * with DURABLE_ENOTFOUND, "... is being deleted ..."), then its items and
+ * ids are deleted in small transactions, and the node last; a delete cut
+ * off half-way is finished by deleting again.  A later publish makes a new
+ * stream, from sequence 1, and a publish id used before is new again.
+ * The dead-letter stream {ns}.dead is a stream of its own and stays.  `cb`
+ * gets the number of items deleted, or a failure ("Deleting durable stream
+ * NS@KEY failed after K item(s): ...").  A mesh acting as a principal
+ * needs write on the key's owner. */
+int durable_stream_delete(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                          int force, durable_sequence_cb cb, void *data,
+                          durable_error_t *err);
+
 /* Idempotent publishing.  A publish may carry an id of the producer's
  * choosing (an order number, a UUID, "import-42:7"): the stream remembers
  * each id it appended, in a write-once node

@@ -914,6 +914,17 @@ static void on_claim(const durable_response_t *res, void *data) {
     } else if (report) {
       durable__mesh_later(c->mesh, on_stop_later, 0, NULL, c);
     }
+  } else if (res->status == DURABLE_ENOTFOUND) {
+    /* deleted (or being deleted, durable_stream_delete): as at a start on
+     * a stream that is not there, wait for the wake of its next publish */
+    durable_mesh_log(c->mesh, DURABLE_LOG_INFO,
+                     "Durable stream consumer %s: %s — dormant until a wake",
+                     hub_name(c), res->message);
+    c->state = C_DORMANT;
+    if (c->wake_pending) {
+      c->wake_pending = 0;
+      claim(c);
+    }
   } else if (res->status < 0) {
     failure(c, 0, res->message);
   } else if (granted && c->lease_doubt) {

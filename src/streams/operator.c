@@ -1,5 +1,5 @@
 /*
- * operator.c: an operator's acts on a stream -- seek and trim.
+ * operator.c: an operator's acts on a stream -- seek, trim and delete.
  *
  * Both are requests to the stream node's hub (stream_hub.c: run_seek,
  * run_trim), which decides them on the stored state in its serial chain,
@@ -25,6 +25,15 @@
  *       by a seek).  Publish ids stay (_DurableStreamId), so a retried
  *       publish of a trimmed item is still answered; a custom source's
  *       nodes are not the stream's items and are never touched.
+ * delete  has the hub mark the stream DeletingAt, letting the lease go
+ *       with a new epoch (refused while it is held, unless forced: the
+ *       holder is fenced first), so that nothing is appended or claimed
+ *       any more; then deletes every item and every publish id in the same
+ *       small transactions, and last asks the hub to remove the node.  A
+ *       later publish makes a new stream, from sequence 1.  A delete cut
+ *       off half-way leaves the stream marked -- publishes to it are
+ *       refused, saying so -- and is finished by asking again.  The
+ *       dead-letter stream {ns}.dead is a stream of its own, kept.
  */
 #include "protocol.h"
 #include "stream.h"
@@ -37,8 +46,9 @@
 
 typedef struct {
   durable_mesh_t *mesh;
-  const char *msg;  /* DURABLE__MSG_SEEK or DURABLE__MSG_TRIM */
-  int trim;         /* ... which */
+  const char *msg;  /* DURABLE__MSG_SEEK, _TRIM or _DELETE */
+  int trim;         /* trim or delete: items are deleted */
+  int remove;       /* delete: ... and then the ids and the node */
   const char *verb; /* for its failure: "Moving the checkpoint of" ... */
   char *ns, *key, *path, *items_ns;
   int64_t sequence; /* seek: the checkpoint; trim: the last item to go */
@@ -63,7 +73,7 @@ static void finish(act_t *a, int status, int64_t value, const char *why) {
   if (status < 0) {
     durable_stream_id_t id = {.ns = a->ns, .key = a->key};
     char message[DURABLE_PATH_MAX + 1024], deleted[48] = "";
-    if (a->trim)
+    if (a->deleted > 0)
       snprintf(deleted, sizeof deleted, " after %lld item(s)",
                (long long)a->deleted);
     snprintf(message, sizeof message, "%s durable stream %s failed%s: %s",
@@ -79,6 +89,7 @@ static void finish(act_t *a, int status, int64_t value, const char *why) {
 /* ---- trim: the deletes, after the hub recorded TrimmedThrough ---------- */
 
 static void delete_next(act_t *a);
+static void delete_ids(act_t *a);
 
 static void on_deleted(const durable_result_t *res, void *data) {
   act_t *a = data;
@@ -112,7 +123,10 @@ static void on_oldest(const durable_result_t *res, void *data) {
                                       .path = res->nodes[i]->path};
   if (n == 0) {
     free(writes);
-    finish(a, 0, a->deleted, NULL); /* nothing at or below it is left */
+    if (a->remove)
+      delete_ids(a);
+    else
+      finish(a, 0, a->deleted, NULL); /* nothing at or below it is left */
     return;
   }
   a->batch = (int64_t)n;
@@ -136,7 +150,65 @@ static void delete_next(act_t *a) {
     finish(a, err.code, 0, err.message);
 }
 
-/* ---- both: allowed, there, asked ------------------------------------- */
+/* ---- delete: the publish ids, then the node ------------------------- */
+
+static int ask_hub(act_t *a, int64_t sequence, durable_error_t *err);
+
+static void on_removed(const durable_response_t *res, void *data) {
+  act_t *a = data;
+  if (res->status < 0)
+    finish(a, res->status, 0, res->message);
+  else
+    finish(a, 0, a->deleted, NULL);
+}
+
+static void on_ids_deleted(const durable_result_t *res, void *data) {
+  act_t *a = data;
+  if (res->status < 0 && res->status != DURABLE_ENOTFOUND)
+    finish(a, res->status, 0, res->message);
+  else
+    delete_ids(a); /* ENOTFOUND: another delete took some; list again */
+}
+
+static void on_ids(const durable_result_t *res, void *data) {
+  act_t *a = data;
+  durable_error_t err = {0};
+  if (res->status < 0) {
+    finish(a, res->status, 0, res->message);
+    return;
+  }
+  if (res->count == 0) { /* items and ids gone: the node goes */
+    if (ask_hub(a, 1, &err) < 0)
+      finish(a, err.code, 0, err.message);
+    return;
+  }
+  durable_write_t *writes = calloc(res->count, sizeof(*writes));
+  if (writes == NULL) {
+    finish(a, DURABLE_ENOMEM, 0, "out of memory");
+    return;
+  }
+  for (size_t i = 0; i < res->count; i++)
+    writes[i] = (durable_write_t){.kind = DURABLE_WRITE_DELETE,
+                                  .path = res->nodes[i]->path};
+  int rc = durable_store_write_as(durable_mesh_store(a->mesh),
+                                  durable_mesh_principal(a->mesh), writes,
+                                  res->count, on_ids_deleted, a, &err);
+  free(writes);
+  if (rc < 0)
+    finish(a, rc, 0, err.message);
+}
+
+static void delete_ids(act_t *a) {
+  char query[DURABLE_PATH_MAX + 64];
+  snprintf(query, sizeof query, "namespace:%s/" DURABLE__ID_SEGMENT, a->path);
+  durable_error_t err = {0};
+  if (durable_store_query(durable_mesh_store(a->mesh),
+                          durable_mesh_principal(a->mesh), query, NULL,
+                          TRIM_BATCH, on_ids, a, &err) < 0)
+    finish(a, err.code, 0, err.message);
+}
+
+/* ---- all: allowed, there, asked -------------------------------------- */
 
 static void on_answered(const durable_response_t *res, void *data) {
   act_t *a = data;
@@ -162,16 +234,22 @@ static void on_exists(const durable_result_t *res, void *data) {
     finish(a, DURABLE_ENOTFOUND, 0, "the stream does not exist");
     return;
   }
-  /* Subscriber names who asked, for the hub's log line; Epoch is force */
+  if (ask_hub(a, a->remove ? 0 : a->sequence, &err) < 0)
+    finish(a, err.code, 0, err.message);
+}
+
+/* The request to the stream's hub.  Subscriber names who asked, for the
+ * hub's log line; Epoch is force; Sequence the seek's or trim's, or a
+ * delete's step (0: mark, 1: remove). */
+static int ask_hub(act_t *a, int64_t sequence, durable_error_t *err) {
   const char *principal = durable_mesh_principal(a->mesh);
   durable__stream_req_t *req = durable__stream_req_new(
-      NULL, principal ? principal : "the platform", a->force, a->sequence);
-  int rc = req ? durable__hub_request_body(durable__mesh_reads_hub(a->mesh),
-                                           a->path, a->msg, &req->base, 0,
-                                           on_answered, a, &err)
-               : durable__error(&err, DURABLE_ENOMEM, "out of memory");
-  if (rc < 0)
-    finish(a, rc, 0, err.message);
+      NULL, principal ? principal : "the platform", a->force, sequence);
+  if (req == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  return durable__hub_request_body(
+      durable__mesh_reads_hub(a->mesh), a->path, a->msg, &req->base, 0,
+      a->remove && sequence == 1 ? on_removed : on_answered, a, err);
 }
 
 static void check_exists(act_t *a) {
@@ -208,7 +286,8 @@ static int act(durable_mesh_t *mesh, const durable_stream_id_t *id,
   }
   a->mesh = mesh;
   a->msg = msg;
-  a->trim = strcmp(msg, DURABLE__MSG_TRIM) == 0;
+  a->remove = strcmp(msg, DURABLE__MSG_DELETE) == 0;
+  a->trim = a->remove || strcmp(msg, DURABLE__MSG_TRIM) == 0;
   a->verb = verb;
   a->sequence = sequence;
   a->force = force != 0;
@@ -258,4 +337,13 @@ int durable_stream_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
   return rc < 0 ? rc
                 : act(mesh, id, DURABLE__MSG_TRIM, "Trimming", through, force,
                       cb, data, err);
+}
+
+int durable_stream_delete(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                          int force, durable_sequence_cb cb, void *data,
+                          durable_error_t *err) {
+  int rc = check_args(id, cb, err);
+  return rc < 0 ? rc
+                : act(mesh, id, DURABLE__MSG_DELETE, "Deleting", INT64_MAX,
+                      force, cb, data, err);
 }

@@ -142,6 +142,10 @@ char *durable__stream_ans_json(durable__stream_op_t op,
     j = json_pack("{s:b, s:I}", "Trimmed", a->ok, "Was",
                   (json_int_t)a->checkpoint);
     break;
+  case DURABLE__OP_DELETE:
+    j = json_pack("{s:b, s:I}", "Deleted", a->ok, "Was",
+                  (json_int_t)a->checkpoint);
+    break;
   }
   char *text = j ? json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
   json_decref(j);

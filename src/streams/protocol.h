@@ -23,6 +23,12 @@
  *                    (an operator's: TrimmedThrough set to Sequence, the
  *                    items deleted after by the asker; Epoch 1 = force,
  *                    past the checkpoint, which then moves as by a seek)
+ *   durable.delete   {Subscriber, Sequence, Epoch}   -> {Deleted, Was}
+ *                    (an operator's: Sequence 0 marks the stream Deleting,
+ *                    letting the lease go -- refused while it is held
+ *                    unless Epoch 1 = force -- and the asker deletes its
+ *                    items and ids; Sequence 1 then removes the node; Was
+ *                    is the last sequence)
  *
  * An append's Id is its publish id (durable_publish_id_check): an id the
  * stream already holds is answered with the sequence it got then, and
@@ -42,6 +48,7 @@
 #define DURABLE__MSG_RELEASE "durable.release"
 #define DURABLE__MSG_SEEK "durable.seek"
 #define DURABLE__MSG_TRIM "durable.trim"
+#define DURABLE__MSG_DELETE "durable.delete"
 /* per family: "durable.wake:DocumentLog", ... */
 #define DURABLE__MSG_WAKE "durable.wake:"
 #define DURABLE__MSG_TURN "durable.turn:"
@@ -55,7 +62,8 @@ typedef enum {
   DURABLE__OP_ACK,
   DURABLE__OP_RELEASE,
   DURABLE__OP_SEEK,
-  DURABLE__OP_TRIM
+  DURABLE__OP_TRIM,
+  DURABLE__OP_DELETE
 } durable__stream_op_t;
 
 /* A request to a stream hub.  Strings are owned (malloc'ed). */

@@ -223,6 +223,7 @@ int durable__state_decode(const char *content, const char *stream_path,
     out->checkpoint_at = durable__parse_time(str_of(j, "CheckpointAt"));
     out->orphaned_at = durable__parse_time(str_of(j, "OrphanedAt"));
     out->trimmed_through = int_of(j, "TrimmedThrough");
+    out->deleting_at = durable__parse_time(str_of(j, "DeletingAt"));
     if (durable__str_set(&out->subscriber, str_of(j, "Subscriber")) < 0 ||
         durable__str_set(&out->subscriber_instance,
                          str_of(j, "SubscriberInstance")) < 0 ||
@@ -370,6 +371,10 @@ char *durable__state_encode(const durable__stream_state_t *s) {
   if (s->trimmed_through > 0) { /* only once trimmed: the spec's fields */
     BUF_LIT(&b, ",\"TrimmedThrough\":");
     buf_put_int(&b, s->trimmed_through);
+  }
+  if (s->deleting_at > 0) {
+    BUF_LIT(&b, ",\"DeletingAt\":");
+    buf_put_time(&b, s->deleting_at);
   }
   BUF_LIT(&b, "}");
   return buf_end(&b);

@@ -33,6 +33,10 @@ typedef struct {
    * asking for one gets an answer, not a wait; 0, and not written, when
    * nothing was trimmed */
   int64_t trimmed_through;
+  /* when durable_stream_delete began deleting it (ms): nothing is appended,
+   * claimed, sought or trimmed any more, and the node goes last; 0, and
+   * not written, otherwise */
+  int64_t deleting_at;
 } durable__stream_state_t;
 
 /* "{ns}@{key}", for logs only (never parsed). */

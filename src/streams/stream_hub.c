@@ -208,6 +208,34 @@ static void retry_head(shub_t *sh, int code, const char *message) {
   pump(sh);
 }
 
+/* The stored tail or checkpoint may have moved since this hub read them
+ * (another process appends and acknowledges): a request beyond them is
+ * decided again on the stored state before it is refused. */
+static int read_again_first(shub_t *sh, int beyond) {
+  if (!beyond || sh->head->attempts > 0)
+    return 0;
+  retry_head(sh, DURABLE_EINVAL, "read again");
+  return 1;
+}
+
+/* A stream being deleted (durable_stream_delete) takes no append, claim,
+ * seek or trim: refused with ENOTFOUND, after one read again -- it may be
+ * gone by now, and then a producer makes a new one. */
+static int refuse_deleting(shub_t *sh, const char *what) {
+  if (sh->state.deleting_at == 0)
+    return 0;
+  if (read_again_first(sh, 1))
+    return 1;
+  durable_stream_id_t id = id_of(sh);
+  char message[sizeof(durable__stream_name_t) + 160];
+  snprintf(message, sizeof message,
+           "durable stream %s is being deleted (durable delete-stream): it "
+           "cannot be %s until that has finished",
+           durable__stream_name(&id).text, what);
+  fail_head(sh, DURABLE_ENOTFOUND, message);
+  return 1;
+}
+
 /* ---- writes of the state
  * ---------------------------------------------------------- */
 
@@ -300,7 +328,10 @@ static int mutate_state(const durable_node_t *current, char **content,
   w->remade = w->shift != w->made_at;
   if (w->remade)
     w->made_at = INT64_MIN;
-  int moved = tail_moved || lease_moved;
+  /* a stream being deleted takes no append and no new lease (a claim's,
+   * seek's or trim's decision made before it began is refused) */
+  int deleting_began = cur.deleting_at != base->deleting_at;
+  int moved = tail_moved || lease_moved || deleting_began;
   int rc = moved ? DURABLE_ECONFLICT : 1;
   if (!moved && (w->part & PART_TAIL))
     cur.last_sequence = next->last_sequence + w->shift;
@@ -319,6 +350,7 @@ static int mutate_state(const durable_node_t *current, char **content,
      * before a trim must not lower it */
     if (next->trimmed_through > cur.trimmed_through)
       cur.trimmed_through = next->trimmed_through;
+    cur.deleting_at = next->deleting_at; /* only a delete sets it */
   }
   if (rc == 1) {
     *content = durable__state_encode(&cur);
@@ -848,10 +880,16 @@ static void run_commit(shub_t *sh) {
  * appends so shares their commit instead of taking one of its own. */
 static void run_batch(shub_t *sh) {
   size_t n = 0, appends = 0, ids = 0;
+  int deleting = sh->state.deleting_at != 0;
+  if (deleting && sh->head->kind == DURABLE__OP_APPEND &&
+      refuse_deleting(sh, "appended to"))
+    return;
   for (op_t *op = sh->head;
        op && (op->kind == DURABLE__OP_APPEND || op->kind == DURABLE__OP_ACK) &&
        n < APPEND_BATCH;
        op = op->next) {
+    if (deleting && op->kind == DURABLE__OP_APPEND)
+      break; /* refused when it comes to the head */
     if (op->kind == DURABLE__OP_ACK && op->req->effects) {
       if (n == 0) {
         run_commit(sh); /* alone */
@@ -1101,6 +1139,8 @@ static void on_holder_alive(const durable_result_t *res, void *data) {
  * a live holder keeps its lease through a handler of any length. */
 static void run_claim(shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
+  if (refuse_deleting(sh, "claimed"))
+    return;
   const char *holder = s->subscriber;
   /* a lease written before leases named processes counts as this one's */
   int local = s->subscriber_instance == NULL ||
@@ -1226,16 +1266,6 @@ static void answer_was(op_t *op, int64_t was) {
   answer(op, ans);
 }
 
-/* The stored tail or checkpoint may have moved since this hub read them
- * (another process appends and acknowledges): a request beyond them is
- * decided again on the stored state before it is refused. */
-static int read_again_first(shub_t *sh, int beyond) {
-  if (!beyond || sh->head->attempts > 0)
-    return 0;
-  retry_head(sh, DURABLE_EINVAL, "read again");
-  return 1;
-}
-
 static void seeked(shub_t *sh, const durable_result_t *res) {
   int64_t was = sh->op_was;
   if (!lease_saved(sh, res, 0))
@@ -1259,7 +1289,8 @@ static void seeked(shub_t *sh, const durable_result_t *res) {
 static void run_seek(shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   int64_t to = sh->head->req->sequence;
-  if (read_again_first(sh, to > s->last_sequence))
+  if (refuse_deleting(sh, "sought") ||
+      read_again_first(sh, to > s->last_sequence))
     return;
   if (to < 0 || to > s->last_sequence || to < s->trimmed_through) {
     durable_stream_id_t id = id_of(sh);
@@ -1322,7 +1353,8 @@ static void run_trim(shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   int64_t to = op->req->sequence;
   int force = op->req->epoch != 0;
-  if (read_again_first(sh, to > s->last_sequence || to > s->checkpoint))
+  if (refuse_deleting(sh, "trimmed") ||
+      read_again_first(sh, to > s->last_sequence || to > s->checkpoint))
     return;
   durable_stream_id_t id = id_of(sh);
   char message[sizeof(durable__stream_name_t) + 240];
@@ -1366,6 +1398,98 @@ static void run_trim(shub_t *sh) {
   write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, trimmed);
 }
 
+/* Delete, in two requests.  The first marks the stream DeletingAt and lets
+ * the lease go with a new epoch (the holder is fenced: its next ack is
+ * refused, and its claim again finds the stream being deleted) -- refused
+ * while it is held, unless forced; from then on nothing is appended or
+ * claimed.  The asker deletes the items and publish ids (operator.c), then
+ * asks again (Sequence 1), and the node itself goes: the next publish
+ * makes a new stream, from sequence 1. */
+static void delete_marked(shub_t *sh, const durable_result_t *res) {
+  if (!lease_saved(sh, res, 0))
+    return;
+  const durable__stream_state_t *s = &sh->state;
+  durable_stream_id_t id = id_of(sh);
+  durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
+                   "[DurableStreams] %s: being deleted by %s, with its items "
+                   "1 to %lld; the lease is free (epoch %lld)",
+                   durable__stream_name(&id).text, sh->head->req->subscriber,
+                   (long long)s->last_sequence, (long long)s->lease_epoch);
+  answer_was(sh->head, s->last_sequence);
+  durable__consumers_lease_gone(sh->mesh, s->ns, s->key, 1);
+  next_op(sh);
+}
+
+static void on_node_deleted(const durable_result_t *res, void *data) {
+  shub_t *sh = data;
+  if (res->status < 0 && res->status != DURABLE_ENOTFOUND) {
+    fail_head(sh, res->status, res->message);
+  } else {
+    durable_stream_id_t id = id_of(sh);
+    durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
+                     "[DurableStreams] %s: deleted by %s; a publish makes it "
+                     "anew, from sequence 1",
+                     durable__stream_name(&id).text, sh->head->req->subscriber);
+    answer_was(sh->head, sh->state.last_sequence);
+    forget_state(sh);
+    durable__directory_forget(sh->mesh, sh->path);
+    next_op(sh);
+  }
+  durable_hub_unref(sh->hub);
+}
+
+static void run_delete(shub_t *sh) {
+  op_t *op = sh->head;
+  const durable__stream_state_t *s = &sh->state;
+  durable_stream_id_t id = id_of(sh);
+  char message[sizeof(durable__stream_name_t) + DURABLE_PATH_MAX + 200];
+  if (op->req->sequence == 1) { /* the items are gone: the node goes */
+    if (s->deleting_at == 0) {
+      snprintf(message, sizeof message,
+               "durable stream %s is not being deleted",
+               durable__stream_name(&id).text);
+      fail_head(sh, DURABLE_EINVAL, message);
+      return;
+    }
+    durable_write_t del = {.kind = DURABLE_WRITE_DELETE, .path = sh->path};
+    durable_error_t err = {0};
+    durable_hub_ref(sh->hub);
+    if (durable_store_write(durable_mesh_store(sh->mesh), &del, 1,
+                            on_node_deleted, sh, &err) < 0) {
+      durable_hub_unref(sh->hub);
+      fail_head(sh, err.code, err.message);
+    }
+    return;
+  }
+  if (s->deleting_at) { /* begun already: the deletes go on */
+    answer_was(op, s->last_sequence);
+    next_op(sh);
+    return;
+  }
+  if (s->subscriber && op->req->epoch == 0) {
+    if (read_again_first(sh, 1)) /* it may have been released meanwhile */
+      return;
+    snprintf(message, sizeof message,
+             "durable stream %s is held by %s%s%s%s: deleting it under its "
+             "consumer needs force, which fences the consumer first",
+             durable__stream_name(&id).text, s->subscriber,
+             s->subscriber_instance ? " (process " : "",
+             s->subscriber_instance ? s->subscriber_instance : "",
+             s->subscriber_instance ? ")" : "");
+    fail_head(sh, DURABLE_ECONFLICT, message);
+    return;
+  }
+  durable__stream_state_t next;
+  if (durable__state_copy(s, &next) < 0 ||
+      let_go(s, &next, s->checkpoint) < 0) {
+    durable__state_free(&next);
+    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  next.deleting_at = now_ms();
+  write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, delete_marked);
+}
+
 /* ---- loading the state
  * --------------------------------------------------------------------- */
 
@@ -1386,6 +1510,9 @@ static void run_head(shub_t *sh) {
     break;
   case DURABLE__OP_TRIM:
     run_trim(sh);
+    break;
+  case DURABLE__OP_DELETE:
+    run_delete(sh);
     break;
   }
 }
@@ -1414,7 +1541,14 @@ static void derive_next(shub_t *sh) {
 
 static void on_state_read(const durable_result_t *res, void *data) {
   shub_t *sh = data;
-  if (res->status < 0) {
+  if (res->status == DURABLE_ENOTFOUND) {
+    /* never made, or deleted: a producer ensures it and asks again */
+    durable_stream_id_t id = id_of(sh);
+    char message[sizeof(durable__stream_name_t) + 64];
+    snprintf(message, sizeof message, "durable stream %s does not exist",
+             durable__stream_name(&id).text);
+    fail_head(sh, DURABLE_ENOTFOUND, message);
+  } else if (res->status < 0) {
     retry_head(sh, res->status, res->message);
   } else {
     durable__state_free(&sh->state);
@@ -1580,7 +1714,8 @@ int durable__stream_hub_install(durable_mesh_t *mesh) {
              {DURABLE__MSG_ACK, DURABLE__OP_ACK},
              {DURABLE__MSG_RELEASE, DURABLE__OP_RELEASE},
              {DURABLE__MSG_SEEK, DURABLE__OP_SEEK},
-             {DURABLE__MSG_TRIM, DURABLE__OP_TRIM}};
+             {DURABLE__MSG_TRIM, DURABLE__OP_TRIM},
+             {DURABLE__MSG_DELETE, DURABLE__OP_DELETE}};
   for (size_t i = 0; rc == 0 && i < sizeof ops / sizeof ops[0]; i++)
     rc = durable__node_type_on(t, ops[i].type, on_request,
                                (void *)(intptr_t)ops[i].kind, NULL);

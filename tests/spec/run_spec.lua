@@ -396,6 +396,43 @@ describe("durable run (" .. cmd.KIND .. ")", function()
     assert.matches("%-%-through N is missing", err)
   end)
 
+  it("delete-stream is refused under a running host unless forced; the host consumes the new "
+    .. "stream from sequence 1", function()
+    local picky = P .. "/delete"
+    local path = picky .. "/_DurableStream/Picky"
+    assert.equal(0, (run{ "put", picky, "Picky", "{}" }))
+    for i = 1, 2 do
+      local code, _, err = run{ "publish", "Picky", picky, ('{"i":%d}'):format(i) }
+      assert.equal(0, code, err)
+    end
+    local h = host("tests/spec/fixtures/picky.lua")
+    assert.truthy(wait_for(function()
+      local s = get(path)
+      return s and s.content.Checkpoint == 2
+    end, 10), read_file(h.err))
+    local code, out, err = run{ "delete-stream", "Picky", picky }
+    assert.equal(1, code, out)
+    assert.matches("Deleting durable stream Picky@" .. picky:gsub("%p", "%%%0")
+      .. " failed: durable stream .* is held by .*needs force", err)
+    assert.truthy(get(path), "refused: the stream stays")
+    code, out, err = run{ "delete-stream", "Picky", picky, "--force" }
+    assert.equal(0, code, err)
+    assert.equal("Picky@" .. picky .. ": deleted (2 items)\n", out)
+    assert.is_nil(get(path))
+    code, out, err = run{ "publish", "Picky", picky, '{"i":3}' }
+    assert.equal(0, code, err)
+    assert.equal("1\n", out, "a new stream, from sequence 1")
+    assert.truthy(wait_for(function()
+      local s = get(path)
+      return s and s.content.Checkpoint == 1
+    end, 10), read_file(h.err))
+    assert.same({ 1, 2, 3 }, assert(get(picky)).content.seen)
+    stop(h, "INT")
+    code, _, err = run{ "delete-stream", "Picky" }
+    assert.equal(2, code)
+    assert.matches("expected NAMESPACE and KEY", err)
+  end)
+
   -- A host stuck leaving (item 2 waits for a gate nobody opens), then
   -- stopped by a second signal.
   local function hard_exit(first, second)
