@@ -236,6 +236,8 @@ void dlua_req_call_failed(dlua_req_t *r, lua_State *L, int status,
  * cannot be made for want of memory settles `r` failed with ENOMEM. */
 void dlua_req_settle_failed(dlua_req_t *r, int status, const char *message);
 void dlua_req_settle_true(dlua_req_t *r);
+/* A durable_status_cb whose data is a dlua_req_t: settled true, or failed. */
+void dlua_req_on_status(int status, const char *message, void *data);
 void dlua_req_settle_integer(dlua_req_t *r, long long value);
 void dlua_req_settle_node(dlua_req_t *r, const durable_node_t *node);
 void dlua_req_settle_nodes(dlua_req_t *r, const durable_node_t **nodes,

@@ -1006,7 +1006,7 @@ static int m_reads_hub(lua_State *L) {
   return 1;
 }
 
-static void on_status(int status, const char *message, void *data) {
+void dlua_req_on_status(int status, const char *message, void *data) {
   dlua_req_t *r = data;
   if (status < 0)
     dlua_req_settle_failed(r, status, message);
@@ -1022,7 +1022,7 @@ static int status_op(lua_State *L, status_submit_fn submit, const char *what) {
   const char *address = dlua_check_text(L, 2, "hub address");
   dlua_req_t *r = dlua_req_new(L, m, 3);
   durable_error_t err = {0};
-  int rc = submit(m->mesh, address, on_status, r, &err);
+  int rc = submit(m->mesh, address, dlua_req_on_status, r, &err);
   return dlua_req_submitted(L, r, rc, &err, what);
 }
 

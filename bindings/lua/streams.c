@@ -459,6 +459,17 @@ static void tramp_handler(durable_hub_t *hub, const durable_item_t *item,
   lua_settop(L, top);
 }
 
+/* spec.retention (a policy's text, checked by lua/durable/streams.lua with
+ * core.retention_check), all when absent. */
+static durable_retention_t spec_retention(lua_State *L, int spec) {
+  durable_retention_t policy;
+  lua_getfield(L, spec, "retention");
+  if (durable_retention_parse(lua_tostring(L, -1), &policy, NULL) < 0)
+    memset(&policy, 0, sizeof policy); /* checked before: not reached */
+  lua_pop(L, 1);
+  return policy;
+}
+
 /* spec.max_attempts (checked by lua/durable/streams.lua), 0 when absent. */
 static int spec_max_attempts(lua_State *L, int spec) {
   lua_getfield(L, spec, "max_attempts");
@@ -499,7 +510,8 @@ static int m_consume_type(lua_State *L) {
                             .source_of = has_source ? tramp_source : NULL,
                             .handler = tramp_handler,
                             .data = cs,
-                            .max_attempts = max_attempts};
+                            .max_attempts = max_attempts,
+                            .retention = spec_retention(L, 4)};
   durable_error_t err = {0};
   if (durable_node_type_consume(type, &cfg, &err) < 0) {
     cspec_free(cs);
@@ -547,7 +559,8 @@ static int h_consume(lua_State *L) {
                             .source_of = cs->src ? tramp_source : NULL,
                             .handler = tramp_handler,
                             .data = cs,
-                            .max_attempts = spec_max_attempts(L, 4)};
+                            .max_attempts = spec_max_attempts(L, 4),
+                            .retention = spec_retention(L, 4)};
   durable_error_t err = {0};
   int rc = durable_hub_consume(h->hub, &cfg, NULL, &err);
   if (rc < 0) {
@@ -645,6 +658,20 @@ static int m_delete(lua_State *L) {
   dlua_req_t *r = dlua_req_new(L, m, 5);
   durable_error_t err = {0};
   int rc = durable_stream_delete(m->mesh, &id, force, on_sequence, r, &err);
+  return dlua_req_submitted(L, r, rc, &err, NULL);
+}
+
+/* mesh:_set_retention(family, policy|nil, cb): cb(true, true) once stored. */
+static int m_set_retention(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  if (m->mesh == NULL)
+    return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closed");
+  const char *family = dlua_check_text(L, 2, "stream family");
+  const char *policy = lua_isnil(L, 3) ? NULL : dlua_check_text(L, 3, "policy");
+  dlua_req_t *r = dlua_req_new(L, m, 4);
+  durable_error_t err = {0};
+  int rc = durable_mesh_set_retention(m->mesh, family, policy,
+                                      dlua_req_on_status, r, &err);
   return dlua_req_submitted(L, r, rc, &err, NULL);
 }
 
@@ -1012,6 +1039,21 @@ static int l_stream_check(lua_State *L) {
   return 1;
 }
 
+/* core.retention_check(text) -> true, or nil, message, "EINVAL" saying what
+ * a policy is. */
+static int l_retention_check(lua_State *L) {
+  char why[400];
+  if (dlua_has_nul(L, 1, "retention policy", why, sizeof why))
+    return dlua_fail(L, DURABLE_EINVAL, why);
+  durable_retention_t policy;
+  durable_error_t err = {0};
+  int rc = durable_retention_parse(luaL_checkstring(L, 1), &policy, &err);
+  if (rc < 0)
+    return dlua_fail(L, rc, err.message);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* core.publish_id_check(id [, namespace, key]) -> true, or nil, message,
  * "EINVAL" naming the id and the rule it breaks (with a stream: also the
  * stream's own rules, and its id node's path length). */
@@ -1055,6 +1097,7 @@ void dlua_open_streams(lua_State *L) {
   static const luaL_Reg fns[] = {{"stream_check", l_stream_check},
                                  {"stream_path", l_stream_path},
                                  {"publish_id_check", l_publish_id_check},
+                                 {"retention_check", l_retention_check},
                                  {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
   lua_getfield(L, -1, "Mesh");
@@ -1066,6 +1109,8 @@ void dlua_open_streams(lua_State *L) {
   lua_setfield(L, -2, "_trim");
   lua_pushcfunction(L, m_delete);
   lua_setfield(L, -2, "_delete");
+  lua_pushcfunction(L, m_set_retention);
+  lua_setfield(L, -2, "_set_retention");
   lua_pop(L, 1);
   lua_getfield(L, -1, "Hub");
   lua_pushcfunction(L, h_publish);

@@ -310,6 +310,42 @@ function Mesh:delete_durable(stream, options)
   end)
 end
 
+-- A retention policy's text ("all", "1000", "7d"; an integer is a count):
+-- the text, or nil and why it is not one.
+local function retention_text(policy)
+  if math.type(policy) == "integer" then policy = tostring(policy) end
+  if type(policy) ~= "string" then
+    return nil, ("must be a string such as \"7d\" or an integer count, not %s"):format(type(policy))
+  end
+  local ok, message = core.retention_check(policy)
+  if not ok then return nil, message end
+  return policy
+end
+
+---An operator's retention policy for a whole stream family, over what its
+---consumers declare, in every process (each reads it back within about
+---5 s): "all", a number of acknowledged items to keep ("0": none), or how
+---long to keep them ("30s", "12h", "7d").  nil removes it.  A cold
+---completion of true once it is stored.
+---@param family string
+---@param policy string|integer|nil
+---@return durable.Completion
+function Mesh:set_retention(family, policy)
+  if type(family) ~= "string" then
+    error(("set_retention: the family must be a string, not %s"):format(type(family)), 2)
+  end
+  local text
+  if policy ~= nil then
+    local message
+    text, message = retention_text(policy)
+    if not text then error(("set_retention: the policy %s"):format(message), 2) end
+  end
+  local mesh = self
+  return completion.cold(mesh, function()
+    return completion.from(mesh, function(cb) return prim.mesh.set_retention(mesh, family, text, cb) end)
+  end)
+end
+
 -- ---- reading ---------------------------------------------------------------------------
 
 ---A plain, unleased reader: every item after `after_sequence`, in order and
@@ -344,7 +380,7 @@ end
 -- ---- consuming ------------------------------------------------------------------------------
 
 local CONSUMER_KEYS = { namespace = true, key = true, handler = true, source = true,
-                        max_attempts = true }
+                        max_attempts = true, retention = true }
 
 -- The fields of a consumer declaration; raises at `level`.
 local function check_consumer(what, t, level)
@@ -353,7 +389,7 @@ local function check_consumer(what, t, level)
   end
   for k in pairs(t) do
     if not CONSUMER_KEYS[k] then
-      error(("%s: unknown field '%s' (known: namespace, key, handler, source, max_attempts)")
+      error(("%s: unknown field '%s' (known: namespace, key, handler, source, max_attempts, retention)")
         :format(what, tostring(k)), level + 1)
     end
   end
@@ -375,6 +411,10 @@ local function check_consumer(what, t, level)
   if n ~= nil and (math.type(n) ~= "integer" or n < 1 or n > 1000000) then
     error(("%s: max_attempts must be an integer from 1 to 1000000 (was %s)")
       :format(what, tostring(n)), level + 1)
+  end
+  if t.retention ~= nil then
+    local ok, message = retention_text(t.retention)
+    if not ok then error(("%s: retention %s"):format(what, message), level + 1) end
   end
   return t.namespace
 end
@@ -420,9 +460,12 @@ end
 ---are (durable.document_parts(hub.address), ...).  `max_attempts = N` (opt
 ---in): an item that failed N times in a row is moved to the dead-letter
 ---stream `{namespace}.dead` of the same owner, with its acknowledgement,
----and the stream goes on.  Several families per NodeType are fine; the
----same family twice is not.
----@param t { namespace: string, key?: fun(hub: durable.Hub): string, handler: fun(hub: durable.Hub, item: durable.Item): durable.Completion|nil, source?: fun(hub: durable.Hub): durable.Source|nil, max_attempts?: integer }
+---and the stream goes on.  `retention` (default "all") is how long
+---acknowledged items are kept: a count ("1000", or 0: none) or a duration
+---("30s", "12h", "7d"); an operator's mesh:set_retention for the family
+---wins.  Several families per NodeType are fine; the same family twice is
+---not.
+---@param t { namespace: string, key?: fun(hub: durable.Hub): string, handler: fun(hub: durable.Hub, item: durable.Item): durable.Completion|nil, source?: fun(hub: durable.Hub): durable.Source|nil, max_attempts?: integer, retention?: string|integer }
 function plugin.methods.with_durable_stream_consumer(config, t)
   local rec = plugin.record(config)
   local ns = check_consumer("config:with_durable_stream_consumer", t, 2)
@@ -437,6 +480,7 @@ function plugin.methods.with_durable_stream_consumer(config, t)
     source_of = source_fn and function(hub) return source_checked(ns, source_fn(hub)) end,
     run = runner(ns, t.handler),
     max_attempts = t.max_attempts,
+    retention = t.retention and retention_text(t.retention),
   }
   rec.installs[#rec.installs + 1] = function(mesh, r)
     prim.mesh.consume_type(mesh, r.name, ns, spec)
@@ -448,7 +492,7 @@ end
 ---key and source are called once, now.  Raises on misuse (a bad field, a
 ---family this hub consumes already); nil, message, code when the hub
 ---cannot consume (it is leaving).
----@param t { namespace: string, key?: fun(hub: durable.Hub): string, handler: fun(hub: durable.Hub, item: durable.Item): durable.Completion|nil, source?: fun(hub: durable.Hub): durable.Source|nil, max_attempts?: integer }
+---@param t { namespace: string, key?: fun(hub: durable.Hub): string, handler: fun(hub: durable.Hub, item: durable.Item): durable.Completion|nil, source?: fun(hub: durable.Hub): durable.Source|nil, max_attempts?: integer, retention?: string|integer }
 ---@return true|nil ok
 ---@return string? message
 ---@return string? code
@@ -472,7 +516,8 @@ function Hub:consume(t)
     if not good then error("hub:consume: " .. why, 2) end
     source = s
   end
-  return prim.hub.consume(self, ns, key, { run = runner(ns, t.handler), max_attempts = t.max_attempts },
+  return prim.hub.consume(self, ns, key, { run = runner(ns, t.handler), max_attempts = t.max_attempts,
+    retention = t.retention and retention_text(t.retention) },
     source)
 end
 

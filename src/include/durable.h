@@ -921,6 +921,44 @@ void durable_reader_close(durable_reader_t *reader);
 void durable_reader_pause(durable_reader_t *reader);
 void durable_reader_resume(durable_reader_t *reader);
 
+/* Retention: how long a stream family keeps its acknowledged items.  An
+ * unacknowledged item is never deleted.  The text of a policy, the same
+ * everywhere (C, Lua, `durable retention`):
+ *   "all"       keep every item (the default: a zeroed struct)
+ *   "N"         keep the newest N acknowledged items; "0" deletes each one
+ *               once it is acknowledged
+ *   "DURATION"  keep an acknowledged item that long after its append:
+ *               "500ms", "30s", "15m", "12h", "7d"
+ * Items go in small batches, shortly after they become due (within about
+ * a quarter second of the acknowledgement that makes them so), through the
+ * same trim as durable_stream_trim: a reader asking for one is told it was
+ * trimmed. */
+typedef enum {
+  DURABLE_KEEP_ALL = 0,
+  DURABLE_KEEP_COUNT, /* `count` acknowledged items */
+  DURABLE_KEEP_AGE    /* acknowledged items for `age_ms` after their append */
+} durable_keep_t;
+typedef struct durable_retention_s {
+  durable_keep_t keep;
+  int64_t count;
+  int64_t age_ms;
+} durable_retention_t;
+/* Parse a policy's text (NULL: "all"); DURABLE_EINVAL with a message naming
+ * it and what a policy is. */
+int durable_retention_parse(const char *text, durable_retention_t *out,
+                            durable_error_t *err);
+/* Its text ("all", "1000", "7d"; the largest unit that divides it). */
+void durable_retention_format(const durable_retention_t *policy, char *out,
+                              size_t size);
+/* An operator's policy for the whole family, over what its consumers
+ * declare, in every process (read back within about 5 s): stored as the
+ * node DurableRetention/{family} {"Policy":"7d"}.  `policy` NULL removes
+ * it (the consumers' own apply again).  `cb` gets 0 once it is stored.  A
+ * mesh acting as a principal needs write on DurableRetention/{family}. */
+int durable_mesh_set_retention(durable_mesh_t *mesh, const char *family,
+                               const char *policy, durable_status_cb cb,
+                               void *data, durable_error_t *err);
+
 /* A leased consumer: the hub holding it claims the stream, handles each item
  * after the acknowledged checkpoint in order, one at a time, as a turn of
  * the hub, acknowledges it after `handler` finishes `done`, and releases
@@ -948,6 +986,10 @@ typedef struct durable_consumer_s {
    * the reason, the count -- in one transaction with its acknowledgement,
    * and the stream goes on (a WARN line names both). */
   int max_attempts;
+  /* how long acknowledged items are kept (zeroed: all of them); an
+   * operator's policy for the family wins (durable_mesh_set_retention).  A
+   * consumer with a source keeps everything: its items are the source's. */
+  durable_retention_t retention;
 } durable_consumer_t;
 
 /* Every hub of NodeType `type` consumes (several families per type are

@@ -26,6 +26,10 @@ extern "C" {
  * Returns a static string. */
 const char *durable__path_table(const char *path);
 
+/* Where operators' retention policies are kept (durable_mesh_set_retention):
+ * one node per family, {DURABLE__RETENTION_NS}/{family} {"Policy":"7d"}. */
+#define DURABLE__RETENTION_NS "DurableRetention"
+
 /* The items of a stream in sequence order: the children of `items_ns` whose
  * ids are 12-digit sequences greater than `after`, at most `limit`.  An index
  * range scan: the cost follows the rows returned, not the stream's length. */

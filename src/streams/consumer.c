@@ -104,8 +104,10 @@ typedef struct consumer_s {
   /* the item that failed last, and how many times in a row (max_attempts) */
   int64_t failed_seq;
   int failed_times;
-  int turn_ack_failed; /* the turn's item was handled, its ack failed */
-  int lease_doubt;     /* the lease was let go while a claim was out */
+  int turn_ack_failed;     /* the turn's item was handled, its ack failed */
+  int lease_doubt;         /* the lease was let go while a claim was out */
+  durable__sweep_t *sweep; /* retention.c: NULL with a source */
+  char msg_sweep[DURABLE_PATH_MAX];
 } consumer_t;
 
 typedef struct outq_s {
@@ -750,6 +752,7 @@ static void turn_done(consumer_t *c, const durable_response_t *res,
     c->attempt = 0; /* the next failure's backoff starts short again */
     if (seq >= c->failed_seq)
       c->failed_seq = c->failed_times = 0;
+    durable__sweep_acked(c->sweep, seq);
     consume_next(c);
   } else if (res->status == DURABLE_ECONFLICT) {
     lease_lost(c);
@@ -872,6 +875,7 @@ static void on_outbox_resumed(int status, const char *message, void *data) {
  * not get to make (this one's too, after a failure), then the items. */
 static void begin_consuming(consumer_t *c) {
   c->outq_blocked = 0;
+  durable__sweep_acked(c->sweep, c->checkpoint); /* what is due already */
   resume_t *r = malloc(sizeof(*r));
   durable_error_t err = {0};
   if (r) {
@@ -1169,6 +1173,19 @@ static void on_retry(durable_hub_t *hub, const durable_msg_t *msg,
   durable_reply_ok(reply, NULL);
 }
 
+/* Retention's sweep (retention.c), in any state but stopped: it deletes
+ * only what this consumer saw acknowledged, and a trim never passes the
+ * stored checkpoint, so neither a backoff nor a lost lease matters. */
+static void on_sweep(durable_hub_t *hub, const durable_msg_t *msg,
+                     durable_reply_t *reply, void *data) {
+  consumer_t *c = data;
+  (void)hub;
+  (void)msg;
+  if (c->state != C_STOPPED)
+    durable__sweep_run(c->sweep);
+  durable_reply_ok(reply, NULL);
+}
+
 static void on_reclaim(durable_hub_t *hub, const durable_msg_t *msg,
                        durable_reply_t *reply, void *data) {
   consumer_t *c = data;
@@ -1350,6 +1367,7 @@ static void on_dispose(durable_hub_t *hub, void *data) {
 static void consumer_free(void *data) {
   consumer_t *c = data;
   list_unlink(c);
+  durable__sweep_free(c->sweep);
   outq_drop(c);
   stop_reading(c);
   clear_turn(c);
@@ -1459,6 +1477,13 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
   snprintf(c->msg_reclaim, sizeof c->msg_reclaim, DURABLE__MSG_RECLAIM "%s",
            c->ns);
   snprintf(c->msg_fence, sizeof c->msg_fence, DURABLE__MSG_FENCE "%s", c->ns);
+  snprintf(c->msg_sweep, sizeof c->msg_sweep, DURABLE__MSG_SWEEP "%s", c->ns);
+  if (!c->has_source &&
+      (c->sweep = durable__sweep_new(hub, c->msg_sweep, &id,
+                                     &cfg->retention)) == NULL) {
+    consumer_free(c);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
   if ((rc = durable__hub_attach(hub, c, c, consumer_free)) < 0) {
     consumer_free(c);
     return durable__error(err, rc, "out of memory");
@@ -1468,6 +1493,7 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
       (rc = durable__hub_on(hub, c->msg_retry, on_retry, c, err)) < 0 ||
       (rc = durable__hub_on(hub, c->msg_reclaim, on_reclaim, c, err)) < 0 ||
       (rc = durable__hub_on(hub, c->msg_fence, on_fence, c, err)) < 0 ||
+      (rc = durable__hub_on(hub, c->msg_sweep, on_sweep, c, err)) < 0 ||
       (rc = durable__hub_on_dispose(hub, on_dispose, c)) < 0) {
     c->state = C_STOPPED;
     return rc;
@@ -1496,8 +1522,9 @@ static int check_consumer(const durable_consumer_t *cfg, durable_error_t *err) {
                           "max_attempts is %d: 0 retries an item for ever, "
                           "N > 0 moves it to the dead letters after N failures",
                           cfg->max_attempts);
+  int rc = durable__retention_check(&cfg->retention, err);
   durable_stream_id_t probe = {.ns = cfg->ns, .key = "x"};
-  return durable_stream_check(&probe, err);
+  return rc < 0 ? rc : durable_stream_check(&probe, err);
 }
 
 int durable_node_type_consume(durable_node_type_t *type,

@@ -55,6 +55,7 @@
 #define DURABLE__MSG_RETRY "durable.retry:"
 #define DURABLE__MSG_RECLAIM "durable.reclaim:"
 #define DURABLE__MSG_FENCE "durable.fence:"
+#define DURABLE__MSG_SWEEP "durable.sweep:"
 
 typedef enum {
   DURABLE__OP_APPEND = 1,

@@ -142,6 +142,29 @@ void durable__pull_next(durable__pull_t *pull, durable__pull_cb cb, void *data);
 /* No callback runs after this. */
 void durable__pull_close(durable__pull_t *pull);
 
+/* ---- retention.c: how long acknowledged items are kept ---------------- */
+
+/* DURABLE_EINVAL, saying why, for a policy that is not one. */
+int durable__retention_check(const durable_retention_t *policy,
+                             durable_error_t *err);
+/* The policy in force for `family`: an operator's, set for the family in
+ * the store (durable_mesh_set_retention), else `declared`. */
+durable_retention_t
+durable__retention_in_force(durable_mesh_t *mesh, const char *family,
+                            const durable_retention_t *declared);
+
+/* A consumer's sweep of its stream: `msg` is the hub message that makes it
+ * run (the consumer calls durable__sweep_run for it); acked() after each
+ * acknowledgement.  NULL is no sweep (all three do nothing). */
+typedef struct durable__sweep_s durable__sweep_t;
+durable__sweep_t *durable__sweep_new(durable_hub_t *hub, const char *msg,
+                                     const durable_stream_id_t *id,
+                                     const durable_retention_t *declared);
+void durable__sweep_acked(durable__sweep_t *sweep, int64_t checkpoint);
+void durable__sweep_run(durable__sweep_t *sweep);
+/* A run in flight finishes on its own first. */
+void durable__sweep_free(durable__sweep_t *sweep);
+
 /* ---- outbox.c: appends made as an item's effects ---------------------- */
 
 typedef struct durable__outbox_s durable__outbox_t;

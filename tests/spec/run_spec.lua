@@ -433,6 +433,46 @@ describe("durable run (" .. cmd.KIND .. ")", function()
     assert.matches("expected NAMESPACE and KEY", err)
   end)
 
+  it("retention sets a family's policy for its hosts: acknowledged items go, the rest stay",
+    function()
+      local picky = P .. "/retention"
+      local items = picky .. "/_DurableStream/Picky/_DurableStreamItem"
+      finally(function() run{ "retention", "Picky", "--clear" } end)
+      local code, out, err = run{ "retention", "Picky", "1" }
+      assert.equal(0, code, err)
+      assert.equal("Picky: retention 1\n", out)
+      code, out = run{ "retention" }
+      assert.equal(0, code)
+      assert.matches("Picky\t1\n", out)
+      assert.equal(0, (run{ "put", picky, "Picky", "{}" }))
+      for _, payload in ipairs { '{"i":1}', '{"i":2}', '{"i":3}', '{"bad":true}', '{"i":5}' } do
+        code, _, err = run{ "publish", "Picky", picky, payload }
+        assert.equal(0, code, err)
+      end
+      local h = host("tests/spec/fixtures/picky.lua")
+      local function kept()
+        local _, listing = run{ "search", "namespace:" .. items }
+        local seqs = {}
+        for id in listing:gmatch('"id":"(%d+)"') do seqs[#seqs + 1] = tonumber(id) end
+        return seqs
+      end
+      -- item 4 is dead-lettered and acknowledged: only 5, the newest, stays
+      assert.truthy(wait_for(function()
+        local s = get(picky .. "/_DurableStream/Picky")
+        return s and s.content.Checkpoint == 5 and #kept() == 1
+      end, 15), read_file(h.err))
+      assert.same({ 5 }, kept())
+      stop(h, "INT")
+      code, out, err = run{ "retention", "Picky", "--clear" }
+      assert.equal(0, code, err)
+      assert.matches("retention cleared", out)
+      code, out = run{ "retention", "Picky" }
+      assert.equal("Picky\t-\n", out)
+      code, _, err = run{ "retention", "Picky", "soon" }
+      assert.equal(2, code)
+      assert.matches("'soon' is not a retention policy", err)
+    end)
+
   -- A host stuck leaving (item 2 waits for a gate nobody opens), then
   -- stopped by a second signal.
   local function hard_exit(first, second)

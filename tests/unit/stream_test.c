@@ -735,6 +735,44 @@ static void test_reader_pause(void) {
   close_mesh();
 }
 
+/* A retention policy's text: what parses, how it is spelled back (the
+ * largest unit that divides it), and what is refused with the rule. */
+static void test_retention_text(void) {
+  static const struct {
+    const char *in, *out;
+    durable_keep_t keep;
+    int64_t value;
+  } good[] = {{"all", "all", DURABLE_KEEP_ALL, 0},
+              {"0", "0", DURABLE_KEEP_COUNT, 0},
+              {"1000", "1000", DURABLE_KEEP_COUNT, 1000},
+              {"500ms", "500ms", DURABLE_KEEP_AGE, 500},
+              {"90s", "90s", DURABLE_KEEP_AGE, 90000},
+              {"120m", "2h", DURABLE_KEEP_AGE, 7200000},
+              {"86400000ms", "1d", DURABLE_KEEP_AGE, 86400000},
+              {"7d", "7d", DURABLE_KEEP_AGE, 7 * 86400000LL}};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    durable_retention_t p;
+    durable_error_t err = {0};
+    CHECK_EQ_INT(durable_retention_parse(good[i].in, &p, &err), 0);
+    CHECK_EQ_INT(p.keep, good[i].keep);
+    CHECK(p.keep != DURABLE_KEEP_COUNT || p.count == good[i].value);
+    CHECK(p.keep != DURABLE_KEEP_AGE || p.age_ms == good[i].value);
+    char text[64];
+    durable_retention_format(&p, text, sizeof text);
+    CHECK_EQ_STR(text, good[i].out);
+  }
+  durable_retention_t p;
+  CHECK_EQ_INT(durable_retention_parse(NULL, &p, NULL), 0);
+  CHECK_EQ_INT(p.keep, DURABLE_KEEP_ALL);
+  static const char *bad[] = {"",    "soon", "-1",  "0s",  "7 d", "7days",
+                              "1.5", "d",    "ALL", "99999999999999999d"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    durable_error_t err = {0};
+    CHECK_EQ_INT(durable_retention_parse(bad[i], &p, &err), DURABLE_EINVAL);
+    CHECK(strstr(err.message, "is not a retention policy") != NULL);
+  }
+}
+
 int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -761,5 +799,7 @@ int main(int argc, char **argv) {
   printf("ok 10 - publish_ids\n");
   test_reader_pause();
   printf("ok 11 - reader_pause\n");
+  test_retention_text();
+  printf("ok 12 - retention_text\n");
   return 0;
 }
