@@ -965,13 +965,17 @@ static void on_claim(const durable_response_t *res, void *data) {
       /* taken over from a process that is gone to the database, but that
        * may still run, cut off: it stops handing items over within the
        * fence, so the first item waits as long (a claim again meanwhile
-       * does not shorten that) */
+       * does not shorten that, nor does the taker letting go: the stream
+       * node keeps the hold for whoever holds it next) */
       durable_mesh_log(c->mesh, DURABLE_LOG_INFO,
-                       "Durable stream consumer %s holds %s, taken over from "
-                       "a process that is gone; its first item waits %u ms, "
-                       "until that process, if it still runs cut off, has "
-                       "stopped handing items over",
-                       hub_name(c), name_of(c, &n), ans->hold_ms);
+                       "Durable stream consumer %s holds %s, %s a process "
+                       "that is gone; its first item waits %u ms, until that "
+                       "process, if it still runs cut off, has stopped "
+                       "handing items over",
+                       hub_name(c), name_of(c, &n),
+                       took ? "taken over from"
+                            : "within the hold of a takeover from",
+                       ans->hold_ms);
       uint64_t until = now + (uint64_t)ans->hold_ms * 1000000u;
       if (until > c->hold_until)
         c->hold_until = until;

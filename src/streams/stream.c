@@ -224,6 +224,7 @@ int durable__state_decode(const char *content, const char *stream_path,
     out->orphaned_at = durable__parse_time(str_of(j, "OrphanedAt"));
     out->trimmed_through = int_of(j, "TrimmedThrough");
     out->deleting_at = durable__parse_time(str_of(j, "DeletingAt"));
+    out->hold_until = durable__parse_time(str_of(j, "HoldUntil"));
     if (durable__str_set(&out->subscriber, str_of(j, "Subscriber")) < 0 ||
         durable__str_set(&out->subscriber_instance,
                          str_of(j, "SubscriberInstance")) < 0 ||
@@ -371,6 +372,10 @@ char *durable__state_encode(const durable__stream_state_t *s) {
   if (s->trimmed_through > 0) { /* only once trimmed: the spec's fields */
     BUF_LIT(&b, ",\"TrimmedThrough\":");
     buf_put_int(&b, s->trimmed_through);
+  }
+  if (s->hold_until > 0) {
+    BUF_LIT(&b, ",\"HoldUntil\":");
+    buf_put_time(&b, s->hold_until);
   }
   if (s->deleting_at > 0) {
     BUF_LIT(&b, ",\"DeletingAt\":");

@@ -37,6 +37,11 @@ typedef struct {
    * claimed, sought or trimmed any more, and the node goes last; 0, and
    * not written, otherwise */
   int64_t deleting_at;
+  /* a takeover from a process that is gone: no holder hands an item over
+   * before this (ms), so that the old one, if it still runs cut off, has
+   * stopped (its fence) -- also a holder after the taker, should the taker
+   * let go sooner; 0, and not written, before any takeover */
+  int64_t hold_until;
 } durable__stream_state_t;
 
 /* "{ns}@{key}", for logs only (never parsed). */

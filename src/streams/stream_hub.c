@@ -350,7 +350,9 @@ static int mutate_state(const durable_node_t *current, char **content,
      * before a trim must not lower it */
     if (next->trimmed_through > cur.trimmed_through)
       cur.trimmed_through = next->trimmed_through;
-    cur.deleting_at = next->deleting_at; /* only a delete sets it */
+    cur.deleting_at = next->deleting_at;   /* only a delete sets it */
+    if (next->hold_until > cur.hold_until) /* only ever moved later */
+      cur.hold_until = next->hold_until;
   }
   if (rc == 1) {
     *content = durable__state_encode(&cur);
@@ -1057,8 +1059,10 @@ static void granted(shub_t *sh, const durable_result_t *res) {
     ans->checkpoint = s->checkpoint;
     ans->took_over_from = sh->holder; /* taken */
     sh->holder = NULL;
-    if (sh->holder_instance)
-      ans->hold_ms = durable__store_fence_ms(durable_mesh_store(sh->mesh));
+    /* the hold of a takeover, this one's or an earlier holder's */
+    int64_t now = now_ms();
+    if (s->hold_until > now)
+      ans->hold_ms = (uint32_t)(s->hold_until - now);
   }
   forget_holder(sh);
   answer(sh->head, ans);
@@ -1076,6 +1080,12 @@ static void grant(shub_t *sh) {
   next.lease_epoch++;
   next.subscribed_at = now_ms();
   next.orphaned_at = 0;
+  /* taken over from a process that is gone: the hold is written with the
+   * lease, so that it binds whoever holds the stream next, too (a wall
+   * clock: hosts' clocks are assumed to agree within a fraction of it) */
+  uint32_t fence = durable__store_fence_ms(durable_mesh_store(sh->mesh));
+  if (sh->holder_instance && fence > 0)
+    next.hold_until = next.subscribed_at + fence;
   write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, granted);
 }
 
