@@ -334,6 +334,8 @@ function Mesh:set_retention(family, policy)
   if type(family) ~= "string" then
     error(("set_retention: the family must be a string, not %s"):format(type(family)), 2)
   end
+  local ok, message = core.stream_check(family, "x") -- a family is a stream namespace
+  if not ok then error("set_retention: " .. message, 2) end
   local text
   if policy ~= nil then
     local message

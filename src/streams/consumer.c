@@ -107,6 +107,7 @@ typedef struct consumer_s {
   int turn_ack_failed;     /* the turn's item was handled, its ack failed */
   int lease_doubt;         /* the lease was let go while a claim was out */
   durable__sweep_t *sweep; /* retention.c: NULL with a source */
+  int gone_said; /* a claim found the stream gone, and that was logged */
   char msg_sweep[DURABLE_PATH_MAX];
 } consumer_t;
 
@@ -875,7 +876,7 @@ static void on_outbox_resumed(int status, const char *message, void *data) {
  * not get to make (this one's too, after a failure), then the items. */
 static void begin_consuming(consumer_t *c) {
   c->outq_blocked = 0;
-  durable__sweep_acked(c->sweep, c->checkpoint); /* what is due already */
+  durable__sweep_claimed(c->sweep, c->checkpoint); /* what is due now */
   resume_t *r = malloc(sizeof(*r));
   durable_error_t err = {0};
   if (r) {
@@ -920,14 +921,20 @@ static void on_claim(const durable_response_t *res, void *data) {
     }
   } else if (res->status == DURABLE_ENOTFOUND) {
     /* deleted (or being deleted, durable_stream_delete): as at a start on
-     * a stream that is not there, wait for the wake of its next publish */
-    durable_mesh_log(c->mesh, DURABLE_LOG_INFO,
+     * a stream that is not there, wait for the wake of its next publish --
+     * which goes to the owner: a consumer on another hub looks again every
+     * reclaim_ms too (said once, the repeats at debug) */
+    durable_mesh_log(c->mesh,
+                     c->gone_said ? DURABLE_LOG_DEBUG : DURABLE_LOG_INFO,
                      "Durable stream consumer %s: %s — dormant until a wake",
                      hub_name(c), res->message);
+    c->gone_said = 1;
     c->state = C_DORMANT;
     if (c->wake_pending) {
       c->wake_pending = 0;
       claim(c);
+    } else {
+      arm(c, c->msg_reclaim, durable__stream_options(c->mesh).reclaim_ms);
     }
   } else if (res->status < 0) {
     failure(c, 0, res->message);
@@ -960,6 +967,7 @@ static void on_claim(const durable_response_t *res, void *data) {
     c->wait = WAIT_NONE;
     free(c->held_by); /* a holder after this one is news again */
     c->held_by = NULL;
+    c->gone_said = 0;
     uint64_t now = uv_hrtime();
     if (ans->hold_ms > 0) {
       /* taken over from a process that is gone to the database, but that
@@ -1184,9 +1192,8 @@ static void on_sweep(durable_hub_t *hub, const durable_msg_t *msg,
                      durable_reply_t *reply, void *data) {
   consumer_t *c = data;
   (void)hub;
-  (void)msg;
   if (c->state != C_STOPPED)
-    durable__sweep_run(c->sweep);
+    durable__sweep_run(c->sweep, msg->payload);
   durable_reply_ok(reply, NULL);
 }
 
@@ -1194,7 +1201,8 @@ static void on_reclaim(durable_hub_t *hub, const durable_msg_t *msg,
                        durable_reply_t *reply, void *data) {
   consumer_t *c = data;
   (void)hub;
-  if (c->state == C_WAITING && current_gen(c, msg))
+  /* dormant: armed only when a claim found the stream deleted */
+  if ((c->state == C_WAITING || c->state == C_DORMANT) && current_gen(c, msg))
     claim(c);
   durable_reply_ok(reply, NULL);
 }
@@ -1379,6 +1387,13 @@ static void consumer_free(void *data) {
   free(c->key);
   free(c->held_by);
   free(c);
+}
+
+void durable__consumers_retention_changed(durable_mesh_t *mesh) {
+  void **head = durable__stream_consumers(mesh);
+  for (consumer_t *c = head ? *head : NULL; c; c = c->list_next)
+    if (c->state == C_CONSUMING)
+      durable__sweep_acked(c->sweep, c->checkpoint);
 }
 
 /* ---- the store's session lost

@@ -53,6 +53,7 @@ typedef struct {
   char *ns, *key, *path, *items_ns;
   int64_t sequence; /* seek: the checkpoint; trim: the last item to go */
   int force;
+  int quiet;       /* retention's trim: the hub logs it at debug */
   int64_t deleted; /* trim: items deleted so far */
   int64_t batch;   /* ... in the batch being written */
   durable_sequence_cb cb;
@@ -156,7 +157,7 @@ static int ask_hub(act_t *a, int64_t sequence, durable_error_t *err);
 
 static void on_removed(const durable_response_t *res, void *data) {
   act_t *a = data;
-  if (res->status < 0)
+  if (res->status < 0 && res->status != DURABLE_ENOTFOUND) /* gone: done */
     finish(a, res->status, 0, res->message);
   else
     finish(a, 0, a->deleted, NULL);
@@ -243,8 +244,12 @@ static void on_exists(const durable_result_t *res, void *data) {
  * delete's step (0: mark, 1: remove). */
 static int ask_hub(act_t *a, int64_t sequence, durable_error_t *err) {
   const char *principal = durable_mesh_principal(a->mesh);
-  durable__stream_req_t *req = durable__stream_req_new(
-      NULL, principal ? principal : "the platform", a->force, sequence);
+  durable__stream_req_t *req =
+      durable__stream_req_new(NULL, principal ? principal : "the platform",
+                              a->force   ? 1
+                              : a->quiet ? 2
+                                         : 0,
+                              sequence);
   if (req == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   return durable__hub_request_body(
@@ -270,7 +275,8 @@ static void on_allowed(const durable_result_t *res, void *data) {
 
 static int act(durable_mesh_t *mesh, const durable_stream_id_t *id,
                const char *msg, const char *verb, int64_t sequence, int force,
-               durable_sequence_cb cb, void *data, durable_error_t *err) {
+               int quiet, durable_sequence_cb cb, void *data,
+               durable_error_t *err) {
   if (mesh->closing)
     return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closing");
   char path[DURABLE_PATH_MAX + 1], items[DURABLE_PATH_MAX + 32];
@@ -291,6 +297,7 @@ static int act(durable_mesh_t *mesh, const durable_stream_id_t *id,
   a->verb = verb;
   a->sequence = sequence;
   a->force = force != 0;
+  a->quiet = quiet;
   a->cb = cb;
   a->data = data;
   const char *principal = durable_mesh_principal(mesh);
@@ -323,7 +330,7 @@ int durable_stream_seek(durable_mesh_t *mesh, const durable_stream_id_t *id,
                         (long long)sequence);
   return rc < 0 ? rc
                 : act(mesh, id, DURABLE__MSG_SEEK, "Moving the checkpoint of",
-                      sequence, 0, cb, data, err);
+                      sequence, 0, 0, cb, data, err);
 }
 
 int durable_stream_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
@@ -336,7 +343,7 @@ int durable_stream_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
                         (long long)through);
   return rc < 0 ? rc
                 : act(mesh, id, DURABLE__MSG_TRIM, "Trimming", through, force,
-                      cb, data, err);
+                      0, cb, data, err);
 }
 
 int durable_stream_delete(durable_mesh_t *mesh, const durable_stream_id_t *id,
@@ -345,5 +352,14 @@ int durable_stream_delete(durable_mesh_t *mesh, const durable_stream_id_t *id,
   int rc = check_args(id, cb, err);
   return rc < 0 ? rc
                 : act(mesh, id, DURABLE__MSG_DELETE, "Deleting", INT64_MAX,
-                      force, cb, data, err);
+                      force, 0, cb, data, err);
+}
+
+int durable__stream_sweep(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                          int64_t through, durable_sequence_cb cb, void *data,
+                          durable_error_t *err) {
+  int rc = check_args(id, cb, err);
+  return rc < 0 ? rc
+                : act(mesh, id, DURABLE__MSG_TRIM, "Retention's trim of",
+                      through, 0, 1, cb, data, err);
 }

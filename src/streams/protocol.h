@@ -22,13 +22,15 @@
  *   durable.trim     {Subscriber, Sequence, Epoch}   -> {Trimmed, Was}
  *                    (an operator's: TrimmedThrough set to Sequence, the
  *                    items deleted after by the asker; Epoch 1 = force,
- *                    past the checkpoint, which then moves as by a seek)
+ *                    past the checkpoint, which then moves as by a seek;
+ *                    Epoch 2 = retention's sweep, logged at debug)
  *   durable.delete   {Subscriber, Sequence, Epoch}   -> {Deleted, Was}
  *                    (an operator's: Sequence 0 marks the stream Deleting,
  *                    letting the lease go -- refused while it is held
  *                    unless Epoch 1 = force -- and the asker deletes its
- *                    items and ids; Sequence 1 then removes the node; Was
- *                    is the last sequence)
+ *                    items and ids; Sequence 1 then removes the node --
+ *                    typed only, the runtime's own -- Was is the last
+ *                    sequence)
  *
  * An append's Id is its publish id (durable_publish_id_check): an id the
  * stream already holds is answered with the sequence it got then, and

@@ -41,6 +41,9 @@
 #define RETENTION_REFRESH_MS 5000
 #define SWEEP_GAP_MS 250
 #define SWEEP_PAGE 500
+/* A duration longer than this is no duration (and would overflow the
+ * clock's arithmetic): keep "all" instead. */
+#define MAX_AGE_MS (100LL * 366 * 24 * 3600 * 1000)
 
 /* ---- the text of a policy -------------------------------------------- */
 
@@ -66,7 +69,7 @@ int durable_retention_parse(const char *text, durable_retention_t *out,
     return 0;
   }
   for (size_t i = 0; n > 0 && i < sizeof units / sizeof units[0]; i++)
-    if (strcmp(end, units[i].suffix) == 0 && n <= INT64_MAX / units[i].ms) {
+    if (strcmp(end, units[i].suffix) == 0 && n <= MAX_AGE_MS / units[i].ms) {
       out->keep = DURABLE_KEEP_AGE;
       out->age_ms = n * units[i].ms;
       return 0;
@@ -74,7 +77,8 @@ int durable_retention_parse(const char *text, durable_retention_t *out,
   return durable__error(err, DURABLE_EINVAL,
                         "'%.64s%s' is not a retention policy: say all, a "
                         "number of acknowledged items to keep (0: none), or "
-                        "how long to keep them (500ms, 30s, 15m, 12h, 7d)",
+                        "how long to keep them (500ms, 30s, 15m, 12h, 7d; "
+                        "at most 100 years)",
                         text, strlen(text) > 64 ? "..." : "");
 }
 
@@ -171,12 +175,24 @@ static void on_overrides(const durable_result_t *res, void *data) {
   overrides_t *o = data;
   o->reading = 0;
   if (res->status == 0 && !o->mesh->closing) {
-    policies_clear(&o->policies);
+    durable__map_t old = o->policies;
+    memset(&o->policies, 0, sizeof o->policies);
+    int changed = 0;
     for (size_t i = 0; i < res->count; i++) {
       durable_retention_t p;
-      if (node_policy(res->nodes[i], &p) == 0)
-        override_put(o, res->nodes[i]->id, &p);
+      if (node_policy(res->nodes[i], &p) < 0)
+        continue;
+      const durable_retention_t *was =
+          durable__map_get(&old, res->nodes[i]->id);
+      changed |= was == NULL || was->keep != p.keep || was->count != p.count ||
+                 was->age_ms != p.age_ms;
+      override_put(o, res->nodes[i]->id, &p);
     }
+    changed |= o->policies.count != old.count;
+    policies_clear(&old);
+    /* an idle stream, too, sweeps what a new policy makes due */
+    if (changed)
+      durable__consumers_retention_changed(o->mesh);
   }
   durable_hub_unref(o->reads);
 }
@@ -221,6 +237,7 @@ static void on_set(const durable_result_t *res, void *data) {
     overrides_t *o = overrides_of(s->mesh);
     if (o)
       override_put(o, s->family, s->clear ? NULL : &s->policy);
+    durable__consumers_retention_changed(s->mesh);
   }
   s->cb(status, status < 0 ? res->message : NULL, s->data);
   free(s->family);
@@ -294,10 +311,16 @@ struct durable__sweep_s {
   char items_ns[DURABLE_PATH_MAX + 32];
   durable_retention_t declared;
   int64_t checkpoint; /* acknowledged, as the consumer last said */
-  int64_t trimmed;    /* swept through here (0: not known yet) */
+  int64_t trimmed;    /* swept through here in this lease (0: not known) */
   int64_t through;    /* the trim in flight: through this */
+  uint64_t lease;     /* counts the consumer's leases: a run of an earlier
+                         one does not speak for this one */
+  uint64_t run_lease; /* the lease of the run in flight */
   uint64_t last_run;  /* uv_now when the last run began */
   uint64_t due_ms;    /* a duration's: the next item ages out in this long */
+  /* the timer armed: its number (the message's payload; an older one that
+   * fires is ignored) and when it fires (uv_now) */
+  uint64_t timer, timer_at;
   int armed, running, again, orphaned;
 };
 
@@ -338,13 +361,14 @@ void durable__sweep_free(durable__sweep_t *s) {
 }
 
 /* A run at least `after_ms` from now, and not sooner than SWEEP_GAP_MS
- * after the last one began. */
+ * after the last one began; a timer armed for later is replaced (a
+ * duration's far-off timer must not keep a sooner run waiting). */
 static void schedule(durable__sweep_t *s, uint64_t after_ms) {
   if (s->running) {
     s->again = 1;
     return;
   }
-  if (s->armed || s->mesh->closing)
+  if (s->mesh->closing)
     return;
   uint64_t now = uv_now(durable_mesh_loop(s->mesh));
   uint64_t gap =
@@ -352,8 +376,13 @@ static void schedule(durable__sweep_t *s, uint64_t after_ms) {
   uint64_t ms = after_ms > gap ? after_ms : gap;
   if (ms > UINT32_MAX)
     ms = UINT32_MAX;
+  if (s->armed && s->timer_at <= now + ms)
+    return; /* one comes sooner already */
+  char payload[24];
+  snprintf(payload, sizeof payload, "%llu", (unsigned long long)++s->timer);
   s->armed =
-      durable_hub_post_after(s->hub, (uint32_t)ms, s->msg, "null", NULL) == 0;
+      durable_hub_post_after(s->hub, (uint32_t)ms, s->msg, payload, NULL) == 0;
+  s->timer_at = now + ms;
 }
 
 static durable_retention_t in_force(durable__sweep_t *s) {
@@ -366,6 +395,16 @@ void durable__sweep_acked(durable__sweep_t *s, int64_t checkpoint) {
   s->checkpoint = checkpoint;
   if (in_force(s).keep != DURABLE_KEEP_ALL)
     schedule(s, 0);
+}
+
+void durable__sweep_claimed(durable__sweep_t *s, int64_t checkpoint) {
+  if (s == NULL)
+    return;
+  /* a new lease may be on a new stream (deleted and made anew), or one
+   * trimmed by others meanwhile: what this sweep knew is no longer so */
+  s->lease++;
+  s->trimmed = 0;
+  durable__sweep_acked(s, checkpoint);
 }
 
 /* A run is over: the next one if more came meanwhile, or when the oldest
@@ -385,23 +424,29 @@ static void run_over(durable__sweep_t *s) {
 static void on_swept(int status, int64_t deleted, const char *message,
                      void *data) {
   durable__sweep_t *s = data;
-  if (status == 0) {
+  if (status == 0 && s->run_lease == s->lease) {
     s->trimmed = s->through;
-    if (deleted > 0 && !s->orphaned) {
-      durable_stream_id_t id = {.ns = s->ns, .key = s->key};
-      char policy[64];
-      durable_retention_t p = in_force(s);
-      durable_retention_format(&p, policy, sizeof policy);
-      durable_mesh_log(s->mesh, DURABLE_LOG_DEBUG,
-                       "[DurableStreams] %s: retention %s deleted %lld "
-                       "acknowledged item(s), through %lld",
-                       durable__stream_name(&id).text, policy,
-                       (long long)deleted, (long long)s->through);
-    }
-  } else if (!s->orphaned && status != DURABLE_ESHUTDOWN) {
-    /* a seek back, a delete, a lost connection: the next ack tries again */
-    durable_mesh_log(s->mesh, DURABLE_LOG_WARN, "[DurableStreams] %s",
+  } else if (status < 0 && !s->orphaned) {
+    /* refused: a seek back (the checkpoint it knew is gone), a delete, a
+     * lost connection; the next acknowledgement tries again */
+    durable_mesh_log(s->mesh,
+                     status == DURABLE_EINVAL || status == DURABLE_ENOTFOUND ||
+                             status == DURABLE_ESHUTDOWN
+                         ? DURABLE_LOG_DEBUG
+                         : DURABLE_LOG_WARN,
+                     "[DurableStreams] %s",
                      message ? message : durable_strerror(status));
+  }
+  if (status == 0 && deleted > 0 && !s->orphaned) {
+    durable_stream_id_t id = {.ns = s->ns, .key = s->key};
+    char policy[64];
+    durable_retention_t p = in_force(s);
+    durable_retention_format(&p, policy, sizeof policy);
+    durable_mesh_log(s->mesh, DURABLE_LOG_DEBUG,
+                     "[DurableStreams] %s: retention %s deleted %lld "
+                     "acknowledged item(s), through %lld",
+                     durable__stream_name(&id).text, policy, (long long)deleted,
+                     (long long)s->through);
   }
   run_over(s);
 }
@@ -410,7 +455,7 @@ static void trim(durable__sweep_t *s, int64_t through) {
   durable_stream_id_t id = {.ns = s->ns, .key = s->key};
   durable_error_t err = {0};
   s->through = through;
-  if (durable_stream_trim(s->mesh, &id, through, 0, on_swept, s, &err) < 0)
+  if (durable__stream_sweep(s->mesh, &id, through, on_swept, s, &err) < 0)
     on_swept(err.code, 0, err.message, s);
 }
 
@@ -425,13 +470,14 @@ static void on_oldest(const durable_result_t *res, void *data) {
   durable_retention_t p = in_force(s);
   int64_t now = durable__now_ms(), through = 0;
   size_t i = 0;
-  for (; i < res->count; i++) {
+  for (; p.keep == DURABLE_KEEP_AGE && i < res->count; i++) {
     const durable_node_t *n = res->nodes[i];
     int64_t seq = durable__item_sequence(n->id);
     if (seq > s->checkpoint)
       break; /* the next acknowledgement schedules a run */
-    if (n->created_at + p.age_ms > now) {
-      s->due_ms = (uint64_t)(n->created_at + p.age_ms - now);
+    int64_t age = now - n->created_at;
+    if (age < p.age_ms) {
+      s->due_ms = (uint64_t)(p.age_ms - age);
       break;
     }
     through = seq;
@@ -444,9 +490,9 @@ static void on_oldest(const durable_result_t *res, void *data) {
     run_over(s);
 }
 
-void durable__sweep_run(durable__sweep_t *s) {
-  if (s == NULL)
-    return;
+void durable__sweep_run(durable__sweep_t *s, const char *timer) {
+  if (s == NULL || strtoull(timer ? timer : "", NULL, 10) != s->timer)
+    return; /* an older timer, replaced by a sooner one */
   s->armed = 0;
   if (s->running) {
     s->again = 1;
@@ -458,6 +504,7 @@ void durable__sweep_run(durable__sweep_t *s) {
   s->last_run = uv_now(durable_mesh_loop(s->mesh));
   s->due_ms = 0;
   s->running = 1;
+  s->run_lease = s->lease;
   if (p.keep == DURABLE_KEEP_COUNT) {
     int64_t through = s->checkpoint - p.count;
     if (through > s->trimmed)

@@ -149,6 +149,15 @@ void durable__pull_close(durable__pull_t *pull);
 
 /* ---- retention.c: how long acknowledged items are kept ---------------- */
 
+/* operator.c: durable_stream_trim for retention's sweep (never forced;
+ * the stream's hub logs it at debug, not as an operator's act). */
+int durable__stream_sweep(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                          int64_t through, durable_sequence_cb cb, void *data,
+                          durable_error_t *err);
+/* consumer.c: an operator's retention policy changed here: every consumer
+ * looks at what is due now (an idle stream too). */
+void durable__consumers_retention_changed(durable_mesh_t *mesh);
+
 /* DURABLE_EINVAL, saying why, for a policy that is not one. */
 int durable__retention_check(const durable_retention_t *policy,
                              durable_error_t *err);
@@ -166,7 +175,11 @@ durable__sweep_t *durable__sweep_new(durable_hub_t *hub, const char *msg,
                                      const durable_stream_id_t *id,
                                      const durable_retention_t *declared);
 void durable__sweep_acked(durable__sweep_t *sweep, int64_t checkpoint);
-void durable__sweep_run(durable__sweep_t *sweep);
+/* A lease granted, resuming after `checkpoint`: what it knew is forgotten
+ * (the stream may be a new one, deleted and made anew). */
+void durable__sweep_claimed(durable__sweep_t *sweep, int64_t checkpoint);
+/* The sweep's message came, with its payload. */
+void durable__sweep_run(durable__sweep_t *sweep, const char *timer);
 /* A run in flight finishes on its own first. */
 void durable__sweep_free(durable__sweep_t *sweep);
 

@@ -267,6 +267,8 @@ typedef struct {
   int64_t shift;   /* the mutator's: sequences this much later than decided */
   int64_t made_at; /* the shift the store's writes were last made at */
   int remade;      /* ... and this run changed it: make them again */
+  int went_back;   /* the mutator's: the stored tail is behind the decision
+                      (deleted and made anew): decide from scratch */
 } write_ctx_t;
 
 /* An extra write of a batch: an item, or the node of its publish id
@@ -312,9 +314,13 @@ static int mutate_state(const durable_node_t *current, char **content,
        cur.checkpoint != base->checkpoint);
   /* Another process appended since the decision: a batch whose items are
    * made here (remake) takes the sequences after its tail instead, decided
-   * under the row's lock, so that it cannot be overtaken again. */
+   * under the row's lock, so that it cannot be overtaken again.  A tail
+   * behind the decision is a stream deleted and made anew: no shift can
+   * mend that, the sequence is derived again. */
   w->shift = 0;
-  if (tail_moved && w->made) {
+  w->went_back =
+      (w->part & PART_TAIL) && cur.last_sequence < base->last_sequence;
+  if (tail_moved && w->made && !w->went_back) {
     /* the first item right after the stored tail: the decision's own
      * first sequence may be further off than the tail it read (derived
      * from a newer last item), and must not leave a gap; never back, onto
@@ -394,6 +400,8 @@ static void on_written(const durable_result_t *res, void *data) {
         if (op->kind == DURABLE__OP_APPEND)
           op->seq += w->shift;
     }
+  } else if (res->status == DURABLE_ECONFLICT && w->went_back) {
+    forget_state(sh); /* a new stream: read it, derive its next sequence */
   } else if (res->status == DURABLE_ECONFLICT && w->have_seen) {
     /* the mutator read the row under its lock and found another process's
      * write in the way: the retry decides on that without reading again */
@@ -1341,8 +1349,11 @@ static void trimmed(shub_t *sh, const durable_result_t *res) {
     return;
   const durable__stream_state_t *s = &sh->state;
   durable_stream_id_t id = id_of(sh);
+  /* retention's trims (Epoch 2) come every few hundred ms on a busy
+   * stream: the operator's own are the news */
   durable_mesh_log(
-      sh->mesh, DURABLE_LOG_INFO,
+      sh->mesh,
+      sh->head->req->epoch == 2 ? DURABLE_LOG_DEBUG : DURABLE_LOG_INFO,
       "[DurableStreams] %s: items up to %lld trimmed by %s "
       "(checkpoint %lld%s)",
       durable__stream_name(&id).text, (long long)s->trimmed_through,
@@ -1362,7 +1373,7 @@ static void run_trim(shub_t *sh) {
   op_t *op = sh->head;
   const durable__stream_state_t *s = &sh->state;
   int64_t to = op->req->sequence;
-  int force = op->req->epoch != 0;
+  int force = op->req->epoch == 1; /* 2: retention's, never forced */
   if (refuse_deleting(sh, "trimmed") ||
       read_again_first(sh, to > s->last_sequence || to > s->checkpoint))
     return;
@@ -1426,13 +1437,41 @@ static void delete_marked(shub_t *sh, const durable_result_t *res) {
                    durable__stream_name(&id).text, sh->head->req->subscriber,
                    (long long)s->last_sequence, (long long)s->lease_epoch);
   answer_was(sh->head, s->last_sequence);
+  sh->woken = 0; /* the stream's next life wakes its owner afresh */
   durable__consumers_lease_gone(sh->mesh, s->ns, s->key, 1);
   next_op(sh);
 }
 
+/* The last step's check, in the delete's transaction (writer thread):
+ * the node is still the one marked DeletingAt at `arg`, not a new stream
+ * made after another delete finished; it writes nothing itself. */
+static int still_deleting(const durable_node_t *current, char **content,
+                          char **node_type, void *arg) {
+  (void)content;
+  (void)node_type;
+  const int64_t *marked = arg;
+  durable__stream_state_t cur;
+  if (current == NULL)
+    return DURABLE_ENOTFOUND;
+  if (durable__state_decode(current->content, current->path, &cur) < 0)
+    return DURABLE_ENOMEM;
+  int same = cur.deleting_at != 0 && cur.deleting_at == *marked;
+  durable__state_free(&cur);
+  return same ? 0 : DURABLE_ECONFLICT;
+}
+
 static void on_node_deleted(const durable_result_t *res, void *data) {
   shub_t *sh = data;
-  if (res->status < 0 && res->status != DURABLE_ENOTFOUND) {
+  if (res->status == DURABLE_ECONFLICT) {
+    durable_stream_id_t id = id_of(sh);
+    char message[sizeof(durable__stream_name_t) + 160];
+    snprintf(message, sizeof message,
+             "durable stream %s was made anew while this delete ran (another "
+             "delete finished first): it stays",
+             durable__stream_name(&id).text);
+    forget_state(sh);
+    fail_head(sh, DURABLE_ECONFLICT, message);
+  } else if (res->status < 0 && res->status != DURABLE_ENOTFOUND) {
     fail_head(sh, res->status, res->message);
   } else {
     durable_stream_id_t id = id_of(sh);
@@ -1442,6 +1481,7 @@ static void on_node_deleted(const durable_result_t *res, void *data) {
                      durable__stream_name(&id).text, sh->head->req->subscriber);
     answer_was(sh->head, sh->state.last_sequence);
     forget_state(sh);
+    sh->woken = 0;
     durable__directory_forget(sh->mesh, sh->path);
     next_op(sh);
   }
@@ -1453,6 +1493,19 @@ static void run_delete(shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   durable_stream_id_t id = id_of(sh);
   char message[sizeof(durable__stream_name_t) + DURABLE_PATH_MAX + 200];
+  if (op->req->sequence != 0 && op->req->sequence != 1) {
+    fail_head(sh, DURABLE_EINVAL,
+              "durable.delete's Sequence is its step: 0 marks the stream, 1 "
+              "removes its node");
+    return;
+  }
+  if (op->req->sequence == 1 && !op->typed) {
+    /* only the runtime's delete knows the items and ids are gone */
+    fail_head(sh, DURABLE_EINVAL,
+              "durable.delete's last step is the runtime's "
+              "(durable_stream_delete)");
+    return;
+  }
   if (op->req->sequence == 1) { /* the items are gone: the node goes */
     if (s->deleting_at == 0) {
       snprintf(message, sizeof message,
@@ -1461,10 +1514,15 @@ static void run_delete(shub_t *sh) {
       fail_head(sh, DURABLE_EINVAL, message);
       return;
     }
-    durable_write_t del = {.kind = DURABLE_WRITE_DELETE, .path = sh->path};
+    sh->op_was = s->deleting_at; /* still_deleting's, until it answers */
+    durable_write_t del[2] = {{.kind = DURABLE_WRITE_MUTATE,
+                               .path = sh->path,
+                               .mutate = still_deleting,
+                               .mutate_arg = &sh->op_was},
+                              {.kind = DURABLE_WRITE_DELETE, .path = sh->path}};
     durable_error_t err = {0};
     durable_hub_ref(sh->hub);
-    if (durable_store_write(durable_mesh_store(sh->mesh), &del, 1,
+    if (durable_store_write(durable_mesh_store(sh->mesh), del, 2,
                             on_node_deleted, sh, &err) < 0) {
       durable_hub_unref(sh->hub);
       fail_head(sh, err.code, err.message);
@@ -1557,6 +1615,7 @@ static void on_state_read(const durable_result_t *res, void *data) {
     char message[sizeof(durable__stream_name_t) + 64];
     snprintf(message, sizeof message, "durable stream %s does not exist",
              durable__stream_name(&id).text);
+    sh->woken = 0; /* when it is made (again), its owner is woken afresh */
     fail_head(sh, DURABLE_ENOTFOUND, message);
   } else if (res->status < 0) {
     retry_head(sh, res->status, res->message);

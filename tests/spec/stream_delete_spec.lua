@@ -86,6 +86,55 @@ describe("deleting a durable stream", function()
     -- this mesh's stream hub and directory still knew the stream at 4
     assert.equal(1, helper.ok(client:publish_durable(stream(owner), { value = 5 })))
     assert.same({ "000000000001" }, items(operator, owner))
+
+    -- made anew by the other process first: this mesh's stale hub goes on
+    -- after the new tail, with no gap (not after the 4 it knew)
+    for i = 6, 8 do helper.ok(client:publish_durable(stream(owner), { value = i })) end
+    assert.equal(4, helper.ok(operator:delete_durable(stream(owner))))
+    local other = operator:hub("client/" .. ns .. "/other")
+    assert.equal(1, helper.ok(other:publish_durable(stream(owner), { value = 9 })))
+    assert.equal(2, helper.ok(client:publish_durable(stream(owner), { value = 10 })))
+    assert.same({ "000000000001", "000000000002" }, items(operator, owner))
+    assert.equal(2, node(operator, owner).content.LastSequence)
+  end)
+
+  it("wakes a consumer on another hub than the owner's, which looks again by itself", function()
+    open()
+    local owner = ns .. "/client"
+    local handled = {}
+    helper.ok(client:publish_durable(stream(owner), { value = 1 }))
+    local hub = assert(mesh:hub("client/" .. ns .. "/consumer"))
+    assert.is_true(hub:consume { namespace = FAMILY, key = function() return owner end,
+      handler = function(_, item) handled[#handled + 1] = item.sequence .. ":" .. item.payload.value end })
+    helper.run_until(mesh, function() return #handled == 1 end)
+    assert.equal(1, helper.ok(mesh:delete_durable(stream(owner), { force = true })))
+    helper.ok(client:publish_durable(stream(owner), { value = 2 }))
+    -- the wake goes to the owner, which is no node: reclaim_ms brings it back
+    helper.run_until(mesh, function() return #handled == 2 end, 5000)
+    assert.same({ "1:1", "1:2" }, handled)
+  end)
+
+  it("is done once when asked twice at once, and its last step is the runtime's", function()
+    open()
+    local owner = ns .. "/twice"
+    for i = 1, 3 do helper.ok(client:publish_durable(stream(owner), { value = i })) end
+    local first, second = mesh:delete_durable(stream(owner)), mesh:delete_durable(stream(owner))
+    assert.equal(3, helper.ok(first))
+    -- the second finds the first's work done, or the stream already gone
+    local n, message, code = second:wait()
+    assert.is_true(n ~= nil or (code == "ENOTFOUND" and message:find("does not exist", 1, true) ~= nil),
+      tostring(message))
+    assert.is_nil(node(mesh, owner))
+    -- played by hand in JSON, the node's removal is refused: only the
+    -- runtime knows that the items and ids are gone
+    helper.ok(client:publish_durable(stream(owner), { value = 1 }))
+    local path = durable.stream_path(stream(owner))
+    local message = helper.fails(client:request(path, "durable.delete", { Subscriber = "me", Sequence = 1 }),
+      "EINVAL")
+    assert.matches("last step is the runtime's", message)
+    message = helper.fails(client:request(path, "durable.delete", { Subscriber = "me", Sequence = 7 }), "EINVAL")
+    assert.matches("Sequence is its step", message)
+    assert.truthy(node(mesh, owner))
   end)
 
   it("cut off half-way refuses publishes, saying so, and is finished by deleting again", function()

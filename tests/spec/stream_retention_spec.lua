@@ -120,7 +120,37 @@ describe("retention of a durable stream", function()
       assert.same({ 5, 6, 7, 8 }, kept(owner), "cleared: all again")
       assert.has_error(function() mesh:set_retention(family, "soon") end)
       assert.has_error(function() mesh:set_retention(family, -1) end)
+      assert.has_error(function() mesh:set_retention("a/b", 1) end)
+      assert.has_error(function() mesh:set_retention("", 1) end)
     end)
+
+  it("a sooner policy is not kept waiting by a far-off duration's timer", function()
+    open()
+    local owner = ns .. "/far"
+    local handled = 0
+    publish(owner, 1, 3)
+    consume(owner, "1h", function() handled = handled + 1 end)
+    helper.run_until(mesh, function() return handled == 3 end)
+    mesh:run_until(function() return false end, 400) -- the hour's timer is armed
+    assert.same({ 1, 2, 3 }, kept(owner))
+    assert.is_true(helper.ok(mesh:set_retention(family, 0)))
+    -- an idle stream: no new acknowledgement, the new policy applies
+    helper.run_until(mesh, function() return #kept(owner) == 0 end, 5000)
+    assert.is_true(helper.ok(mesh:set_retention(family, nil)))
+  end)
+
+  it("sweeps a stream deleted and made anew from its new start", function()
+    open()
+    local owner = ns .. "/anew"
+    local handled = 0
+    publish(owner, 1, 10)
+    consume(owner, 0, function() handled = handled + 1 end)
+    helper.run_until(mesh, function() return handled == 10 and #kept(owner) == 0 end, 10000)
+    assert.equal(0, helper.ok(mesh:delete_durable(stream(owner), { force = true })))
+    publish(owner, 1, 3)
+    helper.run_until(mesh, function() return handled == 13 and #kept(owner) == 0 end, 10000)
+    assert.equal(3, state(owner).TrimmedThrough)
+  end)
 
   it("with a source never deletes the source's nodes", function()
     open()

@@ -749,7 +749,8 @@ static void test_retention_text(void) {
               {"90s", "90s", DURABLE_KEEP_AGE, 90000},
               {"120m", "2h", DURABLE_KEEP_AGE, 7200000},
               {"86400000ms", "1d", DURABLE_KEEP_AGE, 86400000},
-              {"7d", "7d", DURABLE_KEEP_AGE, 7 * 86400000LL}};
+              {"7d", "7d", DURABLE_KEEP_AGE, 7 * 86400000LL},
+              {"36600d", "36600d", DURABLE_KEEP_AGE, 36600 * 86400000LL}};
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
     durable_retention_t p;
     durable_error_t err = {0};
@@ -764,8 +765,18 @@ static void test_retention_text(void) {
   durable_retention_t p;
   CHECK_EQ_INT(durable_retention_parse(NULL, &p, NULL), 0);
   CHECK_EQ_INT(p.keep, DURABLE_KEEP_ALL);
-  static const char *bad[] = {"",    "soon", "-1",  "0s",  "7 d", "7days",
-                              "1.5", "d",    "ALL", "99999999999999999d"};
+  static const char *bad[] = {"",
+                              "soon",
+                              "-1",
+                              "0s",
+                              "7 d",
+                              "7days",
+                              "1.5",
+                              "d",
+                              "ALL",
+                              "99999999999999999d",
+                              "9223372036854775807ms",
+                              "36601d"}; /* past 100 years */
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     durable_error_t err = {0};
     CHECK_EQ_INT(durable_retention_parse(bad[i], &p, &err), DURABLE_EINVAL);
