@@ -948,20 +948,28 @@ static int streams_main(cli_t *cli, int argc, char **argv) {
 const cli_command_t cli_streams_command = {
     "streams",
     "[--json]",
-    "list durable streams: last, checkpoint, lag, lease",
+    "list durable streams: last, checkpoint, lag, backlog age, failures, lease",
     "Lists every durable stream in the store (every DurableStream node), in\n"
     "path order, one line each: STREAM (NAMESPACE@KEY), LAST (the last\n"
     "sequence appended), CHECKPOINT (the last acknowledged), LAG (LAST -\n"
     "CHECKPOINT; 0 when the checkpoint is ahead, as for a stream read from\n"
-    "a custom source), SUBSCRIBER (the lease holder, or -), PROCESS (the\n"
-    "holder's process as HOST:PID, or -), EPOCH (the lease epoch) and\n"
-    "ORPHANED_AT (when the last holder left, or -).  A stream's\n"
+    "a custom source), OLDEST (how long ago the oldest unacknowledged item,\n"
+    "CHECKPOINT + 1, was appended, or -), SUBSCRIBER (the lease holder, or\n"
+    "-), PROCESS (the holder's process as HOST:PID, or -), EPOCH (the lease\n"
+    "epoch), ATTEMPTS (how many times in a row the consumer failed on item\n"
+    "CHECKPOINT + 1, in whatever host, or - when it is not failing), DEAD\n"
+    "(the dead letters stored in NAMESPACE.dead@KEY), ORPHANED_AT (when the\n"
+    "last holder left, or -) and LAST_ERROR (the failing item's last\n"
+    "error, or -).  It reads the stream nodes, the failure records and one\n"
+    "item per stream with a lag: never the whole backlog.  A stream's\n"
     "whole state is its node: durable get @KEY/_DurableStream/NAMESPACE.\n"
     "\n"
     "  --json  JSON lines instead: stream, namespace, key, path, last,\n"
     "          checkpoint, lag, subscriber, subscriber_instance, epoch,\n"
-    "          orphaned_at,\n"
-    "          last_subscriber, subscribed_at, checkpoint_at (null when unset)",
+    "          orphaned_at, last_subscriber, subscribed_at, checkpoint_at,\n"
+    "          oldest_unacknowledged_at, oldest_unacknowledged_age_ms,\n"
+    "          attempts (0 when not failing), last_error, failed_at,\n"
+    "          dead_letters (null when unset)",
     streams_options,
     streams_main,
     0,

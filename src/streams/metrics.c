@@ -59,7 +59,7 @@ typedef struct {
 } family_t;
 
 struct scrape_s {
-  metrics_t *m; /* NULL once the server closed */
+  metrics_t *m;                /* NULL once the server closed */
   struct MHD_Connection *conn; /* NULL once MHD is done with it */
   scrape_t *next;
   durable__map_t families; /* name -> family_t */
@@ -138,8 +138,8 @@ typedef enum { V_INT, V_UINT, V_SECONDS } kind_t;
 
 /* One metric over every family: HELP, TYPE and a line per family. */
 static void put_family_metric(FILE *out, scrape_t *s, const char *name,
-                              const char *type, const char *help,
-                              size_t offset, kind_t kind) {
+                              const char *type, const char *help, size_t offset,
+                              kind_t kind) {
   fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
   const char *family;
   void *value;
@@ -163,7 +163,8 @@ static void put_one(FILE *out, const char *name, const char *type,
 }
 
 #define FAMILY(field) offsetof(family_t, field)
-#define COUNT(field) (offsetof(family_t, counts) + offsetof(durable_stream_stats_t, field))
+#define COUNT(field)                                                           \
+  (offsetof(family_t, counts) + offsetof(durable_stream_stats_t, field))
 
 static void put_text(scrape_t *s, FILE *out) {
   put_family_metric(out, s, "durable_stream_lag", "gauge",
@@ -190,8 +191,7 @@ static void put_text(scrape_t *s, FILE *out) {
                     "Items this process handled and acknowledged.",
                     COUNT(handled), V_UINT);
   put_family_metric(out, s, "durable_stream_failed_total", "counter",
-                    "Handler failures in this process.", COUNT(failed),
-                    V_UINT);
+                    "Handler failures in this process.", COUNT(failed), V_UINT);
   put_family_metric(out, s, "durable_stream_redelivered_total", "counter",
                     "Items handed to a handler again in this process.",
                     COUNT(redelivered), V_UINT);
@@ -199,8 +199,8 @@ static void put_text(scrape_t *s, FILE *out) {
                     "Items this process moved to the dead letters.",
                     COUNT(dead_lettered), V_UINT);
   put_family_metric(out, s, "durable_stream_trimmed_total", "counter",
-                    "Items trims made by this process deleted.",
-                    COUNT(trimmed), V_UINT);
+                    "Items trims made by this process deleted.", COUNT(trimmed),
+                    V_UINT);
   durable_mesh_stats_t ms;
   durable_mesh_stats(s->m->mesh, &ms);
   put_one(out, "durable_active_hubs", "gauge", "Hubs active in this mesh.",
@@ -329,8 +329,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
   }
   if (strcmp(method, MHD_HTTP_METHOD_GET) != 0) {
     static const char text[] = "only GET is served here\n";
-    return queue_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, text,
-                      sizeof text - 1);
+    return queue_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, text, sizeof text - 1);
   }
   if (strcmp(url, "/metrics") != 0) {
     static const char text[] = "not found: the metrics are at /metrics\n";
@@ -367,8 +366,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
   return MHD_YES;
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn,
-                         void **con_cls, enum MHD_RequestTerminationCode code) {
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode code) {
   scrape_t *s = *con_cls;
   (void)cls;
   (void)conn;
@@ -490,11 +489,9 @@ static int listen_on(const char *address, const struct sockaddr_storage *sa,
     int e = errno;
     if (fd >= 0)
       close(fd);
-    return durable__error(err, DURABLE_EIO,
-                          "cannot serve metrics on %s: %s%s", address,
-                          strerror(e),
-                          e == EADDRINUSE ? " (another process listens there)"
-                                          : "");
+    return durable__error(
+        err, DURABLE_EIO, "cannot serve metrics on %s: %s%s", address,
+        strerror(e), e == EADDRINUSE ? " (another process listens there)" : "");
   }
   struct sockaddr_storage got;
   socklen_t got_len = sizeof got;
@@ -575,8 +572,7 @@ int durable_mesh_serve_metrics(durable_mesh_t *mesh, const char *address,
   const union MHD_DaemonInfo *info =
       m->daemon ? MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_EPOLL_FD)
                 : NULL;
-  if (info == NULL ||
-      uv_poll_init(mesh->loop, &m->poll, info->epoll_fd) != 0 ||
+  if (info == NULL || uv_poll_init(mesh->loop, &m->poll, info->epoll_fd) != 0 ||
       durable__hub_on_dispose(durable__mesh_reads_hub(mesh), on_mesh_closing,
                               m) < 0) {
     if (m->daemon)
