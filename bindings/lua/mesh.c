@@ -1174,8 +1174,28 @@ static int m_principal(lua_State *L) {
   return 1;
 }
 
+/* streams["NS@KEY"] = { appended, handled, failed, redelivered,
+ * dead_lettered, trimmed }; stack: stats streams -> stats streams */
+static void push_stream_stats(const durable_stream_id_t *id,
+                              const durable_stream_stats_t *c, void *data) {
+  lua_State *L = data;
+  lua_pushfstring(L, "%s@%s", id->ns, id->key);
+  lua_createtable(L, 0, 6);
+#define COUNT(name)                                                            \
+  lua_pushinteger(L, (lua_Integer)c->name);                                    \
+  lua_setfield(L, -2, #name)
+  COUNT(appended);
+  COUNT(handled);
+  COUNT(failed);
+  COUNT(redelivered);
+  COUNT(dead_lettered);
+  COUNT(trimmed);
+#undef COUNT
+  lua_settable(L, -3);
+}
+
 /* mesh:stats() -> { activations, recycles, quiesce_timeouts, messages,
- * read_reprobes, active_hubs }. */
+ * read_reprobes, active_hubs, streams = { ["NS@KEY"] = counters } }. */
 static int m_stats(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
   durable_mesh_stats_t s;
@@ -1191,6 +1211,11 @@ static int m_stats(lua_State *L) {
   FIELD(read_reprobes);
   FIELD(active_hubs);
 #undef FIELD
+  /* stack: stats */
+  lua_newtable(L);
+  if (m->mesh)
+    durable_mesh_stream_stats(m->mesh, push_stream_stats, L);
+  lua_setfield(L, -2, "streams");
   return 1;
 }
 

@@ -57,6 +57,20 @@ static int l_host(lua_State *L) {
   return 1;
 }
 
+/* core.serve_metrics(mesh, "HOST:PORT") -> true, or nil, message, code
+ * (a bad address too: it is what a user typed, not a programming error) */
+static int l_serve_metrics(lua_State *L) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  const char *address = luaL_checkstring(L, 2);
+  if (m->mesh == NULL)
+    return luaL_error(L, "the mesh is closed");
+  durable_error_t err = {0};
+  if (durable_mesh_serve_metrics(m->mesh, address, &err) < 0)
+    return dlua_fail(L, err.code, err.message);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* core.trap_signals(mesh): SIGINT and SIGTERM become a flag (once). */
 static int l_trap_signals(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
@@ -82,6 +96,7 @@ static int l_signalled(lua_State *L) {
 void dlua_open_run(lua_State *L) {
   static const luaL_Reg fns[] = {
       {"host", l_host},
+      {"serve_metrics", l_serve_metrics},
       {"trap_signals", l_trap_signals},
       {"signalled", l_signalled},
       {NULL, NULL},

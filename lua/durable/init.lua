@@ -92,6 +92,7 @@ local Hub = core.Hub
 local OPEN_KEYS = {
   store = true, plugins = true, quiesce_budget_ms = true, request_timeout_ms = true,
   instruction_budget = true, log = true, streams = true, host = true, principal = true,
+  metrics = true,
 }
 
 -- The principal a mesh acts as: opts.principal (false: the platform, even
@@ -129,6 +130,10 @@ end
 ---holder_probe_ms (5000), reclaim_ms (30000), backoff_min_ms (1000),
 ---backoff_max_ms (60000), liveness_ms (1000); tests shrink them.
 ---`host = true` makes the process a host of its consumers (durable.host).
+---`metrics = "HOST:PORT"` serves the Prometheus text format at
+---http://HOST:PORT/metrics on the mesh's loop until it closes (see
+---mesh:serve_metrics); an address that is malformed or cannot be bound
+---returns nil, message, code and nothing is left open.
 ---`principal = "alice"` makes the mesh act as that principal: every read,
 ---query, write, mesh read, publish, stream read and consumer of the mesh
 ---is checked against alice's grants (mesh:grant), a denial failing with
@@ -138,7 +143,7 @@ end
 ---refused as a name: the platform is no principal.
 ---A mesh owns its libuv loop; there is no `loop` option: a program with its
 ---own loop (luv) drives the mesh through mesh:fd() and mesh:step().
----@param opts { principal?: string|false, host?: boolean, store?: string, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
+---@param opts { principal?: string|false, host?: boolean, metrics?: string, store?: string, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
 ---@return durable.Mesh|nil mesh
 ---@return string? message
 ---@return string? code
@@ -167,6 +172,9 @@ function durable.open(opts)
   if opts.host ~= nil and type(opts.host) ~= "boolean" then
     error("durable.open: 'host' must be a boolean", 2)
   end
+  if opts.metrics ~= nil and type(opts.metrics) ~= "string" then
+    error("durable.open: 'metrics' must be a \"HOST:PORT\" string", 2)
+  end
   local principal = principal_of(opts)
   -- every plugin first: a broken one refuses the open before anything starts
   local records = plugin.load_all(opts.plugins or {})
@@ -184,6 +192,13 @@ function durable.open(opts)
   if not ok then
     mesh:close()
     error(err, 0)
+  end
+  if opts.metrics then
+    local served, why, why_code = core.serve_metrics(mesh, opts.metrics)
+    if not served then
+      mesh:close()
+      return nil, why, why_code
+    end
   end
   if opts.host then
     local hosted, why, why_code = core.host(mesh)
@@ -489,6 +504,24 @@ local function check_grant_args(what, principal, prefix, level)
   if type(prefix) ~= "string" then
     error(("%s: prefix must be a path string, not %s"):format(what, type(prefix)), level + 1)
   end
+end
+
+---Serve the Prometheus text format (0.0.4) at http://ADDRESS/metrics on
+---the mesh's loop until the mesh closes: per stream family this process
+---consumes, the lag and the age of the oldest unacknowledged item (read
+---from the store at each scrape), this process's counters per family
+---(mesh:stats().streams summed), and process figures.  `address` is
+---"IPV4:PORT", "[IPV6]:PORT" or "localhost:PORT" (port 0: the system
+---picks one; the log's info line says which).  Only that address is bound.
+---@param address string
+---@return true|nil ok
+---@return string? message  a malformed address (EINVAL), one in use (EIO), a second server (EEXIST)
+---@return string? code
+function Mesh:serve_metrics(address)
+  if type(address) ~= "string" then
+    error("mesh:serve_metrics(address): expects a \"HOST:PORT\" string", 2)
+  end
+  return core.serve_metrics(self, address)
 end
 
 ---Let `principal` read and/or write (`mode`: "read", "write" or

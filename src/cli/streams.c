@@ -30,8 +30,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define STREAMS_PAGE 1000
+#include <time.h>
 
 /* ---- publish and read: the stream and the reader ------------------------ */
 
@@ -713,11 +712,17 @@ typedef struct stream_row_s {
   char *instance;                     /* the holder's process, HOST:PID:16hex */
   char process[DURABLE_INSTANCE_MAX]; /* ... as HOST:PID, or "-" */
   char *subscribed_at, *checkpoint_at, *orphaned_at; /* as stored, or NULL */
+  /* from durable_stream_statuses: the backlog's age, the dead letters and
+   * a failing consumer's attempts and error (times in ms, 0 for none) */
+  int64_t oldest_at, dead_letters, failed_at;
+  int attempts;
+  char *last_error;
 } stream_row_t;
 
 typedef struct streams_state_s {
   int json;
-  char *after;        /* the last path listed: where the next page starts */
+  int64_t now; /* ms: what the ages are measured against */
+  int nomem;
   stream_row_t *rows; /* the table's, kept to size its columns */
   size_t nrows, cap;
 } streams_state_t;
@@ -733,6 +738,7 @@ static void row_free(stream_row_t *r) {
   free(r->subscribed_at);
   free(r->checkpoint_at);
   free(r->orphaned_at);
+  free(r->last_error);
 }
 
 static char *string_field(json_t *obj, const char *name) {
@@ -803,7 +809,28 @@ static void json_field(const char *name, const char *value, int first) {
     fputs("null", stdout);
 }
 
-static void print_row_json(const stream_row_t *r) {
+static int64_t age_ms(int64_t now, const stream_row_t *r) {
+  return now > r->oldest_at ? now - r->oldest_at : 0;
+}
+
+/* An age for a person: 850ms, 42s, 5m03s, 2h05m, 3d04h; "-" for none. */
+static void format_age(char out[32], int64_t now, const stream_row_t *r) {
+  int64_t ms = age_ms(now, r), s = ms / 1000;
+  if (r->oldest_at == 0)
+    snprintf(out, 32, "-");
+  else if (ms < 1000)
+    snprintf(out, 32, "%" PRId64 "ms", ms);
+  else if (s < 60)
+    snprintf(out, 32, "%" PRId64 "s", s);
+  else if (s < 3600)
+    snprintf(out, 32, "%" PRId64 "m%02" PRId64 "s", s / 60, s % 60);
+  else if (s < 86400)
+    snprintf(out, 32, "%" PRId64 "h%02" PRId64 "m", s / 3600, s / 60 % 60);
+  else
+    snprintf(out, 32, "%" PRId64 "d%02" PRId64 "h", s / 86400, s / 3600 % 24);
+}
+
+static void print_row_json(int64_t now, const stream_row_t *r) {
   json_field("stream", r->stream, 1);
   json_field("namespace", r->ns, 0);
   json_field("key", r->key, 0);
@@ -817,7 +844,23 @@ static void print_row_json(const stream_row_t *r) {
   json_field("last_subscriber", r->last_subscriber, 0);
   json_field("subscribed_at", r->subscribed_at, 0);
   json_field("checkpoint_at", r->checkpoint_at, 0);
-  fputs("}\n", stdout);
+  fputs(",\"oldest_unacknowledged_at\":", stdout);
+  if (r->oldest_at)
+    cli_print_time(stdout, r->oldest_at);
+  else
+    fputs("null", stdout);
+  if (r->oldest_at)
+    printf(",\"oldest_unacknowledged_age_ms\":%" PRId64, age_ms(now, r));
+  else
+    fputs(",\"oldest_unacknowledged_age_ms\":null", stdout);
+  printf(",\"attempts\":%d", r->attempts);
+  json_field("last_error", r->last_error, 0);
+  fputs(",\"failed_at\":", stdout);
+  if (r->failed_at)
+    cli_print_time(stdout, r->failed_at);
+  else
+    fputs("null", stdout);
+  printf(",\"dead_letters\":%" PRId64 "}\n", r->dead_letters);
 }
 
 static int digits(int64_t v) {
@@ -831,7 +874,9 @@ static int width(int w, const char *s) {
 }
 
 static void print_table(const streams_state_t *st) {
-  int ws = 6, wl = 4, wc = 10, wg = 3, wsub = 10, wp = 7, we = 5;
+  int ws = 6, wl = 4, wc = 10, wg = 3, wsub = 10, wp = 7, we = 5, wo = 6,
+      wa = 8, wd = 4;
+  char age[32];
   for (size_t i = 0; i < st->nrows; i++) {
     const stream_row_t *r = &st->rows[i];
     ws = width(ws, r->stream);
@@ -845,77 +890,85 @@ static void print_table(const streams_state_t *st) {
       wg = digits(r->lag);
     if (digits(r->epoch) > we)
       we = digits(r->epoch);
+    format_age(age, st->now, r);
+    wo = width(wo, age);
+    if (digits(r->attempts) > wa)
+      wa = digits(r->attempts);
+    if (digits(r->dead_letters) > wd)
+      wd = digits(r->dead_letters);
   }
-  printf("%-*s  %*s  %*s  %*s  %-*s  %-*s  %*s  %s\n", ws, "STREAM", wl, "LAST",
-         wc, "CHECKPOINT", wg, "LAG", wsub, "SUBSCRIBER", wp, "PROCESS", we,
-         "EPOCH", "ORPHANED_AT");
+  printf("%-*s  %*s  %*s  %*s  %*s  %-*s  %-*s  %*s  %*s  %*s  %-24s  %s\n", ws,
+         "STREAM", wl, "LAST", wc, "CHECKPOINT", wg, "LAG", wo, "OLDEST", wsub,
+         "SUBSCRIBER", wp, "PROCESS", we, "EPOCH", wa, "ATTEMPTS", wd, "DEAD",
+         "ORPHANED_AT", "LAST_ERROR");
   for (size_t i = 0; i < st->nrows; i++) {
     const stream_row_t *r = &st->rows[i];
+    format_age(age, st->now, r);
+    char attempts[16] = "-";
+    if (r->attempts > 0)
+      snprintf(attempts, sizeof attempts, "%d", r->attempts);
     printf("%-*s  %*" PRId64 "  %*" PRId64 "  %*" PRId64
-           "  %-*s  %-*s  %*" PRId64 "  %s\n",
-           ws, r->stream, wl, r->last, wc, r->checkpoint, wg, r->lag, wsub,
-           r->subscriber ? r->subscriber : "-", wp, r->process, we, r->epoch,
-           r->orphaned_at ? r->orphaned_at : "-");
+           "  %*s  %-*s  %-*s  %*" PRId64 "  %*s  %*" PRId64 "  %-24s  %s\n",
+           ws, r->stream, wl, r->last, wc, r->checkpoint, wg, r->lag, wo, age,
+           wsub, r->subscriber ? r->subscriber : "-", wp, r->process, we,
+           r->epoch, wa, attempts, wd, r->dead_letters,
+           r->orphaned_at ? r->orphaned_at : "-",
+           r->last_error ? r->last_error : "-");
   }
 }
 
-static void streams_done(const durable_result_t *result, void *data);
-
-static void streams_next(cli_t *cli) {
-  streams_state_t *st = cli->state;
-  durable_error_t err;
-  memset(&err, 0, sizeof err);
-  int rc =
-      durable_store_query(cli->store, cli->principal, "type:DurableStream",
-                          st->after, STREAMS_PAGE, streams_done, cli, &err);
-  if (rc < 0)
-    cli_refused(cli, rc, &err);
-}
-
-static void streams_done(const durable_result_t *result, void *data) {
+/* One stream of durable_stream_statuses: printed now (--json), else kept
+ * to size the table's columns. */
+static void on_status(const durable_stream_status_t *status, void *data) {
   cli_t *cli = data;
   streams_state_t *st = cli->state;
-  if (result->status < 0) {
-    cli_failed(cli, result);
+  stream_row_t row;
+  if (st->nomem)
     return;
-  }
-  for (size_t i = 0; i < result->count; i++) {
-    stream_row_t row;
-    if (row_of(result->nodes[i], &row) < 0)
-      goto nomem;
-    if (st->json) {
-      print_row_json(&row);
-      row_free(&row);
-      continue;
-    }
-    if (st->nrows == st->cap) {
-      size_t cap = st->cap ? st->cap * 2 : 64;
-      stream_row_t *rows = realloc(st->rows, cap * sizeof *rows);
-      if (rows == NULL) {
-        row_free(&row);
-        goto nomem;
-      }
-      st->rows = rows;
-      st->cap = cap;
-    }
-    st->rows[st->nrows++] = row;
-  }
-  if (!result->more || result->count == 0) {
-    if (!st->json)
-      print_table(st);
-    cli_finish(cli, CLI_OK);
-    return;
-  }
-  char *after = strdup(result->nodes[result->count - 1]->path);
-  if (after == NULL)
+  if (row_of(status->node, &row) < 0)
     goto nomem;
-  free(st->after);
-  st->after = after;
-  streams_next(cli);
+  row.oldest_at = status->oldest_appended_at;
+  row.dead_letters = status->dead_letters;
+  row.attempts = status->attempts;
+  row.failed_at = status->failed_at;
+  if (status->last_error &&
+      (row.last_error = strdup(status->last_error)) == NULL) {
+    row_free(&row);
+    goto nomem;
+  }
+  if (st->json) {
+    print_row_json(st->now, &row);
+    row_free(&row);
+    return;
+  }
+  if (st->nrows == st->cap) {
+    size_t cap = st->cap ? st->cap * 2 : 64;
+    stream_row_t *rows = realloc(st->rows, cap * sizeof *rows);
+    if (rows == NULL) {
+      row_free(&row);
+      goto nomem;
+    }
+    st->rows = rows;
+    st->cap = cap;
+  }
+  st->rows[st->nrows++] = row;
   return;
 nomem:
-  cli_error(cli, CLI_FAILED, "%s", durable_strerror(DURABLE_ENOMEM));
-  cli_finish(cli, CLI_FAILED);
+  st->nomem = 1;
+}
+
+static void on_statuses(int status, const char *message, void *data) {
+  cli_t *cli = data;
+  streams_state_t *st = cli->state;
+  if (status == 0 && st->nomem)
+    status = DURABLE_ENOMEM;
+  if (status < 0) {
+    cli_failed_with(cli, status, message ? message : durable_strerror(status));
+    return;
+  }
+  if (!st->json)
+    print_table(st);
+  cli_finish(cli, CLI_OK);
 }
 
 static int streams_main(cli_t *cli, int argc, char **argv) {
@@ -930,32 +983,47 @@ static int streams_main(cli_t *cli, int argc, char **argv) {
   if ((rc = cli_open(cli)) != 0)
     return rc;
   cli->state = &st;
-  streams_next(cli);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  st.now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  durable_error_t err;
+  memset(&err, 0, sizeof err);
+  rc = durable_stream_statuses(cli->store, cli->principal, NULL, on_status,
+                               on_statuses, cli, &err);
+  if (rc < 0)
+    cli_refused(cli, rc, &err);
   rc = cli_run(cli);
   for (size_t i = 0; i < st.nrows; i++)
     row_free(&st.rows[i]);
   free(st.rows);
-  free(st.after);
   return rc;
 }
 
 const cli_command_t cli_streams_command = {
     "streams",
     "[--json]",
-    "list durable streams: last, checkpoint, lag, lease",
+    "list durable streams: last, checkpoint, lag, backlog age, failures, lease",
     "Lists every durable stream in the store (every DurableStream node), in\n"
     "path order, one line each: STREAM (NAMESPACE@KEY), LAST (the last\n"
     "sequence appended), CHECKPOINT (the last acknowledged), LAG (LAST -\n"
     "CHECKPOINT; 0 when the checkpoint is ahead, as for a stream read from\n"
-    "a custom source), SUBSCRIBER (the lease holder, or -), PROCESS (the\n"
-    "holder's process as HOST:PID, or -), EPOCH (the lease epoch) and\n"
-    "ORPHANED_AT (when the last holder left, or -).  A stream's\n"
+    "a custom source), OLDEST (how long ago the oldest unacknowledged item,\n"
+    "CHECKPOINT + 1, was appended, or -), SUBSCRIBER (the lease holder, or\n"
+    "-), PROCESS (the holder's process as HOST:PID, or -), EPOCH (the lease\n"
+    "epoch), ATTEMPTS (how many times in a row the consumer failed on item\n"
+    "CHECKPOINT + 1, in whatever host, or - when it is not failing), DEAD\n"
+    "(the dead letters stored in NAMESPACE.dead@KEY), ORPHANED_AT (when the\n"
+    "last holder left, or -) and LAST_ERROR (the failing item's last\n"
+    "error, or -).  It reads the stream nodes, the failure records and one\n"
+    "item per stream with a lag: never the whole backlog.  A stream's\n"
     "whole state is its node: durable get @KEY/_DurableStream/NAMESPACE.\n"
     "\n"
     "  --json  JSON lines instead: stream, namespace, key, path, last,\n"
     "          checkpoint, lag, subscriber, subscriber_instance, epoch,\n"
-    "          orphaned_at,\n"
-    "          last_subscriber, subscribed_at, checkpoint_at (null when unset)",
+    "          orphaned_at, last_subscriber, subscribed_at, checkpoint_at,\n"
+    "          oldest_unacknowledged_at, oldest_unacknowledged_age_ms,\n"
+    "          attempts (0 when not failing), last_error, failed_at,\n"
+    "          dead_letters (null when unset)",
     streams_options,
     streams_main,
     0,

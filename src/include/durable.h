@@ -812,6 +812,88 @@ int durable_stream_delete(durable_mesh_t *mesh, const durable_stream_id_t *id,
                           int force, durable_sequence_cb cb, void *data,
                           durable_error_t *err);
 
+/* ---- seeing streams: status, counters, metrics ------------------------- */
+
+/* One stored stream as an operator sees it (durable_stream_statuses).
+ * Strings and `node` are borrowed for the callback; times are ms since the
+ * epoch, 0 for none. */
+typedef struct durable_stream_status_s {
+  durable_stream_id_t stream;
+  const char *path;           /* the stream node's path */
+  const durable_node_t *node; /* the stream node itself */
+  int64_t last_sequence, checkpoint;
+  int64_t lag; /* last - checkpoint; 0 when the checkpoint is ahead (a
+                  stream read from a custom source) */
+  int64_t lease_epoch, trimmed_through;
+  const char *subscriber;          /* the lease holder, NULL for none */
+  const char *subscriber_instance; /* ... its process, HOST:PID:16hex */
+  int64_t orphaned_at;
+  /* when item checkpoint + 1 was appended: the age of the backlog; 0 when
+   * the lag is 0 or that item is not a stored item (a custom source) */
+  int64_t oldest_appended_at;
+  /* the items of the dead-letter stream {ns}.dead of the same key (its
+   * LastSequence less its TrimmedThrough); 0 when there is none */
+  int64_t dead_letters;
+  /* The consumer is failing on item checkpoint + 1: it failed `attempts`
+   * times in a row (in whatever process), last at `failed_at`, with
+   * `last_error`.  0 and NULL when it is not (the failing consumer records
+   * this; an item that then succeeds or is dead-lettered clears it). */
+  int attempts;
+  const char *last_error;
+  int64_t failed_at;
+} durable_stream_status_t;
+
+typedef void (*durable_stream_status_cb)(const durable_stream_status_t *status,
+                                         void *data);
+/* List every stored stream (every DurableStream node, as `principal` may
+ * read them; NULL: the platform) whose family `want(ns, data)` accepts
+ * (NULL: every one), in path order: `each` once per stream, then `done`
+ * once, with 0 or a failure (after which `each` runs no more).  It reads
+ * the stream nodes and the failure records in pages and, per stream with a
+ * lag, its oldest unacknowledged item: O(streams), never O(items).  Nothing
+ * is held: the store answers on the loop.  Returns 0, or a negative code
+ * with `err` (then no callback runs). */
+int durable_stream_statuses(durable_store_t *store, const char *principal,
+                            int (*want)(const char *ns, void *data),
+                            durable_stream_status_cb each,
+                            durable_status_cb done, void *data,
+                            durable_error_t *err);
+
+/* What this process did with one stream since its mesh opened. */
+typedef struct durable_stream_stats_s {
+  uint64_t appended;      /* items this process appended to it */
+  uint64_t handled;       /* items its consumer here handled and acknowledged */
+  uint64_t failed;        /* handler failures (an unreadable item, refused
+                             effects too): each counts */
+  uint64_t redelivered;   /* items handed to a handler here again, after
+                             they had been handed here before (a retry, a
+                             claim again, a replay) */
+  uint64_t dead_lettered; /* items moved to its dead letters (max_attempts) */
+  uint64_t trimmed;       /* items a trim made here deleted */
+} durable_stream_stats_t;
+
+typedef void (*durable_stream_stats_cb)(const durable_stream_id_t *stream,
+                                        const durable_stream_stats_t *stats,
+                                        void *data);
+/* Call `cb` once for every stream this mesh has counted something for (in
+ * no particular order; `stream` and `stats` are borrowed for the call).
+ * It must not publish, consume or close from `cb`. */
+void durable_mesh_stream_stats(durable_mesh_t *mesh, durable_stream_stats_cb cb,
+                               void *data);
+
+/* Serve the Prometheus text format (0.0.4) at http://ADDRESS/metrics, on
+ * the mesh's loop, until the mesh closes: per family this process consumes,
+ * the lag and the oldest unacknowledged item's age over its stored streams
+ * (read at each scrape with durable_stream_statuses), the counters of
+ * durable_mesh_stream_stats summed per family, and the process's figures.
+ * `address` is "IPV4:PORT", "[IPV6]:PORT" or "localhost:PORT" (port 0:
+ * one the system picks; the log says which, at info).  Only that address
+ * is bound.  Returns 0, or DURABLE_EINVAL for an address that is not one
+ * of those, DURABLE_EEXIST when the mesh serves already, DURABLE_EIO when
+ * it cannot be bound (in use: the message says so). */
+int durable_mesh_serve_metrics(durable_mesh_t *mesh, const char *address,
+                               durable_error_t *err);
+
 /* Idempotent publishing.  A publish may carry an id of the producer's
  * choosing (an order number, a UUID, "import-42:7"): the stream remembers
  * each id it appended, in a write-once node

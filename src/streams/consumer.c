@@ -287,23 +287,77 @@ static void backoff(consumer_t *c, int64_t seq, const char *why) {
  * it counts: once it has failed max_attempts times in a row, it is moved to
  * the dead letters; else back off and retry.  `payload` is the item's text
  * when it was read (NULL: it could not be). */
-static void fail_item(consumer_t *c, int64_t seq, const char *why,
-                      const char *payload, int64_t appended_at) {
-  stop_reading(c);
-  if (leaving(c))
-    return;
-  if (seq == c->failed_seq) {
-    c->failed_times++;
-  } else {
-    c->failed_seq = seq;
-    c->failed_times = 1;
-  }
+static void after_failure_counted(consumer_t *c, int64_t seq, const char *why,
+                                  const char *payload, int64_t appended_at) {
   if (c->cfg.max_attempts > 0 && c->state == C_CONSUMING &&
       c->failed_times >= c->cfg.max_attempts) {
     dead_letter(c, seq, why, payload, appended_at);
     return;
   }
   backoff(c, seq, why);
+}
+
+/* A failed item's record on its way to the store (failure.c). */
+typedef struct {
+  consumer_t *c;
+  uint64_t gen;
+  int64_t seq, appended_at;
+  char *why, *payload;
+} recording_t;
+
+static void on_failure_recorded(int attempts, void *data) {
+  recording_t *r = data;
+  consumer_t *c = r->c;
+  if (c->state == C_CONSUMING && r->gen == c->gen && !leaving(c)) {
+    /* the stored count: this process's failures and any earlier one's */
+    if (attempts > c->failed_times)
+      c->failed_times = attempts;
+    after_failure_counted(c, r->seq, r->why, r->payload, r->appended_at);
+  }
+  durable_hub_unref(c->hub);
+  free(r->why);
+  free(r->payload);
+  free(r);
+}
+
+static void fail_item(consumer_t *c, int64_t seq, const char *why,
+                      const char *payload, int64_t appended_at) {
+  stop_reading(c);
+  if (leaving(c))
+    return;
+  durable__stream_count(c->mesh, c->ns, c->key, DURABLE__COUNT_FAILED, 1);
+  if (seq == c->failed_seq) {
+    c->failed_times++;
+  } else {
+    c->failed_seq = seq;
+    c->failed_times = 1;
+  }
+  if (c->state != C_CONSUMING) {
+    backoff(c, seq, why);
+    return;
+  }
+  /* record it for `durable streams` and for a later process's count, and
+   * decide once it is stored (the count in memory if the store fails) */
+  recording_t *r = calloc(1, sizeof(*r));
+  durable_error_t err = {0};
+  if (r != NULL) {
+    *r = (recording_t){.c = c,
+                       .gen = ++c->gen, /* retire what the round has out */
+                       .seq = seq,
+                       .appended_at = appended_at,
+                       .why = strdup(why ? why : ""),
+                       .payload = payload ? strdup(payload) : NULL};
+    durable_hub_ref(c->hub);
+    if (r->why != NULL && (payload == NULL || r->payload != NULL) &&
+        durable__failure_record(durable_mesh_store(c->mesh), c->path, seq, why,
+                                on_failure_recorded, r, &err) == 0)
+      return;
+    durable_hub_unref(c->hub);
+    free(r->why);
+    free(r->payload);
+    free(r);
+  }
+  after_failure_counted(c, seq, why, payload, appended_at);
 }
 
 /* A failure that is not an item's own (a read, a claim, the store, an
@@ -407,6 +461,7 @@ static void on_ack(const durable_response_t *res, void *data) {
       /* committed: now the appends it recorded (in order, each once) */
       outq_push(c, a->outbox);
       a->outbox = NULL;
+      durable__stream_count(c->mesh, c->ns, c->key, DURABLE__COUNT_HANDLED, 1);
       durable_reply_ok(a->turn, NULL);
     } else {
       char m[2048];
@@ -529,6 +584,8 @@ static void on_dead_letter_acked(const durable_response_t *res, void *data) {
      * stop waits for neither; the append goes out before its release) */
     outq_push(c, d->base.outbox);
     d->base.outbox = NULL;
+    durable__stream_count(c->mesh, c->ns, c->key, DURABLE__COUNT_DEAD_LETTERED,
+                          1);
     durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
                      "Durable stream consumer %s: item %lld of %s failed "
                      "%d times (%s); moved to the dead letters %s" DEAD_SUFFIX
@@ -546,6 +603,7 @@ static void on_dead_letter_acked(const durable_response_t *res, void *data) {
       c->checkpoint = d->base.seq;
       c->attempt = 0;
       c->failed_seq = c->failed_times = 0;
+      durable__failure_clear(durable_mesh_store(c->mesh), c->path);
       start_pulling(c);
     } else {
       lease_lost(c);
@@ -672,6 +730,7 @@ static void on_turn(durable_hub_t *hub, const durable_msg_t *msg,
   durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
                    "Durable stream consumer %s: item %lld of %s", hub_name(c),
                    (long long)seq, c->ns);
+  durable__stream_handed(c->mesh, c->ns, c->key, seq);
   c->cfg.handler(hub, &item, done, c->cfg.data);
 }
 
@@ -751,8 +810,10 @@ static void turn_done(consumer_t *c, const durable_response_t *res,
   } else if (res->status == 0) {
     c->checkpoint = seq;
     c->attempt = 0; /* the next failure's backoff starts short again */
-    if (seq >= c->failed_seq)
+    if (c->failed_seq > 0 && seq >= c->failed_seq) {
       c->failed_seq = c->failed_times = 0;
+      durable__failure_clear(durable_mesh_store(c->mesh), c->path);
+    }
     durable__sweep_acked(c->sweep, seq);
     consume_next(c);
   } else if (res->status == DURABLE_ECONFLICT) {
@@ -1251,6 +1312,14 @@ static void on_fence(durable_hub_t *hub, const durable_msg_t *msg,
                      durable__store_fence_ms(durable_mesh_store(c->mesh)),
                      (long long)c->fenced_seq, name_of(c, &n));
   }
+}
+
+void durable__consumers_families(durable_mesh_t *mesh,
+                                 void (*cb)(const char *family, void *data),
+                                 void *data) {
+  void **head = durable__stream_consumers(mesh);
+  for (consumer_t *c = head ? *head : NULL; c; c = c->list_next)
+    cb(c->ns, data);
 }
 
 void durable__consumers_live(durable_mesh_t *mesh) {

@@ -20,6 +20,8 @@ typedef struct {
   durable_stream_options_t options;
   durable__map_t ensured;  /* stream paths made or seen by this process */
   durable__map_t consumed; /* "NodeType\nfamily" served by this process */
+  durable__map_t stats;    /* stats.c's counters per stream */
+  void *metrics;           /* metrics.c's server, if one was started */
 } streams_mesh_t;
 
 static const char mesh_key; /* the attachment's key: its address */
@@ -32,6 +34,7 @@ static void mesh_state_free(void *data) {
   durable__consumers_forget(&m->consumers);
   durable__map_free(&m->ensured);
   durable__map_free(&m->consumed);
+  durable__stream_stats_free(&m->stats);
   free(m);
 }
 
@@ -98,6 +101,16 @@ int durable__directory_has(durable_mesh_t *mesh, const char *stream_path) {
   return durable__map_get(&mesh_state(mesh)->ensured, stream_path) != NULL;
 }
 
+durable__map_t *durable__stream_stats_map(durable_mesh_t *mesh) {
+  streams_mesh_t *m = mesh_state(mesh);
+  return m ? &m->stats : NULL;
+}
+
+void **durable__stream_metrics(durable_mesh_t *mesh) {
+  streams_mesh_t *m = mesh_state(mesh);
+  return m ? &m->metrics : NULL;
+}
+
 void durable__directory_mark(durable_mesh_t *mesh, const char *stream_path) {
   static char present;
   durable__map_put(&mesh_state(mesh)->ensured, stream_path, &present);
@@ -127,4 +140,19 @@ int durable__consumed_has(durable_mesh_t *mesh, const char *type,
   char key[2 * DURABLE_PATH_MAX];
   consumed_key(key, sizeof key, type, family);
   return durable__map_get(&mesh_state(mesh)->consumed, key) != NULL;
+}
+
+/* Every family some NodeType consumes here (a family consumed by two
+ * NodeTypes comes twice). */
+void durable__consumed_families(durable_mesh_t *mesh,
+                                void (*cb)(const char *family, void *data),
+                                void *data) {
+  streams_mesh_t *m = mesh_state(mesh);
+  const char *key;
+  void *value;
+  for (size_t i = 0; m && durable__map_next(&m->consumed, &i, &key, &value);) {
+    const char *family = strchr(key, '\n');
+    if (family)
+      cb(family + 1, data);
+  }
 }

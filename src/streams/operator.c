@@ -29,11 +29,12 @@
  *       with a new epoch (refused while it is held, unless forced: the
  *       holder is fenced first), so that nothing is appended or claimed
  *       any more; then deletes every item and every publish id in the same
- *       small transactions, and last asks the hub to remove the node.  A
- *       later publish makes a new stream, from sequence 1.  A delete cut
- *       off half-way leaves the stream marked -- publishes to it are
- *       refused, saying so -- and is finished by asking again.  The
- *       dead-letter stream {ns}.dead is a stream of its own, kept.
+ *       small transactions, then a failing consumer's record, and last
+ *       asks the hub to remove the node.  A later publish makes a new
+ *       stream, from sequence 1.  A delete cut off half-way leaves the
+ *       stream marked -- publishes to it are refused, saying so -- and is
+ *       finished by asking again.  The dead-letter stream {ns}.dead is a
+ *       stream of its own, kept.
  */
 #include "protocol.h"
 #include "stream.h"
@@ -71,6 +72,9 @@ static void act_free(act_t *a) {
 /* The answer: `value` is the checkpoint a seek moved from, the number of
  * items a trim deleted. */
 static void finish(act_t *a, int status, int64_t value, const char *why) {
+  if (a->trim && a->deleted > 0)
+    durable__stream_count(a->mesh, a->ns, a->key, DURABLE__COUNT_TRIMMED,
+                          (uint64_t)a->deleted);
   if (status < 0) {
     durable_stream_id_t id = {.ns = a->ns, .key = a->key};
     char message[DURABLE_PATH_MAX + 1024], deleted[48] = "";
@@ -178,7 +182,8 @@ static void on_ids(const durable_result_t *res, void *data) {
     finish(a, res->status, 0, res->message);
     return;
   }
-  if (res->count == 0) { /* items and ids gone: the node goes */
+  if (res->count == 0) { /* items and ids gone: a failure record, the node */
+    durable__failure_clear(durable_mesh_store(a->mesh), a->path);
     if (ask_hub(a, 1, &err) < 0)
       finish(a, err.code, 0, err.message);
     return;

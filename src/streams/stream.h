@@ -109,6 +109,50 @@ void durable__consumers_lease_gone(durable_mesh_t *mesh, const char *ns,
 /* consumer.c: the list's owner goes: unlink every consumer left in it. */
 void durable__consumers_forget(void **head);
 
+/* stats.c: this process's counters per stream (durable_mesh_stream_stats),
+ * kept in install.c's per-mesh map (NULL once the mesh's state is gone). */
+typedef enum {
+  DURABLE__COUNT_APPENDED,
+  DURABLE__COUNT_HANDLED,
+  DURABLE__COUNT_FAILED,
+  DURABLE__COUNT_DEAD_LETTERED,
+  DURABLE__COUNT_TRIMMED
+} durable__count_t;
+void durable__stream_count(durable_mesh_t *mesh, const char *ns,
+                           const char *key, durable__count_t which, uint64_t n);
+/* Item `sequence` is handed to a handler: a redelivery when one at or
+ * beyond it was handed here before. */
+void durable__stream_handed(durable_mesh_t *mesh, const char *ns,
+                            const char *key, int64_t sequence);
+durable__map_t *durable__stream_stats_map(durable_mesh_t *mesh);
+void durable__stream_stats_free(durable__map_t *map);
+
+/* failure.c: a failing consumer's record, the satellite node
+ * "{stream_path}/_DurableStreamFailure" {Sequence, Attempts, Error,
+ * FailedAt}: written once per failure of an item, deleted once it is
+ * acknowledged or dead-lettered, read by durable_stream_statuses. */
+#define DURABLE__FAILURE_SEGMENT "_DurableStreamFailure"
+#define DURABLE__FAILURE_TYPE "DurableStreamFailure"
+typedef struct {
+  int64_t sequence;
+  int attempts;
+  char *error;
+  int64_t failed_at;
+} durable__failure_t;
+/* Parse a record's content (0, or DURABLE_EINVAL for one that is not). */
+int durable__failure_decode(const char *content, durable__failure_t *out);
+void durable__failure_free(durable__failure_t *f);
+/* Record that item `sequence` of the stream at `stream_path` failed with
+ * `error`, in one read-modify-write: Attempts one more than the record's
+ * when it names the same item, else 1.  done(attempts) with the count
+ * recorded, or done(negative code) when the store failed. */
+int durable__failure_record(durable_store_t *store, const char *stream_path,
+                            int64_t sequence, const char *error,
+                            void (*done)(int attempts, void *data), void *data,
+                            durable_error_t *err);
+/* Delete the record (none there is fine; nothing waits for it). */
+void durable__failure_clear(durable_store_t *store, const char *stream_path);
+
 /* install.c: the producer's directory of ensured streams. */
 int durable__directory_has(durable_mesh_t *mesh, const char *stream_path);
 void durable__directory_mark(durable_mesh_t *mesh, const char *stream_path);
@@ -119,6 +163,18 @@ int durable__consumed_add(durable_mesh_t *mesh, const char *type,
                           const char *family);
 int durable__consumed_has(durable_mesh_t *mesh, const char *type,
                           const char *family);
+/* install.c: every family a NodeType consumes here (a family twice when
+ * two do); consumer.c: the family of every consumer running here (those of
+ * hub:consume too). */
+void durable__consumed_families(durable_mesh_t *mesh,
+                                void (*cb)(const char *family, void *data),
+                                void *data);
+void durable__consumers_families(durable_mesh_t *mesh,
+                                 void (*cb)(const char *family, void *data),
+                                 void *data);
+/* install.c: where metrics.c keeps its server (NULL once the mesh's state
+ * is gone). */
+void **durable__stream_metrics(durable_mesh_t *mesh);
 
 /* waker.c: a stream with waiting items whose lease names another process
  * `instance`: a host asks every liveness_ms whether that process is alive,

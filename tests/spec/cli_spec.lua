@@ -355,13 +355,15 @@ describe("durable (" .. KIND .. ")", function()
       publish_three()
       local code, out, err = run{ "streams" }
       assert.equal(0, code, err)
-      assert.matches("^STREAM%s+LAST%s+CHECKPOINT%s+LAG%s+SUBSCRIBER%s+PROCESS%s+EPOCH%s+ORPHANED_AT\n", out)
+      assert.matches("^STREAM%s+LAST%s+CHECKPOINT%s+LAG%s+OLDEST%s+SUBSCRIBER%s+PROCESS%s+EPOCH%s+ATTEMPTS%s+DEAD"
+        .. "%s+ORPHANED_AT%s+LAST_ERROR\n", out)
       local row
       for line in out:gmatch("[^\n]+") do
         if line:sub(1, #NS + #KEY + 2) == NS .. "@" .. KEY .. " " then row = line end
       end
       assert.truthy(row, out)
-      assert.matches("^%S+%s+3%s+0%s+3%s+%-%s+%-%s+0%s+%-$", row)
+      -- OLDEST is an age (the items are a moment old); no attempts, no dead
+      assert.matches("^%S+%s+3%s+0%s+3%s+%d+m?s%s+%-%s+%-%s+0%s+%-%s+0%s+%-%s+%-$", row)
 
       code, out, err = run{ "streams", "--json" }
       assert.equal(0, code, err)

@@ -149,6 +149,15 @@ function core.array(t) end
 ---@return string? code
 function core.host(mesh) end
 
+---Serve the Prometheus text format at http://ADDRESS/metrics on the mesh's
+---loop (durable_mesh_serve_metrics); mesh:serve_metrics is the friendly name.
+---@param mesh userdata
+---@param address string "IPV4:PORT", "[IPV6]:PORT" or "localhost:PORT"
+---@return true|nil ok
+---@return string? message
+---@return string? code "EINVAL" (malformed), "EIO" (cannot bind), "EEXIST"
+function core.serve_metrics(mesh, address) end
+
 ---Test-only: whether uv_run of the mesh's loop is on the C stack now.  A
 ---message handler sees true (a turn of the runtime); a completion or a
 ---reader's on_item sees false (delivered after uv_run returned).
@@ -160,7 +169,11 @@ function core._inside_uv_run(mesh) end
 ---Recycle every hub, run every pending callback, close the store and the
 ---loop.  Idempotent; raises inside a handler.
 function core.Mesh:close() end
----@return { activations: integer, recycles: integer, quiesce_timeouts: integer, messages: integer, read_reprobes: integer, active_hubs: integer }
+---The mesh's counters, and per stream ("NS@KEY") what this process did with
+---it since the mesh opened: items appended, handled (acknowledged), failed
+---(handler failures), redelivered (handed to a handler here again: a retry,
+---a claim again, a replay), dead_lettered, trimmed.
+---@return { activations: integer, recycles: integer, quiesce_timeouts: integer, messages: integer, read_reprobes: integer, active_hubs: integer, streams: table<string, { appended: integer, handled: integer, failed: integer, redelivered: integer, dead_lettered: integer, trimmed: integer }> }
 function core.Mesh:stats() end
 ---@param level "error"|"warn"|"info"|"debug"
 ---@param line string

@@ -1,0 +1,110 @@
+/*
+ * stats.c: what this process did with each stream -- appended, handled,
+ * failed, redelivered, dead-lettered, trimmed -- counted where it happens
+ * (publish.c, consumer.c, operator.c) and read by durable_mesh_stream_stats
+ * (mesh:stats().streams, the metrics endpoint).
+ *
+ * The counters live in the streams layer's per-mesh state (install.c), one
+ * entry per stream in a hash map keyed "{ns}\n{key}" (a family has no '/',
+ * a key no newline, so the key is unambiguous).  Counting is a map look-up
+ * and an add on the loop thread: nothing is written, nothing waits.  An
+ * entry also remembers the highest sequence handed to a handler here, which
+ * is what tells a redelivery from a first delivery (a retry, a claim again
+ * after a lost lease, a replay after a seek all hand an item at or below
+ * it).
+ */
+#include "stream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  char *ns, *key;
+  int64_t handed_through; /* the highest sequence handed to a handler here */
+  durable_stream_stats_t stats;
+} entry_t;
+
+static entry_t *entry_of(durable_mesh_t *mesh, const char *ns,
+                         const char *key) {
+  durable__map_t *map = durable__stream_stats_map(mesh);
+  if (map == NULL || ns == NULL || key == NULL)
+    return NULL;
+  char name[2 * DURABLE_PATH_MAX + 2];
+  snprintf(name, sizeof name, "%s\n%s", ns, key);
+  entry_t *e = durable__map_get(map, name);
+  if (e != NULL)
+    return e;
+  e = calloc(1, sizeof(*e));
+  if (e == NULL || (e->ns = strdup(ns)) == NULL ||
+      (e->key = strdup(key)) == NULL || durable__map_put(map, name, e) < 0) {
+    if (e) {
+      free(e->ns);
+      free(e->key);
+    }
+    free(e);
+    return NULL; /* out of memory: a count is lost, nothing else */
+  }
+  return e;
+}
+
+void durable__stream_count(durable_mesh_t *mesh, const char *ns,
+                           const char *key, durable__count_t which,
+                           uint64_t n) {
+  entry_t *e = entry_of(mesh, ns, key);
+  if (e == NULL)
+    return;
+  durable_stream_stats_t *s = &e->stats;
+  switch (which) {
+  case DURABLE__COUNT_APPENDED:
+    s->appended += n;
+    break;
+  case DURABLE__COUNT_HANDLED:
+    s->handled += n;
+    break;
+  case DURABLE__COUNT_FAILED:
+    s->failed += n;
+    break;
+  case DURABLE__COUNT_DEAD_LETTERED:
+    s->dead_lettered += n;
+    break;
+  case DURABLE__COUNT_TRIMMED:
+    s->trimmed += n;
+    break;
+  }
+}
+
+void durable__stream_handed(durable_mesh_t *mesh, const char *ns,
+                            const char *key, int64_t sequence) {
+  entry_t *e = entry_of(mesh, ns, key);
+  if (e == NULL)
+    return;
+  if (sequence <= e->handed_through)
+    e->stats.redelivered++;
+  else
+    e->handed_through = sequence;
+}
+
+void durable__stream_stats_free(durable__map_t *map) {
+  const char *name;
+  void *value;
+  for (size_t i = 0; durable__map_next(map, &i, &name, &value);) {
+    entry_t *e = value;
+    free(e->ns);
+    free(e->key);
+    free(e);
+  }
+  durable__map_free(map);
+}
+
+void durable_mesh_stream_stats(durable_mesh_t *mesh, durable_stream_stats_cb cb,
+                               void *data) {
+  durable__map_t *map = mesh ? durable__stream_stats_map(mesh) : NULL;
+  const char *name;
+  void *value;
+  for (size_t i = 0; map && durable__map_next(map, &i, &name, &value);) {
+    entry_t *e = value;
+    durable_stream_id_t id = {.ns = e->ns, .key = e->key};
+    cb(&id, &e->stats, data);
+  }
+}
