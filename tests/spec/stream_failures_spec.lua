@@ -88,6 +88,26 @@ describe("a durable stream consumer that fails", function()
     assert.same({ 1, 2, 3, 4 }, handled)
   end)
 
+  it("backs off doubling from backoff_min_ms to backoff_max_ms, and stays there", function()
+    -- 10 ms doubling nine times passes 2,560 ms: the cap, not a count of
+    -- steps, is what stops it (and it was once six steps, 640 ms here)
+    open { streams = { backoff_min_ms = 10, backoff_max_ms = 2000, reclaim_ms = 400,
+      holder_probe_ms = 300 } }
+    local owner = ns .. "/capped"
+    publish(owner, 1)
+    local tries = 0
+    consumer(owner, function()
+      tries = tries + 1
+      if tries <= 10 then error("not yet") end
+    end)
+    helper.run_until(mesh, function() return checkpoint(owner) == 1 end, 15000)
+    local delays = {}
+    for _, line in ipairs(helper.log_lines("was NOT acknowledged")) do
+      delays[#delays + 1] = tonumber(line:match("retried from the checkpoint in (%d+) ms"))
+    end
+    assert.same({ 10, 20, 40, 80, 160, 320, 640, 1280, 2000, 2000 }, delays)
+  end)
+
   it("with max_attempts moves an item that keeps failing to the dead letters, with its "
     .. "acknowledgement, and goes on in order", function()
     open()
