@@ -259,7 +259,9 @@ static void lease_lost(consumer_t *c) {
 }
 
 /* Retry from the checkpoint after the backoff, keeping the lease. */
-uint32_t durable__backoff_ms(int attempt, uint32_t min_ms, uint32_t max_ms) {
+/* The delay before claiming again after the `attempt`-th failure in a row
+ * (0: the first): min_ms doubling up to max_ms. */
+static uint32_t backoff_ms(int attempt, uint32_t min_ms, uint32_t max_ms) {
   uint64_t delay = min_ms;
   /* doubling stops at the cap, which also keeps it from overflowing */
   for (int i = 0; i < attempt && delay < max_ms; i++)
@@ -269,8 +271,7 @@ uint32_t durable__backoff_ms(int attempt, uint32_t min_ms, uint32_t max_ms) {
 
 static void backoff(consumer_t *c, int64_t seq, const char *why) {
   durable_stream_options_t o = durable__stream_options(c->mesh);
-  uint64_t delay =
-      durable__backoff_ms(c->attempt, o.backoff_min_ms, o.backoff_max_ms);
+  uint64_t delay = backoff_ms(c->attempt, o.backoff_min_ms, o.backoff_max_ms);
   c->attempt++;
   durable__stream_name_t n;
   char at[48] = "";

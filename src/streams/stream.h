@@ -106,9 +106,6 @@ void durable__consumers_live(durable_mesh_t *mesh);
  * not). */
 void durable__consumers_lease_gone(durable_mesh_t *mesh, const char *ns,
                                    const char *key, int claiming);
-/* consumer.c: the delay before claiming again after the `attempt`-th
- * failure in a row (0: the first): min_ms doubling up to max_ms. */
-uint32_t durable__backoff_ms(int attempt, uint32_t min_ms, uint32_t max_ms);
 /* consumer.c: the list's owner goes: unlink every consumer left in it. */
 void durable__consumers_forget(void **head);
 
