@@ -40,6 +40,10 @@ step() {
   fi
 }
 
+# help2man writes the manual page at build time (doc/CMakeLists.txt);
+# bash-completion is what loads share/bash-completion/completions/durable.
+packages+=(help2man bash-completion)
+
 missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
