@@ -218,5 +218,14 @@ int main(int argc, char **argv) {
       return cli_usage(&cli, "%s: %s", from, err.message);
     cli.principal = as;
   }
+  /* A log level that is not one is refused, as an unknown option is: read
+   * silently as info, DURABLE_LOG=verbose would hide that nothing changed. */
+  durable_log_level_t level;
+  const char *log = getenv("DURABLE_LOG");
+  if (durable__log_level_parse(log, &level) != 0)
+    return cli_error(&cli, CLI_USAGE,
+                     "$DURABLE_LOG: '%s' is not a level: error, warn, info or "
+                     "debug (in any case)",
+                     log);
   return cli.command->main(&cli, nargs, args);
 }

@@ -41,8 +41,9 @@ step() {
 }
 
 # help2man writes the manual page at build time (doc/CMakeLists.txt);
-# bash-completion is what loads share/bash-completion/completions/durable.
-packages+=(help2man bash-completion)
+# bash-completion is what loads share/bash-completion/completions/durable;
+# sqlite3 lets refusals_spec make a database that is not durable's.
+packages+=(help2man bash-completion sqlite3)
 
 missing=()
 for p in "${packages[@]}"; do
