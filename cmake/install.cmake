@@ -53,3 +53,6 @@ install(DIRECTORY lua/durable DESTINATION ${CMAKE_INSTALL_DATADIR}/lua/5.4
   FILES_MATCHING PATTERN "*.lua" PATTERN "_meta" EXCLUDE)
 install(DIRECTORY plugins/ DESTINATION ${CMAKE_INSTALL_DATADIR}/durable/plugins
   FILES_MATCHING PATTERN "*.lua")
+install(FILES src/cli/completion.bash
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
+  RENAME durable)
