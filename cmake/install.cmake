@@ -56,3 +56,23 @@ install(DIRECTORY plugins/ DESTINATION ${CMAKE_INSTALL_DATADIR}/durable/plugins
 install(FILES src/cli/completion.bash
   DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
   RENAME durable)
+
+# ---- the Debian package: cpack -G DEB --config build/CPackConfig.cmake ------
+# Everything above, under /usr, as durable_VERSION_ARCH.deb.  Its
+# dependencies are what dpkg-shlibdeps reads from the binaries (libuv1,
+# libjansson4, libsqlite3-0, libpq5, liblua5.4-0 and libc6, at the versions
+# they were built against), plus lua5.4 for `require "durable"` from the
+# stock interpreter, which is only recommended.
+set(CPACK_PACKAGE_NAME durable)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+  "durable streams on SQLite and PostgreSQL, in C with Lua plugins")
+set(CPACK_PACKAGE_CONTACT "durable maintainers <durable@localhost>")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libuv1-dev")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "lua5.4, bash-completion")
+set(CPACK_STRIP_FILES OFF)
+include(CPack)
