@@ -52,6 +52,9 @@ static int put_main(cli_t *cli, int argc, char **argv) {
     return cli_usage(cli, "too many arguments");
   if (durable_path_check(argv[0], &err) < 0)
     return cli_error(cli, CLI_USAGE, "%s", err.message);
+  /* before the store is opened: a refused type must not create the file */
+  if (*argv[1] && durable_node_type_check(argv[1], &err) < 0)
+    return cli_error(cli, CLI_USAGE, "%s", err.message);
   if (argc == 3 && strcmp(argv[2], "-") == 0) {
     content = owned = cli_read_stdin(&len);
     if (owned == NULL)

@@ -204,6 +204,24 @@ describe("refused inputs (" .. KIND .. ")", function()
     end)
   end)
 
+  describe("a command refused for its arguments", function()
+    it("never creates the store it names", function()
+      local file = cmd.tmpname()
+      os.remove(file)
+      for _, args in ipairs {
+        { "put", "a/b", "T\1", "{}" },
+        { "put", "a/b", "T", "[[[" },
+        { "get", "@a//b" },
+        { "read", "NS", "a/b", "--after", "-5" },
+      } do
+        args.store = "sqlite:" .. file
+        local code, _, err = run(args)
+        assert.equal(2, code, err)
+        assert.equal("(absent)", sqlite_dump(file):match("^=([^\n]*)"), table.concat(args, " "))
+      end
+    end)
+  end)
+
   describe("DURABLE_LOG", function()
     it("that is not a level is refused, before anything is opened; a level in any case is taken", function()
       local before = seeded()
