@@ -101,6 +101,10 @@ fi
 # ---- ctest ----
 log=$logs/ctest.log
 start=$SECONDS
+# One line as each suite starts, one as it ends (record), so a minutes-long
+# run says what it is doing.
+echo "ctest: running $(ctest --test-dir "$build" -N 2>/dev/null |
+  sed -n 's/^Total Tests: //p') tests (C units, store contract, examples, install) ..."
 run_logged "$log" ctest --test-dir "$build" --output-on-failure --timeout 600
 rc=$?
 counts=$(sed -n 's/.* \([0-9][0-9]*\) tests\{0,1\} failed out of \([0-9][0-9]*\).*/\1 \2/p' "$log" | tail -n 1)
@@ -139,6 +143,7 @@ fi
 
 run_busted() {
   local store=$1 log=$logs/busted-$1.log start=$SECONDS rc line ok fail err pend
+  echo "busted $store: running every spec under tests/spec ..."
   run_logged "$log" env "${busted_env[@]}" DURABLE_TEST_STORE="$store" \
     "${busted[@]}" --run="$store" -o plainTerminal
   rc=$?

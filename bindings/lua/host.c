@@ -17,10 +17,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef DURABLE_LUA_DIR
 #define DURABLE_LUA_DIR "lua"
 #endif
+#ifndef DURABLE_LUA_FROM_BIN
+#define DURABLE_LUA_FROM_BIN "../share/lua/5.4"
+#endif
+
+/* Whether DIR/durable/init.lua is there: the Lua half of the module. */
+static int has_durable(const char *dir) {
+  char init[4096];
+  int n = snprintf(init, sizeof init, "%s/durable/init.lua", dir);
+  return n > 0 && (size_t)n < sizeof init && access(init, R_OK) == 0;
+}
+
+/* Where lua/durable/ is when nobody said: beside an installed command
+ * (BINDIR/../share/lua/5.4, found from /proc/self/exe, so that the command
+ * runs the Lua installed with it, under any prefix), else the source tree
+ * this command was built from. */
+static const char *default_lua_dir(char *buf, size_t size) {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  char *slash = n > 0 ? (exe[n] = '\0', strrchr(exe, '/')) : NULL;
+  if (slash != NULL) {
+    *slash = '\0';
+    int m = snprintf(buf, size, "%s/" DURABLE_LUA_FROM_BIN, exe);
+    if (m > 0 && (size_t)m < size && has_durable(buf))
+      return buf;
+  }
+  return DURABLE_LUA_DIR;
+}
 
 static int traceback(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
@@ -86,10 +114,24 @@ static int run(lua_State *L) {
 
 int durable_lua_run_script(const char *script, int argc, char **argv,
                            const char *lua_dir) {
-  if (lua_dir == NULL)
+  const char *from = "the caller";
+  char found[4096];
+  if (lua_dir == NULL) {
     lua_dir = getenv("DURABLE_LUA_DIR");
-  if (lua_dir == NULL || *lua_dir == '\0')
-    lua_dir = DURABLE_LUA_DIR;
+    from = "$DURABLE_LUA_DIR";
+  }
+  if (lua_dir == NULL || *lua_dir == '\0') {
+    lua_dir = default_lua_dir(found, sizeof found);
+    from = "where this command was installed or built";
+  }
+  /* One line, not the traceback of a require that searched every path. */
+  if (!has_durable(lua_dir)) {
+    fprintf(stderr,
+            "durable: %s: the Lua half of durable (durable/init.lua) is not "
+            "in '%s' (from %s)\n",
+            module_name ? "run" : "lua", lua_dir, from);
+    return 1;
+  }
   lua_State *L = luaL_newstate();
   if (L == NULL) {
     fprintf(stderr, "durable: lua: cannot create a Lua state\n");

@@ -319,7 +319,9 @@ void dlua_streams_release(dlua_mesh_t *m);
 void dlua_open_streams(lua_State *L); /* stack: module -> module */
 void dlua_open_run(lua_State *L);     /* stack: module -> module (run.c) */
 
-int luaopen_durable_core(lua_State *L);
+/* The one symbol core.so exports (it is built with hidden visibility and a
+ * version script, core.map): what `require "durable.core"` looks up. */
+__attribute__((visibility("default"))) int luaopen_durable_core(lua_State *L);
 
 /* The DURABLE_E* code named `name` ("ECONFLICT"), or 0 for NULL and for a
  * name the runtime does not have. */

@@ -88,6 +88,7 @@ static void on_recycled(int status, const char *message, void *data) {
 }
 
 static void on_put(const durable_result_t *res, void *data) {
+  (void)data;
   if (res->status < 0)
     die("put", res->message);
 }

@@ -106,6 +106,18 @@ int cli_run(cli_t *cli);
  * size.  NULL on a read error or out of memory. */
 char *cli_read_stdin(size_t *len);
 
+/* ---- files.c ---- */
+
+/* 0 when `path` is a regular file this process may read; else reports
+ * "cannot read WHAT 'PATH': reason" or "WHAT 'PATH' is not a regular file
+ * (a FIFO)" and returns CLI_FAILED. */
+int cli_check_file(const cli_t *cli, const char *what, const char *path);
+/* Resolve a plugin given to `durable run`: a path as it is, or an installed
+ * plugin's name (document_log -> .../share/durable/plugins/document_log.lua),
+ * replacing *plugin with the file found.  0, or CLI_FAILED after reporting
+ * where it looked. */
+int cli_find_plugin(const cli_t *cli, char **plugin);
+
 /* ---- print.c ---- */
 
 /* The node as one JSON object and a newline: path, namespace, id,

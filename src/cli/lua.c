@@ -17,6 +17,8 @@
 static int lua_main(cli_t *cli, int argc, char **argv) {
   if (argc < 1)
     return cli_usage(cli, "a script is needed");
+  if (cli_check_file(cli, "script", argv[0]) != 0)
+    return CLI_FAILED;
   if (setenv("DURABLE_STORE", cli->store_url, 1) != 0)
     return cli_error(cli, CLI_FAILED, "cannot set DURABLE_STORE");
   int rc = cli_export_principal(cli);

@@ -60,6 +60,19 @@ static void print_main_help(void) {
          "  --help       this help, or a command's with `durable COMMAND "
          "--help`\n"
          "  --version    print the version\n\n"
+         "Environment:\n"
+         "  DURABLE_STORE      the store when --store is not given\n"
+         "  DURABLE_PRINCIPAL  the principal when --as is not given\n"
+         "  DURABLE_LOG        error, warn, info (the default) or debug, in "
+         "any case;\n"
+         "                     anything else is refused\n"
+         "  DURABLE_PLUGIN_PATH\n"
+         "                     folders (':' between them) where `durable run "
+         "NAME`\n"
+         "                     looks for NAME.lua before the installed "
+         "plugins\n"
+         "  DURABLE_LUA_DIR    where lua/durable/ is, instead of beside the "
+         "command\n\n"
          "Exit status: 0 success, 1 failure, 2 bad usage; a failure prints "
          "one line on stderr.\n");
 }
@@ -218,5 +231,14 @@ int main(int argc, char **argv) {
       return cli_usage(&cli, "%s: %s", from, err.message);
     cli.principal = as;
   }
+  /* A log level that is not one is refused, as an unknown option is: read
+   * silently as info, DURABLE_LOG=verbose would hide that nothing changed. */
+  durable_log_level_t level;
+  const char *log = getenv("DURABLE_LOG");
+  if (durable__log_level_parse(log, &level) != 0)
+    return cli_error(&cli, CLI_USAGE,
+                     "$DURABLE_LOG: '%s' is not a level: error, warn, info or "
+                     "debug (in any case)",
+                     log);
   return cli.command->main(&cli, nargs, args);
 }

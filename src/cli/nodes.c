@@ -52,6 +52,9 @@ static int put_main(cli_t *cli, int argc, char **argv) {
     return cli_usage(cli, "too many arguments");
   if (durable_path_check(argv[0], &err) < 0)
     return cli_error(cli, CLI_USAGE, "%s", err.message);
+  /* before the store is opened: a refused type must not create the file */
+  if (*argv[1] && durable_node_type_check(argv[1], &err) < 0)
+    return cli_error(cli, CLI_USAGE, "%s", err.message);
   if (argc == 3 && strcmp(argv[2], "-") == 0) {
     content = owned = cli_read_stdin(&len);
     if (owned == NULL)
@@ -174,6 +177,7 @@ const cli_command_t cli_get_command = {
 typedef struct search_state_s {
   const char *query;
   char *after; /* the last id printed: where the next page starts */
+  int by_type; /* type:T pages by path (every namespace), not by id */
 } search_state_t;
 
 static void search_done(const durable_result_t *result, void *data);
@@ -202,7 +206,8 @@ static void search_done(const durable_result_t *result, void *data) {
     cli_finish(cli, CLI_OK);
     return;
   }
-  char *after = strdup(result->nodes[result->count - 1]->id);
+  const durable_node_t *last = result->nodes[result->count - 1];
+  char *after = strdup(state->by_type ? last->path : last->id);
   if (after == NULL) {
     cli_error(cli, CLI_FAILED, "%s", durable_strerror(DURABLE_ENOMEM));
     cli_finish(cli, CLI_FAILED);
@@ -215,12 +220,12 @@ static void search_done(const durable_result_t *result, void *data) {
 
 static int search_main(cli_t *cli, int argc, char **argv) {
   durable_error_t err;
-  search_state_t state = {NULL, NULL};
+  search_state_t state = {NULL, NULL, 0};
   const char *subject;
   int rc;
 
   if (argc < 1)
-    return cli_usage(cli, "expected namespace:NS or path:P");
+    return cli_usage(cli, "expected namespace:NS, path:P or type:T");
   if (argc > 1)
     return cli_usage(cli, "too many arguments");
   if (strncmp(argv[0], "namespace:", 10) == 0) {
@@ -229,11 +234,18 @@ static int search_main(cli_t *cli, int argc, char **argv) {
     subject = argv[0] + 5;
     if (*subject == '\0')
       return cli_usage(cli, "path: needs a path");
+  } else if (strncmp(argv[0], "type:", 5) == 0) {
+    subject = argv[0] + 5;
+    if (*subject == '\0')
+      return cli_usage(cli, "type: needs a NodeType");
+    if (durable_node_type_check(subject, &err) < 0)
+      return cli_error(cli, CLI_USAGE, "%s", err.message);
+    state.by_type = 1;
   } else {
-    return cli_usage(cli, "query '%s' is neither namespace:NS nor path:P",
+    return cli_usage(cli, "query '%s' is none of namespace:NS, path:P, type:T",
                      argv[0]);
   }
-  if (*subject && durable_path_check(subject, &err) < 0)
+  if (!state.by_type && *subject && durable_path_check(subject, &err) < 0)
     return cli_error(cli, CLI_USAGE, "%s", err.message);
 
   if ((rc = cli_open(cli)) != 0)
@@ -248,11 +260,13 @@ static int search_main(cli_t *cli, int argc, char **argv) {
 
 const cli_command_t cli_search_command = {
     "search",
-    "namespace:NS|path:P",
+    "namespace:NS|path:P|type:T",
     "list nodes as JSON lines, in id order",
     "namespace:NS prints every child of NS (NS may be empty for the top\n"
-    "level); path:P prints the node at P if there is one.  One JSON object\n"
-    "per line, as `durable get` prints it, in id order, all pages.",
+    "level); path:P prints the node at P if there is one; type:T prints\n"
+    "every node of NodeType T in every namespace (it scans: an operator's\n"
+    "listing, e.g. type:DurableStream).  One JSON object per line, as\n"
+    "`durable get` prints it, in id order (type:T in path order), all pages.",
     NULL,
     search_main,
     0,

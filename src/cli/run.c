@@ -25,8 +25,8 @@ static int run_main(cli_t *cli, int argc, char **argv) {
   if (argc < 1)
     return cli_usage(cli, "at least one plugin file is needed");
   for (int i = 0; i < argc; i++)
-    if (access(argv[i], R_OK) != 0)
-      return cli_error(cli, CLI_FAILED, "cannot read plugin '%s'", argv[i]);
+    if (cli_find_plugin(cli, &argv[i]) != 0)
+      return CLI_FAILED;
   int rc = cli_export_principal(cli);
   if (rc != 0)
     return rc;

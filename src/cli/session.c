@@ -50,7 +50,7 @@ int cli_error(const cli_t *cli, int code, const char *fmt, ...) {
   char message[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(message, sizeof message, fmt, ap);
+  durable__vformat(message, sizeof message, fmt, ap);
   va_end(ap);
   print_line(cli, message, "");
   return code;
@@ -65,7 +65,7 @@ int cli_usage(const cli_t *cli, const char *fmt, ...) {
   char message[1024], usage[256];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(message, sizeof message, fmt, ap);
+  durable__vformat(message, sizeof message, fmt, ap);
   va_end(ap);
   snprintf(usage, sizeof usage, " (usage: durable %s [--store URL] %s)",
            cli->command->name, cli->command->args);

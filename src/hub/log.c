@@ -16,17 +16,43 @@
 #include <strings.h>
 #include <time.h>
 
+int durable__log_level_parse(const char *value, durable_log_level_t *out) {
+  static const struct {
+    const char *name;
+    durable_log_level_t level;
+  } names[] = {{"error", DURABLE_LOG_ERROR},  {"warn", DURABLE_LOG_WARN},
+               {"warning", DURABLE_LOG_WARN}, {"info", DURABLE_LOG_INFO},
+               {"debug", DURABLE_LOG_DEBUG},  {"trace", DURABLE_LOG_DEBUG}};
+  if (value == NULL || *value == '\0') {
+    *out = DURABLE_LOG_INFO;
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcasecmp(value, names[i].name) == 0) {
+      *out = names[i].level;
+      return 0;
+    }
+  *out = DURABLE_LOG_INFO;
+  return DURABLE_EINVAL;
+}
+
+/* A value that is not a level is said once per process (the command refuses
+ * it before anything runs; an embedder's process learns it here) and read
+ * as the default, info. */
 durable_log_level_t durable__log_threshold(void) {
+  static int warned;
   const char *v = getenv("DURABLE_LOG");
-  if (v == NULL || *v == '\0')
-    return DURABLE_LOG_INFO;
-  if (strcasecmp(v, "error") == 0)
-    return DURABLE_LOG_ERROR;
-  if (strcasecmp(v, "warn") == 0 || strcasecmp(v, "warning") == 0)
-    return DURABLE_LOG_WARN;
-  if (strcasecmp(v, "debug") == 0 || strcasecmp(v, "trace") == 0)
-    return DURABLE_LOG_DEBUG;
-  return DURABLE_LOG_INFO;
+  durable_log_level_t level;
+  if (durable__log_level_parse(v, &level) != 0 && !warned) {
+    warned = 1;
+    char shown[80];
+    durable__format(shown, sizeof shown, "%s", v);
+    fprintf(stderr,
+            "durable: DURABLE_LOG='%s' is not a level (error, warn, info or "
+            "debug, in any case); logging at info\n",
+            shown);
+  }
+  return level;
 }
 
 const char *durable_log_level_name(durable_log_level_t level) {

@@ -36,6 +36,28 @@
 extern "C" {
 #endif
 
+/* ---- what libdurable exports ------------------------------------------- */
+
+/* libdurable is built with hidden symbol visibility (-fvisibility=hidden),
+ * so that libdurable.so exports only what this header declares: the
+ * runtime's internal calls (durable__*, durable_internal.h) stay inside the
+ * library, as uv__* stay inside libuv.  DURABLE_EXTERN marks one declaration
+ * as exported; DURABLE_API_BEGIN ... DURABLE_API_END mark every declaration
+ * between them, which is how this header uses them: everything declared here
+ * is public by definition, and a declaration added later cannot be left out
+ * of the library by a forgotten mark. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define DURABLE_EXTERN __attribute__((visibility("default")))
+#define DURABLE_API_BEGIN _Pragma("GCC visibility push(default)")
+#define DURABLE_API_END _Pragma("GCC visibility pop")
+#else
+#define DURABLE_EXTERN
+#define DURABLE_API_BEGIN
+#define DURABLE_API_END
+#endif
+
+DURABLE_API_BEGIN
+
 /* ---- version ----------------------------------------------------------- */
 
 /* The version this header belongs to (semantic versioning: a MINOR release
@@ -1102,6 +1124,8 @@ int durable_hub_consume(durable_hub_t *hub, const durable_consumer_t *consumer,
  * or its mesh closed) nothing is held: `cb` runs before this returns. */
 void durable_consumer_stop(durable_consumer_handle_t *handle,
                            durable_status_cb cb, void *data);
+
+DURABLE_API_END
 
 #ifdef __cplusplus
 }

@@ -14,10 +14,20 @@
 #define DURABLE_INTERNAL_H
 
 #include <durable.h>
+#include <stdarg.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* vsnprintf into `out` that keeps a message's reason: when the message would
+ * be cut, it is formatted again with each %s argument longer than size / 8
+ * bytes shortened to its head, "..." and its length (error.c).  Every
+ * durable_error_t message goes through it; so do the command's lines. */
+void durable__vformat(char *out, size_t size, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+void durable__format(char *out, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* The table a path is stored in: the longest entry of the satellite mapping
  * list whose segment occurs as a whole segment of the path
@@ -112,6 +122,9 @@ uint32_t durable__store_fence_ms(durable_store_t *store);
 /* The level below which lines are dropped: from the environment variable
  * DURABLE_LOG (error, warn, info, debug; info by default). */
 durable_log_level_t durable__log_threshold(void);
+/* A DURABLE_LOG value as a level, in any case (error, warn or warning, info,
+ * debug or trace; NULL or "" is info).  0, or DURABLE_EINVAL with *out info. */
+int durable__log_level_parse(const char *value, durable_log_level_t *out);
 
 /* The process-level read-issuing hub: never recycled, for requests sent on
  * behalf of a hub that is quiescing. */

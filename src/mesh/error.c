@@ -2,11 +2,22 @@
  * error.c: the error table's texts and the one helper that fills a
  * durable_error_t.  Codes, names and texts all come from DURABLE_ERRNO_MAP in
  * durable.h, so adding an error is one line there.
+ *
+ * A message must keep its reason.  Messages quote what they refuse -- a
+ * 2,000-byte namespace, a key, a path -- and a plain vsnprintf into the 512
+ * bytes of durable_error_t.message cut such a message inside the quoted value,
+ * before "is too long" was ever written.  So a message that would not fit is
+ * formatted again with every long string argument shortened (its head, "...",
+ * and its length), which keeps the text around the values -- the reason --
+ * whole.  durable__format does that for any buffer; the command uses it too.
  */
 #include "store.h"
 
+#include <durable_internal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 const char *durable_strerror(int code) {
@@ -35,11 +46,144 @@ const char *durable_err_name(int code) {
   return "EUNKNOWN";
 }
 
+/* `s` shortened to about `keep` bytes, cut at a UTF-8 boundary, with its
+ * length: "aaaa...(2000 bytes)".  Returns `buf`. */
+static const char *shortened(const char *s, size_t keep, char *buf,
+                             size_t size) {
+  size_t len = strlen(s), n = keep < size - 32 ? keep : size - 32;
+  if (len <= n)
+    return s;
+  while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+    n--; /* never half a character */
+  snprintf(buf, size, "%.*s...(%zu bytes)", (int)n, s, len);
+  return buf;
+}
+
+/* One pass over `fmt`, each conversion formatted on its own with the same
+ * specification, %s arguments longer than `keep` shortened.  The formats are
+ * the library's own (checked by the compiler's format attribute), so only
+ * the conversions C99 printf knows occur. */
+static void format_short(char *out, size_t size, size_t keep, const char *fmt,
+                         va_list ap) {
+  size_t o = 0;
+  for (const char *f = fmt; *f && o + 1 < size;) {
+    if (*f != '%') {
+      out[o++] = *f++;
+      continue;
+    }
+    const char *start = f++;
+    if (*f == '%') {
+      out[o++] = '%';
+      f++;
+      continue;
+    }
+    int star_width = 0, star_prec = 0;
+    f += strspn(f, "-+ #0");
+    if (*f == '*') {
+      star_width = 1;
+      f++;
+    }
+    f += strspn(f, "0123456789");
+    if (*f == '.') {
+      f++;
+      if (*f == '*') {
+        star_prec = 1;
+        f++;
+      }
+      f += strspn(f, "0123456789");
+    }
+    char len[3] = "";
+    size_t ln = strspn(f, "hljztL");
+    if (ln > 2)
+      ln = 2;
+    memcpy(len, f, ln);
+    f += ln;
+    char conv = *f ? *f++ : '\0';
+    char spec[32];
+    size_t sl = (size_t)(f - start);
+    if (sl >= sizeof spec || conv == '\0')
+      break; /* not a format this file writes */
+    memcpy(spec, start, sl);
+    spec[sl] = '\0';
+    int width = star_width ? va_arg(ap, int) : 0;
+    int prec = star_prec ? va_arg(ap, int) : 0;
+    char piece[600];
+    piece[0] = '\0';
+#define PIECE(value)                                                           \
+  do {                                                                         \
+    if (star_width && star_prec)                                               \
+      snprintf(piece, sizeof piece, spec, width, prec, value);                 \
+    else if (star_width)                                                       \
+      snprintf(piece, sizeof piece, spec, width, value);                       \
+    else if (star_prec)                                                        \
+      snprintf(piece, sizeof piece, spec, prec, value);                        \
+    else                                                                       \
+      snprintf(piece, sizeof piece, spec, value);                              \
+  } while (0)
+    switch (conv) {
+    case 's': {
+      const char *v = va_arg(ap, const char *);
+      char buf[300];
+      if (v != NULL && !star_prec)
+        v = shortened(v, keep, buf, sizeof buf);
+      PIECE(v);
+      break;
+    }
+    case 'c':
+      PIECE(va_arg(ap, int));
+      break;
+    case 'p':
+      PIECE(va_arg(ap, void *));
+      break;
+    case 'f':
+    case 'e':
+    case 'g':
+    case 'F':
+    case 'E':
+    case 'G':
+      PIECE(va_arg(ap, double));
+      break;
+    default: /* d i u x X o, with their length */
+      if (strcmp(len, "ll") == 0 || strcmp(len, "j") == 0)
+        PIECE(va_arg(ap, long long));
+      else if (strcmp(len, "l") == 0 || strcmp(len, "z") == 0 ||
+               strcmp(len, "t") == 0)
+        PIECE(va_arg(ap, long));
+      else
+        PIECE(va_arg(ap, int));
+      break;
+    }
+#undef PIECE
+    size_t n = strlen(piece);
+    if (n > size - 1 - o)
+      n = size - 1 - o;
+    memcpy(out + o, piece, n);
+    o += n;
+  }
+  out[o] = '\0';
+}
+
+void durable__vformat(char *out, size_t size, const char *fmt, va_list ap) {
+  va_list again;
+  va_copy(again, ap);
+  int n = vsnprintf(out, size, fmt, ap);
+  if (n >= 0 && (size_t)n >= size) /* cut: keep the reason, shorten values */
+    format_short(out, size, size / 8, fmt, again);
+  va_end(again);
+}
+
+void durable__format(char *out, size_t size, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  durable__vformat(out, size, fmt, ap);
+  va_end(ap);
+}
+
 int durable__error(durable_error_t *err, int code, const char *fmt, ...) {
   if (err != NULL) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    durable__vformat(err->message, sizeof(err->message), fmt, ap);
     va_end(ap);
     err->code = code;
   }

@@ -121,6 +121,17 @@ int durable_path_check(const char *path, durable_error_t *err) {
           return REFUSE("the first segment (the partition) must not begin "
                         "with 'pg_'",
                         shown(path, q, sizeof q));
+        /* A partition is a PostgreSQL schema: never one of PostgreSQL's own
+         * (information_schema; pg_* above) nor public, where durable keeps
+         * its own tables and functions (durable_grants,
+         * ensure_partition_schema).  The same rule on every store, so that a
+         * path valid on SQLite stays valid on PostgreSQL. */
+        if ((n == 6 && strncmp((const char *)seg, "public", 6) == 0) ||
+            (n == 18 &&
+             strncmp((const char *)seg, "information_schema", 18) == 0))
+          return REFUSE("the partition '%.*s' is a schema of PostgreSQL's "
+                        "own or of durable's",
+                        shown(path, q, sizeof q), (int)n, (const char *)seg);
         first = 0;
       }
       if (*p == '\0')

@@ -249,6 +249,16 @@ static int parse_url(const char *url, url_parts *p, durable_error_t *err) {
                             url, query + 1);
     p->relaxed = 1;
   }
+  /* SQLite reads a name that begins with "file:" as a URI (Debian builds it
+   * with SQLITE_USE_URI): "file:d/x.db" would open d/x.db, its -live file
+   * would not be beside it, and its options would go unchecked.  A store URL
+   * names a file; one whose name begins so is written ./file:... */
+  if (len >= 5 && strncmp(file, "file:", 5) == 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "store '%s': SQLite URIs are not taken (SQLite "
+                          "would read '%.*s' as one); sqlite:PATH names a "
+                          "file: for a file of that name write sqlite:./%.*s",
+                          url, (int)len, file, (int)len, file);
   p->file = malloc(len + 1);
   if (p->file == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
@@ -575,6 +585,127 @@ static int migrate(durable__conn_t *c) {
   return sqlite3_exec(c->db, sql, NULL, NULL, NULL);
 }
 
+/* ---- whose file it is ------------------------------------------------- */
+
+static void live_path(const char *file, char *out, size_t size);
+
+/* PRAGMA application_id marks a file as durable's (the header's offset 68,
+ * as Fossil and GeoPackage mark theirs): "dura". */
+#define APPLICATION_ID 0x64757261
+#define APPLICATION_ID_SET "PRAGMA application_id = 1685418593"
+
+/* What the store's name leads to, before SQLite opens (and maybe creates)
+ * it.  Through a symbolic link, durable -- often run as root -- would create
+ * or write a file somebody else chose: a link to nothing is refused (SQLite
+ * would create its target), and so is a link owned by someone other than
+ * its target's owner (the rule of Linux's fs.protected_symlinks, applied
+ * everywhere).  A FIFO, a directory or a device is not a database. */
+static int check_file(const char *file, durable_error_t *err) {
+  struct stat link, target;
+  int linked = lstat(file, &link) == 0 && S_ISLNK(link.st_mode);
+  if (stat(file, &target) != 0) {
+    if (linked)
+      return durable__error(err, DURABLE_EINVAL,
+                            "SQLite file '%s' is a symbolic link to nothing; "
+                            "durable does not create a database through a "
+                            "link",
+                            file);
+    return 0; /* a new file: SQLite makes it */
+  }
+  if (!S_ISREG(target.st_mode))
+    return durable__error(err, DURABLE_EINVAL,
+                          "SQLite file '%s' is not a regular file (%s)", file,
+                          S_ISDIR(target.st_mode)    ? "a directory"
+                          : S_ISFIFO(target.st_mode) ? "a FIFO"
+                          : S_ISSOCK(target.st_mode) ? "a socket"
+                                                     : "a device");
+  if (linked && link.st_uid != target.st_uid)
+    return durable__error(err, DURABLE_EACCES,
+                          "SQLite file '%s' is a symbolic link owned by uid "
+                          "%ld to a file owned by uid %ld; refused, as "
+                          "protected_symlinks refuses such links",
+                          file, (long)link.st_uid, (long)target.st_uid);
+  return 0;
+}
+
+/* The files beside the database that durable and SQLite create and write
+ * (FILE-live: the liveness locks and the doorbell; SQLite's -wal, -shm,
+ * -journal): a symbolic link planted there would have them create or write
+ * its target, so one is refused before anything is opened.  (FILE-live is
+ * also opened O_NOFOLLOW, for a link planted later.) */
+static int check_beside(const char *file, durable_error_t *err) {
+  static const char *const suffixes[] = {"-wal", "-shm", "-journal"};
+  char path[4096];
+  struct stat st;
+  live_path(file, path, sizeof path);
+  if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    return durable__error(err, DURABLE_EACCES,
+                          "SQLite file '%s': its liveness file '%s' is %s; "
+                          "refused, nothing written",
+                          file, path,
+                          S_ISLNK(st.st_mode) ? "a symbolic link"
+                                              : "not a regular file");
+  for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+    snprintf(path, sizeof path, "%s%s", file, suffixes[i]);
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+      return durable__error(err, DURABLE_EACCES,
+                            "SQLite file '%s': '%s' is a symbolic link; "
+                            "refused, nothing written",
+                            file, path);
+  }
+  return 0;
+}
+
+static int int_of(sqlite3 *db, const char *sql, int64_t *out) {
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+  if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    *out = sqlite3_column_int64(st, 0);
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* Only an empty file or durable's own becomes a store: a `durable get` on
+ * somebody's database must not add durable's tables to it.  durable's own is
+ * marked (APPLICATION_ID); a file of an earlier durable, unmarked, is known
+ * by its node table and marked now.  *adopt: mark it in the bootstrap. */
+static int check_owner(durable__conn_t *c, int *adopt, durable_error_t *err) {
+  int64_t id = 0, tables = 0, nodes = 0;
+  int rc = int_of(c->db, "PRAGMA application_id", &id);
+  if (rc == SQLITE_OK)
+    rc = int_of(c->db,
+                "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE "
+                "'sqlite\\_%' ESCAPE '\\'",
+                &tables);
+  if (rc == SQLITE_OK)
+    rc = int_of(c->db,
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                "AND name = '" DURABLE__PRIMARY_TABLE "'",
+                &nodes);
+  if (rc != SQLITE_OK)
+    return open_fail(c, rc, "read its header", err);
+  if (id == APPLICATION_ID)
+    return 0;
+  if (id != 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "SQLite file '%s' belongs to another application "
+                          "(application_id %lld, durable's is %d); refused, "
+                          "nothing written",
+                          c->file, (long long)id, APPLICATION_ID);
+  if (tables > 0 && nodes == 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "SQLite file '%s' is not a durable store: it holds "
+                          "%lld other table%s or index%s and no durable mark; "
+                          "durable makes its tables only in an empty file or "
+                          "its own; refused, nothing written",
+                          c->file, (long long)tables, tables == 1 ? "" : "s",
+                          tables == 1 ? "" : "es");
+  *adopt = 1;
+  return 0;
+}
+
 /* Open a connection.  `bootstrap` sets the journal and creates the schema:
  * done by every engine connection (so a read-only file is refused at
  * connect, by that write), not by the watch's, which only reads and must not
@@ -601,6 +732,11 @@ static int open_conn(const char *url, int bootstrap, durable__conn_t **out,
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
 
+  if (!p.memory && ((rc = check_file(c->file, err)) < 0 ||
+                    (rc = check_beside(c->file, err)) < 0)) {
+    close_conn(c);
+    return rc;
+  }
   rc = sqlite3_open_v2(
       c->file, &c->db,
       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
@@ -621,6 +757,14 @@ static int open_conn(const char *url, int bootstrap, durable__conn_t **out,
                    c->file);
     close_conn(c);
     return DURABLE_EUNAVAIL;
+  }
+
+  /* Whose file it is, before anything writes to it (the WAL switch writes
+   * its header): durable's own, an empty one, or refused. */
+  int adopt = 0;
+  if (bootstrap && (rc = check_owner(c, &adopt, err)) < 0) {
+    close_conn(c);
+    return rc;
   }
 
   if (bootstrap) {
@@ -671,6 +815,8 @@ static int open_conn(const char *url, int bootstrap, durable__conn_t **out,
       rc = sqlite3_exec(c->db, script, NULL, NULL, NULL);
     if (rc == SQLITE_OK)
       rc = migrate(c);
+    if (rc == SQLITE_OK && adopt)
+      rc = sqlite3_exec(c->db, APPLICATION_ID_SET, NULL, NULL, NULL);
     if (rc == SQLITE_OK)
       rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
     free(script);
@@ -752,7 +898,7 @@ static void ring(durable__conn_t *c) {
   if (c->bell_fd == BELL_UNOPENED) {
     char path[4096];
     live_path(c->file, path, sizeof path);
-    c->bell_fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    c->bell_fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (c->bell_fd < 0) {
       c->bell_fd = BELL_NONE; /* the watches' timer will notice instead */
       return;
@@ -1121,7 +1267,14 @@ static int live_hold(const char *file, uint64_t key, int *fd_out,
                      durable_error_t *err) {
   char path[4096];
   live_path(file, path, sizeof path);
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  /* never through a link (check_beside refused one already there) */
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+  struct stat st;
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    close(fd);
+    fd = -1;
+    errno = EINVAL;
+  }
   struct flock fl = {.l_type = F_WRLCK,
                      .l_whence = SEEK_SET,
                      .l_start = (off_t)key,

@@ -35,8 +35,10 @@ int durable_stream_check(const durable_stream_id_t *id, durable_error_t *err) {
   char path[DURABLE_PATH_MAX + 1];
   if (durable_stream_path(id, path, sizeof path) < 0)
     return durable__error(err, DURABLE_EINVAL,
-                          "Durable stream '%s': the key '%s' is too long", ns,
-                          key);
+                          "Durable stream '%s' of key '%s' is too long: "
+                          "the key and the namespace (%zu and %zu bytes) "
+                          "make a path longer than %d bytes",
+                          ns, key, strlen(key), strlen(ns), DURABLE_PATH_MAX);
   /* the items' paths are the longest: check the rules on one of them */
   char items[DURABLE_PATH_MAX + 40];
   snprintf(items, sizeof items, "%s/" DURABLE__ITEM_SEGMENT "/000000000001",

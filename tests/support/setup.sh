@@ -29,9 +29,12 @@ log=$(mktemp "${TMPDIR:-/tmp}/durable-setup.XXXXXX")
 trap 'rm -f "$log"' EXIT
 
 # Run a step with its output in $log; on failure show it and stop.
+# One line as it starts and one as it ends (with its time), as a person
+# expects of a step that may take minutes (the install, the build).
 step() {
-  local what=$1
+  local what=$1 started=$SECONDS
   shift
+  echo "setup: $what ..."
   if ! "$@" >"$log" 2>&1; then
     echo "setup: $what failed:" >&2
     # Progress lines say nothing about the failure; the first errors do.
@@ -39,7 +42,13 @@ step() {
       "$log" | head -n 150 >&2 || true
     exit 1
   fi
+  echo "setup: $what done ($((SECONDS - started))s)"
 }
+
+# help2man writes the manual page at build time (doc/CMakeLists.txt);
+# bash-completion is what loads share/bash-completion/completions/durable;
+# sqlite3 lets refusals_spec make a database that is not durable's.
+packages+=(help2man bash-completion sqlite3)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -72,7 +81,7 @@ case ${DURABLE_SANITIZE:-} in
 esac
 
 step "cmake configure" "${configure[@]}"
-step "build" cmake --build "$build" --parallel "$(nproc)"
+step "build on $(nproc) cores" cmake --build "$build" --parallel "$(nproc)"
 
 sanitize=off
 grep -qx 'DURABLE_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" && sanitize=on
