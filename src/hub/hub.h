@@ -290,9 +290,14 @@ durable_reply_t *durable__step_reply(durable_hub_t *hub,
                                                   int status,
                                                   const char *message));
 
-/* The layers above install themselves in every mesh (streams: the
- * DurableStream NodeType); NULL-terminated, defined by them. */
-extern int (*const durable__mesh_installs[])(durable_mesh_t *mesh);
+/* durable_mesh_open, below what the layers above add to every mesh:
+ * `installs` (NULL-terminated, may be NULL) run on the new mesh before it
+ * is handed out, and a failure closes it.  The public durable_mesh_open is
+ * the streams layer's (install.c), which passes its own: the arrow points
+ * down, and the hub layer names nothing above it. */
+int durable__mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
+                       int (*const installs[])(durable_mesh_t *mesh),
+                       durable_mesh_t **out, durable_error_t *err);
 
 /* mesh.c */
 void durable__mesh_later(durable_mesh_t *mesh, durable_status_cb cb, int status,

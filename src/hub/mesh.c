@@ -581,8 +581,9 @@ int durable_mesh_read(durable_mesh_t *mesh, const char *path,
 /* ---- open and close
  * ------------------------------------------------------------------ */
 
-int durable_mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
-                      durable_mesh_t **out, durable_error_t *err) {
+int durable__mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
+                       int (*const installs[])(durable_mesh_t *mesh),
+                       durable_mesh_t **out, durable_error_t *err) {
   *out = NULL;
   if (loop == NULL || options == NULL)
     return durable__error(err, DURABLE_EINVAL,
@@ -629,8 +630,8 @@ int durable_mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
   }
   mesh->reads->is_client = mesh->reads->is_reads = 1;
   durable_hub_ref(mesh->reads); /* the mesh's own: mesh->reads stays valid */
-  for (size_t i = 0; durable__mesh_installs[i]; i++) {
-    if ((rc = durable__mesh_installs[i](mesh)) < 0) {
+  for (size_t i = 0; installs && installs[i]; i++) {
+    if ((rc = installs[i](mesh)) < 0) {
       durable__error(err, rc, "cannot set up the mesh: %s",
                      durable_strerror(rc));
       durable_mesh_close(mesh, NULL, NULL);

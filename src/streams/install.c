@@ -2,12 +2,12 @@
  * install.c: what the streams layer adds to every mesh, and its per-mesh
  * state.
  *
- * The hub layer calls the hooks of durable__mesh_installs[] when a mesh
- * opens; it knows nothing of streams (the arrow points down: this file
- * fills the table the hub layer declares).  Per-mesh state -- the stream
- * timings given at open (durable_mesh_options_t.streams) and the directory of
- * streams this process has ensured -- is kept on the read-issuing hub, which
- * lives exactly as long as the mesh.
+ * durable_mesh_open is this file's: it opens the hub layer's mesh
+ * (durable__mesh_open) with this layer's install hook, so that the hub
+ * layer knows nothing of streams (the arrow points down).  Per-mesh state --
+ * the stream timings given at open (durable_mesh_options_t.streams) and the
+ * directory of streams this process has ensured -- is kept on the read-issuing
+ * hub, which lives exactly as long as the mesh.
  */
 #include "stream.h"
 
@@ -88,7 +88,12 @@ static int install(durable_mesh_t *mesh) {
   return durable__stream_hub_install(mesh);
 }
 
-int (*const durable__mesh_installs[])(durable_mesh_t *mesh) = {install, NULL};
+/* Every mesh is opened with the streams layer installed in it. */
+int durable_mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
+                      durable_mesh_t **out, durable_error_t *err) {
+  static int (*const installs[])(durable_mesh_t * mesh) = {install, NULL};
+  return durable__mesh_open(loop, options, installs, out, err);
+}
 
 durable_stream_options_t durable__stream_options(durable_mesh_t *mesh) {
   streams_mesh_t *m = mesh_state(mesh);
