@@ -68,47 +68,74 @@ static int installed_plugins(char *out, size_t size) {
   return 0;
 }
 
-/* DIR/NAME.lua into `found` when it exists; `dir` added to `looked`. */
+/* Whether this executable is the one in the build tree (build/durable),
+ * not an installed copy: only that one looks in the source tree, whose
+ * folder an installed command must not trust (it may be anyone's /tmp). */
+static int run_from_build_tree(void) {
+#ifdef DURABLE_BUILT_IN
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  char *slash = n > 0 ? (exe[n] = '\0', strrchr(exe, '/')) : NULL;
+  if (slash == NULL)
+    return 0;
+  *slash = '\0';
+  char *built = realpath(DURABLE_BUILT_IN, NULL);
+  int same = built != NULL && strcmp(built, exe) == 0;
+  free(built);
+  return same;
+#else
+  return 0;
+#endif
+}
+
+/* DIR/NAME.lua into `found` when it is a regular file; `dir` added to
+ * `looked`. */
 static int look_in(const char *dir, size_t dir_len, const char *name,
                    char *found, size_t size, char *looked, size_t looked_size) {
   size_t used = strlen(looked);
   snprintf(looked + used, looked_size - used, "%s%.*s", used ? ", " : "",
            (int)dir_len, dir);
   int n = snprintf(found, size, "%.*s/%s.lua", (int)dir_len, dir, name);
-  return n > 0 && (size_t)n < size && access(found, F_OK) == 0;
+  struct stat st;
+  return n > 0 && (size_t)n < size && stat(found, &st) == 0 &&
+         S_ISREG(st.st_mode);
 }
 
 int cli_find_plugin(const cli_t *cli, char **plugin) {
   const char *name = *plugin;
-  /* a path, or a file of that name here: as given */
-  if (strchr(name, '/') != NULL || access(name, F_OK) == 0 || *name == '\0')
+  /* a path, or a file of that name here (not a folder): as given */
+  struct stat here;
+  if (strchr(name, '/') != NULL || *name == '\0' ||
+      (stat(name, &here) == 0 && !S_ISDIR(here.st_mode)))
     return cli_check_file(cli, "plugin", name);
   char looked[2048] = "", dir[4096];
-  static char found[8][4096]; /* one per plugin; more are rare */
-  static int next;
-  char *out = found[next % 8];
+  /* the path found replaces the name in argv: it lives as long as the
+   * process, one per plugin given */
+  enum { FOUND_MAX = 4096 };
+  char *out = malloc(FOUND_MAX);
+  if (out == NULL)
+    return cli_error(cli, CLI_FAILED, "out of memory");
   const char *path = getenv("DURABLE_PLUGIN_PATH");
   for (const char *p = path; p && *p;) {
     size_t n = strcspn(p, ":");
-    if (n > 0 &&
-        look_in(p, n, name, out, sizeof found[0], looked, sizeof looked))
+    if (n > 0 && look_in(p, n, name, out, FOUND_MAX, looked, sizeof looked))
       goto found;
     p += n + (p[n] == ':');
   }
   if (installed_plugins(dir, sizeof dir) == 0 &&
-      look_in(dir, strlen(dir), name, out, sizeof found[0], looked,
-              sizeof looked))
+      look_in(dir, strlen(dir), name, out, FOUND_MAX, looked, sizeof looked))
     goto found;
-  if (look_in(DURABLE_SOURCE_PLUGINS, strlen(DURABLE_SOURCE_PLUGINS), name, out,
-              sizeof found[0], looked, sizeof looked))
+  if (run_from_build_tree() &&
+      look_in(DURABLE_SOURCE_PLUGINS, strlen(DURABLE_SOURCE_PLUGINS), name, out,
+              FOUND_MAX, looked, sizeof looked))
     goto found;
+  free(out);
   return cli_error(cli, CLI_FAILED,
                    "no plugin '%s': no file of that name here, and no %s.lua "
                    "in %s%s",
                    name, name, looked,
                    path && *path ? "" : " ($DURABLE_PLUGIN_PATH is unset)");
 found:
-  next++;
   *plugin = out;
   return cli_check_file(cli, "plugin", out);
 }

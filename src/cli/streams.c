@@ -936,6 +936,11 @@ static void on_status(const durable_stream_status_t *status, void *data) {
     row_free(&row);
     goto nomem;
   }
+  /* one line per stream in the table: a handler's error may hold breaks
+   * (--json keeps it as it is) */
+  for (char *p = row.last_error; !st->json && p && *p; p++)
+    if (*p == '\n' || *p == '\r' || *p == '\t')
+      *p = ' ';
   if (st->json) {
     print_row_json(st->now, &row);
     row_free(&row);

@@ -597,9 +597,11 @@ static void live_path(const char *file, char *out, size_t size);
 /* What the store's name leads to, before SQLite opens (and maybe creates)
  * it.  Through a symbolic link, durable -- often run as root -- would create
  * or write a file somebody else chose: a link to nothing is refused (SQLite
- * would create its target), and so is a link owned by someone other than
- * its target's owner (the rule of Linux's fs.protected_symlinks, applied
- * everywhere).  A FIFO, a directory or a device is not a database. */
+ * would create its target), and so is one that Linux's
+ * fs.protected_symlinks would not follow: in a sticky, world-writable
+ * folder, owned neither by whoever follows it nor by the folder's owner
+ * (applied here even where the sysctl is off).  A FIFO, a directory or a
+ * device is not a database. */
 static int check_file(const char *file, durable_error_t *err) {
   struct stat link, target;
   int linked = lstat(file, &link) == 0 && S_ISLNK(link.st_mode);
@@ -619,12 +621,24 @@ static int check_file(const char *file, durable_error_t *err) {
                           : S_ISFIFO(target.st_mode) ? "a FIFO"
                           : S_ISSOCK(target.st_mode) ? "a socket"
                                                      : "a device");
-  if (linked && link.st_uid != target.st_uid)
-    return durable__error(err, DURABLE_EACCES,
-                          "SQLite file '%s' is a symbolic link owned by uid "
-                          "%ld to a file owned by uid %ld; refused, as "
-                          "protected_symlinks refuses such links",
-                          file, (long)link.st_uid, (long)target.st_uid);
+  if (linked && link.st_uid != geteuid()) {
+    /* the kernel's rule: a link in a sticky, world-writable folder (/tmp)
+     * is followed only when it is the follower's or the folder's owner's */
+    char dir[4096];
+    const char *slash = strrchr(file, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - file) : 1,
+             slash ? (slash == file ? "/" : file) : ".");
+    struct stat d;
+    int planted = stat(dir, &d) == 0 && (d.st_mode & S_ISVTX) &&
+                  (d.st_mode & S_IWOTH) && link.st_uid != d.st_uid;
+    if (planted)
+      return durable__error(
+          err, DURABLE_EACCES,
+          "SQLite file '%s' is a symbolic link owned by uid %ld in a "
+          "sticky, world-writable folder; refused, as protected_symlinks "
+          "refuses such links",
+          file, (long)link.st_uid);
+  }
   return 0;
 }
 

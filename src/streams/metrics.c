@@ -301,7 +301,7 @@ static enum MHD_Result queue_text(struct MHD_Connection *conn, unsigned status,
                           status == MHD_HTTP_OK ? CONTENT_TYPE
                                                 : "text/plain; charset=utf-8");
   if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
   enum MHD_Result rc = MHD_queue_response(conn, status, r);
   MHD_destroy_response(r);
   return rc;
@@ -327,8 +327,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
       return MHD_YES;
     return queue_text(conn, s->status, s->text ? s->text : "", s->size);
   }
-  if (strcmp(method, MHD_HTTP_METHOD_GET) != 0) {
-    static const char text[] = "only GET is served here\n";
+  /* HEAD as GET: MHD sends the headers alone */
+  if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
+      strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+    static const char text[] = "only GET (and HEAD) is served here\n";
     return queue_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, text, sizeof text - 1);
   }
   if (strcmp(url, "/metrics") != 0) {
@@ -426,6 +428,8 @@ static void on_mesh_closing(durable_hub_t *hub, void *data) {
   for (scrape_t *s = m->scrapes, *next; s; s = next) {
     next = s->next;
     s->m = NULL;
+    /* resumed so that MHD may close it: a scrape in flight as the host
+     * leaves gets its connection closed, not an answer */
     if (s->conn && !s->answered)
       answer(s, MHD_HTTP_SERVICE_UNAVAILABLE, "the host is leaving\n");
   }
@@ -446,10 +450,12 @@ static int parse_address(const char *address, struct sockaddr_storage *out,
   const char *colon = address ? strrchr(address, ':') : NULL;
   char host[64];
   char *end = NULL;
-  long port = colon ? strtol(colon + 1, &end, 10) : -1;
+  long port = colon && colon[1] >= '0' && colon[1] <= '9'
+                  ? strtol(colon + 1, &end, 10)
+                  : -1; /* digits only: no sign, no space */
   size_t n = colon ? (size_t)(colon - address) : 0;
-  if (colon == NULL || colon[1] == '\0' || *end != '\0' || port < 0 ||
-      port > 65535 || n == 0 || n >= sizeof host)
+  if (colon == NULL || port < 0 || *end != '\0' || port > 65535 || n == 0 ||
+      n >= sizeof host)
     return durable__error(err, DURABLE_EINVAL,
                           "metrics address '%s' is not HOST:PORT (an IPv4 "
                           "address, [an IPv6 address] or localhost, and a "
@@ -568,7 +574,9 @@ int durable_mesh_serve_metrics(durable_mesh_t *mesh, const char *address,
       MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, on_request, m,
       MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_NOTIFY_COMPLETED,
       on_completed, m, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30,
-      MHD_OPTION_END);
+      /* a scraper needs a few; many would take the store's descriptors */
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)16, MHD_OPTION_END);
   const union MHD_DaemonInfo *info =
       m->daemon ? MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_EPOLL_FD)
                 : NULL;

@@ -72,9 +72,13 @@ static void act_free(act_t *a) {
 /* The answer: `value` is the checkpoint a seek moved from, the number of
  * items a trim deleted. */
 static void finish(act_t *a, int status, int64_t value, const char *why) {
-  if (a->trim && a->deleted > 0)
+  if (a->trim && !a->remove && a->deleted > 0)
     durable__stream_count(a->mesh, a->ns, a->key, DURABLE__COUNT_TRIMMED,
                           (uint64_t)a->deleted);
+  if (status == 0 && a->remove)
+    durable__stream_renewed(a->mesh, a->ns, a->key);
+  if (status == 0 && !a->trim) /* a seek: a failure recorded is of the past */
+    durable__failure_clear(durable_mesh_store(a->mesh), a->path);
   if (status < 0) {
     durable_stream_id_t id = {.ns = a->ns, .key = a->key};
     char message[DURABLE_PATH_MAX + 1024], deleted[48] = "";

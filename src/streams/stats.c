@@ -85,6 +85,13 @@ void durable__stream_handed(durable_mesh_t *mesh, const char *ns,
     e->handed_through = sequence;
 }
 
+void durable__stream_renewed(durable_mesh_t *mesh, const char *ns,
+                             const char *key) {
+  entry_t *e = entry_of(mesh, ns, key);
+  if (e)
+    e->handed_through = 0; /* its items from 1 are new, not handed again */
+}
+
 void durable__stream_stats_free(durable__map_t *map) {
   const char *name;
   void *value;

@@ -173,7 +173,14 @@ static int keep_stream(listing_t *l, const durable_node_t *node) {
   if ((r->node = durable_node_dup(node)) == NULL)
     return DURABLE_ENOMEM;
   if (durable__state_decode(node->content, node->path, &r->state) < 0 ||
-      durable__map_put(&l->by_path, node->path,
+      r->state.ns == NULL || r->state.key == NULL) {
+    /* a DurableStream node that is no stream (made by hand, anywhere, by
+     * whoever may write there): not listed, and never in the way */
+    durable_node_free(r->node);
+    durable__state_free(&r->state);
+    return 0;
+  }
+  if (durable__map_put(&l->by_path, node->path,
                        (void *)(uintptr_t)(l->nrows + 1)) < 0) {
     durable_node_free(r->node);
     durable__state_free(&r->state);

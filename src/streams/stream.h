@@ -120,6 +120,9 @@ typedef enum {
 } durable__count_t;
 void durable__stream_count(durable_mesh_t *mesh, const char *ns,
                            const char *key, durable__count_t which, uint64_t n);
+/* The stream was deleted: its next items are new, not handed again. */
+void durable__stream_renewed(durable_mesh_t *mesh, const char *ns,
+                             const char *key);
 /* Item `sequence` is handed to a handler: a redelivery when one at or
  * beyond it was handed here before. */
 void durable__stream_handed(durable_mesh_t *mesh, const char *ns,

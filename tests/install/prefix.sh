@@ -62,5 +62,36 @@ if [[ $out != *"no plugin 'no_such_plugin'"*"$prefix/share/durable/plugins"* ]];
   echo "FAIL: a missing plugin's error does not name where it looked: $out"
   fail=1
 fi
+# the installed command never looks in the source tree it was built from
+# (an installed command must not trust that folder: it may be anyone's)
+src_plugins=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/plugins
+if [[ $out == *"$src_plugins"* ]]; then
+  echo "FAIL: the installed command looked in the source tree: $out"
+  fail=1
+fi
+# nine plugins by name from $DURABLE_PLUGIN_PATH: each is hosted, none twice
+mkdir -p "$work/pp"
+names=()
+for i in 0 1 2 3 4 5 6 7 8; do
+  printf 'return { node_types = { Nine%d = function(config) end } }\n' "$i" >"$work/pp/p$i.lua"
+  names+=("p$i")
+done
+DURABLE_PLUGIN_PATH=$work/pp "$prefix/bin/durable" --store "sqlite:$work/nine.db" run "${names[@]}" \
+  >"$work/nine.out" 2>&1 &
+pid=$!
+for _ in $(seq 50); do
+  grep -qF "hosting" "$work/nine.out" && break
+  sleep 0.1
+done
+kill -INT "$pid" 2>/dev/null
+wait "$pid"
+for i in 0 1 2 3 4 5 6 7 8; do
+  if ! grep -qF "$work/pp/p$i.lua" "$work/nine.out"; then
+    echo "FAIL: durable run with nine plugins by name did not host p$i:"
+    cat "$work/nine.out"
+    fail=1
+    break
+  fi
+done
 ((fail)) || echo "prefix: ok ($prefix)"
 exit "$fail"

@@ -156,7 +156,7 @@ describe("refused inputs (" .. KIND .. ")", function()
       assert.equal(before, sqlite_dump(file))
     end)
 
-    it("that is a symbolic link to nothing, or to another owner's file, is refused", function()
+    it("that is a symbolic link to nothing, or one planted in a sticky folder, is refused", function()
       local file, target = cmd.tmpname(), cmd.tmpname()
       os.remove(file)
       os.remove(target)
@@ -168,12 +168,27 @@ describe("refused inputs (" .. KIND .. ")", function()
       local _, uid = sh("id -u")
       if uid ~= "0\n" then return pending("needs root: chown of the link's target") end
       assert.equal(0, (run { "put", "a/b", "T", "{}", store = "sqlite:" .. target }))
-      assert(os.execute("chown -h nobody " .. quote(target)))
+      -- a link of root's own to a file of another owner is followed (as the
+      -- kernel would): a shared database reached through one's own link
+      os.remove(file)
+      assert(os.execute(("ln -s %s %s"):format(quote(target), quote(file))))
+      assert(os.execute("chown nobody " .. quote(target)))
+      assert.equal(0, (run { "get", "@a/b", store = "sqlite:" .. file }))
+      -- a link that somebody else planted in a sticky, world-writable
+      -- folder (a /tmp) is not
+      local sticky = cmd.tmpname()
+      os.remove(sticky)
+      assert(os.execute(("mkdir %s && chmod 1777 %s"):format(quote(sticky), quote(sticky))))
+      local planted = sticky .. "/d.db"
+      assert(os.execute(("ln -s %s %s && chown -h nobody %s"):format(quote(target), quote(planted),
+        quote(planted))))
       local before = sqlite_dump(target)
-      code, _, err = run { "get", "@a/b", store = "sqlite:" .. file }
+      code, _, err = run { "get", "@a/b", store = "sqlite:" .. planted }
       assert.equal(1, code)
-      says(err, "is a symbolic link owned by uid 0 to a file owned by uid")
+      says(err, "is a symbolic link owned by uid", "in a sticky, world-writable folder")
       assert.equal(before, sqlite_dump(target))
+      os.remove(planted)
+      os.remove(sticky)
     end)
 
     it("that is a FIFO is refused at once", function()

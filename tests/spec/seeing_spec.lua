@@ -167,6 +167,42 @@ describe("seeing streams (" .. cmd.KIND .. ")", function()
     assert.equal(1, row.dead_letters)
   end)
 
+  it("a failure recorded by a host that stopped is cleared by the next holder's first "
+    .. "acknowledgement; a node that is no stream is left out", function()
+    publish{ i = 1, bad = true }
+    local a = host{ "run", PLUGIN }
+    assert.truthy(wait_for(function()
+      local r = listed()
+      return r and r.attempts == 1
+    end, 10), read_file(a.err))
+    stop(a)
+    -- the item is made good by hand: the next host handles it at once
+    local item = KEY .. "/_DurableStream/" .. FAMILY .. "/_DurableStreamItem/000000000001"
+    local code, _, err = run{ "put", item, "DurableStreamItem",
+      json.encode { Sequence = 1, PayloadJson = '{"i":1}', AppendedAt = json.null } }
+    assert.equal(0, code, err)
+    local b = host{ "run", PLUGIN }
+    assert.truthy(wait_for(function()
+      local r = listed()
+      return r and r.checkpoint == 1
+    end, 10), read_file(b.err))
+    stop(b)
+    local record = KEY .. "/_DurableStream/" .. FAMILY .. "/_DurableStreamFailure"
+    local out
+    code, out = run{ "get", "@" .. record }
+    assert.are_not.equal(0, code, "the record is gone: " .. tostring(out))
+    -- replayed, item 1 (good now) is not dead-lettered on an old count
+    code, _, err = run{ "seek", FAMILY, KEY, "--to", "0" }
+    assert.equal(0, code, err)
+    assert.equal(0, listed().attempts)
+    -- a DurableStream node anywhere, made by hand, breaks no listing
+    code, _, err = run{ "put", P .. "/stray", "DurableStream", "{}" }
+    assert.equal(0, code, err)
+    code, _, err = run{ "streams" }
+    assert.equal(0, code, err)
+    assert.truthy(listed())
+  end)
+
   it("durable streams --help names the new columns", function()
     local code, out = run{ "streams", "--help" }
     assert.equal(0, code)
