@@ -124,8 +124,19 @@ static void format_short(char *out, size_t size, size_t keep, const char *fmt,
     case 's': {
       const char *v = va_arg(ap, const char *);
       char buf[300];
-      if (v != NULL && !star_prec)
+      if (v != NULL && !star_prec) {
         v = shortened(v, keep, buf, sizeof buf);
+      } else if (v != NULL && prec >= 0) { /* %.*s: its first prec bytes */
+        size_t len = strnlen(v, (size_t)prec);
+        size_t n = keep < sizeof buf - 32 ? keep : sizeof buf - 32;
+        if (len > n) {
+          while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80)
+            n--;
+          snprintf(buf, sizeof buf, "%.*s...(%zu bytes)", (int)n, v, len);
+          v = buf;
+          prec = (int)strlen(buf);
+        }
+      }
       PIECE(v);
       break;
     }
@@ -155,8 +166,11 @@ static void format_short(char *out, size_t size, size_t keep, const char *fmt,
     }
 #undef PIECE
     size_t n = strlen(piece);
-    if (n > size - 1 - o)
+    if (n > size - 1 - o) {
       n = size - 1 - o;
+      while (n > 0 && ((unsigned char)piece[n] & 0xC0) == 0x80)
+        n--; /* never half a character */
+    }
     memcpy(out + o, piece, n);
     o += n;
   }

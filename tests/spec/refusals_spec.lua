@@ -96,6 +96,12 @@ describe("refused inputs (" .. KIND .. ")", function()
       local _, listing = sh("ls -A " .. quote(dir))
       os.execute("rmdir " .. quote(dir))
       assert.equal("", listing)
+      -- a long one, its name written with a precision (%.*s): still the
+      -- whole reason, the name shortened
+      code, _, err = run { "get", "@a/b", store = "sqlite:file:" .. long(3000) .. ".db" }
+      assert.equal(2, code)
+      says(err, "SQLite URIs are not taken", "sqlite:PATH names a file: for a file of that name write",
+        "...(3008 bytes)")
     end)
 
     it("that is somebody else's SQLite database is refused, byte for byte untouched", function()
