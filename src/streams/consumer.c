@@ -107,8 +107,7 @@ typedef struct consumer_s {
   int turn_ack_failed;     /* the turn's item was handled, its ack failed */
   int lease_doubt;         /* the lease was let go while a claim was out */
   durable__sweep_t *sweep; /* retention.c: NULL with a source */
-  int gone_said;      /* a claim found the stream gone, and that was logged */
-  int failure_unseen; /* a lease's first ack is to clear any failure record */
+  int gone_said; /* a claim found the stream gone, and that was logged */
   char msg_sweep[DURABLE_PATH_MAX];
 } consumer_t;
 
@@ -817,12 +816,12 @@ static void turn_done(consumer_t *c, const durable_response_t *res,
   } else if (res->status == 0) {
     c->checkpoint = seq;
     c->attempt = 0; /* the next failure's backoff starts short again */
-    if ((c->failed_seq > 0 && seq >= c->failed_seq) || c->failure_unseen) {
-      /* the item that failed passed -- or, at a lease's first ack, one
-       * another process saw fail and left recorded: its count must not
-       * follow a later item (a seek back) into the dead letters */
+    if (c->failed_seq > 0 && seq >= c->failed_seq) {
+      /* the item that failed passed; a record another process left for an
+       * item this one handled names an item at or below the checkpoint,
+       * which is never shown, and which only a seek or a delete -- both
+       * clear it -- could hand over again */
       c->failed_seq = c->failed_times = 0;
-      c->failure_unseen = 0;
       durable__failure_clear(durable_mesh_store(c->mesh), c->path);
     }
     durable__sweep_acked(c->sweep, seq);
@@ -1041,7 +1040,6 @@ static void on_claim(const durable_response_t *res, void *data) {
     free(c->held_by); /* a holder after this one is news again */
     c->held_by = NULL;
     c->gone_said = 0;
-    c->failure_unseen = 1;
     uint64_t now = uv_hrtime();
     if (ans->hold_ms > 0) {
       /* taken over from a process that is gone to the database, but that
