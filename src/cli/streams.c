@@ -153,6 +153,11 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
   } else {
     payload = argv[2];
   }
+  /* refused before anything is opened: a bad payload makes no store */
+  if (durable_stream_payload_check(&s.id, payload, &err) < 0) {
+    free(owned);
+    return cli_error(cli, CLI_USAGE, "%s", err.message);
+  }
 
   if ((rc = stream_open(&s, cli)) != 0) {
     free(owned);

@@ -943,6 +943,15 @@ int durable_mesh_serve_metrics(durable_mesh_t *mesh, const char *address,
 int durable_publish_id_check(const durable_stream_id_t *stream, const char *id,
                              durable_error_t *err);
 
+/* 0 when `payload` is one for `stream` by the rule every publish applies
+ * (JSON text that jansson reads, integers within 64 bits, not empty and
+ * not null; see the README's "What a payload is"); otherwise DURABLE_EINVAL
+ * with the spec's message ("A durable stream item for NS@KEY needs a
+ * payload.", "... is not JSON: ..."), the stream's own check first.  So a
+ * payload can be refused before anything is opened. */
+int durable_stream_payload_check(const durable_stream_id_t *stream,
+                                 const char *payload, durable_error_t *err);
+
 /* What a publish may say beyond its payload; zero it, then set fields
  * (more may be added; zero keeps today's meaning). */
 typedef struct durable_publish_options_s {

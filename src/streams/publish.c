@@ -187,6 +187,25 @@ static int is_no_payload(const char *payload) {
          durable__json_is_null(payload);
 }
 
+int durable_stream_payload_check(const durable_stream_id_t *id,
+                                 const char *payload, durable_error_t *err) {
+  int rc = durable_stream_check(id, err);
+  if (rc < 0)
+    return rc;
+  durable__stream_name_t name = durable__stream_name(id);
+  if (is_no_payload(payload))
+    return durable__error(err, DURABLE_EINVAL,
+                          "A durable stream item for %s needs a payload.",
+                          name.text);
+  json_error_t je;
+  if (durable__json_check(payload, &je) < 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "A durable stream item for %s is not JSON: %s at "
+                          "line %d column %d",
+                          name.text, je.text, je.line, je.column);
+  return 0;
+}
+
 int durable_stream_publish_with(durable_hub_t *hub,
                                 const durable_stream_id_t *id,
                                 const char *payload,
@@ -201,17 +220,8 @@ int durable_stream_publish_with(durable_hub_t *hub,
     return rc;
   if (cb == NULL)
     return durable__error(err, DURABLE_EINVAL, "callback is missing");
-  durable__stream_name_t name = durable__stream_name(id);
-  if (is_no_payload(payload))
-    return durable__error(err, DURABLE_EINVAL,
-                          "A durable stream item for %s needs a payload.",
-                          name.text);
-  json_error_t je;
-  if (durable__json_check(payload, &je) < 0)
-    return durable__error(err, DURABLE_EINVAL,
-                          "A durable stream item for %s is not JSON: %s at "
-                          "line %d column %d",
-                          name.text, je.text, je.line, je.column);
+  if ((rc = durable_stream_payload_check(id, payload, err)) < 0)
+    return rc;
   durable_mesh_t *mesh = durable_hub_mesh(hub);
   if (mesh->closing)
     return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closing");

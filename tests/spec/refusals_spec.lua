@@ -234,6 +234,9 @@ describe("refused inputs (" .. KIND .. ")", function()
         { "put", "a/b", "T", "[[[" },
         { "get", "@a//b" },
         { "read", "NS", "a/b", "--after", "-5" },
+        { "publish", "NS", "a/b", "null" },
+        { "publish", "NS", "a/b", '{"i":9223372036854775808}' },
+        { "publish", "NS", "a/b", "   " },
       } do
         args.store = "sqlite:" .. file
         local code, _, err = run(args)
