@@ -44,6 +44,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char state_key = 0;
 static const char traceback_key = 0;
@@ -495,7 +496,23 @@ static int core_budget_reset(lua_State *L) {
   return 0;
 }
 
+/* core.file_kind(path) -> "file", "directory", "FIFO", "socket", "device",
+ * or nil when there is nothing to stat there: so that a plugin named by a
+ * FIFO nobody writes is refused instead of read for ever. */
+static int core_file_kind(lua_State *L) {
+  struct stat st;
+  if (stat(luaL_checkstring(L, 1), &st) != 0)
+    return 0;
+  lua_pushstring(L, S_ISREG(st.st_mode)    ? "file"
+                    : S_ISDIR(st.st_mode)  ? "directory"
+                    : S_ISFIFO(st.st_mode) ? "FIFO"
+                    : S_ISSOCK(st.st_mode) ? "socket"
+                                           : "device");
+  return 1;
+}
+
 static const luaL_Reg core_functions[] = {
+    {"file_kind", core_file_kind},
     {"refs", core_refs},
     {"in_callback", core_in_callback},
     {"meshes", core_meshes},

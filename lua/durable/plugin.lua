@@ -212,6 +212,10 @@ function M.load(file, seen)
   if type(file) ~= "string" then
     error(("durable.open: plugins must be file names, not %s"):format(type(file)), 0)
   end
+  local kind = require("durable.core").file_kind(file)
+  if kind and kind ~= "file" then
+    error(("durable.open: plugin %s is not a regular file (a %s)"):format(file, kind), 0)
+  end
   local chunk, err = loadfile(file, "t")
   if not chunk then
     if err:find("^cannot open") then error("durable.open: plugin " .. err, 0) end

@@ -10,6 +10,7 @@
 -- beside the database, somebody else's database, PostgreSQL's own schemas
 -- as partitions, log levels that are not levels, a missing Lua directory.
 local cmd = require "command"
+local durable = require "durable"
 local KIND, quote, read_file, spit, run = cmd.KIND, cmd.quote, cmd.read_file, cmd.spit, cmd.run
 local P -- this test's namespace (cmd.store is its store)
 
@@ -305,6 +306,13 @@ describe("refused inputs (" .. KIND .. ")", function()
       end
       assert.is_true(os.time() - started < 10)
       assert.equal(before, dump())
+      -- the Lua module too: durable.open with such a plugin raises at once
+      local ok, message = pcall(durable.open, { store = "sqlite::memory:", plugins = { fifo } })
+      assert.is_false(ok)
+      assert.matches("plugin " .. fifo:gsub("%p", "%%%0") .. " is not a regular file %(a FIFO%)", message)
+      ok, message = pcall(durable.open, { store = "sqlite::memory:", plugins = { "/" } })
+      assert.is_false(ok)
+      assert.matches("is not a regular file %(a directory%)", message)
     end)
 
     it("say in one line that the Lua directory is missing, not in a traceback", function()
