@@ -22,9 +22,12 @@ fi
 libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$build/CMakeCache.txt" 2>/dev/null)
 libdir=$prefix/${libdir:-lib}
 store=${DURABLE_EXAMPLE_STORE:-sqlite::memory:}
-# a library built with the sanitizers (DURABLE_SANITIZE=1) needs them here too
+# a library built with the sanitizers (DURABLE_SANITIZE=1 or thread) needs
+# them here too
 sanitize=()
-if grep -q '^DURABLE_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+if grep -q '^DURABLE_TSAN:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  sanitize=(-fsanitize=thread)
+elif grep -q '^DURABLE_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
   sanitize=(-fsanitize=address,undefined)
 fi
 

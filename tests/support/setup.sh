@@ -8,7 +8,9 @@
 # and it only rebuilds what changed.
 #
 #   DURABLE_SANITIZE=1   configure with -DDURABLE_SANITIZE=ON (ASan + UBSan);
-#   DURABLE_SANITIZE=0   configure with it OFF; unset: keep what build/ has.
+#   DURABLE_SANITIZE=thread  with -DDURABLE_TSAN=ON (ThreadSanitizer: the C
+#                        units and the store contract; see tests/run.sh);
+#   DURABLE_SANITIZE=0   configure with both OFF; unset: keep what build/ has.
 #   DURABLE_BUILD_DIR    where to build (default: build/ at the top).
 #
 # Quiet on success (one line); on failure the output of the step that failed
@@ -74,10 +76,11 @@ fi
 
 configure=(cmake -S "$root" -B "$build")
 case ${DURABLE_SANITIZE:-} in
-  1 | ON | on | yes) configure+=(-DDURABLE_SANITIZE=ON) ;;
-  0 | OFF | off | no) configure+=(-DDURABLE_SANITIZE=OFF) ;;
+  1 | ON | on | yes) configure+=(-DDURABLE_SANITIZE=ON -DDURABLE_TSAN=OFF) ;;
+  thread) configure+=(-DDURABLE_SANITIZE=OFF -DDURABLE_TSAN=ON) ;;
+  0 | OFF | off | no) configure+=(-DDURABLE_SANITIZE=OFF -DDURABLE_TSAN=OFF) ;;
   "") ;;
-  *) echo "setup: DURABLE_SANITIZE must be 1 or 0, not '$DURABLE_SANITIZE'" >&2; exit 2 ;;
+  *) echo "setup: DURABLE_SANITIZE must be 1, thread or 0, not '$DURABLE_SANITIZE'" >&2; exit 2 ;;
 esac
 
 step "cmake configure" "${configure[@]}"
@@ -85,4 +88,5 @@ step "build on $(nproc) cores" cmake --build "$build" --parallel "$(nproc)"
 
 sanitize=off
 grep -qx 'DURABLE_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" && sanitize=on
+grep -qx 'DURABLE_TSAN:BOOL=ON' "$build/CMakeCache.txt" && sanitize="on (thread)"
 echo "build: ok (${build#"$root"/}, sanitizers $sanitize)"
