@@ -124,9 +124,11 @@ static void format_short(char *out, size_t size, size_t keep, const char *fmt,
     case 's': {
       const char *v = va_arg(ap, const char *);
       char buf[300];
-      if (v != NULL && !star_prec) {
+      if (v != NULL && (!star_prec || prec < 0)) { /* negative: all of it */
         v = shortened(v, keep, buf, sizeof buf);
-      } else if (v != NULL && prec >= 0) { /* %.*s: its first prec bytes */
+        if (star_prec)
+          prec = (int)strlen(v);
+      } else if (v != NULL) { /* %.*s: its first prec bytes */
         size_t len = strnlen(v, (size_t)prec);
         size_t n = keep < sizeof buf - 32 ? keep : sizeof buf - 32;
         if (len > n) {
@@ -166,13 +168,16 @@ static void format_short(char *out, size_t size, size_t keep, const char *fmt,
     }
 #undef PIECE
     size_t n = strlen(piece);
-    if (n > size - 1 - o) {
+    int cut = n > size - 1 - o;
+    if (cut) {
       n = size - 1 - o;
       while (n > 0 && ((unsigned char)piece[n] & 0xC0) == 0x80)
         n--; /* never half a character */
     }
     memcpy(out + o, piece, n);
     o += n;
+    if (cut)
+      break; /* nothing after a piece that did not fit */
   }
   out[o] = '\0';
 }

@@ -1040,6 +1040,10 @@ static void on_claim(const durable_response_t *res, void *data) {
     free(c->held_by); /* a holder after this one is news again */
     c->held_by = NULL;
     c->gone_said = 0;
+    /* a new lease may resume below what failed (a seek back) or on a new
+     * stream (deleted and made anew): the count of a failing item is the
+     * stored record's from here (fail_item), not this memory's */
+    c->failed_seq = c->failed_times = 0;
     uint64_t now = uv_hrtime();
     if (ans->hold_ms > 0) {
       /* taken over from a process that is gone to the database, but that

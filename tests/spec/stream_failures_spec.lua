@@ -88,6 +88,29 @@ describe("a durable stream consumer that fails", function()
     assert.same({ 1, 2, 3, 4 }, handled)
   end)
 
+  it("with max_attempts counts an item's failures afresh after a seek replays it", function()
+    -- a long backoff: the seek lands between the second and third try
+    open { streams = { backoff_min_ms = 300, backoff_max_ms = 300, reclaim_ms = 400,
+      holder_probe_ms = 300 } }
+    local owner = ns .. "/replayed"
+    for i = 1, 3 do publish(owner, i) end
+    local tries = 0
+    local hub = assert(mesh:hub("client/" .. ns .. "/consumer"))
+    assert.is_true(hub:consume { namespace = FAMILY, key = function() return owner end, max_attempts = 3,
+      handler = function(_, item)
+        if item.sequence == 2 then
+          tries = tries + 1
+          error("item 2 never works")
+        end
+      end })
+    helper.run_until(mesh, function() return tries == 2 end, 5000)
+    assert.equal(1, helper.ok(mesh:seek_durable(stream(owner), 0)), "the checkpoint it was at")
+    helper.run_until(mesh, function() return checkpoint(owner) == 3 end, 10000)
+    -- two before the seek, then three more: the count started again
+    assert.equal(5, tries)
+    assert.equal(1, #helper.log_lines("failed 3 times"))
+  end)
+
   it("backs off doubling from backoff_min_ms to backoff_max_ms, and stays there", function()
     -- 10 ms doubling nine times passes 2,560 ms: the cap, not a count of
     -- steps, is what stops it (and it was once six steps, 640 ms here)
