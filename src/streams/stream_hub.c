@@ -1530,6 +1530,10 @@ static void run_delete(shub_t *sh) {
     return;
   }
   if (s->deleting_at) { /* begun already: the deletes go on */
+    /* ... on the stored state, not one cached before another delete
+     * finished and a publish made the stream anew */
+    if (read_again_first(sh, 1))
+      return;
     answer_was(op, s->last_sequence);
     next_op(sh);
     return;
