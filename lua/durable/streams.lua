@@ -38,6 +38,12 @@ local completion = require "durable.completion"
 local plugin = require "durable.plugin"
 local transaction = require "durable.transaction"
 
+-- A cold completion of one call of the runtime: nothing is sent until it
+-- is used, then submit(cb) once (publish, seek, trim, delete, retention).
+local function cold_call(mesh, submit)
+  return completion.cold(mesh, function() return completion.from(mesh, submit) end)
+end
+
 -- `run` below finishes replies: let it finish even once a budget is spent
 core.trust()
 
@@ -234,9 +240,7 @@ function Hub:publish_durable(stream, payload, options)
       :format(ns, key, (tostring(text):gsub("^durable%.encode: ", ""))), 2)
   end
   local hub, mesh = self, self.mesh
-  return completion.cold(mesh, function()
-    return completion.from(mesh, function(cb) return prim.hub.publish(hub, ns, key, text, cb, id) end)
-  end)
+  return cold_call(mesh, function(cb) return prim.hub.publish(hub, ns, key, text, cb, id) end)
 end
 
 ---An operator's replay or skip: set the stream's acknowledged checkpoint to
@@ -254,9 +258,7 @@ function Mesh:seek_durable(stream, sequence)
     error(("seek_durable: the checkpoint must be an integer >= 0, not %s"):format(tostring(sequence)), 2)
   end
   local mesh = self
-  return completion.cold(mesh, function()
-    return completion.from(mesh, function(cb) return prim.mesh.seek(mesh, ns, key, sequence, cb) end)
-  end)
+  return cold_call(mesh, function(cb) return prim.mesh.seek(mesh, ns, key, sequence, cb) end)
 end
 
 -- The options of an operator's act that may be forced: nil or { force = }.
@@ -287,9 +289,7 @@ function Mesh:trim_durable(stream, through, options)
   end
   local force = force_option("trim_durable", options)
   local mesh = self
-  return completion.cold(mesh, function()
-    return completion.from(mesh, function(cb) return prim.mesh.trim(mesh, ns, key, through, force, cb) end)
-  end)
+  return cold_call(mesh, function(cb) return prim.mesh.trim(mesh, ns, key, through, force, cb) end)
 end
 
 ---An operator's delete: the stream's node, all its items and its publish
@@ -305,9 +305,7 @@ function Mesh:delete_durable(stream, options)
   local ns, key = stream_id("delete_durable", stream, 2)
   local force = force_option("delete_durable", options)
   local mesh = self
-  return completion.cold(mesh, function()
-    return completion.from(mesh, function(cb) return prim.mesh.delete(mesh, ns, key, force, cb) end)
-  end)
+  return cold_call(mesh, function(cb) return prim.mesh.delete(mesh, ns, key, force, cb) end)
 end
 
 -- A retention policy's text ("all", "1000", "7d"; an integer is a count):
@@ -343,9 +341,7 @@ function Mesh:set_retention(family, policy)
     if not text then error(("set_retention: the policy %s"):format(message), 2) end
   end
   local mesh = self
-  return completion.cold(mesh, function()
-    return completion.from(mesh, function(cb) return prim.mesh.set_retention(mesh, family, text, cb) end)
-  end)
+  return cold_call(mesh, function(cb) return prim.mesh.set_retention(mesh, family, text, cb) end)
 end
 
 -- ---- reading ---------------------------------------------------------------------------
