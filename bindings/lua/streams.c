@@ -591,6 +591,22 @@ static void on_sequence(int status, int64_t sequence, const char *message,
     dlua_req_settle_integer(r, (long long)sequence);
 }
 
+/* The stream a call names at 2 (namespace) and 3 (key). */
+static durable_stream_id_t stream_at(lua_State *L) {
+  return (durable_stream_id_t){.ns = dlua_check_text(L, 2, "stream namespace"),
+                               .key = dlua_check_text(L, 3, "stream key")};
+}
+
+/* An operator's call, mesh:_op(namespace, key, ...): its mesh, NULL once
+ * closed, and the stream into `id`. */
+static dlua_mesh_t *operated(lua_State *L, durable_stream_id_t *id) {
+  dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  if (m->mesh == NULL)
+    return NULL;
+  *id = stream_at(L);
+  return m;
+}
+
 /* hub:_publish(namespace, key, payload_text, cb [, id]): cb(true,
  * sequence) once the item is saved (for an id the stream holds already:
  * the sequence it got then), or cb(false, message, code). */
@@ -600,8 +616,7 @@ static int h_publish(lua_State *L) {
     return luaL_error(L, "the hub was released");
   if (h->m->mesh == NULL)
     return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closed");
-  durable_stream_id_t id = {.ns = dlua_check_text(L, 2, "stream namespace"),
-                            .key = dlua_check_text(L, 3, "stream key")};
+  durable_stream_id_t id = stream_at(L);
   /* JSON text: a NUL byte is never part of it (inside a string it is
    * written \u0000), so one here would cut the payload short */
   const char *payload = dlua_check_text(L, 4, "publish: payload JSON text");
@@ -617,11 +632,10 @@ static int h_publish(lua_State *L) {
 /* mesh:_seek(namespace, key, sequence, cb): cb(true, the checkpoint it was
  * at) once the checkpoint is moved, or cb(false, message, code). */
 static int m_seek(lua_State *L) {
-  dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  if (m->mesh == NULL)
+  durable_stream_id_t id;
+  dlua_mesh_t *m = operated(L, &id);
+  if (m == NULL)
     return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closed");
-  durable_stream_id_t id = {.ns = dlua_check_text(L, 2, "stream namespace"),
-                            .key = dlua_check_text(L, 3, "stream key")};
   lua_Integer to = luaL_checkinteger(L, 4);
   dlua_req_t *r = dlua_req_new(L, m, 5);
   durable_error_t err = {0};
@@ -632,11 +646,10 @@ static int m_seek(lua_State *L) {
 /* mesh:_trim(namespace, key, through, force, cb): cb(true, items deleted),
  * or cb(false, message, code). */
 static int m_trim(lua_State *L) {
-  dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  if (m->mesh == NULL)
+  durable_stream_id_t id;
+  dlua_mesh_t *m = operated(L, &id);
+  if (m == NULL)
     return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closed");
-  durable_stream_id_t id = {.ns = dlua_check_text(L, 2, "stream namespace"),
-                            .key = dlua_check_text(L, 3, "stream key")};
   lua_Integer through = luaL_checkinteger(L, 4);
   int force = lua_toboolean(L, 5);
   dlua_req_t *r = dlua_req_new(L, m, 6);
@@ -649,11 +662,10 @@ static int m_trim(lua_State *L) {
 /* mesh:_delete(namespace, key, force, cb): cb(true, items deleted), or
  * cb(false, message, code). */
 static int m_delete(lua_State *L) {
-  dlua_mesh_t *m = dlua_check_mesh(L, 1);
-  if (m->mesh == NULL)
+  durable_stream_id_t id;
+  dlua_mesh_t *m = operated(L, &id);
+  if (m == NULL)
     return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closed");
-  durable_stream_id_t id = {.ns = dlua_check_text(L, 2, "stream namespace"),
-                            .key = dlua_check_text(L, 3, "stream key")};
   int force = lua_toboolean(L, 4);
   dlua_req_t *r = dlua_req_new(L, m, 5);
   durable_error_t err = {0};
@@ -856,8 +868,7 @@ static int h_read(lua_State *L) {
   dlua_mesh_t *m = h->m;
   if (m->mesh == NULL)
     return luaL_error(L, "the mesh is closed");
-  durable_stream_id_t id = {.ns = dlua_check_text(L, 2, "stream namespace"),
-                            .key = dlua_check_text(L, 3, "stream key")};
+  durable_stream_id_t id = stream_at(L);
   lua_Integer after = luaL_checkinteger(L, 4);
   luaL_checktype(L, 6, LUA_TFUNCTION);
   if (!lua_isnoneornil(L, 7))
