@@ -187,11 +187,9 @@ static int is_no_payload(const char *payload) {
          durable__json_is_null(payload);
 }
 
-int durable_stream_payload_check(const durable_stream_id_t *id,
-                                 const char *payload, durable_error_t *err) {
-  int rc = durable_stream_check(id, err);
-  if (rc < 0)
-    return rc;
+/* The payload rule, for a stream already checked. */
+static int payload_check(const durable_stream_id_t *id, const char *payload,
+                         durable_error_t *err) {
   durable__stream_name_t name = durable__stream_name(id);
   if (is_no_payload(payload))
     return durable__error(err, DURABLE_EINVAL,
@@ -204,6 +202,12 @@ int durable_stream_payload_check(const durable_stream_id_t *id,
                           "line %d column %d",
                           name.text, je.text, je.line, je.column);
   return 0;
+}
+
+int durable_stream_payload_check(const durable_stream_id_t *id,
+                                 const char *payload, durable_error_t *err) {
+  int rc = durable_stream_check(id, err);
+  return rc < 0 ? rc : payload_check(id, payload, err);
 }
 
 int durable_stream_publish_with(durable_hub_t *hub,
@@ -220,7 +224,7 @@ int durable_stream_publish_with(durable_hub_t *hub,
     return rc;
   if (cb == NULL)
     return durable__error(err, DURABLE_EINVAL, "callback is missing");
-  if ((rc = durable_stream_payload_check(id, payload, err)) < 0)
+  if ((rc = payload_check(id, payload, err)) < 0) /* the stream checked above */
     return rc;
   durable_mesh_t *mesh = durable_hub_mesh(hub);
   if (mesh->closing)
