@@ -12,7 +12,8 @@
 
 #include "durable_internal.h"
 #include "map.h"
-#include "store.h" /* durable__error, the store below */
+#include "store.h" /* the store below */
+#include "text.h"
 
 #include <stdarg.h>
 
@@ -312,7 +313,5 @@ void durable__mesh_close_started(durable_hub_t *hub);
 void durable__mesh_activate(durable_mesh_t *mesh, durable_hub_t *hub);
 void durable__logv(durable_mesh_t *mesh, durable_log_level_t level,
                    const char *fmt, va_list ap);
-
-char *durable__strdup0(const char *s); /* NULL stays NULL */
 
 #endif

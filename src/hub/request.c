@@ -57,10 +57,6 @@ struct durable_reply_s {
   int abandoned; /* answered ShuttingDown when the budget ran out */
 };
 
-char *durable__strdup0(const char *s) {
-  return s ? strdup(s) : NULL;
-}
-
 durable__env_t *durable__env_new(durable__env_kind_t kind, const char *type,
                                  const char *payload, const char *sender,
                                  const char *target) {

@@ -38,7 +38,10 @@
 #ifndef DURABLE_MESH_BACKEND_H
 #define DURABLE_MESH_BACKEND_H
 
+#include "clock.h"
 #include "durable_internal.h"
+#include "error.h"
+#include "text.h"
 
 typedef struct durable__conn_s durable__conn_t; /* defined by each backend */
 typedef struct durable__watch_src_s durable__watch_src_t;
@@ -67,15 +70,6 @@ durable_node_t *durable__node_pack(const durable__node_text_t text[6],
                                    int64_t version, int64_t created_at,
                                    int64_t updated_at);
 void durable__nodes_free(durable__nodes_t *list);
-
-/* A growable array of strings. */
-typedef struct {
-  char **items;
-  size_t count, cap;
-} durable__strv_t;
-
-int durable__strv_push(durable__strv_t *v, const char *s);
-void durable__strv_free(durable__strv_t *v);
 
 /* Grants as the backends read them (access.c frees them). */
 typedef struct {

@@ -47,6 +47,7 @@
  * the store, so a notification lost while the connection was down is never
  * a gap: every watch re-reads from its cursor.
  */
+#include "map.h"
 #include "schema.h"
 #include "store.h"
 
@@ -55,6 +56,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -321,78 +323,8 @@ static PGconn *open_pg(const char *url, char *why, size_t size) {
   return pg;
 }
 
-/* ---- a string map (open addressing), for statements and partitions ------ */
-
-typedef struct {
-  char *key;
-  unsigned value;
-} slot_t;
-
-typedef struct {
-  slot_t *slots;
-  size_t cap, count; /* cap is 0 or a power of two */
-} smap_t;
-
-static size_t hash(const char *s) {
-  uint64_t h = 1469598103934665603u; /* FNV-1a */
-  for (; *s; s++)
-    h = (h ^ (unsigned char)*s) * 1099511628211u;
-  return (size_t)h;
-}
-
-static slot_t *smap_find(const smap_t *m, const char *key) {
-  if (m->cap == 0)
-    return NULL;
-  for (size_t i = hash(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-    if (m->slots[i].key == NULL)
-      return NULL;
-    if (strcmp(m->slots[i].key, key) == 0)
-      return &m->slots[i];
-  }
-}
-
-static int smap_set(smap_t *m, const char *key, unsigned value) {
-  slot_t *s = smap_find(m, key);
-  if (s != NULL) {
-    s->value = value;
-    return 0;
-  }
-  if ((m->count + 1) * 4 > m->cap * 3) { /* keep the load under 3/4 */
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    slot_t *slots = calloc(cap, sizeof(*slots));
-    if (slots == NULL)
-      return DURABLE_ENOMEM;
-    for (size_t i = 0; i < m->cap; i++) {
-      if (m->slots[i].key == NULL)
-        continue;
-      size_t j = hash(m->slots[i].key) & (cap - 1);
-      while (slots[j].key != NULL)
-        j = (j + 1) & (cap - 1);
-      slots[j] = m->slots[i];
-    }
-    free(m->slots);
-    m->slots = slots;
-    m->cap = cap;
-  }
-  char *k = strdup(key);
-  if (k == NULL)
-    return DURABLE_ENOMEM;
-  size_t j = hash(key) & (m->cap - 1);
-  while (m->slots[j].key != NULL)
-    j = (j + 1) & (m->cap - 1);
-  m->slots[j].key = k;
-  m->slots[j].value = value;
-  m->count++;
-  return 0;
-}
-
-static void smap_clear(smap_t *m) {
-  for (size_t i = 0; i < m->cap; i++)
-    free(m->slots[i].key);
-  free(m->slots);
-  m->slots = NULL;
-  m->cap = m->count = 0;
-}
+/* The connection's maps (map.h) hold small numbers, never 0, as values. */
+#define MAP_NUMBER(n) ((void *)(uintptr_t)(n))
 
 /* ---- the connection ----------------------------------------------------- */
 
@@ -424,12 +356,12 @@ struct durable__conn_s {
   int broken;    /* the protocol went astray: only disconnect now */
   step_t *queue; /* statements not sent yet, in order */
   size_t queued, queue_cap;
-  smap_t stmts; /* "op table partition" -> n of prepared "durable_n" */
+  durable__map_t stmts; /* "op table partition" -> n of "durable_n" */
   unsigned next_stmt;
-  unsigned resets;   /* DEALLOCATE ALLs so far: names taken before are void */
-  smap_t partitions; /* partition -> 1 when all its tables exist */
-  durable__strv_t created; /* partitions created by the open transaction */
-  char sqlstate[6];        /* of the last error */
+  unsigned resets; /* DEALLOCATE ALLs so far: names taken before are void */
+  durable__map_t partitions; /* the partitions whose tables all exist */
+  durable__strv_t created;   /* partitions created by the open transaction */
+  char sqlstate[6];          /* of the last error */
 };
 
 /* Fill `err` from a failed result (or from the connection when `res` is
@@ -469,9 +401,7 @@ static int missing_relation(const durable__conn_t *c) {
 }
 
 static void forget_partition(durable__conn_t *c, const char *partition) {
-  slot_t *s = smap_find(&c->partitions, partition);
-  if (s != NULL)
-    s->value = 0;
+  durable__map_del(&c->partitions, partition);
 }
 
 static int result_ok(const PGresult *res) {
@@ -600,7 +530,7 @@ static size_t run_length(durable__conn_t *c, size_t first) {
   size_t j = first + 1;
   if (s->kind != STEP_WRITE || s->rows[0] == '\0')
     return 1;
-  smap_t keys = {0};
+  durable__map_t keys = {0};
   char key[2 * DURABLE_PATH_MAX + 4];
   for (; j < c->queued && j - first < ROWS_MAX; j++) {
     const step_t *t = &c->queue[j];
@@ -610,14 +540,15 @@ static size_t run_length(durable__conn_t *c, size_t first) {
       continue;
     if (keys.count == 0) { /* the first row's key, once there is a second */
       snprintf(key, sizeof key, "%s\n%s", s->vals[0], s->vals[1]);
-      if (smap_set(&keys, key, 1) != 0)
+      if (durable__map_put(&keys, key, MAP_NUMBER(1)) != 0)
         break;
     }
     snprintf(key, sizeof key, "%s\n%s", t->vals[0], t->vals[1]);
-    if (smap_find(&keys, key) != NULL || smap_set(&keys, key, 1) != 0)
+    if (durable__map_get(&keys, key) != NULL ||
+        durable__map_put(&keys, key, MAP_NUMBER(1)) != 0)
       break;
   }
-  smap_clear(&keys);
+  durable__map_free(&keys);
   return j - first;
 }
 
@@ -1029,9 +960,9 @@ static int statement(durable__conn_t *c, int op, const durable__place_t *place,
                     : format("%c", op);
   if (key == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
-  slot_t *s = smap_find(&c->stmts, key);
-  if (s != NULL) {
-    snprintf(name, 32, "durable_%u", s->value);
+  uintptr_t known = (uintptr_t)durable__map_get(&c->stmts, key);
+  if (known != 0) {
+    snprintf(name, 32, "durable_%u", (unsigned)known);
     free(key);
     return 0;
   }
@@ -1051,7 +982,7 @@ static int statement(durable__conn_t *c, int op, const durable__place_t *place,
       free(key);
       return rc;
     }
-    smap_clear(&c->stmts);
+    durable__map_free(&c->stmts);
     c->resets++;
   }
 
@@ -1080,7 +1011,7 @@ static int statement(durable__conn_t *c, int op, const durable__place_t *place,
   if (!result_ok(res))
     rc = pg_error(c, res, 0, err, "prepare", place ? place->partition : "");
   else
-    rc = smap_set(&c->stmts, key, n);
+    rc = durable__map_put(&c->stmts, key, MAP_NUMBER(n));
   PQclear(res);
   free(sql);
   free(key);
@@ -1094,8 +1025,7 @@ static int statement(durable__conn_t *c, int op, const durable__place_t *place,
  * without provoking an error. */
 static int partition_exists(durable__conn_t *c, const char *partition,
                             int *exists, durable_error_t *err) {
-  slot_t *s = smap_find(&c->partitions, partition);
-  if (s != NULL && s->value) {
+  if (durable__map_get(&c->partitions, partition) != NULL) {
     *exists = 1;
     return 0;
   }
@@ -1110,7 +1040,7 @@ static int partition_exists(durable__conn_t *c, const char *partition,
   *exists = PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
   PQclear(res);
   if (*exists)
-    return smap_set(&c->partitions, partition, 1);
+    return durable__map_put(&c->partitions, partition, MAP_NUMBER(1));
   return 0;
 }
 
@@ -1150,7 +1080,7 @@ static int ensure_partition(durable__conn_t *c, const char *partition,
     res = run(c, ensure, 1, vals, &rc, err, "create partition", partition);
   PQclear(res);
   if (rc == 0)
-    rc = smap_set(&c->partitions, partition, 1);
+    rc = durable__map_put(&c->partitions, partition, MAP_NUMBER(1));
   if (rc == 0 && !own)
     rc = durable__strv_push(&c->created, partition);
   if (own) {
@@ -1239,8 +1169,8 @@ static void pg_disconnect(durable__conn_t *c) {
     return;
   if (c->pg != NULL)
     PQfinish(c->pg); /* the server rolls back an open tx */
-  smap_clear(&c->stmts);
-  smap_clear(&c->partitions);
+  durable__map_free(&c->stmts);
+  durable__map_free(&c->partitions);
   durable__strv_free(&c->created);
   clear_queue(c);
   free(c->queue);

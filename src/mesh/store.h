@@ -63,16 +63,6 @@ int durable__store_commits_all_own(durable_store_t *store, int64_t after,
  * offset for an OFD lock).  DURABLE_EINVAL for anything else. */
 int durable__instance_key(const char *instance, uint64_t *key);
 
-/* Fill `err` (may be NULL) and return `code`. */
-int durable__error(durable_error_t *err, int code, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-/* Milliseconds since the Unix epoch. */
-int64_t durable__now_ms(void);
-
 /* In the callback of a durable_store_write that succeeded: the version
  * its write `i` wrote (0 when it wrote nothing).  Only for results the store
  * hands to callbacks. */

@@ -1,11 +1,12 @@
 /*
- * map.h: a string-keyed hash map of pointers, for the mesh's tables (hubs by
- * address, pending requests by id, node types by name).  Keys are copied;
- * values are borrowed.  Open addressing with linear probing and backward
- * shift deletion, so there are no tombstones to clean up.
+ * map.h: a string-keyed hash map of pointers: the one map of every layer
+ * (hubs by address, pending requests by id, node types by name, a
+ * PostgreSQL connection's prepared statements and partitions).  Keys are
+ * copied; values are borrowed.  Open addressing with linear probing and
+ * backward shift deletion, so there are no tombstones to clean up.
  */
-#ifndef DURABLE_HUB_MAP_H
-#define DURABLE_HUB_MAP_H
+#ifndef DURABLE_COMMON_MAP_H
+#define DURABLE_COMMON_MAP_H
 
 #include <stddef.h>
 

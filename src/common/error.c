@@ -11,14 +11,12 @@
  * and its length), which keeps the text around the values -- the reason --
  * whole.  durable__format does that for any buffer; the command uses it too.
  */
-#include "store.h"
+#include "error.h"
 
-#include <durable_internal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const char *durable_strerror(int code) {
   switch (code) {
@@ -207,10 +205,4 @@ int durable__error(durable_error_t *err, int code, const char *fmt, ...) {
     err->code = code;
   }
   return code;
-}
-
-int64_t durable__now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
