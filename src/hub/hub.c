@@ -2,11 +2,10 @@
  * hub.c: a hub's life: its mailbox and turns, its run levels, the quiesce
  * of a recycle, its timers.
  *
- * The mesh keeps a ready list of hubs with something to run and an idle
- * handle that is on while the list is not empty.  Each idle tick runs a
- * bounded number of turns, one message per hub at a time, round robin:
- * a handler never runs inside another handler (a message a handler sends to
- * its own hub waits for the next turn), and I/O keeps flowing between ticks.
+ * A hub with something to run is on its mesh's ready list (scheduler.h),
+ * which gives it one turn at a time: one answer, else one message.  So a
+ * handler never runs inside another handler, and a message a handler sends
+ * to its own hub waits for the next turn.
  *
  * A recycle moves a hub to Quiescing: new requests are refused with
  * ShuttingDown (their senders ask again), posts wait for the next
@@ -21,9 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Turns per idle tick: enough to batch, small enough to let I/O in. */
-#define TURNS_PER_TICK 256
 
 durable_hub_t *durable__hub_new(durable_mesh_t *mesh, const char *address,
                                 durable_run_level_t level) {
@@ -116,7 +112,7 @@ void durable_hub_set_data(durable_hub_t *hub, void *data,
 static void cancel_timers(durable_hub_t *hub);
 static void close_quiesce_timer(durable_hub_t *hub);
 
-/* ---- the ready list and turns ----------------------------------------------
+/* ---- the mailbox and turns ------------------------------------------------
  */
 
 static int has_turn(const durable_hub_t *hub) {
@@ -125,30 +121,11 @@ static int has_turn(const durable_hub_t *hub) {
           hub->level <= DURABLE_HUB_QUIESCING);
 }
 
+/* Put `hub` on the mesh's ready list when it has a turn to run; the list
+ * holds a reference until the turn. */
 static void make_ready(durable_hub_t *hub) {
-  durable_mesh_t *mesh = hub->mesh;
-  if (hub->on_ready || !has_turn(hub))
-    return;
-  hub->on_ready = 1;
-  durable_hub_ref(hub);
-  hub->ready_next = NULL;
-  if (mesh->ready_tail)
-    mesh->ready_tail->ready_next = hub;
-  else
-    mesh->ready_head = hub;
-  mesh->ready_tail = hub;
-  durable__mesh_wake(mesh);
-}
-
-static void on_idle(uv_idle_t *idle) {
-  durable__mesh_drain(idle->data);
-}
-
-void durable__mesh_wake(durable_mesh_t *mesh) {
-  if (!mesh->idle_on && !mesh->idle_closed) {
-    mesh->idle_on = 1;
-    uv_idle_start(&mesh->idle, on_idle);
-  }
+  if (has_turn(hub) && durable__sched_ready(&hub->mesh->sched, &hub->ready))
+    durable_hub_ref(hub);
 }
 
 static void push(durable__env_t **head, durable__env_t **tail,
@@ -194,22 +171,12 @@ static void run_turn(durable_hub_t *hub) {
     durable__run_message(hub, env);
 }
 
-void durable__mesh_drain(durable_mesh_t *mesh) {
-  durable__mesh_run_later(mesh);
-  for (int turns = 0; turns < TURNS_PER_TICK && mesh->ready_head; turns++) {
-    durable_hub_t *hub = mesh->ready_head;
-    mesh->ready_head = hub->ready_next;
-    if (mesh->ready_head == NULL)
-      mesh->ready_tail = NULL;
-    hub->on_ready = 0;
-    run_turn(hub);
-    make_ready(hub); /* more to do: back of the line */
-    durable_hub_unref(hub);
-  }
-  if (mesh->ready_head == NULL && mesh->later == NULL && mesh->idle_on) {
-    mesh->idle_on = 0;
-    uv_idle_stop(&mesh->idle);
-  }
+void durable__hub_turn(durable__ready_t *ready, void *data) {
+  (void)data;
+  durable_hub_t *hub = durable__hub_of_ready(ready);
+  run_turn(hub);
+  make_ready(hub); /* more to do: back of the line */
+  durable_hub_unref(hub);
 }
 
 /* ---- activation
@@ -269,7 +236,7 @@ static void leave_table(durable_hub_t *hub) {
   if (durable__map_get(&mesh->hubs, hub->address) == hub) {
     durable__map_del(&mesh->hubs, hub->address);
     mesh->stats.active_hubs = mesh->hubs.count;
-    durable__mesh_hub_left(mesh);
+    durable__sched_changed(&mesh->sched); /* a closing mesh counts hubs */
   }
 }
 
@@ -304,7 +271,7 @@ void durable__hub_fail_activation(durable_hub_t *hub, int status,
 static void on_timer_closed(uv_handle_t *handle) {
   durable_mesh_t *mesh = handle->data;
   free(handle);
-  durable__mesh_handle_closed(mesh);
+  durable__sched_handle_closed(&mesh->sched);
 }
 
 static void close_quiesce_timer(durable_hub_t *hub) {
@@ -362,7 +329,7 @@ static void schedule_finish(durable_hub_t *hub) {
     return;
   hub->finishing = 1;
   durable_hub_ref(hub);
-  durable__mesh_later(hub->mesh, finish_turn, 0, NULL, hub);
+  durable__sched_later(&hub->mesh->sched, finish_turn, 0, NULL, hub);
 }
 
 void durable__hub_check_quiesced(durable_hub_t *hub) {
@@ -404,7 +371,7 @@ static void arm_budget(durable_hub_t *hub) {
   hub->quiesce_timer = malloc(sizeof(uv_timer_t));
   if (hub->quiesce_timer) {
     uv_timer_init(mesh->loop, hub->quiesce_timer);
-    mesh->handles++;
+    durable__sched_handle_opened(&mesh->sched);
     hub->quiesce_timer->data = hub;
     uv_timer_start(hub->quiesce_timer, on_quiesce_budget,
                    mesh->quiesce_budget_ms, 0);
@@ -438,7 +405,7 @@ static void on_hub_timer_closed(uv_handle_t *handle) {
   free(t->type);
   free(t->payload);
   free(t);
-  durable__mesh_handle_closed(mesh);
+  durable__sched_handle_closed(&mesh->sched);
 }
 
 static void drop_timer(durable__hub_timer_t *t) {
@@ -495,7 +462,7 @@ int durable_hub_post_after(durable_hub_t *hub, uint32_t ms, const char *type,
   t->hub = hub;
   durable_hub_ref(hub);
   uv_timer_init(hub->mesh->loop, &t->timer);
-  hub->mesh->handles++;
+  durable__sched_handle_opened(&hub->mesh->sched);
   t->timer.data = t;
   t->next = hub->timers;
   if (hub->timers)

@@ -12,10 +12,12 @@
 
 #include "durable_internal.h"
 #include "map.h"
+#include "scheduler.h"
 #include "store.h" /* the store below */
 #include "text.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 
 typedef enum { ENV_POST = 1, ENV_REQUEST, ENV_REPLY } durable__env_kind_t;
 
@@ -121,9 +123,8 @@ struct durable_hub_s {
   durable__env_t *inbox, *inbox_tail;     /* requests and posts */
   durable__env_t *replies, *replies_tail; /* answers to our requests */
   durable__env_t *deferred,
-      *deferred_tail; /* posts that wait for the next activation */
-  durable_hub_t *ready_next;
-  int on_ready;
+      *deferred_tail;     /* posts that wait for the next activation */
+  durable__ready_t ready; /* in the mesh's ready list (scheduler.h) */
 
   size_t in_flight;          /* messages handed to handlers, not finished yet */
   durable_reply_t *handling; /* their reply handles */
@@ -145,17 +146,6 @@ struct durable_hub_s {
   durable__attach_t *attached;
 };
 
-/* A callback owed to a caller, run on the next tick rather than inside the
- * call that made it due (libuv's rule: no callback before the call returns). */
-typedef struct durable__later_s durable__later_t;
-struct durable__later_s {
-  durable__later_t *next;
-  durable_status_cb cb;
-  int status;
-  char *message;
-  void *data;
-};
-
 struct durable_mesh_s {
   uv_loop_t *loop;
   durable_store_t *store;
@@ -170,21 +160,16 @@ struct durable_mesh_s {
   durable__map_t hubs;    /* address -> hub */
   durable__map_t pending; /* request id -> pending */
   durable__map_t types;   /* name -> node type */
-  durable_hub_t *ready_head, *ready_tail;
-  uv_idle_t idle;
-  int idle_on;
+  durable__sched_t sched; /* turns, callbacks owed, open handles */
   uint64_t next_request_id;
   uint64_t next_incarnation;
   durable_hub_t *reads;
   durable_mesh_stats_t stats;
 
-  durable__later_t *later, *later_tail; /* callbacks owed, run next tick */
-  durable_reply_t *replies;             /* every reply not finished yet */
+  durable_reply_t *replies; /* every reply not finished yet */
   int closing;
-  int close_phase; /* see durable__mesh_close_step */
+  int close_phase; /* see close_step in mesh.c */
   int stepping;
-  int idle_closed;
-  int handles; /* uv handles not yet closed (idle, timers) */
   int store_closed;
   void (*close_cb)(void *data);
   void *close_data;
@@ -202,8 +187,12 @@ void durable__hub_fail_activation(durable_hub_t *hub, int status,
 void durable__hub_on_dead(durable_hub_t *hub, durable_status_cb cb, void *data);
 void durable__hub_on_started(durable_hub_t *hub, durable_status_cb cb,
                              void *data);
-void durable__mesh_drain(durable_mesh_t *mesh);
-void durable__mesh_handle_closed(durable_mesh_t *mesh);
+/* The mesh's scheduler runs a ready hub's turn with this (mesh.c sets it). */
+void durable__hub_turn(durable__ready_t *ready, void *data);
+/* The hub whose ready-list link `ready` is. */
+static inline durable_hub_t *durable__hub_of_ready(durable__ready_t *ready) {
+  return (durable_hub_t *)((char *)ready - offsetof(durable_hub_t, ready));
+}
 
 /* Per-activation additions, for the layers above (streams): a handler of
  * this hub alone (looked up before the node type's), a dispose action of
@@ -301,14 +290,6 @@ int durable__mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
                        durable_mesh_t **out, durable_error_t *err);
 
 /* mesh.c */
-void durable__mesh_later(durable_mesh_t *mesh, durable_status_cb cb, int status,
-                         const char *message, void *data);
-void durable__mesh_run_later(durable_mesh_t *mesh);
-void durable__mesh_wake(durable_mesh_t *mesh);
-/* A hub left the address table (for the mesh's close). */
-void durable__mesh_hub_left(durable_mesh_t *mesh);
-/* Advance a closing mesh through its phases (see mesh.c). */
-void durable__mesh_close_step(durable_mesh_t *mesh);
 void durable__mesh_close_started(durable_hub_t *hub);
 void durable__mesh_activate(durable_mesh_t *mesh, durable_hub_t *hub);
 void durable__logv(durable_mesh_t *mesh, durable_log_level_t level,

@@ -22,6 +22,8 @@
 #define DEFAULT_QUIESCE_MS 2000
 #define DEFAULT_REQUEST_TIMEOUT_MS 30000
 
+static void on_changed(void *data);
+
 durable_store_t *durable_mesh_store(durable_mesh_t *mesh) {
   return mesh->store;
 }
@@ -35,44 +37,6 @@ const char *durable_mesh_principal(const durable_mesh_t *mesh) {
 void durable_mesh_stats(const durable_mesh_t *mesh, durable_mesh_stats_t *out) {
   *out = mesh->stats;
   out->active_hubs = mesh->hubs.count;
-}
-
-/* ---- callbacks owed -------------------------------------------------------
- */
-
-void durable__mesh_later(durable_mesh_t *mesh, durable_status_cb cb, int status,
-                         const char *message, void *data) {
-  if (mesh->idle_closed) { /* the mesh is being freed: no later tick */
-    cb(status, message, data);
-    return;
-  }
-  durable__later_t *l = calloc(1, sizeof(*l));
-  if (l == NULL) { /* no memory to defer it: better now than never */
-    cb(DURABLE_ENOMEM, "out of memory", data);
-    return;
-  }
-  l->cb = cb;
-  l->status = status;
-  l->message = durable__strdup0(message);
-  l->data = data;
-  if (mesh->later_tail)
-    mesh->later_tail->next = l;
-  else
-    mesh->later = l;
-  mesh->later_tail = l;
-  durable__mesh_wake(mesh);
-}
-
-void durable__mesh_run_later(durable_mesh_t *mesh) {
-  durable__later_t *l = mesh->later;
-  mesh->later = mesh->later_tail = NULL;
-  while (l) {
-    durable__later_t *next = l->next;
-    l->cb(l->status, l->message, l->data);
-    free(l->message);
-    free(l);
-    l = next;
-  }
 }
 
 /* ---- node types
@@ -422,12 +386,12 @@ int durable_mesh_recycle(durable_mesh_t *mesh, const char *address,
   int rc = address_check(address, err);
   if (rc < 0)
     return rc;
-  if (mesh->idle_closed)
+  if (mesh->sched.closed)
     return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closed");
   durable_hub_t *hub = durable__map_get(&mesh->hubs, address);
   if (hub == NULL) {
     if (cb)
-      durable__mesh_later(mesh, cb, 0, NULL, data);
+      durable__sched_later(&mesh->sched, cb, 0, NULL, data);
     return 0;
   }
   if (hub->is_reads && !mesh->closing)
@@ -500,7 +464,7 @@ static void on_probe(const durable_response_t *res, void *data) {
     if (hub && hub->level >= DURABLE_HUB_QUIESCING)
       durable__hub_on_dead(hub, reprobe, r);
     else
-      durable__mesh_later(mesh, reprobe, 0, NULL, r);
+      durable__sched_later(&mesh->sched, reprobe, 0, NULL, r);
   } else if (res->status == DURABLE_ESHUTDOWN) {
     char message[DURABLE_PATH_MAX + 64];
     snprintf(message, sizeof message, "address '%s' is recycling", r->path);
@@ -614,9 +578,7 @@ int durable__mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
     free(mesh);
     return rc;
   }
-  uv_idle_init(loop, &mesh->idle);
-  mesh->idle.data = mesh;
-  mesh->handles = 1;
+  durable__sched_init(&mesh->sched, loop, durable__hub_turn, on_changed, mesh);
   char address[96];
   unsigned char r[6] = {0};
   uv_random(NULL, NULL, r, sizeof r, 0, NULL);
@@ -662,23 +624,14 @@ static void free_mesh(durable_mesh_t *mesh) {
 }
 
 static void maybe_free(durable_mesh_t *mesh) {
-  if (mesh->closing && mesh->store_closed && mesh->handles == 0)
+  if (mesh->closing && mesh->store_closed && mesh->sched.handles == 0)
     free_mesh(mesh);
-}
-
-void durable__mesh_handle_closed(durable_mesh_t *mesh) {
-  mesh->handles--;
-  maybe_free(mesh);
 }
 
 static void on_store_closed(void *data) {
   durable_mesh_t *mesh = data;
   mesh->store_closed = 1;
   maybe_free(mesh);
-}
-
-static void on_idle_closed(uv_handle_t *handle) {
-  durable__mesh_handle_closed(handle->data);
 }
 
 /* The hubs the close stops now, in its current phase. */
@@ -716,25 +669,17 @@ static void quiesce_phase(durable_mesh_t *mesh) {
 }
 
 static void finish_close(durable_mesh_t *mesh) {
-  /* every hub is gone: owed callbacks run, then the store closes (its
-   * queued work finishes first) and the idle handle goes */
-  durable__mesh_run_later(mesh);
-  /* a dead hub left on the ready list (an answer queued in the pass its
-   * budget ran out in) has nothing to run: drop the list's references,
-   * which the idle handle closed below would otherwise never release */
-  while (mesh->ready_head) {
-    durable_hub_t *hub = mesh->ready_head;
-    mesh->ready_head = hub->ready_next;
-    hub->on_ready = 0;
-    durable_hub_unref(hub);
-  }
-  mesh->ready_tail = NULL;
+  /* every hub is gone.  A dead hub left on the ready list (an answer queued
+   * in the pass its budget ran out in) has nothing to run: drop the list's
+   * references, which nothing would release once the scheduler closes.
+   * Owed callbacks run, the idle handle goes, and the store closes (its
+   * queued work finishes first). */
+  durable__ready_t *r;
+  while ((r = durable__sched_pop(&mesh->sched)) != NULL)
+    durable_hub_unref(durable__hub_of_ready(r));
   durable_store_t *store = mesh->store;
   mesh->store = NULL;
-  uv_idle_stop(&mesh->idle);
-  mesh->idle_on = 0;
-  mesh->idle_closed = 1;
-  uv_close((uv_handle_t *)&mesh->idle, on_idle_closed);
+  durable__sched_close(&mesh->sched);
   durable_store_close(store, on_store_closed, mesh);
 }
 
@@ -745,7 +690,7 @@ static void finish_close(durable_mesh_t *mesh) {
  *   2. once they are gone and those requests are answered, the late hubs
  *      (node types marked late: the stream hubs that answered them);
  *   3. the read-issuing hub itself; then the store closes. */
-void durable__mesh_close_step(durable_mesh_t *mesh) {
+static void close_step(durable_mesh_t *mesh) {
   if (!mesh->closing || mesh->store == NULL || mesh->stepping)
     return;
   mesh->stepping = 1;
@@ -775,8 +720,12 @@ void durable__mesh_close_step(durable_mesh_t *mesh) {
   mesh->stepping = 0;
 }
 
-void durable__mesh_hub_left(durable_mesh_t *mesh) {
-  durable__mesh_close_step(mesh);
+/* The scheduler's word that something a close waits for happened: a hub
+ * left, a request of the read-issuing hub was answered, a handle closed. */
+static void on_changed(void *data) {
+  durable_mesh_t *mesh = data;
+  close_step(mesh);
+  maybe_free(mesh);
 }
 
 void durable_mesh_close(durable_mesh_t *mesh, void (*cb)(void *data),
@@ -788,5 +737,5 @@ void durable_mesh_close(durable_mesh_t *mesh, void (*cb)(void *data),
   mesh->close_data = data;
   mesh->close_phase = 1;
   quiesce_phase(mesh);
-  durable__mesh_close_step(mesh);
+  close_step(mesh);
 }

@@ -101,7 +101,7 @@ static void on_pending_timer_closed(uv_handle_t *handle) {
   durable_mesh_t *mesh = p->hub->mesh;
   durable_hub_unref(p->hub);
   free(p);
-  durable__mesh_handle_closed(mesh);
+  durable__sched_handle_closed(&mesh->sched);
 }
 
 /* Take the record out of the table and its hub's list; the caller runs its
@@ -166,7 +166,7 @@ void durable__run_reply(durable_hub_t *hub, durable__env_t *env) {
   release_pending(p);
   durable__hub_check_quiesced(hub);
   if (hub->is_reads)
-    durable__mesh_close_step(hub->mesh); /* answered */
+    durable__sched_changed(&hub->mesh->sched); /* a closing mesh waits */
 }
 
 void durable__fail_pending(durable_hub_t *hub, int status,
@@ -302,7 +302,7 @@ static int request(durable_hub_t *from, const char *to, const char *type,
   from->pending = p;
   from->npending++;
   uv_timer_init(mesh->loop, &p->timer);
-  mesh->handles++;
+  durable__sched_handle_opened(&mesh->sched);
   p->timer.data = p;
   uint32_t ms = timeout_ms ? timeout_ms : mesh->request_timeout_ms;
   uv_timer_start(&p->timer, on_request_timeout, ms, ms);
@@ -575,9 +575,8 @@ int durable_reply_commit_with(durable_reply_t *reply, const char *payload,
   c->set = set;
   memcpy(c->payload, payload, n);
   durable_mesh_t *mesh = reply->hub->mesh;
-  int rc =
-      durable_store_write_as(mesh->store, durable_mesh_principal(mesh),
-                             set->writes, set->count, on_committed, c, err);
+  int rc = durable_store_write_as(mesh->store, mesh->principal, set->writes,
+                                  set->count, on_committed, c, err);
   if (rc < 0) {
     free(set);
     free(c);

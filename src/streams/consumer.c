@@ -988,7 +988,7 @@ static void on_claim(const durable_response_t *res, void *data) {
     } else if (granted) {
       release_granted(c, epoch);
     } else if (report) {
-      durable__mesh_later(c->mesh, on_stop_later, 0, NULL, c);
+      durable__sched_later(&c->mesh->sched, on_stop_later, 0, NULL, c);
     }
   } else if (res->status == DURABLE_ENOTFOUND) {
     /* deleted (or being deleted, durable_stream_delete): as at a start on
@@ -1120,7 +1120,7 @@ static void on_claim_allowed(const durable_result_t *res, void *data) {
     if (c->stop_after_claim && c->state == C_STOPPED) {
       /* stopped while only the access check was out: nothing was claimed */
       c->stop_after_claim = 0;
-      durable__mesh_later(c->mesh, on_stop_later, 0, NULL, c);
+      durable__sched_later(&c->mesh->sched, on_stop_later, 0, NULL, c);
     }
   } else if (res->status < 0) {
     free(a);
@@ -1425,7 +1425,7 @@ static void finish_stop(consumer_t *c) {
       return;
     free(a);
   }
-  durable__mesh_later(c->mesh, on_stop_later, 0, NULL, c);
+  durable__sched_later(&c->mesh->sched, on_stop_later, 0, NULL, c);
 }
 
 void durable_consumer_stop(durable_consumer_handle_t *handle,

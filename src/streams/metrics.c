@@ -414,7 +414,7 @@ static void on_handle_closed(uv_handle_t *h) {
   durable_mesh_t *mesh = m->mesh;
   if (--m->handles_open == 0)
     free(m);
-  durable__mesh_handle_closed(mesh);
+  durable__sched_handle_closed(&mesh->sched);
 }
 
 /* The mesh closes (its read-issuing hub leaves): stop serving.  A scrape
@@ -596,7 +596,8 @@ int durable_mesh_serve_metrics(durable_mesh_t *mesh, const char *address,
   uv_timer_init(mesh->loop, &m->timer);
   m->poll.data = m->timer.data = m;
   m->handles_open = 2;
-  mesh->handles += 2;
+  durable__sched_handle_opened(&mesh->sched); /* the poll */
+  durable__sched_handle_opened(&mesh->sched); /* the timer */
   uv_poll_start(&m->poll, UV_READABLE, on_poll);
   *slot = m;
   durable_mesh_log(mesh, DURABLE_LOG_INFO,

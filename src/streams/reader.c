@@ -376,7 +376,7 @@ static void on_page(const durable_result_t *res, void *data) {
     for (size_t i = 0; i < res->count; i++)
       page->nodes[i] = durable__result_take(res, i);
   }
-  durable__mesh_later(p->mesh, on_page_turn, 0, NULL, page);
+  durable__sched_later(&p->mesh->sched, on_page_turn, 0, NULL, page);
 }
 
 static void read_more(durable__pull_t *p) {
@@ -439,7 +439,7 @@ static void on_signal(durable_watch_t *w, durable_change_kind_t kind,
   if (p->custom) { /* a source's functions may run: in a turn */
     if (!p->signal_owed) {
       p->signal_owed = 1;
-      durable__mesh_later(p->mesh, on_signal_turn, 0, NULL, p);
+      durable__sched_later(&p->mesh->sched, on_signal_turn, 0, NULL, p);
     }
     return;
   }
