@@ -1575,7 +1575,7 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
     return rc;
   }
   snprintf(c->msg_turn, sizeof c->msg_turn, DURABLE__MSG_TURN "%s", c->ns);
-  snprintf(c->msg_wake, sizeof c->msg_wake, DURABLE__MSG_WAKE "%s", c->ns);
+  durable__wake_type(c->msg_wake, c->ns);
   snprintf(c->msg_retry, sizeof c->msg_retry, DURABLE__MSG_RETRY "%s", c->ns);
   snprintf(c->msg_reclaim, sizeof c->msg_reclaim, DURABLE__MSG_RECLAIM "%s",
            c->ns);

@@ -179,6 +179,22 @@ void durable__consumers_families(durable_mesh_t *mesh,
  * is gone). */
 void **durable__stream_metrics(durable_mesh_t *mesh);
 
+/* wake.c: activate the owner of stream `id` and post it the wake of the
+ * stream's family, logging what went wrong.  `cb` (may be NULL) is told how
+ * it went, unless the call itself fails (a negative code; nothing comes). */
+typedef enum {
+  DURABLE__WAKE_SENT,        /* posted: its consumer claims */
+  DURABLE__WAKE_NO_CONSUMER, /* its NodeType consumes no such stream here */
+  DURABLE__WAKE_ABSENT,      /* no node at the owner's path */
+  DURABLE__WAKE_FAILED,      /* unavailable, or the post failed: try again */
+  DURABLE__WAKE_LEAVING      /* the mesh closes: the next process wakes it */
+} durable__wake_outcome_t;
+typedef void (*durable__wake_cb)(durable__wake_outcome_t outcome, void *data);
+int durable__wake_owner(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                        durable__wake_cb cb, void *data);
+/* The wake's message type, "durable.wake:FAMILY" (protocol.h's prefix). */
+void durable__wake_type(char out[DURABLE_PATH_MAX], const char *family);
+
 /* waker.c: a stream with waiting items whose lease names another process
  * `instance`: a host asks every liveness_ms whether that process is alive,
  * and wakes the owner once it is gone.  Nothing when this mesh hosts

@@ -47,6 +47,7 @@
  * activates it, so its consumer starts) then a wake message, at most once
  * per orphan period.
  */
+#include "lease.h"
 #include "protocol.h"
 #include "stream.h"
 
@@ -544,9 +545,8 @@ static const char *here(const shub_t *sh) {
  * other processes' commits, not of this one's appends). */
 static void suspect_if_elsewhere(shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
-  if (s->subscriber && s->subscriber_instance &&
-      strcmp(s->subscriber_instance, here(sh)) != 0 &&
-      s->last_sequence > s->checkpoint)
+  if (durable__lease_where(s, here(sh)) == DURABLE__LEASE_ELSEWHERE &&
+      durable__lease_waiting(s))
     durable__waker_suspect(sh->mesh, sh->path, s->subscriber_instance);
 }
 
@@ -559,58 +559,13 @@ static void forget_holder(shub_t *sh) {
 /* ---- wake the owner
  * -------------------------------------------------------------------- */
 
-static void on_owner_read(durable_read_outcome_t outcome,
-                          const durable_node_t *node, const char *message,
-                          void *data) {
+static void on_woken(durable__wake_outcome_t outcome, void *data) {
   shub_t *sh = data;
-  (void)node;
-  durable_stream_id_t id = id_of(sh);
-  durable__stream_name_t name = durable__stream_name(&id);
   sh->waking = 0;
-  if (sh->mesh->closing) {
-    /* the process is leaving: the next one to serve the owner wakes it */
-    durable_hub_unref(sh->hub);
-    return;
-  }
-  char type[DURABLE_PATH_MAX];
-  snprintf(type, sizeof type, DURABLE__MSG_WAKE "%s", sh->state.ns);
-  durable_hub_t *owner = durable_mesh_find(sh->mesh, sh->state.key);
-  if (outcome == DURABLE_READ_PRESENT && owner &&
-      !durable__hub_handles(owner, type)) {
-    /* the owner's NodeType consumes no such stream in this process */
+  /* once per orphan period; a wake that failed is tried again at the next
+   * append */
+  if (outcome != DURABLE__WAKE_FAILED && outcome != DURABLE__WAKE_LEAVING)
     sh->woken = 1;
-    durable_mesh_log(
-        sh->mesh, DURABLE_LOG_DEBUG,
-        "[DurableStreams] %s: the owner %s (%s) has no consumer of "
-        "%s in this process",
-        name.text, sh->state.key, durable_hub_node_type(owner), sh->state.ns);
-  } else if (outcome == DURABLE_READ_PRESENT) {
-    sh->woken = 1;
-    json_t *j = json_pack("{s:s, s:s}", "Namespace", sh->state.ns, "Key",
-                          sh->state.key);
-    char *text = j ? json_dumps(j, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
-    durable_error_t err = {0};
-    if (text == NULL || durable_hub_post(durable__mesh_reads_hub(sh->mesh),
-                                         sh->state.key, type, text, &err) < 0)
-      durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
-                       "[DurableStreams] %s: items are waiting but waking the "
-                       "owner %s failed",
-                       name.text, sh->state.key);
-    free(text);
-    json_decref(j);
-  } else {
-    /* an owner that is no node is not woken again this orphan period (a
-     * consumer of such a stream sits on an always-on hub); one that could
-     * not be told apart from absent is tried again on the next append */
-    if (outcome == DURABLE_READ_ABSENT)
-      sh->woken = 1;
-    durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
-                     "[DurableStreams] %s: items are waiting but the owner %s "
-                     "could not be woken (%s%s%s)",
-                     name.text, sh->state.key,
-                     outcome == DURABLE_READ_ABSENT ? "Absent" : "Unavailable",
-                     message ? ": " : "", message ? message : "");
-  }
   durable_hub_unref(sh->hub);
 }
 
@@ -621,15 +576,9 @@ static void wake_owner(shub_t *sh) {
     return; /* the next host to start wakes it */
   sh->waking = 1;
   durable_hub_ref(sh->hub);
-  durable_error_t err = {0};
-  if (durable_mesh_read(sh->mesh, sh->state.key, on_owner_read, sh, &err) < 0) {
+  durable_stream_id_t id = id_of(sh);
+  if (durable__wake_owner(sh->mesh, &id, on_woken, sh) < 0) {
     sh->waking = 0;
-    durable_stream_id_t id = id_of(sh);
-    durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
-                     "[DurableStreams] %s: items are waiting but waking the "
-                     "owner %s failed (%s)",
-                     durable__stream_name(&id).text, sh->state.key,
-                     err.message);
     durable_hub_unref(sh->hub);
   }
 }
@@ -1033,32 +982,9 @@ static void granted(shub_t *sh, const durable_result_t *res) {
     forget_holder(sh); /* before a retry probes a holder again */
   if (!lease_saved(sh, res, 1))
     return;
-  durable_stream_id_t id = id_of(sh);
-  durable__stream_name_t name = durable__stream_name(&id);
   const durable__stream_state_t *s = &sh->state;
-  if (sh->holder_instance)
-    durable_mesh_log(
-        sh->mesh, DURABLE_LOG_WARN,
-        "[DurableStreams] %s: %s TOOK OVER the lease from %s of process %s, "
-        "which is gone; resuming after acknowledged sequence %lld (epoch "
-        "%lld)",
-        name.text, s->subscriber, sh->holder, sh->holder_instance,
-        (long long)s->checkpoint, (long long)s->lease_epoch);
-  else if (sh->holder)
-    durable_mesh_log(
-        sh->mesh, DURABLE_LOG_WARN,
-        "[DurableStreams] %s: %s TOOK OVER the lease from %s, which "
-        "did not answer within %u ms; resuming after acknowledged "
-        "sequence %lld (epoch %lld)",
-        name.text, s->subscriber, sh->holder,
-        durable__stream_options(sh->mesh).holder_probe_ms,
-        (long long)s->checkpoint, (long long)s->lease_epoch);
-  else
-    durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
-                     "[DurableStreams] %s: lease granted to %s (epoch %lld, "
-                     "checkpoint %lld, last %lld)",
-                     name.text, s->subscriber, (long long)s->lease_epoch,
-                     (long long)s->checkpoint, (long long)s->last_sequence);
+  durable__lease_log_granted(sh->mesh, s, sh->holder, sh->holder_instance,
+                             durable__stream_options(sh->mesh).holder_probe_ms);
   sh->woken = 0; /* a new lease period */
   durable__stream_ans_t *ans = durable__stream_ans_new();
   if (ans) {
@@ -1159,15 +1085,14 @@ static void run_claim(shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   if (refuse_deleting(sh, "claimed"))
     return;
-  const char *holder = s->subscriber;
-  /* a lease written before leases named processes counts as this one's */
-  int local = s->subscriber_instance == NULL ||
-              strcmp(s->subscriber_instance, here(sh)) == 0;
-  if (holder == NULL ||
-      (local && strcmp(holder, sh->head->req->subscriber) == 0)) {
+  durable__claim_t meets =
+      durable__lease_claim(s, sh->head->req->subscriber, here(sh));
+  if (meets == DURABLE__CLAIM_GRANT) {
     grant(sh);
     return;
   }
+  const char *holder = s->subscriber;
+  int local = meets == DURABLE__CLAIM_PING_HOLDER;
   sh->holder = strdup(holder);
   if (!local)
     sh->holder_instance = strdup(s->subscriber_instance);
@@ -1200,27 +1125,17 @@ static void run_claim(shub_t *sh) {
 /* Acks and releases come from hubs of this process (the stream hub lives
  * where its requests come from): the lease must be theirs, here. */
 static int fenced(shub_t *sh, const op_t *op) {
-  const durable__stream_state_t *s = &sh->state;
-  return s->subscriber == NULL ||
-         strcmp(s->subscriber, op->req->subscriber) != 0 ||
-         s->lease_epoch != op->req->epoch ||
-         (s->subscriber_instance != NULL &&
-          strcmp(s->subscriber_instance, here(sh)) != 0);
+  return durable__lease_fenced(&sh->state, op->req->subscriber, op->req->epoch,
+                               here(sh));
 }
 
 static void released(shub_t *sh, const durable_result_t *res) {
   if (!lease_saved(sh, res, 0))
     return;
-  const durable__stream_state_t *s = &sh->state;
-  durable_stream_id_t id = id_of(sh);
-  durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
-                   "[DurableStreams] %s ORPHANED: %s released the lease at "
-                   "checkpoint %lld of %lld",
-                   durable__stream_name(&id).text, s->last_subscriber,
-                   (long long)s->checkpoint, (long long)s->last_sequence);
+  durable__lease_log_released(sh->mesh, &sh->state);
   answer_ok(sh->head, 1, NULL);
   sh->woken = 0; /* a new orphan period */
-  if (s->last_sequence > s->checkpoint)
+  if (durable__lease_waiting(&sh->state))
     wake_owner(sh);
   next_op(sh);
 }
@@ -1270,7 +1185,7 @@ static void after_let_go(shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   sh->woken = 0; /* a new orphan period */
   durable__consumers_lease_gone(sh->mesh, s->ns, s->key, 1);
-  if (s->last_sequence > s->checkpoint)
+  if (durable__lease_waiting(s))
     wake_owner(sh);
 }
 

@@ -25,6 +25,7 @@
  * refused claims name suspects too (durable__waker_suspect): the change
  * feed tells only of other processes' commits.
  */
+#include "lease.h"
 #include "stream.h"
 
 #include <stdio.h>
@@ -45,36 +46,12 @@ static void wake_free(wake_t *w) {
   free(w);
 }
 
-static void on_owner_active(durable_read_outcome_t outcome,
-                            const durable_node_t *node, const char *message,
-                            void *data) {
-  wake_t *w = data;
-  (void)node;
-  if (outcome == DURABLE_READ_PRESENT) {
-    /* a consumer that was up already, dormant or waiting for the lease,
-     * needs the nudge; a fresh one is claiming anyway */
-    char type[DURABLE_PATH_MAX];
-    snprintf(type, sizeof type, "durable.wake:%s", w->family);
-    durable_hub_t *owner = durable_mesh_find(w->mesh, w->key);
-    if (owner && durable__hub_handles(owner, type))
-      durable_hub_post(durable__mesh_reads_hub(w->mesh), w->key, type, "null",
-                       NULL);
-  } else if (!w->mesh->closing) {
-    durable_mesh_log(w->mesh, DURABLE_LOG_WARN,
-                     "[DurableStreams] %s@%s: items are waiting but the owner "
-                     "%s could not be woken (%s)",
-                     w->family, w->key, w->key, message ? message : "absent");
-  }
-  wake_free(w);
-}
-
 static void on_owner_read(const durable_result_t *res, void *data) {
   wake_t *w = data;
   if (res->status == 0 &&
       durable__consumed_has(w->mesh, res->node->node_type, w->family)) {
-    durable_error_t err = {0};
-    if (durable_mesh_read(w->mesh, w->key, on_owner_active, w, &err) == 0)
-      return;
+    durable_stream_id_t id = {w->family, w->key};
+    durable__wake_owner(w->mesh, &id, NULL, NULL);
   }
   wake_free(w); /* absent, or no consumer of that family here */
 }
@@ -153,19 +130,16 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node,
       durable__state_decode(node->content, node->path, &s) < 0)
     return;
   const char *here = durable_store_instance(durable_mesh_store(mesh));
-  const char *where = s.subscriber_instance;
-  int elsewhere = s.subscriber && where && strcmp(where, here) != 0;
-  int unheld = s.subscriber == NULL ||
-               (elsewhere && gone && strcmp(where, gone) == 0) ||
-               (at_start && where == NULL && strcmp(s.subscriber, s.key) == 0);
-  int waiting = s.last_sequence > s.checkpoint;
+  durable__lease_where_t where = durable__lease_where(&s, here);
+  int unheld = durable__lease_unheld(&s, here, gone, at_start);
+  int waiting = durable__lease_waiting(&s);
   /* nobody holds it as stored: a consumer here that thinks it does was let
    * go behind its back (an operator's seek or trim in another process) and
    * claims again before its next item, items waiting or not */
-  if (s.subscriber == NULL)
+  if (where == DURABLE__LEASE_FREE)
     durable__consumers_lease_gone(mesh, s.ns, s.key, 0);
-  if (waiting && elsewhere && !unheld)
-    suspect_put(wk, node->path, where);
+  if (waiting && where == DURABLE__LEASE_ELSEWHERE && !unheld)
+    suspect_put(wk, node->path, s.subscriber_instance);
   else
     suspect_del(wk, node->path);
   if (waiting && unheld) {
