@@ -230,12 +230,16 @@ static CHECK__UNUSED void check__walk_cb(uv_handle_t *handle, void *arg) {
 
 /* ---- one process per test ---------------------------------------------- */
 
-typedef enum { CHECK_PASSED, CHECK_FAILED, CHECK_SKIPPED } check_outcome_t;
+/* What a run of tests came to so far: check_fork_run counts into it. */
+typedef struct {
+  size_t passed, failed, skipped;
+} check_tally_t;
 
-/* Run fn(arg) in a child process and print its line: "ok N - name (T ms)",
- * "ok N - name # SKIP" when it exited with 77, or "not ok N - name (signal S
- * | exit E, T ms)".  A failed CHECK aborts the child only, so the caller goes
- * on with its next test.
+/* Run fn(arg) in a child process, count it in `tally` and print its line:
+ * "ok N - name (T ms)", "ok N - name # SKIP" when it exited with 77, or "not
+ * ok N - name (signal S | exit E, T ms)", N counting from 1 in the tally.  A
+ * failed CHECK aborts the child only, so the caller goes on with its next
+ * test.
  *
  * The child dumps no core (a failed CHECK is an abort: one core file per
  * failed test would pile up), dies when the runner does (ctest's timeout
@@ -244,11 +248,10 @@ typedef enum { CHECK_PASSED, CHECK_FAILED, CHECK_SKIPPED } check_outcome_t;
  * ends through exit(), not _exit(): atexit handlers run, LeakSanitizer's
  * leak check among them, and a leak is reported as the child's failure
  * (exit 23); an ASan or UBSan error is too (exit 1). */
-static CHECK__UNUSED check_outcome_t check_fork_run(size_t number,
-                                                    const char *name,
-                                                    void (*fn)(const void *),
-                                                    const void *arg,
-                                                    unsigned seconds) {
+static CHECK__UNUSED void check_fork_run(check_tally_t *tally, const char *name,
+                                         void (*fn)(const void *),
+                                         const void *arg, unsigned seconds) {
+  size_t number = tally->passed + tally->failed + tally->skipped + 1;
   /* Unflushed output would be written twice, by parent and child. */
   fflush(stdout);
   fflush(stderr);
@@ -259,7 +262,8 @@ static CHECK__UNUSED check_outcome_t check_fork_run(size_t number,
     perror("fork");
     printf("not ok %zu - %s (fork failed)\n", number, name);
     fflush(stdout);
-    return CHECK_FAILED;
+    tally->failed++;
+    return;
   }
   if (pid == 0) {
     struct rlimit no_core = {0, 0};
@@ -281,27 +285,41 @@ static CHECK__UNUSED check_outcome_t check_fork_run(size_t number,
       perror("waitpid");
       printf("not ok %zu - %s (lost)\n", number, name);
       fflush(stdout);
-      return CHECK_FAILED;
+      tally->failed++;
+      return;
     }
   }
   long ms = (long)((uv_hrtime() - t0) / 1000000);
-  check_outcome_t outcome = CHECK_FAILED;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-    outcome = CHECK_PASSED;
+    tally->passed++;
     printf("ok %zu - %s (%ld ms)\n", number, name, ms);
   } else if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
-    outcome = CHECK_SKIPPED;
+    tally->skipped++;
     printf("ok %zu - %s # SKIP\n", number, name);
   } else if (WIFSIGNALED(status)) {
+    tally->failed++;
     printf("not ok %zu - %s (signal %d%s, %ld ms)\n", number, name,
            WTERMSIG(status), WTERMSIG(status) == SIGALRM ? ": timed out" : "",
            ms);
   } else {
+    tally->failed++;
     printf("not ok %zu - %s (exit %d, %ld ms)\n", number, name,
            WEXITSTATUS(status), ms);
   }
   fflush(stdout);
-  return outcome;
+}
+
+/* Print "# WHAT: P passed, F failed, S skipped" and return the exit code: 1
+ * when a test failed, 77 when every test skipped (so that ctest, running
+ * one test an entry, reports a skip), else 0. */
+static CHECK__UNUSED int check_tally_end(const check_tally_t *tally,
+                                         const char *what) {
+  printf("# %s: %zu passed, %zu failed, %zu skipped\n", what, tally->passed,
+         tally->failed, tally->skipped);
+  fflush(stdout);
+  if (tally->failed)
+    return 1;
+  return tally->skipped > 0 && tally->passed == 0 ? 77 : 0;
 }
 
 /* One named test of a unit's table.  tests/CMakeLists.txt reads the names
@@ -340,24 +358,11 @@ static CHECK__UNUSED int check_main(const check_test_t *tests, size_t n,
     fprintf(stderr, "no test named '%s'\n", argv[1]);
     return 1;
   }
-  size_t passed = 0, failed = 0, skipped = 0;
-  for (size_t t = 0; t < n; t++) {
-    switch (check_fork_run(t + 1, tests[t].name, check__call, &tests[t],
-                           CHECK_TEST_SECONDS)) {
-    case CHECK_PASSED:
-      passed++;
-      break;
-    case CHECK_SKIPPED:
-      skipped++;
-      break;
-    case CHECK_FAILED:
-      failed++;
-      break;
-    }
-  }
-  printf("# %s: %zu passed, %zu failed, %zu skipped\n", argv[0], passed, failed,
-         skipped);
-  return failed ? 1 : (n > 0 && skipped == n) ? 77 : 0;
+  check_tally_t tally = {0, 0, 0};
+  for (size_t t = 0; t < n; t++)
+    check_fork_run(&tally, tests[t].name, check__call, &tests[t],
+                   CHECK_TEST_SECONDS);
+  return check_tally_end(&tally, argv[0]);
 }
 
 #endif /* DURABLE_TEST_CHECK_H */
