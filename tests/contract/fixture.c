@@ -14,10 +14,11 @@ const char *g_case_file; /* the case file and line that called the helper */
 int g_case_line;         /* now running (see g_line in contract.h) */
 static char g_context[256];
 const char *contract_check_context(void) {
-  const char *file = g_case_file ? g_case_file : "?";
-  const char *slash = strrchr(file, '/');
+  if (g_case_file == NULL)
+    return ""; /* no helper ran yet */
+  const char *slash = strrchr(g_case_file, '/');
   snprintf(g_context, sizeof(g_context), " (from %s:%d)",
-           slash ? slash + 1 : file, g_case_line);
+           slash ? slash + 1 : g_case_file, g_case_line);
   return g_context;
 }
 

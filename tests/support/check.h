@@ -246,8 +246,8 @@ typedef struct {
  * kills the runner, and a child left behind would hold its store), and is
  * stopped by SIGALRM after `seconds` (0: never), which the line names.  It
  * ends through exit(), not _exit(): atexit handlers run, LeakSanitizer's
- * leak check among them, and a leak is reported as the child's failure
- * (exit 23); an ASan or UBSan error is too (exit 1). */
+ * leak check among them, and a leak fails the child (exit 1 under ASan, 23
+ * under LSan alone), as an ASan or UBSan error does (exit 1). */
 static CHECK__UNUSED void check_fork_run(check_tally_t *tally, const char *name,
                                          void (*fn)(const void *),
                                          const void *arg, unsigned seconds) {
