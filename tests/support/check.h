@@ -1,11 +1,12 @@
 /*
- * check.h: typed asserts and a bounded loop runner for the C tests.
+ * check.h: typed asserts, a bounded loop runner and a process-per-test
+ * runner for the C tests.
  *
  * In the spirit of libuv's test/task.h: each CHECK_* evaluates its operands
  * once, and on failure prints the expression, both values, file and line on
- * stderr, then abort()s the test (its process: the contract suite forks one
- * per case, the unit tests are one executable each).  Values are printed, not
- * only expressions, because a failure seen in a CI log is all one gets.
+ * stderr, then abort()s the test (its process: check_main and the store
+ * contract's runner run each test in a child of its own).  Values are printed,
+ * not only expressions, because a failure seen in a CI log is all one gets.
  *
  * Include <durable.h> first to have CHECK_OK / CHECK_EQ_CODE print the
  * DURABLE_E* name next to the number.
@@ -15,16 +16,28 @@
  * returning, so it leaves nothing on the loop.
  *
  * check_main() runs a unit's table of named tests, printing "ok N - name"
- * for each: all of them, or only the one named by argv[1].
+ * or "not ok N - name (...)" for each.  Run with no argument, it runs every
+ * test in a process of its own (check_fork_run, which the store contract's
+ * runner uses too), so that the first abort hides none of the others; run
+ * with a test's name, it runs that one in its own process, unforked, so that
+ * a debugger follows it (ctest runs each test so, see tests/CMakeLists.txt).
  */
 #ifndef DURABLE_TEST_CHECK_H
 #define DURABLE_TEST_CHECK_H
 
+#include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <uv.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #if defined(__GNUC__)
 #define CHECK__UNUSED __attribute__((unused))
@@ -215,30 +228,141 @@ static CHECK__UNUSED void check__walk_cb(uv_handle_t *handle, void *arg) {
     }                                                                          \
   } while (0)
 
-/* One named test of a unit's table. */
+/* ---- one process per test ---------------------------------------------- */
+
+/* What a run of tests came to so far: check_fork_run counts into it. */
+typedef struct {
+  size_t passed, failed, skipped;
+} check_tally_t;
+
+/* Run fn(arg) in a child process, count it in `tally` and print its line:
+ * "ok N - name (T ms)", "ok N - name # SKIP" when it exited with 77, or "not
+ * ok N - name (signal S | exit E, T ms)", N counting from 1 in the tally.  A
+ * failed CHECK aborts the child only, so the caller goes on with its next
+ * test.
+ *
+ * The child dumps no core (a failed CHECK is an abort: one core file per
+ * failed test would pile up), dies when the runner does (ctest's timeout
+ * kills the runner, and a child left behind would hold its store), and is
+ * stopped by SIGALRM after `seconds` (0: never), which the line names.  It
+ * ends through exit(), not _exit(): atexit handlers run, LeakSanitizer's
+ * leak check among them, and a leak fails the child (exit 1 under ASan, 23
+ * under LSan alone), as an ASan or UBSan error does (exit 1). */
+static CHECK__UNUSED void check_fork_run(check_tally_t *tally, const char *name,
+                                         void (*fn)(const void *),
+                                         const void *arg, unsigned seconds) {
+  size_t number = tally->passed + tally->failed + tally->skipped + 1;
+  /* Unflushed output would be written twice, by parent and child. */
+  fflush(stdout);
+  fflush(stderr);
+  uint64_t t0 = uv_hrtime();
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    perror("fork");
+    printf("not ok %zu - %s (fork failed)\n", number, name);
+    fflush(stdout);
+    tally->failed++;
+    return;
+  }
+  if (pid == 0) {
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) /* it died before the line above */
+      _exit(1);
+#else
+    (void)parent;
+#endif
+    alarm(seconds);
+    fn(arg);
+    exit(0);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      perror("waitpid");
+      printf("not ok %zu - %s (lost)\n", number, name);
+      fflush(stdout);
+      tally->failed++;
+      return;
+    }
+  }
+  long ms = (long)((uv_hrtime() - t0) / 1000000);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    tally->passed++;
+    printf("ok %zu - %s (%ld ms)\n", number, name, ms);
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+    tally->skipped++;
+    printf("ok %zu - %s # SKIP\n", number, name);
+  } else if (WIFSIGNALED(status)) {
+    tally->failed++;
+    printf("not ok %zu - %s (signal %d%s, %ld ms)\n", number, name,
+           WTERMSIG(status), WTERMSIG(status) == SIGALRM ? ": timed out" : "",
+           ms);
+  } else {
+    tally->failed++;
+    printf("not ok %zu - %s (exit %d, %ld ms)\n", number, name,
+           WEXITSTATUS(status), ms);
+  }
+  fflush(stdout);
+}
+
+/* Print "# WHAT: P passed, F failed, S skipped" and return the exit code: 1
+ * when a test failed, 77 when every test skipped (so that ctest, running
+ * one test an entry, reports a skip), else 0. */
+static CHECK__UNUSED int check_tally_end(const check_tally_t *tally,
+                                         const char *what) {
+  printf("# %s: %zu passed, %zu failed, %zu skipped\n", what, tally->passed,
+         tally->failed, tally->skipped);
+  fflush(stdout);
+  if (tally->failed)
+    return 1;
+  return tally->skipped > 0 && tally->passed == 0 ? 77 : 0;
+}
+
+/* One named test of a unit's table.  tests/CMakeLists.txt reads the names
+ * from the table (`check_test_t tests[] = {{"name", fn}, ...};`) to register
+ * each test with ctest: keep that shape. */
 typedef struct {
   const char *name;
   void (*fn)(void);
 } check_test_t;
 
-/* Run the `n` tests (only the one named argv[1] when given); returns the
- * exit code: 1 when no test has that name. */
+/* How long one test may run when check_main runs them all; a unit may
+ * define it before including this file.  ctest's TIMEOUT bounds a test run
+ * by name. */
+#ifndef CHECK_TEST_SECONDS
+#define CHECK_TEST_SECONDS 60
+#endif
+
+static CHECK__UNUSED void check__call(const void *test) {
+  ((const check_test_t *)test)->fn();
+}
+
+/* Run the `n` tests, each in a child (check_fork_run), or only the one named
+ * argv[1], in this process.  Returns the exit code: 1 when a test failed or
+ * no test has that name, 77 when every test skipped. */
 static CHECK__UNUSED int check_main(const check_test_t *tests, size_t n,
                                     int argc, char **argv) {
-  int ran = 0;
-  for (size_t t = 0; t < n; t++) {
-    if (argc > 1 && strcmp(argv[1], tests[t].name) != 0)
-      continue;
-    tests[t].fn();
-    printf("ok %zu - %s\n", t + 1, tests[t].name);
-    fflush(stdout);
-    ran++;
-  }
-  if (ran == 0) {
-    fprintf(stderr, "no test named '%s'\n", argc > 1 ? argv[1] : "");
+  if (argc > 1) {
+    for (size_t t = 0; t < n; t++) {
+      if (strcmp(argv[1], tests[t].name) != 0)
+        continue;
+      tests[t].fn();
+      printf("ok %zu - %s\n", t + 1, tests[t].name);
+      fflush(stdout);
+      return 0;
+    }
+    fprintf(stderr, "no test named '%s'\n", argv[1]);
     return 1;
   }
-  return 0;
+  check_tally_t tally = {0, 0, 0};
+  for (size_t t = 0; t < n; t++)
+    check_fork_run(&tally, tests[t].name, check__call, &tests[t],
+                   CHECK_TEST_SECONDS);
+  return check_tally_end(&tally, argv[0]);
 }
 
 #endif /* DURABLE_TEST_CHECK_H */

@@ -63,10 +63,11 @@ static void test_enum_names(void) {
   CHECK_EQ_STR(durable_strerror(DURABLE_ECONFLICT), "version conflict");
 }
 
-int main(void) {
-  test_version();
-  printf("ok 1 - version\n");
-  test_enum_names();
-  printf("ok 2 - enum_names\n");
-  return 0;
+static const check_test_t tests[] = {
+    {"version", test_version},
+    {"enum_names", test_enum_names},
+};
+
+int main(int argc, char **argv) {
+  return check_main(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

@@ -145,7 +145,6 @@ static void test_invalid_kinds(void) {
   REFUSED(long_path(buf, 3000), 16, "long|1024");
   /* Leading and trailing spaces are data, but a NULL is not a path. */
   CHECK_EQ_CODE(durable_path_check(NULL, NULL), DURABLE_EINVAL);
-  printf("ok - every invalid kind is refused, naming path and rule\n");
 }
 
 static void test_valid(void) {
@@ -169,7 +168,6 @@ static void test_valid(void) {
                   repeat(buf + 1000, 's', DURABLE_SEGMENT_MAX, "/x")));
   ACCEPTED(long_path(buf, DURABLE_PATH_MAX));
   CHECK_EQ_INT(strlen(buf), DURABLE_PATH_MAX);
-  printf("ok - valid paths at every edge are accepted\n");
 }
 
 /* `node_type` is refused: EINVAL, the message names the rule (one of
@@ -229,8 +227,6 @@ static void test_node_types(void) {
   TYPE_ACCEPTED("Caf\xc3\xa9 \xe6\x97\xa5\xf0\x9f\x98\x80");
   TYPE_ACCEPTED("\xc2\xa0nbsp"); /* U+00A0 is no control */
   TYPE_ACCEPTED(repeat(buf, 'T', DURABLE_NODE_TYPE_MAX, ""));
-  printf("ok - node types: empty, control, bad UTF-8 and too long are "
-         "refused\n");
 }
 
 static void owner_is(const char *path, const char *want) {
@@ -259,7 +255,6 @@ static void test_owner(void) {
   CHECK_EQ_STR(out, "Space/doc");
   CHECK_EQ_CODE(durable_path_owner("Space/doc/_S/x", out, 9), DURABLE_EINVAL);
   CHECK_EQ_CODE(durable_path_owner("Space/doc", out, 0), DURABLE_EINVAL);
-  printf("ok - durable_path_owner\n");
 }
 
 /* "The rules, checked by durable_path_check() and by every call that takes
@@ -271,7 +266,6 @@ static void test_owner_invalid(void) {
   CHECK_EQ_CODE(durable_path_owner("/_x", out, sizeof(out)), DURABLE_EINVAL);
   CHECK_EQ_CODE(durable_path_owner("a/../_b", out, sizeof(out)),
                 DURABLE_EINVAL);
-  printf("ok - durable_path_owner refuses invalid paths\n");
 }
 
 static void test_table(void) {
@@ -306,7 +300,6 @@ static void test_table(void) {
   CHECK_EQ_STR(durable__path_table("S/_DurableStream/Item"), "mesh_nodes");
   CHECK_EQ_STR(durable__path_table("S/a_ThreadMessage"), "mesh_nodes");
   CHECK_EQ_STR(durable__path_table("S/_threadmessage/1"), "mesh_nodes");
-  printf("ok - durable__path_table\n");
 }
 
 static void test_errors(void) {
@@ -336,18 +329,19 @@ static void test_errors(void) {
   for (size_t i = 0; i < n; i++)
     for (size_t j = i + 1; j < n; j++)
       CHECK_NE_INT(codes[i], codes[j]);
-  printf("ok - durable_strerror / durable_err_name\n");
 }
 
-int main(void) {
+static const check_test_t tests[] = {
+    {"invalid_kinds", test_invalid_kinds},
+    {"valid", test_valid},
+    {"owner", test_owner},
+    {"table", test_table},
+    {"errors", test_errors},
+    {"owner_invalid", test_owner_invalid},
+    {"node_types", test_node_types},
+};
+
+int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
-  test_invalid_kinds();
-  test_valid();
-  test_owner();
-  test_table();
-  test_errors();
-  test_owner_invalid();
-  test_node_types();
-  printf("path_test: all passed\n");
-  return 0;
+  return check_main(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

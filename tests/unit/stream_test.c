@@ -784,33 +784,22 @@ static void test_retention_text(void) {
   }
 }
 
+static const check_test_t tests[] = {
+    {"recycle_mid_stream", test_recycle_mid_stream},
+    {"reader_and_stream_hub_recycle", test_reader_and_stream_hub_recycle},
+    {"close_releases", test_close_releases},
+    {"recycling_holder_keeps_lease", test_recycling_holder_keeps_lease},
+    {"holder_in_another_process", test_holder_in_another_process},
+    {"own_append_to_a_dead_holder", test_own_append_to_a_dead_holder},
+    {"consumer_reports_a_failed_read_ahead",
+     test_consumer_reports_a_failed_read_ahead},
+    {"consumer_stop", test_consumer_stop},
+    {"reply_commit", test_reply_commit},
+    {"publish_ids", test_publish_ids},
+    {"reader_pause", test_reader_pause},
+    {"retention_text", test_retention_text},
+};
+
 int main(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  test_recycle_mid_stream();
-  printf("ok 1 - recycle_mid_stream\n");
-  test_reader_and_stream_hub_recycle();
-  printf("ok 2 - reader_and_stream_hub_recycle\n");
-  test_close_releases();
-  printf("ok 3 - close_releases\n");
-  test_recycling_holder_keeps_lease();
-  printf("ok 4 - recycling_holder_keeps_lease\n");
-  test_holder_in_another_process();
-  printf("ok 5 - holder_in_another_process\n");
-  test_own_append_to_a_dead_holder();
-  printf("ok 6 - own_append_to_a_dead_holder\n");
-  test_consumer_reports_a_failed_read_ahead();
-  printf("ok 7 - consumer_reports_a_failed_read_ahead\n");
-  store_url = "sqlite::memory:";
-  test_consumer_stop();
-  printf("ok 8 - consumer_stop\n");
-  test_reply_commit();
-  printf("ok 9 - reply_commit\n");
-  test_publish_ids();
-  printf("ok 10 - publish_ids\n");
-  test_reader_pause();
-  printf("ok 11 - reader_pause\n");
-  test_retention_text();
-  printf("ok 12 - retention_text\n");
-  return 0;
+  return check_main(tests, sizeof tests / sizeof tests[0], argc, argv);
 }
