@@ -17,9 +17,11 @@
  *
  * The platform has no name: "platform" is refused as a principal (path.c
  * checks the names, see durable.h), so no string can become it.
+ *
+ * Grants and revokes are the platform's jobs, each its own small transaction
+ * on the writer; the listing of grants is a read (read.c runs it).
  */
-#include "job.h"
-#include "store.h"
+#include "engine.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -52,40 +54,6 @@ int durable__grant_modes_parse(const char *text) {
       return modes;
     p += n + 1;
   }
-}
-
-/* ---- grant lists --------------------------------------------------------- */
-
-int durable__grants_push(durable__grants_t *v, const char *principal,
-                         const char *prefix, int modes) {
-  if (v->count == v->cap) {
-    size_t cap = v->cap ? v->cap * 2 : 8;
-    durable__grant_t *items = realloc(v->items, cap * sizeof(*items));
-    if (items == NULL)
-      return DURABLE_ENOMEM;
-    v->items = items;
-    v->cap = cap;
-  }
-  durable__grant_t *g = &v->items[v->count];
-  g->principal = strdup(principal ? principal : "");
-  g->prefix = strdup(prefix);
-  g->modes = modes;
-  if (g->principal == NULL || g->prefix == NULL) {
-    free(g->principal);
-    free(g->prefix);
-    return DURABLE_ENOMEM;
-  }
-  v->count++;
-  return 0;
-}
-
-void durable__grants_free(durable__grants_t *v) {
-  for (size_t i = 0; i < v->count; i++) {
-    free(v->items[i].principal);
-    free(v->items[i].prefix);
-  }
-  free(v->items);
-  memset(v, 0, sizeof *v);
 }
 
 /* ---- checks -------------------------------------------------------------- */
@@ -154,4 +122,85 @@ int durable__access_denied(durable_error_t *err, const char *principal,
   return durable__error(err, DURABLE_EACCES, "principal '%s' may not %s '%s'",
                         principal,
                         mode == DURABLE_GRANT_WRITE ? "write" : "read", path);
+}
+
+/* ---- grants and revokes ------------------------------------------------- */
+
+/* A grant or a revoke: its own small transaction (a revoke may be two
+ * statements: clear the modes, drop a row left with none). */
+static void run_grant(durable__worker_t *w, durable__job_t **jobs, size_t n) {
+  (void)n;
+  durable__job_t *job = jobs[0];
+  const durable__backend_t *be = w->store->be;
+  durable_error_t err = {0};
+  int rc = durable__worker_connect(w, &err);
+  if (rc == 0 && (rc = be->begin(w->conn, &err)) == 0) {
+    rc = be->grant(w->conn, job->principal, job->path, (int)job->limit,
+                   (int)job->num, &err);
+    int unknown = 0;
+    if (rc == 0)
+      rc = be->commit(w->conn, &unknown, &err);
+    else
+      be->rollback(w->conn);
+  }
+  if (rc < 0) {
+    durable__job_fail(job, &err);
+    if (rc == DURABLE_EUNAVAIL)
+      durable__worker_disconnect(w);
+  }
+}
+
+const durable__job_class_t durable__grant_class = {.on_writer = 1,
+                                                   .run = run_grant};
+
+/* Grants are the platform's: the store has no acting principal, and the
+ * grantee is the job's principal. */
+static int grant_job(durable_store_t *store, const char *principal,
+                     const char *prefix, int modes, int add, durable_done_cb cb,
+                     void *data, durable_error_t *err) {
+  int rc = durable_principal_check(principal, err);
+  if (rc < 0)
+    return rc;
+  if (modes < (add ? 1 : 0) || modes > DURABLE_GRANT_ALL)
+    return durable__error(err, DURABLE_EINVAL,
+                          "grant modes %d are not read (%d), write (%d) or "
+                          "both (%d)%s",
+                          modes, DURABLE_GRANT_READ, DURABLE_GRANT_WRITE,
+                          DURABLE_GRANT_ALL, add ? "" : ", or 0 for all");
+  durable__job_t *job = NULL;
+  rc = durable__job_for_path(store, JOB_GRANT, &durable__grant_class, principal,
+                             prefix, &job, err);
+  if (rc < 0)
+    return rc;
+  job->num = add;
+  job->limit = (size_t)(modes ? modes : DURABLE_GRANT_ALL);
+  return durable__job_start(job, cb, data);
+}
+
+int durable_store_grant(durable_store_t *store, const char *principal,
+                        const char *prefix, int modes, durable_done_cb cb,
+                        void *data, durable_error_t *err) {
+  return grant_job(store, principal, prefix, modes, 1, cb, data, err);
+}
+
+int durable_store_revoke(durable_store_t *store, const char *principal,
+                         const char *prefix, int modes, durable_done_cb cb,
+                         void *data, durable_error_t *err) {
+  return grant_job(store, principal, prefix, modes, 0, cb, data, err);
+}
+
+int durable_store_grants(durable_store_t *store, const char *principal,
+                         durable_done_cb cb, void *data, durable_error_t *err) {
+  int rc;
+  if (principal && (rc = durable_principal_check(principal, err)) < 0)
+    return rc;
+  if (store->closing)
+    return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing", store->name);
+  durable__job_t *job =
+      durable__job_new(store, JOB_GRANTS, &durable__read_class);
+  if (job == NULL || durable__job_principal(job, principal, err) < 0) {
+    durable__job_free(job);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  return durable__job_start(job, cb, data);
 }

@@ -23,8 +23,7 @@
  * versions; it hears this process's commits as they are and "changed
  * elsewhere" as a NULL node, and reads what it needs itself.
  */
-#include "job.h"
-#include "store.h"
+#include "engine.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -53,20 +52,21 @@ struct durable_watch_s {
   size_t nbuf;
 };
 
-typedef struct {
+struct durable__feed_s {
   durable_watch_t *head;
   int dispatching; /* closed watches stay listed until it ends */
   void (*foreign)(void *data, const char *ns);
   void *foreign_data;
   void (*session_lost)(void *data);
   void *session_lost_data;
-} feed_t;
+};
+typedef durable__feed_t feed_t;
 
+/* The store's feed, made at its first use (NULL when memory ran out). */
 static feed_t *feed_of(durable_store_t *store) {
-  void **slot = durable__store_feed_slot(store);
-  if (*slot == NULL)
-    *slot = calloc(1, sizeof(feed_t));
-  return *slot;
+  if (store->feed == NULL)
+    store->feed = calloc(1, sizeof(feed_t));
+  return store->feed;
 }
 
 static void unlink_watch(durable_watch_t *w) {
@@ -232,7 +232,8 @@ static void on_page(durable__job_t *job) {
 }
 
 static void read_page(durable_watch_t *w, const char *after) {
-  durable__job_t *job = durable__job_new(w->store, JOB_QUERY);
+  durable__job_t *job =
+      durable__job_new(w->store, JOB_QUERY, &durable__read_class);
   if (job == NULL || (job->ns = strdup(w->ns)) == NULL ||
       (job->after = strdup(after)) == NULL) {
     durable__job_free(job);
@@ -316,9 +317,8 @@ void durable__feed_close_all(durable_store_t *store) {
 }
 
 void durable__feed_free(durable_store_t *store) {
-  void **slot = durable__store_feed_slot(store);
-  free(*slot);
-  *slot = NULL;
+  free(store->feed);
+  store->feed = NULL;
 }
 
 /* A callback may close any watch while the list is walked: closed watches

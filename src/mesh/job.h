@@ -3,12 +3,12 @@
  * thread and back.
  *
  * A public call validates its arguments on the loop thread, copies them into
- * a job and queues it (store.c).  A worker runs it against its own database
- * connection: reads one at a time, writes many at a time in one transaction
- * (group commit, write.c).  The finished job goes back to the loop through a
- * uv_async_t, where its change events reach the watches (feed.c) and then
- * its callback runs.  Every field a worker touches is owned by the job, so
- * the threads share nothing but the queues.
+ * a job and queues it (read.c, write.c, access.c).  A worker runs it against
+ * its own database connection: reads one at a time, writes many at a time in
+ * one transaction (group commit, write.c).  The finished job goes back to the
+ * loop through a uv_async_t, where its change events reach the watches (feed.c)
+ * and then its callback runs.  Every field a worker touches is owned by the
+ * job, so the threads share nothing but the queues.
  *
  * A write job runs in two steps around the backend's deferred outcomes
  * (backend.h): durable__writes_apply() decides each write and queues its
@@ -71,10 +71,31 @@ typedef struct {
 } durable__event_t;
 
 typedef struct durable__job_s durable__job_t;
+typedef struct durable__worker_s durable__worker_t; /* engine.h */
+
+/* What kind of work a job is, for the engine (engine.c), which knows none:
+ * the files that make jobs give each its class. */
+typedef struct {
+  int on_writer; /* runs on the writer (changes something), else a reader */
+  int groups;    /* the writer takes a run of queued jobs of this class */
+  /* Run `n` jobs (1 unless `groups`) on the worker thread. */
+  void (*run)(durable__worker_t *w, durable__job_t **jobs, size_t n);
+  /* On the loop, before the job's callback (NULL: nothing). */
+  void (*delivered)(durable__job_t *job);
+  /* Free what the class keeps in the job (NULL: nothing). */
+  void (*free)(durable__job_t *job);
+} durable__job_class_t;
+
+/* The classes: read.c, write.c, access.c. */
+extern const durable__job_class_t durable__read_class;
+extern const durable__job_class_t durable__write_class;
+extern const durable__job_class_t durable__grant_class;
+
 struct durable__job_s {
   durable__job_t *next;
   durable_store_t *store;
   durable__job_kind_t kind;
+  const durable__job_class_t *cls;
 
   /* inputs */
   char *principal; /* NULL: the platform (JOB_GRANT*: the grantee) */
@@ -104,17 +125,27 @@ struct durable__job_s {
   void *data;
 };
 
+/* engine.c */
 durable__job_t *durable__job_new(durable_store_t *store,
-                                 durable__job_kind_t kind);
+                                 durable__job_kind_t kind,
+                                 const durable__job_class_t *cls);
 /* Set the principal the job acts as (NULL: the platform), checked by the
  * naming rules. */
 int durable__job_principal(durable__job_t *job, const char *principal,
                            durable_error_t *err);
+/* A new job about node `path` (checked), acting as `principal`; refused
+ * while the store closes. */
+int durable__job_for_path(durable_store_t *store, durable__job_kind_t kind,
+                          const durable__job_class_t *cls,
+                          const char *principal, const char *path,
+                          durable__job_t **out, durable_error_t *err);
 void durable__job_free(durable__job_t *job);
 /* Queue a job to the right worker.  Loop thread. */
 void durable__job_submit(durable__job_t *job);
+/* Queue `job`, whose result goes to cb(data); returns 0. */
+int durable__job_start(durable__job_t *job, durable_done_cb cb, void *data);
 
-/* The rows a group's transaction locked before anything else (store.c,
+/* The rows a group's transaction locked before anything else (write.c,
  * lock_in_order), each read as it was locked where the backend reads with
  * the lock: a read for update of such a row is served from here, with no
  * round trip of its own, until a write of that row is queued.  So a group
@@ -186,7 +217,7 @@ void durable__feed_dispatch(durable_store_t *store, durable__job_t *job);
 void durable__feed_close_all(durable_store_t *store);
 void durable__feed_free(durable_store_t *store);
 
-/* run a read job on a connection (store.c; used by the feed's own jobs too) */
+/* Run a read job on a connection (read.c). */
 void durable__read_run(const durable__backend_t *be, durable__conn_t *conn,
                        durable__job_t *job);
 

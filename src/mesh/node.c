@@ -1,6 +1,6 @@
 /*
- * node.c: node copies and the two small growable arrays the store passes
- * between its threads (nodes, strings).
+ * node.c: node copies and the small growable arrays the store passes
+ * between its threads (nodes, grants).
  */
 #include "store.h"
 
@@ -77,4 +77,38 @@ void durable__nodes_free(durable__nodes_t *list) {
   free(list->items);
   list->items = NULL;
   list->count = list->cap = 0;
+}
+
+/* ---- grant lists --------------------------------------------------------- */
+
+int durable__grants_push(durable__grants_t *v, const char *principal,
+                         const char *prefix, int modes) {
+  if (v->count == v->cap) {
+    size_t cap = v->cap ? v->cap * 2 : 8;
+    durable__grant_t *items = realloc(v->items, cap * sizeof(*items));
+    if (items == NULL)
+      return DURABLE_ENOMEM;
+    v->items = items;
+    v->cap = cap;
+  }
+  durable__grant_t *g = &v->items[v->count];
+  g->principal = strdup(principal ? principal : "");
+  g->prefix = strdup(prefix);
+  g->modes = modes;
+  if (g->principal == NULL || g->prefix == NULL) {
+    free(g->principal);
+    free(g->prefix);
+    return DURABLE_ENOMEM;
+  }
+  v->count++;
+  return 0;
+}
+
+void durable__grants_free(durable__grants_t *v) {
+  for (size_t i = 0; i < v->count; i++) {
+    free(v->items[i].principal);
+    free(v->items[i].prefix);
+  }
+  free(v->items);
+  memset(v, 0, sizeof *v);
 }

@@ -1,7 +1,7 @@
 /*
- * store.h: the parts of the store that its backends and the other mesh
- * files call.  See store.c for the engine (jobs, worker threads, group
- * commit) and feed.c for the change feed.
+ * store.h: the parts of the store that its backends and the layers above
+ * call beyond durable.h.  engine.h is the inside: the engine (jobs, worker
+ * threads) that the reads, the writes, the grants and the feed sit on.
  */
 #ifndef DURABLE_MESH_STORE_H
 #define DURABLE_MESH_STORE_H
@@ -117,9 +117,8 @@ int durable__path_split(const char *path, char **ns, char **id);
 durable__place_t durable__path_place(const char *path, char *partition_buf,
                                      size_t size);
 
-/* For feed.c and write.c. */
+/* For the backends and the mesh files. */
 const durable__backend_t *durable__store_backend(durable_store_t *store);
 const char *durable__store_instance(durable_store_t *store);
-void **durable__store_feed_slot(durable_store_t *store);
 int durable__store_closing(durable_store_t *store);
 #endif /* DURABLE_MESH_STORE_H */

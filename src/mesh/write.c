@@ -18,9 +18,15 @@
  * commit on PostgreSQL.
  *
  * A job's writes are all-or-nothing.  A job that fails after changing a row
- * makes store.c roll the group back and retry each job alone; a job that
- * could end that way (a queued insert that may be refused, beside other
- * writes) is "risky": store.c settles it before the commit instead of after.
+ * makes the group roll back and each job run again alone; a job that could
+ * end that way (a queued insert that may be refused, beside other writes)
+ * is "risky": it is settled before the commit instead of after.
+ *
+ * Group commit is here too: the writer hands this file every write job
+ * queued (up to the engine's bound), and they share one transaction --
+ * rows locked in one order first, then every job decided and queued, then
+ * one COMMIT -- retried whole after a lost link or a cancelled
+ * transaction, then one job at a time.
  *
  * A job acting as a principal (durable_store_write_as) is checked first, in
  * the same transaction: its grants are read there and every write's owner
@@ -32,8 +38,7 @@
  * naming the write; a mutator's output (its content and its type) is
  * checked on the writer thread.
  */
-#include "job.h"
-#include "store.h"
+#include "engine.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -592,6 +597,270 @@ nomem:
   return 0;
 }
 
+/* ---- step 0 and 3: the group's transaction -------------------------------
+ */
+
+static int locked_order(const durable__locked_row_t *x, const char *part,
+                        const char *table, const char *ns, const char *id) {
+  int c = strcmp(x->part, part);
+  if (c == 0)
+    c = strcmp(x->table, table);
+  if (c == 0)
+    c = strcmp(x->ns, ns);
+  return c ? c : strcmp(x->id, id);
+}
+
+static int row_order(const void *a, const void *b) {
+  const durable__locked_row_t *y = b;
+  return locked_order(a, y->part, y->table, y->ns, y->id);
+}
+
+durable__locked_row_t *durable__locked_find(durable__locked_t *locked,
+                                            durable__place_t place,
+                                            const char *ns, const char *id) {
+  size_t lo = 0, hi = locked ? locked->count : 0;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    int c =
+        locked_order(&locked->rows[mid], place.partition, place.table, ns, id);
+    if (c == 0)
+      return &locked->rows[mid];
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return NULL;
+}
+
+static void locked_free(durable__locked_t *locked) {
+  for (size_t i = 0; i < locked->count; i++) {
+    durable_node_free(locked->rows[i].got.node);
+    free(locked->rows[i].ns);
+    free(locked->rows[i].id);
+  }
+  free(locked->rows);
+  *locked = (durable__locked_t){0};
+}
+
+/* Lock the existing rows the group may update, in one global order, before
+ * anything else -- before its inserts too.  Two transactions that update the
+ * same rows in other orders (one process's appends, another's
+ * acknowledgements) would otherwise deadlock now and then, and so would two
+ * producers' appends to the same streams: each inserts the item rows of one
+ * stream, then waits on the other's insert of the next stream's same
+ * sequence, while holding what the other waits for.  The database gives up
+ * on one of them only after its deadlock_timeout (1 s).  With the stream
+ * rows locked first, the second producer waits for the first to commit,
+ * then finds its sequence taken and decides again.  The locks are queued
+ * with the statements that follow (no round trip of their own), and what
+ * they read serves the group's reads for update (job.h).  A group of a
+ * single write needs none. */
+static int lock_in_order(const durable__backend_t *be, durable__conn_t *conn,
+                         durable__job_t **jobs, size_t n,
+                         durable__locked_t *locked, durable_error_t *err) {
+  if (be->lock == NULL)
+    return 0;
+  size_t count = 0, total = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < jobs[i]->nwrites; k++) {
+      count += jobs[i]->writes[k].kind != DURABLE_WRITE_CREATE;
+      total++;
+    }
+  if (count == 0 || total < 2)
+    return 0;
+  durable__locked_row_t *rows = calloc(count, sizeof(*rows));
+  if (rows == NULL)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < jobs[i]->nwrites; k++) {
+      const durable__write_op_t *op = &jobs[i]->writes[k];
+      if (op->kind == DURABLE_WRITE_CREATE)
+        continue;
+      /* copies: a remade write replaces its strings (write.c) */
+      rows[m].ns = strdup(op->ns);
+      rows[m].id = strdup(op->id);
+      if (rows[m].ns == NULL || rows[m].id == NULL) {
+        locked->rows = rows;
+        locked->count = m + 1;
+        return durable__error(err, DURABLE_ENOMEM, "out of memory");
+      }
+      rows[m].table =
+          durable__path_place(op->path, rows[m].part, sizeof rows[m].part)
+              .table;
+      m++;
+    }
+  qsort(rows, m, sizeof(*rows), row_order);
+  size_t kept = 0; /* each row once */
+  for (size_t i = 0; i < m; i++) {
+    if (kept == 0 || row_order(&rows[kept - 1], &rows[i]) != 0) {
+      rows[kept++] = rows[i];
+    } else {
+      free(rows[i].ns);
+      free(rows[i].id);
+    }
+  }
+  locked->rows = rows;
+  locked->count = kept;
+  int rc = 0;
+  for (size_t i = 0; i < kept && rc == 0; i++) {
+    durable__locked_row_t *r = &rows[i];
+    r->got.status = DURABLE__PENDING;
+    rc = be->lock(conn,
+                  (durable__place_t){.partition = r->part, .table = r->table},
+                  r->ns, r->id, &r->got, err);
+  }
+  return rc;
+}
+
+/* Commit `jobs` (a list of `n` write jobs) in one transaction.  Returns 0
+ * when the group committed (some jobs may have failed alone, having changed
+ * nothing), or a negative code when the whole group must be retried one job
+ * at a time.
+ *
+ *   BEGIN; decide and queue every job's writes (write.c)
+ *   [flush; settle the risky jobs: one that failed after a write -> undo]
+ *   changed(namespaces); COMMIT        (PostgreSQL: one round trip for all)
+ *   settle the others from the outcomes the commit brought back
+ */
+static int commit_locked(durable__worker_t *w, durable__job_t **jobs, size_t n,
+                         durable__locked_t *locked, durable_error_t *err) {
+  durable_store_t *store = w->store;
+  const durable__backend_t *be = store->be;
+  int rc = durable__worker_connect(w, err);
+  if (rc < 0)
+    return rc;
+  if ((rc = be->begin(w->conn, err)) < 0 ||
+      (rc = lock_in_order(be, w->conn, jobs, n, locked, err)) < 0)
+    goto rollback;
+  int risky = 0;
+  for (size_t i = 0; i < n; i++) {
+    rc = durable__writes_apply(be, w->conn, jobs[i], locked);
+    if (rc < 0) {
+      *err = jobs[i]->err;
+      goto rollback;
+    }
+    risky |= durable__writes_risky(jobs[i]);
+  }
+  if (risky) {
+    /* Outcomes first, so that a job that failed half-way is undone. */
+    if ((rc = be->flush(w->conn, err)) < 0)
+      goto rollback;
+    for (size_t i = 0; i < n; i++) {
+      if (durable__writes_settle(jobs[i])) {
+        *err = jobs[i]->err;
+        rc = jobs[i]->status;
+        goto rollback;
+      }
+    }
+  }
+  durable__strv_t namespaces = {0};
+  for (size_t i = 0; i < n && rc == 0; i++)
+    if (durable__writes_namespaces(jobs[i], &namespaces) < 0)
+      rc = durable__error(err, DURABLE_ENOMEM, "out of memory");
+  int64_t commit_id = 0;
+  if (rc == 0 && namespaces.count > 0)
+    rc = be->changed(w->conn, &namespaces, store->instance, &commit_id, err);
+  durable__strv_free(&namespaces);
+  if (rc < 0)
+    goto rollback;
+  int unknown = 0;
+  if ((rc = be->commit(w->conn, &unknown, err)) < 0) {
+    if (!unknown) { /* certainly not committed: as a rollback */
+      for (size_t i = 0; i < n; i++)
+        durable__writes_reset(jobs[i]);
+      if (rc == DURABLE_EUNAVAIL)
+        durable__worker_disconnect(w);
+      return rc;
+    }
+    /* The commit's outcome is unknown: it may have landed.  Say so rather
+     * than retry a write that might then be applied twice. */
+    for (size_t i = 0; i < n; i++) {
+      if (jobs[i]->status < 0)
+        continue;
+      durable__writes_reset(jobs[i]);
+      durable__error(&jobs[i]->err, rc,
+                     "%s: the commit did not complete (%s); the write may or "
+                     "may not have been saved",
+                     store->name, err->message);
+      jobs[i]->status = rc;
+    }
+    if (rc == DURABLE_EUNAVAIL)
+      durable__worker_disconnect(w);
+    return 0;
+  }
+  /* No job left can have failed after a write: it would have been risky. */
+  for (size_t i = 0; i < n; i++)
+    if (!jobs[i]->settled)
+      durable__writes_settle(jobs[i]);
+  durable__store_own_commit(store, commit_id);
+  return 0;
+
+rollback:
+  be->rollback(w->conn);
+  for (size_t i = 0; i < n; i++)
+    durable__writes_reset(jobs[i]);
+  if (rc == DURABLE_EUNAVAIL)
+    durable__worker_disconnect(w);
+  return rc;
+}
+
+static int commit_group(durable__worker_t *w, durable__job_t **jobs, size_t n,
+                        durable_error_t *err) {
+  durable__locked_t locked = {0};
+  int rc = commit_locked(w, jobs, n, &locked, err);
+  locked_free(&locked); /* every answer is in, or the queue was dropped */
+  return rc;
+}
+
+/* A transaction the database cancelled: a deadlock lock_in_order cannot
+ * prevent (two processes inserting the same new rows in other orders), a
+ * serialization failure.  Running it again is safe (nothing of it was
+ * committed) and almost always enough. */
+#define CANCELED_RETRIES 5
+
+static void run_writes(durable__worker_t *w, durable__job_t **jobs, size_t n) {
+  durable_error_t err = {0};
+  int rc = commit_group(w, jobs, n, &err);
+  if (rc == DURABLE_EUNAVAIL) /* nothing committed: one try on a new link */
+    rc = commit_group(w, jobs, n, &err);
+  for (int i = 0; rc == DURABLE_ECANCELED && i < CANCELED_RETRIES; i++)
+    rc = commit_group(w, jobs, n, &err);
+  if (rc < 0 && n > 1) {
+    /* Retry alone so that one failing job fails only itself. */
+    for (size_t i = 0; i < n; i++) {
+      durable_error_t e = {0};
+      int r = commit_group(w, &jobs[i], 1, &e);
+      for (int k = 0; r == DURABLE_ECANCELED && k < CANCELED_RETRIES; k++)
+        r = commit_group(w, &jobs[i], 1, &e);
+      if (r < 0) {
+        durable__writes_reset(jobs[i]);
+        durable__job_fail(jobs[i], &e);
+      }
+    }
+  } else if (rc < 0) {
+    durable__writes_reset(jobs[0]);
+    durable__job_fail(jobs[0], &err);
+  }
+}
+
+static void write_delivered(durable__job_t *job) {
+  if (job->status == 0)
+    durable__feed_dispatch(job->store, job);
+}
+
+static void write_free(durable__job_t *job) {
+  durable__writes_reset(job);
+  durable__writes_free(job);
+}
+
+const durable__job_class_t durable__write_class = {.on_writer = 1,
+                                                   .groups = 1,
+                                                   .run = run_writes,
+                                                   .delivered = write_delivered,
+                                                   .free = write_free};
+
 /* ---- the public write calls ---------------------------------------------- */
 
 /* ---- write sets: writes kept past the call that gave them ------------- */
@@ -692,7 +961,8 @@ int durable__store_write_remade(durable_store_t *store, const char *principal,
   if (durable__store_closing(store))
     return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing",
                           durable_store_name(store));
-  durable__job_t *job = durable__job_new(store, JOB_WRITE);
+  durable__job_t *job =
+      durable__job_new(store, JOB_WRITE, &durable__write_class);
   if (job == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   if ((rc = durable__job_principal(job, principal, err)) < 0) {
