@@ -199,6 +199,41 @@ static void finish_stop(consumer_t *c);
 static void stop_done(consumer_t *c);
 static void on_stop_later(int status, const char *message, void *data);
 
+/* The mesh's consumers, a list kept as per-mesh state (directory.c). */
+typedef struct {
+  void *head; /* consumer_t */
+} consumers_t;
+
+static const char consumers_key; /* the state's key: its address */
+
+/* The head of the mesh's list (NULL once the mesh's state is gone). */
+static void **consumers_head(durable_mesh_t *mesh) {
+  consumers_t *list = durable__mesh_state(mesh, &consumers_key);
+  return list ? &list->head : NULL;
+}
+
+/* The list's owner goes: unlink every consumer left in it (the mesh is not
+ * to be touched: this may run after it closed, when Lua lets go of the
+ * read-issuing hub). */
+static void consumers_free(void *data) {
+  consumers_t *list = data;
+  while (list->head) {
+    consumer_t *c = list->head;
+    list->head = c->list_next;
+    c->list_prev = c->list_next = NULL;
+    c->list_head = NULL;
+  }
+  free(list);
+}
+
+static void on_retention_changed(durable_mesh_t *mesh);
+
+int durable__consumers_install(durable_mesh_t *mesh) {
+  int rc = durable__mesh_state_add(mesh, &consumers_key, sizeof(consumers_t),
+                                   consumers_free);
+  return rc < 0 ? rc : durable__retention_on_change(mesh, on_retention_changed);
+}
+
 static void list_unlink(consumer_t *c) {
   if (c->list_head == NULL)
     return;
@@ -213,7 +248,7 @@ static void list_unlink(consumer_t *c) {
 }
 
 static void list_link(consumer_t *c) {
-  void **head = durable__stream_consumers(c->mesh);
+  void **head = consumers_head(c->mesh);
   if (head == NULL)
     return;
   c->list_head = head;
@@ -222,15 +257,6 @@ static void list_link(consumer_t *c) {
   if (c->list_next)
     c->list_next->list_prev = c;
   *head = c;
-}
-
-void durable__consumers_forget(void **head) {
-  while (*head) {
-    consumer_t *c = *head;
-    *head = c->list_next;
-    c->list_prev = c->list_next = NULL;
-    c->list_head = NULL;
-  }
 }
 
 static void stop_reading(consumer_t *c) {
@@ -1226,7 +1252,7 @@ static void claim_again(consumer_t *c) {
 
 void durable__consumers_lease_gone(durable_mesh_t *mesh, const char *ns,
                                    const char *key, int claiming) {
-  void **head = durable__stream_consumers(mesh);
+  void **head = consumers_head(mesh);
   for (consumer_t *c = head ? *head : NULL, *next; c; c = next) {
     next = c->list_next; /* a claim may not unlink, but be safe */
     if (strcmp(c->ns, ns) == 0 && strcmp(c->key, key) == 0 &&
@@ -1332,13 +1358,13 @@ static void on_fence(durable_hub_t *hub, const durable_msg_t *msg,
 void durable__consumers_families(durable_mesh_t *mesh,
                                  void (*cb)(const char *family, void *data),
                                  void *data) {
-  void **head = durable__stream_consumers(mesh);
+  void **head = consumers_head(mesh);
   for (consumer_t *c = head ? *head : NULL; c; c = c->list_next)
     cb(c->ns, data);
 }
 
 void durable__consumers_live(durable_mesh_t *mesh) {
-  void **head = durable__stream_consumers(mesh);
+  void **head = consumers_head(mesh);
   for (consumer_t *c = head ? *head : NULL; c; c = c->list_next)
     if (c->state == C_CONSUMING && c->wait == WAIT_FENCE && !leaving(c))
       fence_over(c);
@@ -1473,8 +1499,9 @@ static void consumer_free(void *data) {
   free(c);
 }
 
-void durable__consumers_retention_changed(durable_mesh_t *mesh) {
-  void **head = durable__stream_consumers(mesh);
+/* An operator's retention policy changed here (retention.c). */
+static void on_retention_changed(durable_mesh_t *mesh) {
+  void **head = consumers_head(mesh);
   for (consumer_t *c = head ? *head : NULL; c; c = c->list_next)
     if (c->state == C_CONSUMING)
       durable__sweep_acked(c->sweep, c->checkpoint);
@@ -1489,7 +1516,7 @@ void durable__consumers_retention_changed(durable_mesh_t *mesh) {
  * consumer waits for it like any refused one).  The item in flight
  * finishes first; its acknowledgement is fenced if the lease went. */
 void durable__consumers_session_lost(durable_mesh_t *mesh) {
-  void **head = durable__stream_consumers(mesh);
+  void **head = consumers_head(mesh);
   for (consumer_t *c = head ? *head : NULL; c; c = c->list_next) {
     if (c->state != C_CONSUMING || leaving(c))
       continue;

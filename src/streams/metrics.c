@@ -417,12 +417,24 @@ static void on_handle_closed(uv_handle_t *h) {
   durable__sched_handle_closed(&mesh->sched);
 }
 
+/* Where the mesh keeps its metrics server, per-mesh state (directory.c):
+ * NULL once the mesh's state is gone. */
+static const char metrics_key; /* the state's key: its address */
+
+static void **metrics_slot(durable_mesh_t *mesh) {
+  return durable__mesh_state(mesh, &metrics_key);
+}
+
+int durable__metrics_install(durable_mesh_t *mesh) {
+  return durable__mesh_state_add(mesh, &metrics_key, sizeof(void *), free);
+}
+
 /* The mesh closes (its read-issuing hub leaves): stop serving.  A scrape
  * still reading is let go of: its answer frees it. */
 static void on_mesh_closing(durable_hub_t *hub, void *data) {
   metrics_t *m = data;
   (void)hub;
-  void **slot = durable__stream_metrics(m->mesh);
+  void **slot = metrics_slot(m->mesh);
   if (slot)
     *slot = NULL;
   for (scrape_t *s = m->scrapes, *next; s; s = next) {
@@ -553,7 +565,7 @@ int durable_mesh_serve_metrics(durable_mesh_t *mesh, const char *address,
   int rc = parse_address(address, &sa, err);
   if (rc < 0)
     return rc;
-  void **slot = mesh ? durable__stream_metrics(mesh) : NULL;
+  void **slot = mesh ? metrics_slot(mesh) : NULL;
   if (slot == NULL || mesh->closing)
     return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closed");
   if (*slot != NULL)

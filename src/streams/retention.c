@@ -116,6 +116,7 @@ typedef struct {
   durable__map_t policies; /* family -> durable_retention_t (malloc'ed) */
   uint64_t read_at;        /* uv_now of the last read; 0: never */
   int reading;
+  void (*on_change)(durable_mesh_t *mesh); /* durable__retention_on_change */
 } overrides_t;
 
 static const char overrides_key;
@@ -191,10 +192,19 @@ static void on_overrides(const durable_result_t *res, void *data) {
     changed |= o->policies.count != old.count;
     policies_clear(&old);
     /* an idle stream, too, sweeps what a new policy makes due */
-    if (changed)
-      durable__consumers_retention_changed(o->mesh);
+    if (changed && o->on_change)
+      o->on_change(o->mesh);
   }
   durable_hub_unref(o->reads);
+}
+
+int durable__retention_on_change(durable_mesh_t *mesh,
+                                 void (*fn)(durable_mesh_t *mesh)) {
+  overrides_t *o = overrides_of(mesh);
+  if (o == NULL)
+    return DURABLE_ENOMEM;
+  o->on_change = fn;
+  return 0;
 }
 
 durable_retention_t
@@ -237,7 +247,8 @@ static void on_set(const durable_result_t *res, void *data) {
     overrides_t *o = overrides_of(s->mesh);
     if (o)
       override_put(o, s->family, s->clear ? NULL : &s->policy);
-    durable__consumers_retention_changed(s->mesh);
+    if (o && o->on_change)
+      o->on_change(s->mesh);
   }
   s->cb(status, status < 0 ? res->message : NULL, s->data);
   free(s->family);

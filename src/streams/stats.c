@@ -19,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The counters are per-mesh state (directory.c): a map "ns\nkey" -> entry. */
+static const char stats_key; /* the state's key: its address */
+
 typedef struct {
   char *ns, *key;
   int64_t handed_through; /* the highest sequence handed to a handler here */
@@ -27,7 +30,7 @@ typedef struct {
 
 static entry_t *entry_of(durable_mesh_t *mesh, const char *ns,
                          const char *key) {
-  durable__map_t *map = durable__stream_stats_map(mesh);
+  durable__map_t *map = durable__mesh_state(mesh, &stats_key);
   if (map == NULL || ns == NULL || key == NULL)
     return NULL;
   char name[2 * DURABLE_PATH_MAX + 2];
@@ -92,7 +95,8 @@ void durable__stream_renewed(durable_mesh_t *mesh, const char *ns,
     e->handed_through = 0; /* its items from 1 are new, not handed again */
 }
 
-void durable__stream_stats_free(durable__map_t *map) {
+static void stats_free(void *data) {
+  durable__map_t *map = data;
   const char *name;
   void *value;
   for (size_t i = 0; durable__map_next(map, &i, &name, &value);) {
@@ -102,11 +106,17 @@ void durable__stream_stats_free(durable__map_t *map) {
     free(e);
   }
   durable__map_free(map);
+  free(map);
+}
+
+int durable__stream_stats_install(durable_mesh_t *mesh) {
+  return durable__mesh_state_add(mesh, &stats_key, sizeof(durable__map_t),
+                                 stats_free);
 }
 
 void durable_mesh_stream_stats(durable_mesh_t *mesh, durable_stream_stats_cb cb,
                                void *data) {
-  durable__map_t *map = mesh ? durable__stream_stats_map(mesh) : NULL;
+  durable__map_t *map = mesh ? durable__mesh_state(mesh, &stats_key) : NULL;
   const char *name;
   void *value;
   for (size_t i = 0; map && durable__map_next(map, &i, &name, &value);) {

@@ -535,3 +535,21 @@ int durable__item_decode(const durable_node_t *node, char **payload,
   json_decref(j);
   return *payload ? 0 : DURABLE_ENOMEM;
 }
+
+/* ---- per-mesh state ---------------------------------------------------------
+ */
+
+int durable__mesh_state_add(durable_mesh_t *mesh, const void *key, size_t size,
+                            void (*release)(void *state)) {
+  void *state = calloc(1, size);
+  if (state == NULL || durable__hub_attach(durable__mesh_reads_hub(mesh), key,
+                                           state, release) < 0) {
+    free(state);
+    return DURABLE_ENOMEM;
+  }
+  return 0;
+}
+
+void *durable__mesh_state(durable_mesh_t *mesh, const void *key) {
+  return durable__hub_attached(durable__mesh_reads_hub(mesh), key);
+}

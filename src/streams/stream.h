@@ -87,11 +87,23 @@ int64_t durable__item_sequence(const char *id);
 void durable__iso_time(int64_t ms, char out[32]);
 int64_t durable__parse_time(const char *text);
 
-/* The mesh's stream settings (defaults filled in). */
+/* Per-mesh state of a unit of this layer (stream.c): a zeroed block of
+ * `size` bytes kept under `key` on the read-issuing hub, which lives exactly
+ * as long as the mesh; `release` frees it, block and all, when that hub
+ * goes (it may not touch the mesh).  0 or DURABLE_ENOMEM.  The block is
+ * found again with durable__mesh_state (NULL once it is gone). */
+int durable__mesh_state_add(durable_mesh_t *mesh, const void *key, size_t size,
+                            void (*release)(void *state));
+void *durable__mesh_state(durable_mesh_t *mesh, const void *key);
+
+/* The per-mesh state each unit adds at install (install.c calls them). */
+int durable__directory_install(durable_mesh_t *mesh);
+int durable__consumers_install(durable_mesh_t *mesh);
+int durable__stream_stats_install(durable_mesh_t *mesh);
+int durable__metrics_install(durable_mesh_t *mesh);
+
+/* directory.c: the mesh's stream settings (defaults filled in). */
 durable_stream_options_t durable__stream_options(durable_mesh_t *mesh);
-/* install.c: the head of consumer.c's list of a mesh's consumers (NULL
- * once the mesh's state is gone). */
-void **durable__stream_consumers(durable_mesh_t *mesh);
 /* consumer.c: the store lost its liveness session: every consumer holding
  * a lease claims again before its next item (the one in flight finishes). */
 void durable__consumers_session_lost(durable_mesh_t *mesh);
@@ -106,11 +118,9 @@ void durable__consumers_live(durable_mesh_t *mesh);
  * not). */
 void durable__consumers_lease_gone(durable_mesh_t *mesh, const char *ns,
                                    const char *key, int claiming);
-/* consumer.c: the list's owner goes: unlink every consumer left in it. */
-void durable__consumers_forget(void **head);
 
 /* stats.c: this process's counters per stream (durable_mesh_stream_stats),
- * kept in install.c's per-mesh map (NULL once the mesh's state is gone). */
+ * kept as per-mesh state. */
 typedef enum {
   DURABLE__COUNT_APPENDED,
   DURABLE__COUNT_HANDLED,
@@ -127,8 +137,6 @@ void durable__stream_renewed(durable_mesh_t *mesh, const char *ns,
  * beyond it was handed here before. */
 void durable__stream_handed(durable_mesh_t *mesh, const char *ns,
                             const char *key, int64_t sequence);
-durable__map_t *durable__stream_stats_map(durable_mesh_t *mesh);
-void durable__stream_stats_free(durable__map_t *map);
 
 /* failure.c: a failing consumer's record, the satellite node
  * "{stream_path}/_DurableStreamFailure" {Sequence, Attempts, Error,
@@ -156,17 +164,17 @@ int durable__failure_record(durable_store_t *store, const char *stream_path,
 /* Delete the record (none there is fine; nothing waits for it). */
 void durable__failure_clear(durable_store_t *store, const char *stream_path);
 
-/* install.c: the producer's directory of ensured streams. */
+/* directory.c: the producer's directory of ensured streams. */
 int durable__directory_has(durable_mesh_t *mesh, const char *stream_path);
 void durable__directory_mark(durable_mesh_t *mesh, const char *stream_path);
 void durable__directory_forget(durable_mesh_t *mesh, const char *stream_path);
 
-/* install.c: which NodeTypes consume which families here. */
+/* directory.c: which NodeTypes consume which families here. */
 int durable__consumed_add(durable_mesh_t *mesh, const char *type,
                           const char *family);
 int durable__consumed_has(durable_mesh_t *mesh, const char *type,
                           const char *family);
-/* install.c: every family a NodeType consumes here (a family twice when
+/* directory.c: every family a NodeType consumes here (a family twice when
  * two do); consumer.c: the family of every consumer running here (those of
  * hub:consume too). */
 void durable__consumed_families(durable_mesh_t *mesh,
@@ -175,9 +183,6 @@ void durable__consumed_families(durable_mesh_t *mesh,
 void durable__consumers_families(durable_mesh_t *mesh,
                                  void (*cb)(const char *family, void *data),
                                  void *data);
-/* install.c: where metrics.c keeps its server (NULL once the mesh's state
- * is gone). */
-void **durable__stream_metrics(durable_mesh_t *mesh);
 
 /* wake.c: activate the owner of stream `id` and post it the wake of the
  * stream's family, logging what went wrong.  `cb` (may be NULL) is told how
@@ -229,9 +234,11 @@ void durable__pull_close(durable__pull_t *pull);
 int durable__stream_sweep(durable_mesh_t *mesh, const durable_stream_id_t *id,
                           int64_t through, durable_sequence_cb cb, void *data,
                           durable_error_t *err);
-/* consumer.c: an operator's retention policy changed here: every consumer
- * looks at what is due now (an idle stream too). */
-void durable__consumers_retention_changed(durable_mesh_t *mesh);
+/* retention.c: `fn` hears that an operator's retention policy changed here
+ * (consumer.c: every consumer looks at what is due now, an idle stream
+ * too).  One per mesh; 0 or DURABLE_ENOMEM. */
+int durable__retention_on_change(durable_mesh_t *mesh,
+                                 void (*fn)(durable_mesh_t *mesh));
 
 /* DURABLE_EINVAL, saying why, for a policy that is not one. */
 int durable__retention_check(const durable_retention_t *policy,
