@@ -1,5 +1,7 @@
 /*
- * json.c: Lua values <-> JSON, through jansson.
+ * json.c: Lua values <-> JSON, through jansson; and a Lua list of writes
+ * read into the durable_write_t array the store takes (mesh:_write, a
+ * handler's reply:commit_with).
  *
  * Payload and content text is stored exactly as produced (DESIGN 3.9), so
  * the text must be the same every time for the same value: an object is
@@ -473,4 +475,94 @@ void dlua_open_json(lua_State *L) {
       {"is_json", l_is_json}, {"array", l_array},   {NULL, NULL},
   };
   luaL_setfuncs(L, fns, 0);
+}
+
+/* ---- writes: a Lua list of writes read into durable_write_t -------------
+ */
+
+static durable_write_kind_t write_kind(const char *name) {
+  if (strcmp(name, "put") == 0)
+    return DURABLE_WRITE_PUT;
+  if (strcmp(name, "create") == 0)
+    return DURABLE_WRITE_CREATE;
+  if (strcmp(name, "replace") == 0)
+    return DURABLE_WRITE_REPLACE;
+  if (strcmp(name, "delete") == 0)
+    return DURABLE_WRITE_DELETE;
+  return 0;
+}
+
+/* A list of { kind=, path=, node_type=, content=, expected_version= }:
+ * content is a Lua value (or core.json(text)), encoded here. */
+int dlua_writes_read(lua_State *L, int idx, dlua_writes_t *out, char *why,
+                     size_t whylen) {
+  memset(out, 0, sizeof *out);
+  why[0] = '\0';
+  lua_Integer n = luaL_len(L, idx);
+  if (n < 1 || n > 10000) {
+    snprintf(why, whylen, "1 to 10000 writes, not %lld", (long long)n);
+    return -1;
+  }
+  out->writes = calloc((size_t)n, sizeof(*out->writes));
+  out->texts = calloc((size_t)n, sizeof(*out->texts));
+  if (out->writes == NULL || out->texts == NULL) {
+    dlua_writes_free(out);
+    snprintf(why, whylen, "out of memory");
+    return -1;
+  }
+  out->count = (size_t)n;
+  for (lua_Integer i = 0; i < n && why[0] == '\0'; i++) {
+    durable_write_t *wr = &out->writes[i];
+    lua_geti(L, idx, i + 1);
+    int w = lua_gettop(L);
+    if (!lua_istable(L, w)) {
+      snprintf(why, whylen, "write %lld is not a table", (long long)i + 1);
+      break;
+    }
+    lua_getfield(L, w, "kind");
+    lua_getfield(L, w, "path");
+    lua_getfield(L, w, "node_type");
+    lua_getfield(L, w, "expected_version");
+    lua_getfield(L, w, "content");
+    /* stack: ... w kind path node_type expected content */
+    const char *kind = lua_tostring(L, w + 1);
+    if (kind == NULL || lua_type(L, w + 2) != LUA_TSTRING) {
+      snprintf(why, whylen, "write %lld needs a kind and a path",
+               (long long)i + 1);
+      break;
+    }
+    wr->kind = write_kind(kind);
+    if (wr->kind == 0)
+      snprintf(why, whylen,
+               "write kind must be put, create, replace or delete, not '%s'",
+               kind);
+    wr->path = lua_tostring(L, w + 2);
+    wr->node_type = lua_tostring(L, w + 3);
+    if (why[0] == '\0' && (dlua_has_nul(L, w + 1, "write kind", why, whylen) ||
+                           dlua_has_nul(L, w + 2, "path", why, whylen) ||
+                           dlua_has_nul(L, w + 3, "node_type", why, whylen)))
+      break; /* nothing is written */
+    wr->expected_version = (int64_t)lua_tointeger(L, w + 4);
+    if (!lua_isnil(L, w + 5) && why[0] == '\0') {
+      char err[400];
+      out->texts[i] = dlua_encode(L, w + 5, err, sizeof err);
+      if (out->texts[i] == NULL)
+        snprintf(why, whylen, "content of '%s': %s", wr->path, err);
+    }
+    wr->content = out->texts[i];
+    /* keep the strings: leave them on the stack until the submit is done */
+    lua_checkstack(L, 8);
+  }
+  if (why[0] == '\0')
+    return 0;
+  dlua_writes_free(out);
+  return -1;
+}
+
+void dlua_writes_free(dlua_writes_t *w) {
+  for (size_t i = 0; w->texts && i < w->count; i++)
+    free(w->texts[i]);
+  free(w->texts);
+  free(w->writes);
+  memset(w, 0, sizeof *w);
 }

@@ -6,9 +6,13 @@
  * durable_internal.h (the log threshold and line, the read-issuing hub); no
  * other src/ header is included here.  One file per concept, luv-style:
  *
- *   core.c   the module: per-state bookkeeping, counted registry references,
- *            the one protected call into Lua (traceback + instruction budget)
+ *   state.c  what the others stand on: per-state bookkeeping, counted
+ *            registry references, the one protected call into Lua
+ *            (traceback + instruction budget)
+ *   core.c   the module: luaopen_durable_core opens every file's part
  *   json.c   Lua values <-> jansson ("$type" first, then sorted keys)
+ *   turns.c  requests (a Lua function called once), the queue that
+ *            delivers their results at a safe point, the mesh's log
  *   mesh.c   the mesh userdata: its own uv loop, store operations, node type
  *            configuration, activation and recycle, running the loop
  *   hub.c    the hub userdata (requests, posts, timers) and the reply
@@ -34,7 +38,7 @@
  *     response callbacks (a response is queued as a turn of the requesting
  *     hub by src/hub/), consumer handlers and their key_of / source_of;
  *   - the binding's own safe point, right after uv_run() of the mesh's loop
- *     has returned (mesh.c: dlua_post / drain): completions of the store
+ *     has returned (turns.c: dlua_post / dlua_drain): completions of the store
  *     (get, query, write), of activate / recycle / read, of publish, and
  *     the items and failures of a reader (read_durable).  Their C callbacks
  *     run inside libuv callbacks of the store (its uv_async, its watch), so
@@ -271,9 +275,11 @@ int dlua_decode(lua_State *L, const char *text, char *err, size_t errlen);
 void dlua_push_node(lua_State *L, const durable_node_t *node);
 /* Push durable.null. */
 void dlua_push_null(lua_State *L);
-void dlua_open_json(lua_State *L); /* stack: module -> module */
+void dlua_open_state(lua_State *L); /* stack: module -> module (state.c) */
+void dlua_open_json(lua_State *L);  /* stack: module -> module */
 
-/* ---- mesh.c ---- */
+/* ---- turns.c: the queue, and the mesh as the other files see it ---- */
+dlua_mesh_t *dlua_to_mesh(lua_State *L, int idx);    /* open or closed */
 dlua_mesh_t *dlua_check_mesh(lua_State *L, int idx); /* open, usable */
 /* Push the mesh userdata of `m` (from the weak registry table); 0 if it is
  * gone (being collected). */
@@ -283,6 +289,16 @@ void dlua_mesh_log(dlua_mesh_t *m, durable_log_level_t level, const char *fmt,
                    ...) __attribute__((format(printf, 3, 4)));
 /* Raise when Lua is inside a callback from C or the loop is running. */
 void dlua_check_may_run(lua_State *L, dlua_mesh_t *m, const char *what);
+/* The C mesh's log sink when Lua gave a log function (data: the mesh). */
+void dlua_log_sink(durable_log_level_t level, const char *line, void *data);
+/* Deliver every queued result, in order (only release them when no Lua may
+ * run). */
+void dlua_drain(dlua_mesh_t *m);
+/* Make the mesh userdata on the stack's top the one dlua_push_mesh finds. */
+void dlua_mesh_register(lua_State *L, dlua_mesh_t *m);
+void dlua_open_turns(lua_State *L); /* stack unchanged */
+
+/* ---- mesh.c ---- */
 void dlua_open_mesh(lua_State *L); /* stack: module -> module */
 
 /* ---- hub.c ---- */
@@ -328,7 +344,7 @@ __attribute__((visibility("default"))) int luaopen_durable_core(lua_State *L);
 int dlua_code_named(const char *name);
 
 /* Writes read from a Lua array of { kind=, path=, node_type=, content=,
- * expected_version= } (mesh.c): the strings stay anchored on the Lua stack,
+ * expected_version= } (json.c): the strings stay anchored on the Lua stack,
  * so submit them before the stack is popped; free with dlua_writes_free. */
 typedef struct {
   durable_write_t *writes;

@@ -25,6 +25,9 @@
  * have to be delivered inside a libuv callback again; and luv's libuv need
  * not be the copy this module was linked with.
  *
+ * Results come back to Lua as turns (turns.c): a store callback only
+ * queues them, and they are delivered once uv_run has returned.
+ *
  * The low-level methods here take a Lua function and call it once with
  * (true, value...) or (false, message, "ECODE"); lua/durable/ turns them into
  * completions.  They are registered as "_name" and core.c moves them off
@@ -46,319 +49,7 @@
 #include <string.h>
 #include <time.h>
 
-static const char meshes_key = 0; /* weak: lightuserdata(m) -> userdata */
 static const char mesh_methods_key = 0;
-
-/* ---- requests: a Lua function called once
- * ------------------------------------ */
-
-static void req_deliver(dlua_event_t *ev, lua_State *L);
-
-dlua_req_t *dlua_req_new(lua_State *L, dlua_mesh_t *m, int idx) {
-  luaL_checktype(L, idx, LUA_TFUNCTION);
-  dlua_req_t *r = calloc(1, sizeof(*r));
-  if (r == NULL) {
-    luaL_error(L, "out of memory");
-    return NULL;
-  }
-  r->ev.deliver = req_deliver;
-  r->m = m;
-  lua_pushvalue(L, idx);
-  r->cb_ref = dlua_ref(L, m->S);
-  return r;
-}
-
-void dlua_req_free(dlua_req_t *r) {
-  dlua_unref(r->m->S->main, r->m->S, &r->cb_ref);
-  free(r->message);
-  free(r->text);
-  durable_node_free(r->node);
-  for (size_t i = 0; i < r->count && r->nodes; i++)
-    durable_node_free(r->nodes[i]);
-  free(r->nodes);
-  free(r);
-}
-
-lua_State *dlua_req_begin(dlua_req_t *r) {
-  lua_State *L = dlua_mesh_lua(r->m);
-  if (L == NULL || !lua_checkstack(L, 16)) {
-    dlua_req_free(r);
-    return NULL;
-  }
-  lua_rawgeti(L, LUA_REGISTRYINDEX, r->cb_ref);
-  return L;
-}
-
-void dlua_req_call(dlua_req_t *r, lua_State *L, int nargs) {
-  dlua_mesh_t *m = r->m;
-  dlua_req_free(r); /* the function is on the stack: it cannot go */
-  if (dlua_pcall(L, m->S, m->budget, nargs, 0) != LUA_OK) {
-    dlua_mesh_log(m, DURABLE_LOG_ERROR, "[Lua] a callback failed: %s",
-                  dlua_traceback(L));
-    lua_pop(L, 1);
-  }
-}
-
-void dlua_req_call_failed(dlua_req_t *r, lua_State *L, int status,
-                          const char *message) {
-  lua_pushboolean(L, 0);
-  lua_pushstring(L, message ? message : durable_strerror(status));
-  lua_pushstring(L, durable_err_name(status));
-  dlua_req_call(r, L, 3);
-}
-
-/* ---- turns: the queue of results, delivered at a safe point
- *
- * The store calls back from inside libuv: its uv_async when a worker thread
- * finished a request, its watch's handles when a commit is heard; a reader
- * calls back from there too.  Lua run there would run in the middle of the
- * store's (or the reader's) own work -- a reader closed from its own item
- * callback, a write issued while the store walks its completion list -- and
- * be charged to whoever runs uv_run.  So, as in Neovim (libuv callbacks put
- * events on a queue; the main loop processes them once uv_run returned),
- * these callbacks only copy what they got into an event on the mesh's FIFO
- * queue, and the binding delivers the queue right after uv_run() returns
- * (mesh:_step, mesh:step) and while the mesh closes: no libuv or runtime
- * code is then on the C stack.  The alternative, a uv_idle or uv_check of
- * our own, would run Lua inside a libuv callback again; a turn of the
- * issuing hub would need the runtime to carry binding events, and not every
- * result has an issuing hub (a script's mesh:get_node).  One queue per mesh
- * keeps results in the order the C runtime gave them; each event is its own
- * dlua_pcall (its own instruction budget, its traceback in the log), just
- * as the direct call was. */
-
-void dlua_post(dlua_mesh_t *m, dlua_event_t *ev) {
-  ev->next = NULL;
-  if (m->events_tail)
-    m->events_tail->next = ev;
-  else
-    m->events = ev;
-  m->events_tail = ev;
-}
-
-/* Deliver every queued event, in order (also those queued meanwhile).  When
- * no Lua may run (finalizing) they are only released. */
-static void drain(dlua_mesh_t *m) {
-  if (m->draining)
-    return;
-  m->draining = 1;
-  while (m->events) {
-    dlua_event_t *ev = m->events;
-    m->events = ev->next;
-    if (m->events == NULL)
-      m->events_tail = NULL;
-    ev->deliver(ev, dlua_mesh_lua(m));
-  }
-  m->draining = 0;
-}
-
-static void req_deliver(dlua_event_t *ev, lua_State *L) {
-  dlua_req_t *r = (dlua_req_t *)ev;
-  (void)L; /* dlua_req_begin asks the mesh the same thing */
-  if ((L = dlua_req_begin(r)) == NULL)
-    return; /* no Lua may run: released */
-  /* stack: fn */
-  switch (r->kind) {
-  case DLUA_RES_FAILED:
-    lua_pushboolean(L, 0);
-    lua_pushstring(L, r->message ? r->message : durable_strerror(r->status));
-    lua_pushstring(L, durable_err_name(r->status));
-    dlua_req_call(r, L, 3);
-    return;
-  case DLUA_RES_TRUE:
-    lua_pushboolean(L, 1);
-    lua_pushboolean(L, 1);
-    break;
-  case DLUA_RES_INTEGER:
-    lua_pushboolean(L, 1);
-    lua_pushinteger(L, (lua_Integer)r->value);
-    break;
-  case DLUA_RES_NODE:
-    lua_pushboolean(L, 1);
-    if (r->node)
-      dlua_push_node(L, r->node);
-    else
-      lua_pushnil(L);
-    break;
-  case DLUA_RES_NODES:
-    lua_pushboolean(L, 1);
-    lua_createtable(L, (int)r->count, 0);
-    for (size_t i = 0; i < r->count; i++) {
-      dlua_push_node(L, r->nodes[i]);
-      lua_rawseti(L, -2, (lua_Integer)i + 1);
-    }
-    lua_pushboolean(L, r->more);
-    dlua_req_call(r, L, 3);
-    return;
-  case DLUA_RES_JSON: {
-    char why[200];
-    lua_pushboolean(L, 1);
-    if (dlua_decode(L, r->text, why, sizeof why) < 0) {
-      lua_pop(L, 1);
-      dlua_req_call_failed(r, L, DURABLE_EIO, why);
-      return;
-    }
-    break;
-  }
-  }
-  dlua_req_call(r, L, 2);
-}
-
-void dlua_req_settle_failed(dlua_req_t *r, int status, const char *message) {
-  r->kind = DLUA_RES_FAILED;
-  r->status = status;
-  free(r->message);
-  r->message = message ? strdup(message) : NULL;
-  dlua_post(r->m, &r->ev);
-}
-
-void dlua_req_settle_true(dlua_req_t *r) {
-  r->kind = DLUA_RES_TRUE;
-  dlua_post(r->m, &r->ev);
-}
-
-void dlua_req_settle_integer(dlua_req_t *r, long long value) {
-  r->kind = DLUA_RES_INTEGER;
-  r->value = value;
-  dlua_post(r->m, &r->ev);
-}
-
-void dlua_req_settle_node(dlua_req_t *r, const durable_node_t *node) {
-  if (node && (r->node = durable_node_dup(node)) == NULL) {
-    dlua_req_settle_failed(r, DURABLE_ENOMEM, NULL);
-    return;
-  }
-  r->kind = DLUA_RES_NODE;
-  dlua_post(r->m, &r->ev);
-}
-
-void dlua_req_settle_nodes(dlua_req_t *r, const durable_node_t **nodes,
-                           size_t count, int more) {
-  if (count > 0) {
-    r->nodes = calloc(count, sizeof(*r->nodes));
-    if (r->nodes == NULL) {
-      dlua_req_settle_failed(r, DURABLE_ENOMEM, NULL);
-      return;
-    }
-    for (size_t i = 0; i < count; i++) {
-      if ((r->nodes[i] = durable_node_dup(nodes[i])) == NULL) {
-        r->count = i;
-        dlua_req_settle_failed(r, DURABLE_ENOMEM, NULL);
-        return;
-      }
-    }
-  }
-  r->count = count;
-  r->more = more;
-  r->kind = DLUA_RES_NODES;
-  dlua_post(r->m, &r->ev);
-}
-
-void dlua_req_settle_json(dlua_req_t *r, char *text) {
-  if (text == NULL) {
-    dlua_req_settle_failed(r, DURABLE_ENOMEM, NULL);
-    return;
-  }
-  r->text = text;
-  r->kind = DLUA_RES_JSON;
-  dlua_post(r->m, &r->ev);
-}
-
-int dlua_req_submitted(lua_State *L, dlua_req_t *r, int rc,
-                       const durable_error_t *err, const char *what) {
-  if (rc < 0) {
-    dlua_req_free(r);
-    if (rc == DURABLE_EINVAL) {
-      if (what)
-        return luaL_error(L, "%s: %s", what, err->message);
-      return luaL_error(L, "%s", err->message);
-    }
-    return dlua_fail(L, rc, err->message);
-  }
-  lua_pushboolean(L, 1);
-  return 1;
-}
-
-/* ---- logging
- * ----------------------------------------------------------------- */
-
-/* The sink given to the C mesh when Lua passed a log function. */
-static void log_sink(durable_log_level_t level, const char *line, void *data) {
-  dlua_mesh_t *m = data;
-  lua_State *L = dlua_mesh_lua(m);
-  /* a log line written by the log function itself goes to stderr */
-  if (L == NULL || m->log_ref == LUA_NOREF || m->in_log ||
-      !lua_checkstack(L, 4)) {
-    durable__log_stderr(level, line);
-    return;
-  }
-  m->in_log = 1;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, m->log_ref);
-  lua_pushstring(L, durable_log_level_name(level));
-  lua_pushstring(L, line);
-  if (dlua_pcall(L, m->S, m->budget, 2, 0) != LUA_OK) {
-    durable__log_stderr(level, line);
-    fprintf(stderr, "durable: the log function failed: %s\n",
-            lua_tostring(L, -1));
-    lua_pop(L, 1);
-  }
-  m->in_log = 0;
-}
-
-void dlua_mesh_log(dlua_mesh_t *m, durable_log_level_t level, const char *fmt,
-                   ...) {
-  char line[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  if (m->mesh) {
-    durable_mesh_log(m->mesh, level, "%s", line);
-  } else if (level <= durable__log_threshold()) {
-    for (char *p = line; *p; p++)
-      if (*p == '\n' || *p == '\r')
-        *p = ' ';
-    if (m->log_ref != LUA_NOREF)
-      log_sink(level, line, m);
-    else
-      durable__log_stderr(level, line);
-  }
-}
-
-/* ---- the userdata
- * ---------------------------------------------------------------- */
-
-int dlua_push_mesh(lua_State *L, dlua_mesh_t *m) {
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &meshes_key);
-  int type = lua_rawgetp(L, -1, m);
-  lua_remove(L, -2);
-  if (type != LUA_TUSERDATA) {
-    lua_pop(L, 1);
-    return 0;
-  }
-  return 1;
-}
-
-static dlua_mesh_t *to_mesh(lua_State *L, int idx) {
-  return luaL_checkudata(L, idx, DLUA_MESH_MT);
-}
-
-dlua_mesh_t *dlua_check_mesh(lua_State *L, int idx) {
-  dlua_mesh_t *m = to_mesh(L, idx);
-  if (m->mesh == NULL)
-    luaL_error(L, "the mesh is closed");
-  return m;
-}
-
-void dlua_check_may_run(lua_State *L, dlua_mesh_t *m, const char *what) {
-  if (m->S->depth > 0)
-    luaL_error(L,
-               "%s cannot run inside a handler or a callback (it would run "
-               "the loop there); return a completion instead",
-               what);
-  if (m->running)
-    luaL_error(L, "%s: the loop of this mesh is already running", what);
-}
 
 /* The store, or NULL once the closing mesh has let it go. */
 static durable_store_t *mesh_store(dlua_mesh_t *m) {
@@ -414,13 +105,13 @@ static void mesh_close(lua_State *L, dlua_mesh_t *m, int finalizing) {
     while (!m->closed && more) {
       more = uv_run(&m->loop, UV_RUN_ONCE);
       m->running = 0;
-      drain(m); /* the store finishes every request: deliver them */
+      dlua_drain(m); /* the store finishes every request: deliver them */
       m->running = 1;
       dlua_replies_flush_dropped(m);
       dlua_replies_fail_dead(m); /* before the mesh is freed under them */
     }
     m->running = 0;
-    drain(m);
+    dlua_drain(m);
     if (!m->closed)
       fprintf(stderr,
               "durable: mesh on '%s' went idle before it finished "
@@ -432,7 +123,7 @@ static void mesh_close(lua_State *L, dlua_mesh_t *m, int finalizing) {
   }
   if (m->mesh == NULL) {
     close_loop(m);
-    drain(m); /* anything the last turns gave (a callback of the closed
+    dlua_drain(m); /* anything the last turns gave (a callback of the closed
                  mesh sees "the mesh is closed" should it use it) */
     dlua_streams_release(m);
     release_fns(L, m);
@@ -443,7 +134,7 @@ static void mesh_close(lua_State *L, dlua_mesh_t *m, int finalizing) {
 /* mesh:close(): recycle every hub (each may take up to the quiesce budget),
  * run every pending callback, close the store and the loop.  Idempotent. */
 static int m_close(lua_State *L) {
-  dlua_mesh_t *m = to_mesh(L, 1);
+  dlua_mesh_t *m = dlua_to_mesh(L, 1);
   if (m->closing) {
     if (m->mesh == NULL)
       return 0; /* closed already */
@@ -456,7 +147,7 @@ static int m_close(lua_State *L) {
 }
 
 static int m_gc(lua_State *L) {
-  dlua_mesh_t *m = to_mesh(L, 1);
+  dlua_mesh_t *m = dlua_to_mesh(L, 1);
   /* __close runs at the end of a scope: a normal close.  __gc may run at
    * any allocation, even inside a handler of another mesh: no Lua then. */
   if (m->mesh && !m->closing && lua_gettop(L) >= 2 && m->S->depth == 0 &&
@@ -468,7 +159,7 @@ static int m_gc(lua_State *L) {
 }
 
 static int m_tostring(lua_State *L) {
-  dlua_mesh_t *m = to_mesh(L, 1);
+  dlua_mesh_t *m = dlua_to_mesh(L, 1);
   lua_pushfstring(L, "durable.mesh(%s%s)", m->store_name,
                   m->mesh ? "" : ", closed");
   return 1;
@@ -566,7 +257,7 @@ static int l_open(lua_State *L) {
       .principal = principal,
       .quiesce_budget_ms = (uint32_t)quiesce,
       .request_timeout_ms = (uint32_t)timeout,
-      .log = m->log_ref != LUA_NOREF ? log_sink : NULL,
+      .log = m->log_ref != LUA_NOREF ? dlua_log_sink : NULL,
       .log_data = m,
       .streams = streams,
   };
@@ -579,10 +270,7 @@ static int l_open(lua_State *L) {
   snprintf(m->store_name, sizeof m->store_name, "%s",
            durable_store_name(durable_mesh_store(m->mesh)));
   S->meshes++;
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &meshes_key);
-  lua_pushvalue(L, -2);
-  lua_rawsetp(L, -2, m);
-  lua_pop(L, 1);
+  dlua_mesh_register(L, m);
   /* stack: ... mesh */
   return 1;
 }
@@ -600,7 +288,7 @@ static void on_step_timer(uv_timer_t *timer) {
  * on the stack: deliver the queue, fail the replies dropped meanwhile, let
  * go of what dead hubs held. */
 static void after_run(dlua_mesh_t *m) {
-  drain(m);
+  dlua_drain(m);
   dlua_replies_flush_dropped(m);
   dlua_streams_sweep(m);
 }
@@ -613,7 +301,7 @@ static int m_step(lua_State *L) {
   lua_Integer ms = luaL_optinteger(L, 2, -1);
   dlua_check_may_run(L, m, "completion:wait() / mesh:run_until()");
   dlua_replies_flush_dropped(m); /* a safe point: no runtime code below */
-  drain(m);
+  dlua_drain(m);
   if (ms >= 0) {
     /* from now, not from the loop's cached clock: a timer due already
      * would fire before the poll, which would then wait for ever */
@@ -657,7 +345,7 @@ static int m_step_public(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
   dlua_check_may_run(L, m, "mesh:step()");
   dlua_replies_flush_dropped(m);
-  drain(m);
+  dlua_drain(m);
   m->running = 1;
   uv_run(&m->loop, UV_RUN_NOWAIT);
   m->running = 0;
@@ -689,7 +377,7 @@ static int m_fd(lua_State *L) {
 
 /* mesh:_now() -> the loop's clock in milliseconds (refreshed). */
 static int m_now(lua_State *L) {
-  dlua_mesh_t *m = to_mesh(L, 1);
+  dlua_mesh_t *m = dlua_to_mesh(L, 1);
   if (!m->loop_ready)
     return luaL_error(L, "the mesh is closed");
   uv_update_time(&m->loop);
@@ -765,94 +453,8 @@ static int m_query(lua_State *L) {
 }
 
 /* The kind named `name`, or 0. */
-static durable_write_kind_t write_kind(const char *name) {
-  if (strcmp(name, "put") == 0)
-    return DURABLE_WRITE_PUT;
-  if (strcmp(name, "create") == 0)
-    return DURABLE_WRITE_CREATE;
-  if (strcmp(name, "replace") == 0)
-    return DURABLE_WRITE_REPLACE;
-  if (strcmp(name, "delete") == 0)
-    return DURABLE_WRITE_DELETE;
-  return 0;
-}
-
 /* mesh:_write({ {kind=, path=, node_type=, content=, expected_version=}, ...
- * }, cb): one transaction.  content is a Lua value (or core.json(text));
- * cb(true, last written node or nil). */
-int dlua_writes_read(lua_State *L, int idx, dlua_writes_t *out, char *why,
-                     size_t whylen) {
-  memset(out, 0, sizeof *out);
-  why[0] = '\0';
-  lua_Integer n = luaL_len(L, idx);
-  if (n < 1 || n > 10000) {
-    snprintf(why, whylen, "1 to 10000 writes, not %lld", (long long)n);
-    return -1;
-  }
-  out->writes = calloc((size_t)n, sizeof(*out->writes));
-  out->texts = calloc((size_t)n, sizeof(*out->texts));
-  if (out->writes == NULL || out->texts == NULL) {
-    dlua_writes_free(out);
-    snprintf(why, whylen, "out of memory");
-    return -1;
-  }
-  out->count = (size_t)n;
-  for (lua_Integer i = 0; i < n && why[0] == '\0'; i++) {
-    durable_write_t *wr = &out->writes[i];
-    lua_geti(L, idx, i + 1);
-    int w = lua_gettop(L);
-    if (!lua_istable(L, w)) {
-      snprintf(why, whylen, "write %lld is not a table", (long long)i + 1);
-      break;
-    }
-    lua_getfield(L, w, "kind");
-    lua_getfield(L, w, "path");
-    lua_getfield(L, w, "node_type");
-    lua_getfield(L, w, "expected_version");
-    lua_getfield(L, w, "content");
-    /* stack: ... w kind path node_type expected content */
-    const char *kind = lua_tostring(L, w + 1);
-    if (kind == NULL || lua_type(L, w + 2) != LUA_TSTRING) {
-      snprintf(why, whylen, "write %lld needs a kind and a path",
-               (long long)i + 1);
-      break;
-    }
-    wr->kind = write_kind(kind);
-    if (wr->kind == 0)
-      snprintf(why, whylen,
-               "write kind must be put, create, replace or delete, not '%s'",
-               kind);
-    wr->path = lua_tostring(L, w + 2);
-    wr->node_type = lua_tostring(L, w + 3);
-    if (why[0] == '\0' && (dlua_has_nul(L, w + 1, "write kind", why, whylen) ||
-                           dlua_has_nul(L, w + 2, "path", why, whylen) ||
-                           dlua_has_nul(L, w + 3, "node_type", why, whylen)))
-      break; /* nothing is written */
-    wr->expected_version = (int64_t)lua_tointeger(L, w + 4);
-    if (!lua_isnil(L, w + 5) && why[0] == '\0') {
-      char err[400];
-      out->texts[i] = dlua_encode(L, w + 5, err, sizeof err);
-      if (out->texts[i] == NULL)
-        snprintf(why, whylen, "content of '%s': %s", wr->path, err);
-    }
-    wr->content = out->texts[i];
-    /* keep the strings: leave them on the stack until the submit is done */
-    lua_checkstack(L, 8);
-  }
-  if (why[0] == '\0')
-    return 0;
-  dlua_writes_free(out);
-  return -1;
-}
-
-void dlua_writes_free(dlua_writes_t *w) {
-  for (size_t i = 0; w->texts && i < w->count; i++)
-    free(w->texts[i]);
-  free(w->texts);
-  free(w->writes);
-  memset(w, 0, sizeof *w);
-}
-
+ * }, cb): one transaction; cb(true, last written node or nil). */
 static int m_write(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -1004,14 +606,6 @@ static int m_reads_hub(lua_State *L) {
   if (!dlua_push_hub(L, m, durable__mesh_reads_hub(m->mesh)))
     lua_pushnil(L);
   return 1;
-}
-
-void dlua_req_on_status(int status, const char *message, void *data) {
-  dlua_req_t *r = data;
-  if (status < 0)
-    dlua_req_settle_failed(r, status, message);
-  else
-    dlua_req_settle_true(r);
 }
 
 typedef int (*status_submit_fn)(durable_mesh_t *, const char *,
@@ -1230,13 +824,13 @@ static int m_log(lua_State *L) {
 
 /* mesh:store_name() -> the store URL, any password masked. */
 static int m_store_name(lua_State *L) {
-  lua_pushstring(L, to_mesh(L, 1)->store_name);
+  lua_pushstring(L, dlua_to_mesh(L, 1)->store_name);
   return 1;
 }
 
 /* mesh:is_open() -> false once closed (or closing). */
 static int m_is_open(lua_State *L) {
-  dlua_mesh_t *m = to_mesh(L, 1);
+  dlua_mesh_t *m = dlua_to_mesh(L, 1);
   lua_pushboolean(L, m->mesh != NULL && !m->closing);
   return 1;
 }
@@ -1246,7 +840,7 @@ static int m_is_open(lua_State *L) {
  * see false (it is delivered after uv_run returned), a message handler sees
  * true (it is a turn of the runtime, inside the loop). */
 static int l_inside_uv_run(lua_State *L) {
-  lua_pushboolean(L, to_mesh(L, 1)->running);
+  lua_pushboolean(L, dlua_to_mesh(L, 1)->running);
   return 1;
 }
 
@@ -1281,8 +875,7 @@ void dlua_open_mesh(lua_State *L) {
       {NULL, NULL},
   };
   /* stack: module */
-  dlua_registry_table(L, &meshes_key, "v");
-  lua_pop(L, 1);
+  dlua_open_turns(L);
   /* One methods table per Lua state, kept across reloads of the module so
    * that lua/durable/ can add its methods to the table the metatable uses. */
   dlua_registry_table(L, &mesh_methods_key, NULL);
