@@ -19,7 +19,7 @@
  * checks the names, see durable.h), so no string can become it.
  *
  * Grants and revokes are the platform's jobs, each its own small transaction
- * on the writer; the listing of grants is a read (read.c runs it).
+ * on the writer; the listing of grants is a read (read.c).
  */
 #include "engine.h"
 
@@ -187,20 +187,4 @@ int durable_store_revoke(durable_store_t *store, const char *principal,
                          const char *prefix, int modes, durable_done_cb cb,
                          void *data, durable_error_t *err) {
   return grant_job(store, principal, prefix, modes, 0, cb, data, err);
-}
-
-int durable_store_grants(durable_store_t *store, const char *principal,
-                         durable_done_cb cb, void *data, durable_error_t *err) {
-  int rc;
-  if (principal && (rc = durable_principal_check(principal, err)) < 0)
-    return rc;
-  if (store->closing)
-    return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing", store->name);
-  durable__job_t *job =
-      durable__job_new(store, JOB_GRANTS, &durable__read_class);
-  if (job == NULL || durable__job_principal(job, principal, err) < 0) {
-    durable__job_free(job);
-    return durable__error(err, DURABLE_ENOMEM, "out of memory");
-  }
-  return durable__job_start(job, cb, data);
 }

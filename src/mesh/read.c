@@ -572,3 +572,20 @@ int durable__store_access(durable_store_t *store, const char *principal,
   job->num = modes;
   return durable__job_start(job, cb, data);
 }
+
+/* The grants of `principal` (NULL: everyone's), a read like the others. */
+int durable_store_grants(durable_store_t *store, const char *principal,
+                         durable_done_cb cb, void *data, durable_error_t *err) {
+  int rc;
+  if (principal && (rc = durable_principal_check(principal, err)) < 0)
+    return rc;
+  if (store->closing)
+    return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing", store->name);
+  durable__job_t *job =
+      durable__job_new(store, JOB_GRANTS, &durable__read_class);
+  if (job == NULL || durable__job_principal(job, principal, err) < 0) {
+    durable__job_free(job);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  return durable__job_start(job, cb, data);
+}

@@ -62,6 +62,8 @@ int durable__store_commits_all_own(durable_store_t *store, int64_t after,
  * below 2^62 (a positive bigint for PostgreSQL's advisory locks, a byte
  * offset for an OFD lock).  DURABLE_EINVAL for anything else. */
 int durable__instance_key(const char *instance, uint64_t *key);
+/* A new instance name for this process (fence.c). */
+void durable__instance_make(char *out, size_t size);
 
 /* In the callback of a durable_store_write that succeeded: the version
  * its write `i` wrote (0 when it wrote nothing).  Only for results the store

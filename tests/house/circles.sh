@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# circles.sh: which object files call each other in a circle.
+#
+#   bash tests/house/circles.sh OBJ...
+#
+# An arrow A -> B means A uses a symbol that B defines (nm).  Every loop
+# among the arrows is printed, as tsort(1) finds them; the exit status is 1
+# when there is one.  For instance, the files of one layer or of all of
+# libdurable, in a build tree:
+#
+#   bash tests/house/circles.sh build/src/CMakeFiles/durable_*.dir/*/*.o
+#   bash tests/house/circles.sh build/bindings/lua/CMakeFiles/durable_lua_objects.dir/*.o
+set -euo pipefail
+(($#)) || { echo "usage: circles.sh OBJ..." >&2; exit 2; }
+declare -A home # symbol -> the file defining it
+for obj in "$@"; do
+  while read -r sym; do home[$sym]=${obj##*/}; done \
+    < <(nm -g --defined-only "$obj" | awk 'NF == 3 { print $3 }')
+done
+edges=$(for obj in "$@"; do
+  from=${obj##*/}
+  echo "$from $from" # every file is a node, arrows or none
+  nm -u "$obj" | awk '{ print $NF }' | while read -r sym; do
+    to=${home[$sym]:-}
+    if [[ -n $to && $to != "$from" ]]; then echo "$from $to"; fi
+  done
+done | sort -u)
+loops=$( (tsort <<<"$edges" 2>&1 >/dev/null || true) |
+  sed -n 's/^tsort: -: input contains a loop:/a circle:/p; s/^tsort: /  /p')
+if [[ -n $loops ]]; then
+  echo "$loops"
+  exit 1
+fi
+echo "circles.sh: no circle among $# files"
