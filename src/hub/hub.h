@@ -1,6 +1,6 @@
 /*
  * hub.h: the hub layer's shared structures (mesh.c, hub.c, request.c,
- * log.c).  Nothing here is public; durable.h is.
+ * log.c; scheduler.h is below them all).  Nothing here is public; durable.h is.
  *
  * Ownership: the mesh's `hubs` table holds one reference to each active hub;
  * the ready list, pending requests, replies not yet sent and timers hold one

@@ -4,14 +4,14 @@
  * Everything the two stores have in common lives above this interface, once:
  * path rules, placement, the write semantics (write.c: what each kind of
  * write reads, decides and writes), group commit, the worker threads, access
- * checks, the change feed and synced queries (store.c, write.c, feed.c,
- * access.c).  A backend keeps only its SQL and its I/O: a blocking
+ * checks, the change feed and synced queries (engine.c, read.c, write.c,
+ * access.c, feed.c).  A backend keeps only its SQL and its I/O: a blocking
  * connection used by one worker thread at a time, a handful of primitive
  * statements, and a way to hear about commits made by other processes.
  *
  *   loop thread            worker threads              database
  *   -----------            --------------              --------
- *   durable_store_*  -->   store.c jobs  --> backend --> SQLite / PostgreSQL
+ *   durable_store_*  -->   engine.c jobs --> backend --> SQLite / PostgreSQL
  *   callbacks        <--   (uv_async)
  *   feed.c           <--   backend->watch_* (other processes' commits)
  *

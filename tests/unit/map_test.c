@@ -1,5 +1,5 @@
 /*
- * map_test.c: the hub layer's string-keyed map (src/hub/map.c).
+ * map_test.c: the string-keyed map every layer uses (src/common/map.c).
  *
  * The mesh keeps its hubs, pending requests and node types in this map, so
  * a lost entry is a request that is never answered.  Open addressing with
