@@ -757,11 +757,11 @@ void durable__mesh_close_step(durable_mesh_t *mesh) {
       durable_hub_t *hub = value;
       left[hub->is_reads ? 3 : hub->type && hub->type->late ? 2 : 1]++;
     }
-    int phase = left[1]                 ? 1
-                : mesh->reads->npending ? 1
-                : left[2]               ? 2
-                : left[3]               ? 3
-                                        : 4;
+    int phase = left[1]                                ? 1
+                : mesh->reads && mesh->reads->npending ? 1
+                : left[2]                              ? 2
+                : left[3]                              ? 3
+                                                       : 4;
     if (phase == 4) {
       mesh->stepping = 0;
       finish_close(mesh);
