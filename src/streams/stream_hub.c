@@ -666,8 +666,19 @@ static int decide_ack(shub_t *sh, op_t *op) {
 /* Answer an append with `seq`. */
 static void answer_seq(op_t *op, int64_t seq) {
   durable__stream_ans_t *ans = durable__stream_ans_new();
-  if (ans)
-    ans->sequence = seq;
+  if (ans == NULL) {
+    /* the item is saved: a bare "out of memory" would tell the producer
+     * that it was not (the store's wording for this, write.c) */
+    char message[96];
+    snprintf(message, sizeof message,
+             "out of memory after writing: the item was appended as "
+             "sequence %lld",
+             (long long)seq);
+    durable_reply_fail(op->reply, DURABLE_ENOMEM, message);
+    op->reply = NULL;
+    return;
+  }
+  ans->sequence = seq;
   answer(op, ans);
 }
 
