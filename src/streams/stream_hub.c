@@ -1725,7 +1725,10 @@ static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
   if (bad) {
     char message[DURABLE_PATH_MAX + 96];
     snprintf(message, sizeof message, "%s %s", durable_hub_address(hub), bad);
-    durable_reply_fail(reply, DURABLE_EINVAL, message);
+    /* a request that could not be copied is no bad request */
+    durable_reply_fail(
+        reply, strstr(bad, "out of memory") ? DURABLE_ENOMEM : DURABLE_EINVAL,
+        message);
     durable__body_free(req ? &req->base : NULL);
     free(op);
     return;
