@@ -1093,6 +1093,7 @@ static void grant(shub_t *sh) {
   if (durable__state_copy(&sh->state, &next) < 0 ||
       durable__str_set(&next.subscriber, sh->head->req->subscriber) < 0 ||
       durable__str_set(&next.subscriber_instance, here(sh)) < 0) {
+    durable__state_free(&next); /* the copy, when it was made */
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
@@ -1246,6 +1247,7 @@ static void run_release(shub_t *sh) {
   durable__stream_state_t next;
   if (durable__state_copy(&sh->state, &next) < 0 ||
       durable__str_set(&next.last_subscriber, op->req->subscriber) < 0) {
+    durable__state_free(&next); /* the copy, when it was made */
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
