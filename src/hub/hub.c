@@ -528,6 +528,19 @@ int durable__hub_on(durable_hub_t *hub, const char *msg_type,
   return 0;
 }
 
+void durable__hub_off(durable_hub_t *hub, const char *msg_type, void *data) {
+  for (size_t i = 0; i < hub->nhandlers; i++) {
+    if (strcmp(hub->handlers[i].msg_type, msg_type) != 0 ||
+        hub->handlers[i].data != data)
+      continue;
+    free(hub->handlers[i].msg_type);
+    memmove(&hub->handlers[i], &hub->handlers[i + 1],
+            (hub->nhandlers - i - 1) * sizeof(*hub->handlers));
+    hub->nhandlers--;
+    return;
+  }
+}
+
 int durable__hub_on_dispose(durable_hub_t *hub, durable_dispose_cb cb,
                             void *data) {
   durable__step_t *d =

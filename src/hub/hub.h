@@ -216,6 +216,9 @@ int durable__node_type_on(durable_node_type_t *type, const char *msg_type,
                           durable_error_t *err);
 int durable__hub_on(durable_hub_t *hub, const char *msg_type,
                     durable_handler_cb cb, void *data, durable_error_t *err);
+/* Undo a durable__hub_on of `msg_type` with `data` (a setup that failed
+ * half-way leaves the hub as it was). */
+void durable__hub_off(durable_hub_t *hub, const char *msg_type, void *data);
 int durable__hub_on_dispose(durable_hub_t *hub, durable_dispose_cb cb,
                             void *data);
 /* Free `a` and `b` (either may be NULL) when the node type is freed. */

@@ -1598,7 +1598,16 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
       (rc = durable__hub_on(hub, c->msg_fence, on_fence, c, err)) < 0 ||
       (rc = durable__hub_on(hub, c->msg_sweep, on_sweep, c, err)) < 0 ||
       (rc = durable__hub_on_dispose(hub, on_dispose, c)) < 0) {
+    /* the handlers made go again, so that the hub may consume the family
+     * later (a second consumer would be refused: "already handles");
+     * `c` stays attached, stopped, and goes with the hub */
+    const char *types[] = {c->msg_turn,    c->msg_wake,  c->msg_retry,
+                           c->msg_reclaim, c->msg_fence, c->msg_sweep};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+      durable__hub_off(hub, types[i], c);
     c->state = C_STOPPED;
+    if (rc == DURABLE_ENOMEM)
+      durable__error(err, rc, "out of memory");
     return rc;
   }
   if (out)
