@@ -464,6 +464,12 @@ static void on_hub_timer(uv_timer_t *timer) {
   /* the timer only turns into a message; the handler runs in a turn */
   durable__env_t *env = durable__env_new(ENV_POST, t->type, t->payload,
                                          hub->address, hub->address);
+  if (env == NULL && hub->level <= DURABLE_HUB_QUIESCING) {
+    /* no memory for its message: it fires again soon, rather than never
+     * (a consumer's retry and the waker's tick are such messages) */
+    uv_timer_start(&t->timer, on_hub_timer, DURABLE__TIMER_RETRY_MS, 0);
+    return;
+  }
   if (env) {
     /* a timer armed before a recycle still fires while the hub quiesces:
      * a handler in flight may be waiting for it */

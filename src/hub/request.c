@@ -661,6 +661,15 @@ void durable__run_message(durable_hub_t *hub, durable__env_t *env) {
     if (env->kind == ENV_REQUEST)
       durable__answer(mesh, env->request_id, DURABLE_ENOMEM, NULL, NULL,
                       "out of memory");
+    if (env->own_timer &&
+        durable_hub_post_after(hub, DURABLE__TIMER_RETRY_MS, env->type,
+                               env->payload, NULL) < 0 &&
+        hub->level <= DURABLE_HUB_QUIESCING) {
+      /* a timer's message is not dropped (hub.h): again later, or at the
+       * next turn when not even a timer can be had */
+      durable__hub_enqueue(hub, env);
+      return;
+    }
     durable__env_free(env);
     return;
   }
