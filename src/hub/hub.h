@@ -52,6 +52,7 @@ struct durable__pending_s {
   durable_response_cb cb;
   void *data;
   uv_timer_t timer;
+  int lost; /* an answer came that there was no memory to deliver */
 };
 
 typedef struct durable__waiter_s durable__waiter_t;

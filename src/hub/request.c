@@ -127,6 +127,8 @@ static void release_pending(durable__pending_t *p) {
   uv_close((uv_handle_t *)&p->timer, on_pending_timer_closed);
 }
 
+static void on_request_timeout(uv_timer_t *timer);
+
 void durable__answer(durable_mesh_t *mesh, uint64_t id, int status,
                      const char *payload, durable__body_t *body,
                      const char *message) {
@@ -137,8 +139,14 @@ void durable__answer(durable_mesh_t *mesh, uint64_t id, int status,
       p ? durable__env_new(ENV_REPLY, NULL, payload, NULL, NULL) : NULL;
   if (env == NULL) {
     /* answered already or timed out; or out of memory, and then the
-     * timeout answers instead */
+     * requester hears that much soon, the timeout's way (not only at its
+     * timeout: a consumer's turn waits a day) */
     durable__body_free(body);
+    if (p) {
+      p->lost = 1;
+      uv_timer_start(&p->timer, on_request_timeout, DURABLE__TIMER_RETRY_MS,
+                     uv_timer_get_repeat(&p->timer));
+    }
     return;
   }
   env->body = status == 0 ? body : NULL;
@@ -188,6 +196,12 @@ void durable__fail_pending(durable_hub_t *hub, int status,
 static void on_request_timeout(uv_timer_t *timer) {
   durable__pending_t *p = timer->data;
   char message[DURABLE_PATH_MAX + 64];
+  if (p->lost) {
+    durable__answer(p->hub->mesh, p->id, DURABLE_ENOMEM, NULL, NULL,
+                    "out of memory: its answer was lost (what was asked "
+                    "may or may not have been done)");
+    return;
+  }
   snprintf(message, sizeof message, "no answer within %llu ms",
            (unsigned long long)uv_timer_get_repeat(timer));
   durable__answer(p->hub->mesh, p->id, DURABLE_ETIMEDOUT, NULL, NULL, message);
