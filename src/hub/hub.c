@@ -431,6 +431,12 @@ static void on_hub_timer(uv_timer_t *timer) {
   /* the timer only turns into a message; the handler runs in a turn */
   durable__env_t *env = durable__env_new(ENV_POST, t->type, t->payload,
                                          hub->address, hub->address);
+  if (env == NULL && hub->level <= DURABLE_HUB_QUIESCING) {
+    /* no memory for its message: it fires again soon, rather than never
+     * (a consumer's retry and the waker's tick are such messages) */
+    uv_timer_start(&t->timer, on_hub_timer, DURABLE__TIMER_RETRY_MS, 0);
+    return;
+  }
   if (env) {
     /* a timer armed before a recycle still fires while the hub quiesces:
      * a handler in flight may be waiting for it */
@@ -493,6 +499,19 @@ int durable__hub_on(durable_hub_t *hub, const char *msg_type,
   h[hub->nhandlers].data = data;
   hub->nhandlers++;
   return 0;
+}
+
+void durable__hub_off(durable_hub_t *hub, const char *msg_type, void *data) {
+  for (size_t i = 0; i < hub->nhandlers; i++) {
+    if (strcmp(hub->handlers[i].msg_type, msg_type) != 0 ||
+        hub->handlers[i].data != data)
+      continue;
+    free(hub->handlers[i].msg_type);
+    memmove(&hub->handlers[i], &hub->handlers[i + 1],
+            (hub->nhandlers - i - 1) * sizeof(*hub->handlers));
+    hub->nhandlers--;
+    return;
+  }
 }
 
 int durable__hub_on_dispose(durable_hub_t *hub, durable_dispose_cb cb,

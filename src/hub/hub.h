@@ -55,6 +55,7 @@ struct durable__pending_s {
   durable_response_cb cb;
   void *data;
   uv_timer_t timer;
+  int lost; /* an answer came that there was no memory to deliver */
 };
 
 typedef struct durable__waiter_s durable__waiter_t;
@@ -206,6 +207,13 @@ int durable__node_type_on(durable_node_type_t *type, const char *msg_type,
                           durable_error_t *err);
 int durable__hub_on(durable_hub_t *hub, const char *msg_type,
                     durable_handler_cb cb, void *data, durable_error_t *err);
+/* How soon a message of a hub's own timer (durable_hub_post_after) is
+ * tried again when there was no memory to deliver it: such a message is
+ * never dropped for want of memory while its hub lives. */
+#define DURABLE__TIMER_RETRY_MS 50
+/* Undo a durable__hub_on of `msg_type` with `data` (a setup that failed
+ * half-way leaves the hub as it was). */
+void durable__hub_off(durable_hub_t *hub, const char *msg_type, void *data);
 int durable__hub_on_dispose(durable_hub_t *hub, durable_dispose_cb cb,
                             void *data);
 /* Free `a` and `b` (either may be NULL) when the node type is freed. */

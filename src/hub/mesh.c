@@ -651,6 +651,21 @@ static void quiesce_phase(durable_mesh_t *mesh) {
   durable_hub_t **all = calloc(n ? n : 1, sizeof(*all));
   const char *key;
   void *value;
+  /* No memory for the list: one hub per walk of the table, each walk
+   * starting over, until none is left to tell (each one told is no longer
+   * Started, or has its recycle requested), so the close still ends. */
+  for (size_t i = 0;
+       !all && durable__map_next(&mesh->hubs, &i, &key, &value);) {
+    durable_hub_t *hub = value;
+    if (in_phase(mesh, hub) && (hub->level == DURABLE_HUB_STARTED ||
+                                (hub->level == DURABLE_HUB_STARTING &&
+                                 hub->type_known && !hub->recycle_requested))) {
+      durable_hub_ref(hub);
+      durable__hub_start_quiesce(hub);
+      durable_hub_unref(hub);
+      i = 0;
+    }
+  }
   for (size_t i = 0; all && durable__map_next(&mesh->hubs, &i, &key, &value);)
     if (k < n) {
       all[k++] = value;
@@ -702,11 +717,11 @@ static void close_step(durable_mesh_t *mesh) {
       durable_hub_t *hub = value;
       left[hub->is_reads ? 3 : hub->type && hub->type->late ? 2 : 1]++;
     }
-    int phase = left[1]                 ? 1
-                : mesh->reads->npending ? 1
-                : left[2]               ? 2
-                : left[3]               ? 3
-                                        : 4;
+    int phase = left[1]                                ? 1
+                : mesh->reads && mesh->reads->npending ? 1
+                : left[2]                              ? 2
+                : left[3]                              ? 3
+                                                       : 4;
     if (phase == 4) {
       mesh->stepping = 0;
       finish_close(mesh);

@@ -123,6 +123,8 @@ static void release_pending(durable__pending_t *p) {
   uv_close((uv_handle_t *)&p->timer, on_pending_timer_closed);
 }
 
+static void on_request_timeout(uv_timer_t *timer);
+
 void durable__answer(durable_mesh_t *mesh, uint64_t id, int status,
                      const char *payload, durable__body_t *body,
                      const char *message) {
@@ -133,8 +135,14 @@ void durable__answer(durable_mesh_t *mesh, uint64_t id, int status,
       p ? durable__env_new(ENV_REPLY, NULL, payload, NULL, NULL) : NULL;
   if (env == NULL) {
     /* answered already or timed out; or out of memory, and then the
-     * timeout answers instead */
+     * requester hears that much soon, the timeout's way (not only at its
+     * timeout: a consumer's turn waits a day) */
     durable__body_free(body);
+    if (p) {
+      p->lost = 1;
+      uv_timer_start(&p->timer, on_request_timeout, DURABLE__TIMER_RETRY_MS,
+                     uv_timer_get_repeat(&p->timer));
+    }
     return;
   }
   env->body = status == 0 ? body : NULL;
@@ -184,6 +192,12 @@ void durable__fail_pending(durable_hub_t *hub, int status,
 static void on_request_timeout(uv_timer_t *timer) {
   durable__pending_t *p = timer->data;
   char message[DURABLE_PATH_MAX + 64];
+  if (p->lost) {
+    durable__answer(p->hub->mesh, p->id, DURABLE_ENOMEM, NULL, NULL,
+                    "out of memory: its answer was lost (what was asked "
+                    "may or may not have been done)");
+    return;
+  }
   snprintf(message, sizeof message, "no answer within %llu ms",
            (unsigned long long)uv_timer_get_repeat(timer));
   durable__answer(p->hub->mesh, p->id, DURABLE_ETIMEDOUT, NULL, NULL, message);
@@ -656,6 +670,15 @@ void durable__run_message(durable_hub_t *hub, durable__env_t *env) {
     if (env->kind == ENV_REQUEST)
       durable__answer(mesh, env->request_id, DURABLE_ENOMEM, NULL, NULL,
                       "out of memory");
+    if (env->own_timer &&
+        durable_hub_post_after(hub, DURABLE__TIMER_RETRY_MS, env->type,
+                               env->payload, NULL) < 0 &&
+        hub->level <= DURABLE_HUB_QUIESCING) {
+      /* a timer's message is not dropped (hub.h): again later, or at the
+       * next turn when not even a timer can be had */
+      durable__hub_enqueue(hub, env);
+      return;
+    }
     durable__env_free(env);
     return;
   }

@@ -262,4 +262,11 @@ typedef struct durable__backend_s {
 extern const durable__backend_t durable__sqlite_backend;
 extern const durable__backend_t durable__postgres_backend;
 
+/* Test-only (tests/fault/io_fault_test.c): when set, durable_store_open
+ * uses what this returns for the backend it chose for a URL -- a wrapper
+ * that fails chosen calls -- instead of the backend itself.  NULL, and so
+ * nothing, everywhere else. */
+extern const durable__backend_t *(*durable__backend_wrap)(
+    const durable__backend_t *be);
+
 #endif /* DURABLE_MESH_BACKEND_H */

@@ -329,6 +329,11 @@ int64_t durable__written_version(const durable_result_t *res, size_t i) {
 }
 
 static void deliver(durable__job_t *job) {
+  /* Every failure comes with its line (durable.h), also one the worker set
+   * as a bare code (a failed allocation deep in a read). */
+  if (job->status < 0 && job->err.message[0] == '\0')
+    durable__error(&job->err, job->status, "%s: %s", job->store->name,
+                   durable_strerror(job->status));
   if (job->cls->delivered)
     job->cls->delivered(job);
   if (job->done) {

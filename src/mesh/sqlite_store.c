@@ -268,12 +268,16 @@ static int parse_url(const char *url, url_parts *p, durable_error_t *err) {
   return 0;
 }
 
+/* Decided without allocating, as parse_url reads the file part: an answer
+ * lost to a failed allocation would give an in-memory store a second
+ * connection, that is a second, empty database for its reads. */
 static int single_connection(const char *url) {
-  url_parts p;
-  if (parse_url(url, &p, NULL) != 0)
+  static const char scheme[] = "sqlite:";
+  if (url == NULL || strncmp(url, scheme, sizeof(scheme) - 1) != 0)
     return 0;
-  free(p.file);
-  return p.memory;
+  const char *file = url + sizeof(scheme) - 1;
+  size_t len = strcspn(file, "?");
+  return len == sizeof(MEMORY_NAME) - 1 && strncmp(file, MEMORY_NAME, len) == 0;
 }
 
 /* ---- errors ----------------------------------------------------------- */

@@ -109,6 +109,12 @@ typedef struct consumer_s {
   durable__sweep_t *sweep; /* retention.c: NULL with a source */
   int gone_said; /* a claim found the stream gone, and that was logged */
   char msg_sweep[DURABLE_PATH_MAX];
+  /* the timer of last resort (arm): embedded, so that waiting needs no
+   * memory; open while spare_open, holding a reference to the hub */
+  uv_timer_t spare;
+  int spare_open;
+  const char *spare_type; /* one of the msg_* above */
+  char spare_payload[32];
 } consumer_t;
 
 typedef struct outq_s {
@@ -179,12 +185,61 @@ static int ask(consumer_t *c, const char *type, int64_t epoch, int64_t seq,
   return ask_with(c, type, epoch, seq, NULL, cb, a, err);
 }
 
+/* The spare timer fired: its message goes into the hub's mailbox as a
+ * timer's does (hub.c), or, still without memory, it fires again soon. */
+static void on_spare(uv_timer_t *timer) {
+  consumer_t *c = timer->data;
+  if (c->state == C_STOPPED)
+    return;
+  durable_hub_t *hub = c->hub;
+  durable__env_t *env = durable__env_new(
+      ENV_POST, c->spare_type, c->spare_payload, hub->address, hub->address);
+  if (env == NULL) {
+    uv_timer_start(timer, on_spare, DURABLE__TIMER_RETRY_MS, 0);
+    return;
+  }
+  env->own_timer = 1;
+  durable__hub_enqueue(hub, env);
+}
+
+static void on_spare_closed(uv_handle_t *handle) {
+  consumer_t *c = handle->data;
+  durable_mesh_t *mesh = c->mesh;
+  c->spare_open = 0;
+  durable_hub_unref(c->hub); /* c may be gone now */
+  durable__sched_handle_closed(&mesh->sched);
+}
+
+static void close_spare(consumer_t *c) {
+  if (c->spare_open && !uv_is_closing((uv_handle_t *)&c->spare))
+    uv_close((uv_handle_t *)&c->spare, on_spare_closed);
+}
+
 /* Arm a hub timer that posts `type` with the current generation. */
 static void arm(consumer_t *c, const char *type, uint32_t ms) {
   char payload[32];
   snprintf(payload, sizeof payload, "%llu", (unsigned long long)c->gen);
-  durable_hub_post_after(c->hub, ms, type, payload,
-                         NULL); /* refused once leaving */
+  /* refused once leaving */
+  if (durable_hub_post_after(c->hub, ms, type, payload, NULL) !=
+          DURABLE_ENOMEM ||
+      c->state == C_STOPPED)
+    return;
+  /* No memory for the hub's timer: the spare one, so that a retry is
+   * late at worst, never lost (a consumer would stall for good).  It
+   * keeps one message: a newer one replaces it (the gen retires it
+   * anyway). */
+  if (c->spare_open && uv_is_closing((uv_handle_t *)&c->spare))
+    return;
+  if (!c->spare_open) {
+    uv_timer_init(durable_mesh_loop(c->mesh), &c->spare);
+    c->spare.data = c;
+    c->spare_open = 1;
+    durable_hub_ref(c->hub);
+    durable__sched_handle_opened(&c->mesh->sched);
+  }
+  c->spare_type = type;
+  snprintf(c->spare_payload, sizeof c->spare_payload, "%s", payload);
+  uv_timer_start(&c->spare, on_spare, ms, 0);
 }
 
 static int current_gen(consumer_t *c, const durable_msg_t *msg) {
@@ -1439,6 +1494,7 @@ static void finish_stop(consumer_t *c) {
   c->state = C_STOPPED;
   c->gen++; /* retire the timers and answers of the last round */
   stop_reading(c);
+  close_spare(c);
   if (claiming) { /* on_claim lets go of what it gets, then reports */
     c->stop_after_claim = 1;
     return;
@@ -1480,6 +1536,7 @@ static void on_dispose(durable_hub_t *hub, void *data) {
   int held = holds_lease(c);
   c->state = C_STOPPED;
   stop_reading(c);
+  close_spare(c);
   clear_turn(c);
   /* the item in flight is done (the quiesce waited for its turn): let go */
   if (held)
@@ -1625,7 +1682,16 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
       (rc = durable__hub_on(hub, c->msg_fence, on_fence, c, err)) < 0 ||
       (rc = durable__hub_on(hub, c->msg_sweep, on_sweep, c, err)) < 0 ||
       (rc = durable__hub_on_dispose(hub, on_dispose, c)) < 0) {
+    /* the handlers made go again, so that the hub may consume the family
+     * later (a second consumer would be refused: "already handles");
+     * `c` stays attached, stopped, and goes with the hub */
+    const char *types[] = {c->msg_turn,    c->msg_wake,  c->msg_retry,
+                           c->msg_reclaim, c->msg_fence, c->msg_sweep};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+      durable__hub_off(hub, types[i], c);
     c->state = C_STOPPED;
+    if (rc == DURABLE_ENOMEM)
+      durable__error(err, rc, "out of memory");
     return rc;
   }
   if (out)

@@ -615,8 +615,19 @@ static int decide_ack(shub_t *sh, op_t *op) {
 /* Answer an append with `seq`. */
 static void answer_seq(op_t *op, int64_t seq) {
   durable__stream_ans_t *ans = durable__stream_ans_new();
-  if (ans)
-    ans->sequence = seq;
+  if (ans == NULL) {
+    /* the item is saved: a bare "out of memory" would tell the producer
+     * that it was not (the store's wording for this, write.c) */
+    char message[96];
+    snprintf(message, sizeof message,
+             "out of memory after writing: the item was appended as "
+             "sequence %lld",
+             (long long)seq);
+    durable_reply_fail(op->reply, DURABLE_ENOMEM, message);
+    op->reply = NULL;
+    return;
+  }
+  ans->sequence = seq;
   answer(op, ans);
 }
 
@@ -1008,6 +1019,7 @@ static void grant(shub_t *sh) {
   if (durable__state_copy(&sh->state, &next) < 0 ||
       durable__str_set(&next.subscriber, sh->head->req->subscriber) < 0 ||
       durable__str_set(&next.subscriber_instance, here(sh)) < 0) {
+    durable__state_free(&next); /* the copy, when it was made */
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
@@ -1150,6 +1162,7 @@ static void run_release(shub_t *sh) {
   durable__stream_state_t next;
   if (durable__state_copy(&sh->state, &next) < 0 ||
       durable__str_set(&next.last_subscriber, op->req->subscriber) < 0) {
+    durable__state_free(&next); /* the copy, when it was made */
     fail_head(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
@@ -1629,7 +1642,10 @@ static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
   if (bad) {
     char message[DURABLE_PATH_MAX + 96];
     snprintf(message, sizeof message, "%s %s", durable_hub_address(hub), bad);
-    durable_reply_fail(reply, DURABLE_EINVAL, message);
+    /* a request that could not be copied is no bad request */
+    durable_reply_fail(
+        reply, strstr(bad, "out of memory") ? DURABLE_ENOMEM : DURABLE_EINVAL,
+        message);
     durable__body_free(req ? &req->base : NULL);
     free(op);
     return;
