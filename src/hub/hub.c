@@ -7,6 +7,13 @@
  * handler never runs inside another handler, and a message a handler sends
  * to its own hub waits for the next turn.
  *
+ * This file knows the envelopes a mailbox holds, not what they mean:
+ * running a message or an answer, and what becomes of those a hub still
+ * holds when it dies (requests answered, posts routed again), are its
+ * mesh's messaging (request.c, handed over by mesh.c at open; hub.h).  So
+ * the hub layer's files stand on each other in one order: the scheduler,
+ * this file, request.c, mesh.c.
+ *
  * A recycle moves a hub to Quiescing: new requests are refused with
  * ShuttingDown (their senders ask again), posts wait for the next
  * activation, answers to the hub's own requests are still let in.  When no
@@ -112,6 +119,45 @@ void durable_hub_set_data(durable_hub_t *hub, void *data,
 static void cancel_timers(durable_hub_t *hub);
 static void close_quiesce_timer(durable_hub_t *hub);
 
+/* ---- envelopes -------------------------------------------------------------
+ */
+
+durable__env_t *durable__env_new(durable__env_kind_t kind, const char *type,
+                                 const char *payload, const char *sender,
+                                 const char *target) {
+  durable__env_t *env = calloc(1, sizeof(*env));
+  if (env == NULL)
+    return NULL;
+  env->kind = kind;
+  env->type = durable__strdup0(type);
+  env->payload = strdup(payload ? payload : "null");
+  env->sender = durable__strdup0(sender);
+  env->target = durable__strdup0(target);
+  if ((type && !env->type) || !env->payload || (sender && !env->sender) ||
+      (target && !env->target)) {
+    durable__env_free(env);
+    return NULL;
+  }
+  return env;
+}
+
+void durable__body_free(durable__body_t *body) {
+  if (body != NULL)
+    body->free(body);
+}
+
+void durable__env_free(durable__env_t *env) {
+  if (env == NULL)
+    return;
+  durable__body_free(env->body);
+  free(env->type);
+  free(env->payload);
+  free(env->sender);
+  free(env->target);
+  free(env->message);
+  free(env);
+}
+
 /* ---- the mailbox and turns ------------------------------------------------
  */
 
@@ -160,7 +206,7 @@ void durable__hub_enqueue(durable_hub_t *hub, durable__env_t *env) {
 static void run_turn(durable_hub_t *hub) {
   durable__env_t *env = pop(&hub->replies, &hub->replies_tail);
   if (env) {
-    durable__run_reply(hub, env);
+    hub->mesh->messaging->run_reply(hub, env);
     durable__env_free(env);
     return;
   }
@@ -168,7 +214,7 @@ static void run_turn(durable_hub_t *hub) {
     return;
   env = pop(&hub->inbox, &hub->inbox_tail);
   if (env)
-    durable__run_message(hub, env);
+    hub->mesh->messaging->run_message(hub, env);
 }
 
 void durable__hub_turn(durable__ready_t *ready, void *data) {
@@ -245,15 +291,17 @@ void durable__hub_fail_activation(durable_hub_t *hub, int status,
   durable_mesh_t *mesh = hub->mesh;
   hub->level = DURABLE_HUB_DEAD;
   /* what its init steps started ends with it */
-  durable__fail_pending(hub, DURABLE_ESHUTDOWN,
-                        "the hub's activation failed before the answer came");
+  mesh->messaging->fail_pending(
+      hub, DURABLE_ESHUTDOWN,
+      "the hub's activation failed before the answer came");
   cancel_timers(hub);
   close_quiesce_timer(hub);
   leave_table(hub);
   durable__env_t *env;
   while ((env = pop(&hub->inbox, &hub->inbox_tail)) != NULL) {
     if (env->kind == ENV_REQUEST)
-      durable__answer(mesh, env->request_id, status, NULL, NULL, message);
+      mesh->messaging->answer(mesh, env->request_id, status, NULL, NULL,
+                              message);
     else
       durable_mesh_log(mesh, DURABLE_LOG_DEBUG,
                        "[Hubs] dropped '%s' for '%s': %s", env->type,
@@ -286,8 +334,8 @@ static void finish(durable_hub_t *hub) {
   durable_mesh_t *mesh = hub->mesh;
   hub->level = DURABLE_HUB_SHUTDOWN;
   close_quiesce_timer(hub);
-  durable__fail_pending(hub, DURABLE_ESHUTDOWN,
-                        "the hub left before the answer came");
+  mesh->messaging->fail_pending(hub, DURABLE_ESHUTDOWN,
+                                "the hub left before the answer came");
   cancel_timers(hub);
   if (hub->type)
     for (size_t i = 0; i < hub->type->ndisposes; i++)
@@ -299,13 +347,13 @@ static void finish(durable_hub_t *hub) {
    * still in the table, so it cannot reach a fresh activation yet. */
   durable__env_t *env;
   while ((env = pop(&hub->inbox, &hub->inbox_tail)) != NULL)
-    durable__route(mesh, env);
+    mesh->messaging->route(mesh, env);
   leave_table(hub);
   hub->level = DURABLE_HUB_DEAD;
   if (hub->recycling)
     mesh->stats.recycles++;
   while ((env = pop(&hub->deferred, &hub->deferred_tail)) != NULL)
-    durable__route(mesh, env);
+    mesh->messaging->route(mesh, env);
   while ((env = pop(&hub->replies, &hub->replies_tail)) != NULL)
     durable__env_free(env);
   run_waiters(&hub->on_dead, 0, NULL);
@@ -360,7 +408,7 @@ static void on_quiesce_budget(uv_timer_t *timer) {
                    "leaving anyway",
                    mesh->quiesce_budget_ms, hub->address, hub->in_flight,
                    hub->npending);
-  durable__abandon_replies(hub);
+  mesh->messaging->abandon_replies(hub);
   schedule_finish(hub);
 }
 

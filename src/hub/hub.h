@@ -147,6 +147,21 @@ struct durable_hub_s {
   durable__attach_t *attached;
 };
 
+/* What the messages a hub holds mean (request.c): running one in a turn,
+ * and what becomes of those a hub still holds when it dies.  hub.c reaches
+ * them through its mesh (mesh.c hands over request.c's at open), so that
+ * it names nothing above it. */
+typedef struct {
+  void (*run_message)(durable_hub_t *hub, durable__env_t *env);
+  void (*run_reply)(durable_hub_t *hub, durable__env_t *env);
+  void (*route)(durable_mesh_t *mesh, durable__env_t *env);
+  void (*answer)(durable_mesh_t *mesh, uint64_t id, int status,
+                 const char *payload, durable__body_t *body,
+                 const char *message);
+  void (*fail_pending)(durable_hub_t *hub, int status, const char *message);
+  void (*abandon_replies)(durable_hub_t *hub);
+} durable__messaging_t;
+
 struct durable_mesh_s {
   uv_loop_t *loop;
   durable_store_t *store;
@@ -162,6 +177,10 @@ struct durable_mesh_s {
   durable__map_t pending; /* request id -> pending */
   durable__map_t types;   /* name -> node type */
   durable__sched_t sched; /* turns, callbacks owed, open handles */
+  const durable__messaging_t *messaging; /* request.c's, for hub.c */
+  /* a hub made for an address with no active one reads its node and
+   * starts (mesh.c's durable__mesh_activate, for request.c's routing) */
+  void (*activate)(durable_mesh_t *mesh, durable_hub_t *hub);
   uint64_t next_request_id;
   uint64_t next_incarnation;
   durable_hub_t *reads;
@@ -222,11 +241,16 @@ int durable__hub_attach(durable_hub_t *hub, const void *key, void *data,
                         void (*free_cb)(void *data));
 void *durable__hub_attached(const durable_hub_t *hub, const void *key);
 
-/* request.c */
+/* Envelopes (hub.c). */
 durable__env_t *durable__env_new(durable__env_kind_t kind, const char *type,
                                  const char *payload, const char *sender,
                                  const char *target);
 void durable__env_free(durable__env_t *env);
+void durable__body_free(durable__body_t *body); /* NULL is fine */
+
+/* request.c */
+/* Its messaging, which mesh.c hands to hub.c (durable_mesh_s.messaging). */
+extern const durable__messaging_t durable__messaging;
 /* Route a request or post to its target (activating it); takes env. */
 void durable__route(durable_mesh_t *mesh, durable__env_t *env);
 /* Answer request `id` (from the hub at `sender`): queued as a turn of the
@@ -248,7 +272,6 @@ int durable__hub_request_body(durable_hub_t *from, const char *to,
 durable__body_t *durable__msg_take(const durable_msg_t *msg);
 void durable__reply_body(durable_reply_t *reply, durable__body_t *body);
 const durable__body_t *durable__response_body(const durable_response_t *res);
-void durable__body_free(durable__body_t *body); /* NULL is fine */
 /* Run one reply envelope as a turn of its hub. */
 void durable__run_reply(durable_hub_t *hub, durable__env_t *env);
 /* Whether `hub` has a handler for messages of `type`. */

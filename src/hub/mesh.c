@@ -579,6 +579,8 @@ int durable__mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
     return rc;
   }
   durable__sched_init(&mesh->sched, loop, durable__hub_turn, on_changed, mesh);
+  mesh->messaging = &durable__messaging;
+  mesh->activate = durable__mesh_activate;
   char address[96];
   unsigned char r[6] = {0};
   uv_random(NULL, NULL, r, sizeof r, 0, NULL);

@@ -57,42 +57,6 @@ struct durable_reply_s {
   int abandoned; /* answered ShuttingDown when the budget ran out */
 };
 
-durable__env_t *durable__env_new(durable__env_kind_t kind, const char *type,
-                                 const char *payload, const char *sender,
-                                 const char *target) {
-  durable__env_t *env = calloc(1, sizeof(*env));
-  if (env == NULL)
-    return NULL;
-  env->kind = kind;
-  env->type = durable__strdup0(type);
-  env->payload = strdup(payload ? payload : "null");
-  env->sender = durable__strdup0(sender);
-  env->target = durable__strdup0(target);
-  if ((type && !env->type) || !env->payload || (sender && !env->sender) ||
-      (target && !env->target)) {
-    durable__env_free(env);
-    return NULL;
-  }
-  return env;
-}
-
-void durable__body_free(durable__body_t *body) {
-  if (body != NULL)
-    body->free(body);
-}
-
-void durable__env_free(durable__env_t *env) {
-  if (env == NULL)
-    return;
-  durable__body_free(env->body);
-  free(env->type);
-  free(env->payload);
-  free(env->sender);
-  free(env->target);
-  free(env->message);
-  free(env);
-}
-
 /* ---- answers --------------------------------------------------------------
  */
 
@@ -256,7 +220,7 @@ void durable__route(durable_mesh_t *mesh, durable__env_t *env) {
     return;
   }
   durable__hub_enqueue(hub, env);
-  durable__mesh_activate(mesh, hub);
+  mesh->activate(mesh, hub);
 }
 
 static int check_send(durable_hub_t *from, const char *to, const char *type,
@@ -690,3 +654,13 @@ void durable__run_message(durable_hub_t *hub, durable__env_t *env) {
   h->cb(hub, &mx.msg, reply, h->data);
   durable__env_free(env);
 }
+
+/* What hub.c does with messages, through its mesh (hub.h). */
+const durable__messaging_t durable__messaging = {
+    .run_message = durable__run_message,
+    .run_reply = durable__run_reply,
+    .route = durable__route,
+    .answer = durable__answer,
+    .fail_pending = durable__fail_pending,
+    .abandon_replies = durable__abandon_replies,
+};
