@@ -10,7 +10,17 @@
 #
 #   bash tests/house/circles.sh build/src/CMakeFiles/durable_*.dir/*/*.o
 #   bash tests/house/circles.sh build/bindings/lua/CMakeFiles/durable_lua_objects.dir/*.o
+#
+# An argument may hold several paths separated by spaces (ctest passes each
+# target's objects as one).  ctest's house/circles runs it on libdurable
+# and on the Lua module's C files: a circle added to either fails it.
 set -euo pipefail
+objs=()
+for arg in "$@"; do
+  read -r -a some <<<"$arg"
+  objs+=("${some[@]}")
+done
+set -- "${objs[@]}"
 (($#)) || { echo "usage: circles.sh OBJ..." >&2; exit 2; }
 declare -A home # symbol -> the file defining it
 for obj in "$@"; do
