@@ -87,7 +87,7 @@ typedef struct dlua_state_s {
 typedef struct dlua_fn_s dlua_fn_t;
 
 /* Something a raw callback of the store handed to the binding, waiting for
- * the mesh's next safe point (see mesh.c).  deliver() runs it and frees it;
+ * the mesh's next safe point (see turns.c).  deliver() runs it and frees it;
  * with L == NULL no Lua may run (the mesh is being finalized): it only
  * releases what it holds. */
 typedef struct dlua_event_s dlua_event_t;
@@ -148,7 +148,8 @@ struct dlua_reply_s {
   dlua_reply_t *prev, *next;
 };
 
-/* ---- core.c ---- */
+/* ---- state.c ---- */
+void dlua_open_state(lua_State *L); /* stack: module -> module */
 dlua_state_t *dlua_state(lua_State *L);
 /* luaL_ref on the registry (pops the value), counted. */
 int dlua_ref(lua_State *L, dlua_state_t *S);
@@ -275,8 +276,7 @@ int dlua_decode(lua_State *L, const char *text, char *err, size_t errlen);
 void dlua_push_node(lua_State *L, const durable_node_t *node);
 /* Push durable.null. */
 void dlua_push_null(lua_State *L);
-void dlua_open_state(lua_State *L); /* stack: module -> module (state.c) */
-void dlua_open_json(lua_State *L);  /* stack: module -> module */
+void dlua_open_json(lua_State *L); /* stack: module -> module */
 
 /* ---- turns.c: the queue, and the mesh as the other files see it ---- */
 dlua_mesh_t *dlua_to_mesh(lua_State *L, int idx);    /* open or closed */

@@ -18,7 +18,7 @@
  * its answer (at once).  A reader's callback and
  * a publish's answer come from inside the store's libuv callbacks, so they
  * are copied (the item's text, the sequence) into the mesh's queue and
- * delivered after uv_run returned (mesh.c, "turns"); an item queued before
+ * delivered after uv_run returned (turns.c); an item queued before
  * sub:close() is dropped, not delivered.
  *
  * `spec` is a table lua/durable/streams.lua builds around the user's
@@ -581,7 +581,7 @@ static int h_consume(lua_State *L) {
 
 /* ---- publish ------------------------------------------------------------- */
 
-/* The publish's answer: queued for the mesh's next safe point (mesh.c). */
+/* The publish's answer: queued for the mesh's next safe point (turns.c). */
 static void on_sequence(int status, int64_t sequence, const char *message,
                         void *data) {
   dlua_req_t *r = data;

@@ -686,11 +686,13 @@ static void quiesce_phase(durable_mesh_t *mesh) {
 }
 
 static void finish_close(durable_mesh_t *mesh) {
-  /* every hub is gone.  A dead hub left on the ready list (an answer queued
-   * in the pass its budget ran out in) has nothing to run: drop the list's
-   * references, which nothing would release once the scheduler closes.
-   * Owed callbacks run, the idle handle goes, and the store closes (its
-   * queued work finishes first). */
+  /* every hub is gone: owed callbacks run while the store is still there
+   * (a consumer's stop callback, a reader's last page may still use it).
+   * A dead hub left on the ready list (an answer queued in the pass its
+   * budget ran out in) has nothing to run: drop the list's references,
+   * which nothing would release once the scheduler closes.  Then the idle
+   * handle goes, and the store closes (its queued work finishes first). */
+  durable__sched_run_later(&mesh->sched);
   durable__ready_t *r;
   while ((r = durable__sched_pop(&mesh->sched)) != NULL)
     durable_hub_unref(durable__hub_of_ready(r));

@@ -122,9 +122,11 @@ static void on_idle_closed(uv_handle_t *handle) {
 }
 
 void durable__sched_close(durable__sched_t *s) {
-  durable__sched_run_later(s);
+  /* closed first: a callback that owes another while these run has it run
+   * at once, not queued where nothing would run it */
+  s->closed = 1;
   uv_idle_stop(&s->idle);
   s->idle_on = 0;
-  s->closed = 1;
+  durable__sched_run_later(s);
   uv_close((uv_handle_t *)&s->idle, on_idle_closed);
 }

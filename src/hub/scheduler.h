@@ -81,10 +81,10 @@ void durable__sched_handle_closed(durable__sched_t *s);
  * closing owner may be waiting for. */
 void durable__sched_changed(durable__sched_t *s);
 
-/* The owner is going: owed callbacks run now, the idle handle stops and
- * closes (durable__sched_handle_closed follows), and from now on a callback
- * owed runs at once.  What is still on the ready list stays there for the
- * owner to drop with durable__sched_pop. */
+/* The owner is going: from now on a callback owed runs at once; those
+ * still owed run now, and the idle handle stops and closes
+ * (durable__sched_handle_closed follows).  What is on the ready list stays
+ * there: the owner drops it first, with durable__sched_pop. */
 void durable__sched_close(durable__sched_t *s);
 
 #endif

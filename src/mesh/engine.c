@@ -443,8 +443,10 @@ void durable__engine_stop(durable_store_t *store,
   store->stopped = stopped;
   uv_mutex_lock(&store->lock);
   store->stopping = 1;
-  uv_cond_signal(&store->writer.wake);
-  if (!store->single)
+  /* (a worker that failed to start has no condition to signal) */
+  if (store->writer.started)
+    uv_cond_signal(&store->writer.wake);
+  if (store->reader.started)
     uv_cond_signal(&store->reader.wake);
   uv_mutex_unlock(&store->lock);
   /* on_async sees the workers gone (each sends one last wake-up) */

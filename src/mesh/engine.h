@@ -60,8 +60,9 @@ struct durable_store_s {
 };
 
 /* Start the worker threads and the way back to the loop (the writer's
- * connection is open already).  On failure the store is stopped with
- * durable__engine_stop (or freed, when async_open is 0). */
+ * connection is open already).  On failure the caller closes the store
+ * (durable_store_close, which stops what started), or frees it when
+ * async_open is still 0. */
 int durable__engine_start(durable_store_t *store, durable_error_t *err);
 /* Let the workers finish what is queued and end; `stopped` runs on the
  * loop once both are joined. */

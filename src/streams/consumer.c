@@ -254,7 +254,7 @@ static void finish_stop(consumer_t *c);
 static void stop_done(consumer_t *c);
 static void on_stop_later(int status, const char *message, void *data);
 
-/* The mesh's consumers, a list kept as per-mesh state (directory.c). */
+/* The mesh's consumers, a list kept as per-mesh state (stream.c). */
 typedef struct {
   void *head; /* consumer_t */
 } consumers_t;

@@ -4,9 +4,9 @@
  * taking its default), the producer's directory of the streams this process
  * has ensured (one idempotent create per stream per process; losing an
  * entry only costs one more create), and which NodeTypes consume which
- * families here (the host's wakes, waker.c).  Each unit of the layer that
- * keeps state of its own per mesh (the consumers' list, the counters, the
- * metrics server) keeps it the same way, through durable__mesh_state.
+ * families here (the host's wakes, waker.c).  It is kept as per-mesh state
+ * (stream.c's durable__mesh_state), as the consumers' list, the counters
+ * and the metrics server keep theirs, each in its own unit.
  */
 #include "stream.h"
 

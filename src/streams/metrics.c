@@ -417,7 +417,7 @@ static void on_handle_closed(uv_handle_t *h) {
   durable__sched_handle_closed(&mesh->sched);
 }
 
-/* Where the mesh keeps its metrics server, per-mesh state (directory.c):
+/* Where the mesh keeps its metrics server, per-mesh state (stream.c):
  * NULL once the mesh's state is gone. */
 static const char metrics_key; /* the state's key: its address */
 

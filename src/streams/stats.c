@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The counters are per-mesh state (directory.c): a map "ns\nkey" -> entry. */
+/* The counters are per-mesh state (stream.c): a map "ns\nkey" -> entry. */
 static const char stats_key; /* the state's key: its address */
 
 typedef struct {

@@ -186,12 +186,14 @@ void durable__consumers_families(durable_mesh_t *mesh,
 
 /* wake.c: activate the owner of stream `id` and post it the wake of the
  * stream's family, logging what went wrong.  `cb` (may be NULL) is told how
- * it went, unless the call itself fails (a negative code; nothing comes). */
+ * it went, unless the call itself fails (a negative code; nothing comes):
+ * DURABLE_ESHUTDOWN, said nowhere, while the mesh closes. */
 typedef enum {
   DURABLE__WAKE_SENT,        /* posted: its consumer claims */
   DURABLE__WAKE_NO_CONSUMER, /* its NodeType consumes no such stream here */
   DURABLE__WAKE_ABSENT,      /* no node at the owner's path */
-  DURABLE__WAKE_FAILED,      /* unavailable, or the post failed: try again */
+  DURABLE__WAKE_UNAVAILABLE, /* the owner could not be read: try again */
+  DURABLE__WAKE_POST_FAILED, /* read, but the post failed (said in the log) */
   DURABLE__WAKE_LEAVING      /* the mesh closes: the next process wakes it */
 } durable__wake_outcome_t;
 typedef void (*durable__wake_cb)(durable__wake_outcome_t outcome, void *data);

@@ -562,9 +562,9 @@ static void forget_holder(shub_t *sh) {
 static void on_woken(durable__wake_outcome_t outcome, void *data) {
   shub_t *sh = data;
   sh->waking = 0;
-  /* once per orphan period; a wake that failed is tried again at the next
-   * append */
-  if (outcome != DURABLE__WAKE_FAILED && outcome != DURABLE__WAKE_LEAVING)
+  /* once per orphan period; an owner that could not be read is tried
+   * again at the next append */
+  if (outcome != DURABLE__WAKE_UNAVAILABLE && outcome != DURABLE__WAKE_LEAVING)
     sh->woken = 1;
   durable_hub_unref(sh->hub);
 }

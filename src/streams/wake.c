@@ -55,7 +55,7 @@ static void on_owner_read(durable_read_outcome_t outcome,
                      outcome == DURABLE_READ_ABSENT ? "Absent" : "Unavailable",
                      message ? ": " : "", message ? message : "");
     done(w, outcome == DURABLE_READ_ABSENT ? DURABLE__WAKE_ABSENT
-                                           : DURABLE__WAKE_FAILED);
+                                           : DURABLE__WAKE_UNAVAILABLE);
     return;
   }
   char type[DURABLE_PATH_MAX];
@@ -79,7 +79,7 @@ static void on_owner_read(durable_read_outcome_t outcome,
                      "[DurableStreams] %s: items are waiting but waking the "
                      "owner %s failed (%s)",
                      name.text, w->id.key, err.message);
-    done(w, DURABLE__WAKE_FAILED);
+    done(w, DURABLE__WAKE_POST_FAILED);
     return;
   }
   done(w, DURABLE__WAKE_SENT);
@@ -87,6 +87,8 @@ static void on_owner_read(durable_read_outcome_t outcome,
 
 int durable__wake_owner(durable_mesh_t *mesh, const durable_stream_id_t *id,
                         durable__wake_cb cb, void *data) {
+  if (mesh->closing) /* the next process to serve the owner wakes it */
+    return DURABLE_ESHUTDOWN;
   size_t ns = strlen(id->ns) + 1, key = strlen(id->key) + 1;
   wake_t *w = malloc(sizeof(*w) + ns + key);
   durable_error_t err = {0};

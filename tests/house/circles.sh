@@ -22,13 +22,16 @@ for arg in "$@"; do
 done
 set -- "${objs[@]}"
 (($#)) || { echo "usage: circles.sh OBJ..." >&2; exit 2; }
+# a file is named by its folder and name (hub/mesh.c.o, lua/mesh.c.o)
+name() { local dir=${1%/*}; echo "${dir##*/}/${1##*/}"; }
 declare -A home # symbol -> the file defining it
 for obj in "$@"; do
-  while read -r sym; do home[$sym]=${obj##*/}; done \
+  n=$(name "$obj")
+  while read -r sym; do home[$sym]=$n; done \
     < <(nm -g --defined-only "$obj" | awk 'NF == 3 { print $3 }')
 done
 edges=$(for obj in "$@"; do
-  from=${obj##*/}
+  from=$(name "$obj")
   echo "$from $from" # every file is a node, arrows or none
   nm -u "$obj" | awk '{ print $NF }' | while read -r sym; do
     to=${home[$sym]:-}
