@@ -12,7 +12,8 @@
  * their hub and end with the activation; the read-issuing hub outlives
  * recycles and cannot be recycled; a mesh read reports Present / Absent,
  * and one that meets ShuttingDown re-probes exactly once; closing the mesh
- * with hubs active and requests pending closes clean.
+ * with hubs active and requests pending closes clean, and a callback owed
+ * by the last hub to leave still runs while the mesh has its store.
  *
  * Each test opens a mesh on its own loop over "sqlite::memory:" and ends by
  * closing it and asserting the loop closes with nothing left on it.
@@ -20,6 +21,7 @@
 #include <durable_internal.h>
 
 #include "check.h"
+#include "hub.h" /* the close-order case reaches the scheduler (src/hub) */
 #include "mesh_fixture.h"
 
 #include <stdio.h>
@@ -801,6 +803,34 @@ static void test_close_with_pending(void) {
   CHECK_LOOP_CLOSES(&fx.loop);
 }
 
+/* The read-issuing hub leaves last; what its dispose actions owe (a
+ * consumer's stop callback, a reader's last page) runs before the mesh lets
+ * its store go, and never after the mesh is freed. */
+static int owed_ran, owed_had_store;
+
+static void owed_cb(int status, const char *message, void *data) {
+  (void)status;
+  (void)message;
+  owed_ran++;
+  owed_had_store = durable_mesh_store(data) != NULL;
+}
+
+static void owe_at_dispose(durable_hub_t *hub, void *data) {
+  (void)data;
+  durable_mesh_t *mesh = durable_hub_mesh(hub);
+  durable__sched_later(&mesh->sched, owed_cb, 0, NULL, mesh);
+}
+
+static void test_close_runs_owed_with_store(void) {
+  fx_open();
+  owed_ran = owed_had_store = 0;
+  CHECK_OK(durable__hub_on_dispose(durable__mesh_reads_hub(fx.mesh),
+                                   owe_at_dispose, NULL));
+  fx_close();
+  CHECK_EQ_INT(owed_ran, 1);
+  CHECK_EQ_INT(owed_had_store, 1);
+}
+
 /* An answer queued for a hub in the same loop pass that its quiesce budget
  * runs out in, on a closing mesh where it is the last hub: the mesh must
  * still free it (ASan's leak check sees the difference). */
@@ -905,6 +935,7 @@ static const check_test_t tests[] = {
     {"recycle_cb_after_return", test_recycle_cb_after_return},
     {"close_with_stuck_activation", test_close_with_stuck_activation},
     {"timer_fires_while_quiescing", test_timer_fires_while_quiescing},
+    {"close_runs_owed_with_store", test_close_runs_owed_with_store},
 };
 
 int main(int argc, char **argv) {
