@@ -5,8 +5,9 @@
 #
 # 1. tests/support/setup.sh: install what is missing, build into build/.
 # 2. A private PostgreSQL (tests/support/pg.sh), stopped on any exit.
-# 3. ctest: the C units and the store contract suite (they read
-#    DURABLE_TEST_PG for the PostgreSQL leg).
+# 3. ctest: the C units, the store contract suite (they read
+#    DURABLE_TEST_PG for the PostgreSQL leg), the fault and house checks,
+#    the examples and the install checks.
 # 4. busted specs under tests/spec/, once with DURABLE_TEST_STORE=sqlite and
 #    once with DURABLE_TEST_STORE=postgres (see .busted).
 #
@@ -104,7 +105,7 @@ start=$SECONDS
 # One line as each suite starts, one as it ends (record), so a minutes-long
 # run says what it is doing.
 echo "ctest: running $(ctest --test-dir "$build" -N 2>/dev/null |
-  sed -n 's/^Total Tests: //p') tests (C units, store contract, examples, install) ..."
+  sed -n 's/^Total Tests: //p') tests (C units, store contract, fault and house checks, examples, install) ..."
 run_logged "$log" ctest --test-dir "$build" --output-on-failure --timeout 600
 rc=$?
 counts=$(sed -n 's/.* \([0-9][0-9]*\) tests\{0,1\} failed out of \([0-9][0-9]*\).*/\1 \2/p' "$log" | tail -n 1)
