@@ -16,7 +16,6 @@
  */
 #include "contract.h"
 
-#include <dirent.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,22 +49,6 @@ static const contract_case_t *find_case(const char *name) {
 static void run_case(const void *arg) {
   g_case_start_ms = now_ms();
   ((const contract_case_t *)arg)->fn();
-}
-
-static void remove_tree(const char *dir) {
-  DIR *d = opendir(dir);
-  if (d == NULL)
-    return;
-  struct dirent *de;
-  char path[1024];
-  while ((de = readdir(d)) != NULL) {
-    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-      continue;
-    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-    unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
 }
 
 static int usage(void) {
@@ -129,7 +112,7 @@ int main(int argc, char **argv) {
     if (find_case(argv[i]) == NULL) {
       fprintf(stderr, "no case named %s\n", argv[i]);
       if (temp)
-        remove_tree(tmpdir);
+        check_remove_dir(tmpdir);
       return usage();
     }
   }
@@ -152,6 +135,6 @@ int main(int argc, char **argv) {
   /* every case chosen skipped (one case per ctest entry): say so, as 77 */
   int rc = check_tally_end(&tally, g_url);
   if (temp)
-    remove_tree(tmpdir);
+    check_remove_dir(tmpdir);
   return rc;
 }

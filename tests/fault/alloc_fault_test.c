@@ -65,7 +65,6 @@
 
 #include "check.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <execinfo.h>
@@ -409,22 +408,6 @@ static void on_closed(void *data) {
   ++*(int *)data;
 }
 
-static void rm_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (d == NULL)
-    return;
-  struct dirent *e;
-  char path[sizeof g_dir + sizeof e->d_name + 2];
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-      continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
-}
-
 static void make_dir(void) {
   snprintf(g_dir, sizeof g_dir, "/tmp/durable-alloc-fault.XXXXXX");
   CHECK(mkdtemp(g_dir) != NULL);
@@ -572,7 +555,7 @@ static void scenario_store_file(void) {
   store = open_plain(g_url);
   check_store_state(store, &ops);
   close_store(store);
-  rm_dir(g_dir);
+  check_remove_dir(g_dir);
 }
 
 /* ---- meshes ----------------------------------------------------------------
@@ -878,7 +861,7 @@ static void scenario_publish(void) {
     CHECK_EQ_INT(item_of(&it, payloads[3]), seq);
     CHECK_EQ_INT(it.last_sequence, (int64_t)it.count);
   }
-  rm_dir(g_dir);
+  check_remove_dir(g_dir);
 }
 
 /* ---- scenario: a consumer draining -----------------------------------------

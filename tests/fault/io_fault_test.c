@@ -46,7 +46,6 @@
 #include "backend.h"
 #include "check.h"
 
-#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,22 +295,6 @@ static uv_loop_t loop;
 static char dir[64];
 static char url[128];
 
-static void rm_dir(void) {
-  DIR *d = opendir(dir);
-  if (d == NULL)
-    return;
-  struct dirent *e;
-  char path[sizeof dir + sizeof e->d_name + 2];
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-      continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
-}
-
 static void case_begin(void) {
   fault_clear();
   memset(calls, 0, sizeof calls);
@@ -326,7 +309,7 @@ static void case_begin(void) {
 static void case_end(void) {
   fault_clear();
   CHECK_LOOP_CLOSES(&loop);
-  rm_dir();
+  check_remove_dir(dir);
 }
 
 static durable_store_t *open_store(void) {

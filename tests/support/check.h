@@ -15,6 +15,8 @@
  * using a private timer that it closes (and whose close it completes) before
  * returning, so it leaves nothing on the loop.
  *
+ * check_remove_dir() removes a test's temporary folder and the files in it.
+ *
  * check_main() runs a unit's table of named tests, printing "ok N - name"
  * or "not ok N - name (...)" for each.  Run with no argument, it runs every
  * test in a process of its own (check_fork_run, which the store contract's
@@ -25,6 +27,7 @@
 #ifndef DURABLE_TEST_CHECK_H
 #define DURABLE_TEST_CHECK_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -227,6 +230,24 @@ static CHECK__UNUSED void check__walk_cb(uv_handle_t *handle, void *arg) {
                   uv_err_name(check_rc_));                                     \
     }                                                                          \
   } while (0)
+
+/* Remove the folder `dir` and the files in it (a test's temporary store:
+ * the database and its -wal and -shm files); nothing there is fine. */
+static CHECK__UNUSED void check_remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d == NULL)
+    return;
+  struct dirent *e;
+  char path[4096];
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}
 
 /* ---- one process per test ---------------------------------------------- */
 

@@ -192,9 +192,7 @@ static void open_file_mesh(char dir[32]) {
 
 static void remove_file_store(const char *dir) {
   store_url = "sqlite::memory:";
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  CHECK_EQ_INT(system(cmd), 0);
+  check_remove_dir(dir);
 }
 
 static void test_close_releases(void) {
