@@ -62,6 +62,19 @@ function M.handle(key, hub, item)
     end)
 end
 
+---The sequences of the items `stream` keeps, in order (what trims and
+---retention left), as the store lists them.
+function M.kept(mesh, stream)
+  local helper = require "helper"
+  local durable = require "durable"
+  local _, items_ns = durable.stream_path(stream)
+  local seqs = {}
+  for _, node in ipairs(helper.ok(mesh:query("namespace:" .. items_ns))) do
+    seqs[#seqs + 1] = tonumber(node.id)
+  end
+  return seqs
+end
+
 ---1..n (or a..b) as a list.
 function M.range(a, b)
   if b == nil then a, b = 1, a end

@@ -25,19 +25,8 @@ describe("retention of a durable stream", function()
     local node = helper.ok(mesh:get_node((durable.stream_path(stream(owner)))))
     return node and node.content
   end
-  local function kept(owner)
-    local _, items_ns = durable.stream_path(stream(owner))
-    local seqs = {}
-    for _, node in ipairs(helper.ok(mesh:query("namespace:" .. items_ns))) do
-      seqs[#seqs + 1] = tonumber(node.id)
-    end
-    return seqs
-  end
-  local function range(from, to)
-    local t = {}
-    for i = from, to do t[#t + 1] = i end
-    return t
-  end
+  local function kept(owner) return probe.kept(mesh, stream(owner)) end
+  local range = probe.range
   local function consume(owner, retention, handler)
     local hub = assert(mesh:hub("client/" .. ns .. "/consumer-" .. owner:gsub("%W", "")))
     assert.is_true(hub:consume { namespace = family, key = function() return owner end,

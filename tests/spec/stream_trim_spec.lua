@@ -21,14 +21,7 @@ describe("trimming a durable stream", function()
   local function state(owner)
     return helper.ok(mesh:get_node((durable.stream_path(stream(owner))))).content
   end
-  local function kept(owner)
-    local _, items_ns = durable.stream_path(stream(owner))
-    local seqs = {}
-    for _, node in ipairs(helper.ok(mesh:query("namespace:" .. items_ns))) do
-      seqs[#seqs + 1] = tonumber(node.id)
-    end
-    return seqs
-  end
+  local function kept(owner) return probe.kept(mesh, stream(owner)) end
 
   it("under a running producer and consumer deletes only what was acknowledged, and loses "
     .. "nothing", function()
