@@ -473,26 +473,29 @@ static void cancel_timers(durable_hub_t *hub) {
     drop_timer(hub->timers);
 }
 
+int durable__hub_post_own(durable_hub_t *hub, const char *type,
+                          const char *payload) {
+  /* the timer only turns into a message; the handler runs in a turn.  A
+   * timer armed before a recycle still fires while the hub quiesces: a
+   * handler in flight may be waiting for it; a dead hub gets nothing */
+  if (hub->level > DURABLE_HUB_QUIESCING)
+    return 0;
+  durable__env_t *env =
+      durable__env_new(ENV_POST, type, payload, hub->address, hub->address);
+  if (env == NULL)
+    return DURABLE_ENOMEM;
+  env->own_timer = 1;
+  durable__hub_enqueue(hub, env);
+  return 0;
+}
+
 static void on_hub_timer(uv_timer_t *timer) {
   durable__hub_timer_t *t = timer->data;
-  durable_hub_t *hub = t->hub;
-  /* the timer only turns into a message; the handler runs in a turn */
-  durable__env_t *env = durable__env_new(ENV_POST, t->type, t->payload,
-                                         hub->address, hub->address);
-  if (env == NULL && hub->level <= DURABLE_HUB_QUIESCING) {
+  if (durable__hub_post_own(t->hub, t->type, t->payload) < 0) {
     /* no memory for its message: it fires again soon, rather than never
      * (a consumer's retry and the waker's tick are such messages) */
     uv_timer_start(&t->timer, on_hub_timer, DURABLE__TIMER_RETRY_MS, 0);
     return;
-  }
-  if (env) {
-    /* a timer armed before a recycle still fires while the hub quiesces:
-     * a handler in flight may be waiting for it */
-    env->own_timer = 1;
-    if (hub->level <= DURABLE_HUB_QUIESCING)
-      durable__hub_enqueue(hub, env);
-    else
-      durable__env_free(env);
   }
   drop_timer(t);
 }

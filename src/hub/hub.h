@@ -230,6 +230,12 @@ int durable__hub_on(durable_hub_t *hub, const char *msg_type,
  * tried again when there was no memory to deliver it: such a message is
  * never dropped for want of memory while its hub lives. */
 #define DURABLE__TIMER_RETRY_MS 50
+/* What a timer of the hub's own posts when it fires: the message `type`
+ * (`payload`) in its mailbox, marked as the hub's own so that it runs while
+ * the hub quiesces; nothing once the hub is dead.  0, or DURABLE_ENOMEM
+ * (the caller tries again after DURABLE__TIMER_RETRY_MS). */
+int durable__hub_post_own(durable_hub_t *hub, const char *type,
+                          const char *payload);
 /* Undo a durable__hub_on of `msg_type` with `data` (a setup that failed
  * half-way leaves the hub as it was). */
 void durable__hub_off(durable_hub_t *hub, const char *msg_type, void *data);

@@ -185,21 +185,15 @@ static int ask(consumer_t *c, const char *type, int64_t epoch, int64_t seq,
   return ask_with(c, type, epoch, seq, NULL, cb, a, err);
 }
 
-/* The spare timer fired: its message goes into the hub's mailbox as a
- * timer's does (hub.c), or, still without memory, it fires again soon. */
+/* The spare timer fired: its message goes into the hub's mailbox as a hub
+ * timer's does (durable__hub_post_own), or, still without memory, it fires
+ * again soon. */
 static void on_spare(uv_timer_t *timer) {
   consumer_t *c = timer->data;
   if (c->state == C_STOPPED)
     return;
-  durable_hub_t *hub = c->hub;
-  durable__env_t *env = durable__env_new(
-      ENV_POST, c->spare_type, c->spare_payload, hub->address, hub->address);
-  if (env == NULL) {
+  if (durable__hub_post_own(c->hub, c->spare_type, c->spare_payload) < 0)
     uv_timer_start(timer, on_spare, DURABLE__TIMER_RETRY_MS, 0);
-    return;
-  }
-  env->own_timer = 1;
-  durable__hub_enqueue(hub, env);
 }
 
 static void on_spare_closed(uv_handle_t *handle) {
