@@ -18,8 +18,10 @@
  * that, so that a port in use is reported as such, before the host starts.
  * The gauges are read from the store at each scrape (over the families this
  * process consumes: stored state, whichever host holds the streams); the
- * counters are this process's (stats.c), summed per family; a stream's key
- * is never a label (one series per owner would be unbounded).  The server
+ * counters are this process's (stats.c), summed per family when the store
+ * has answered, so that a scrape's counters are never older than its gauges
+ * (an item seen acknowledged is an item counted); a stream's key is never a
+ * label (one series per owner would be unbounded).  The server
  * closes with the mesh: when its read-issuing hub is disposed, the daemon
  * stops and its two libuv handles close, counted among the mesh's handles,
  * so that the loop is empty once the mesh is freed.
@@ -120,6 +122,12 @@ static void on_counted(const durable_stream_id_t *id,
   f->counts.redelivered += c->redelivered;
   f->counts.dead_lettered += c->dead_lettered;
   f->counts.trimmed += c->trimmed;
+}
+
+static void add_counted_family(const durable_stream_id_t *id,
+                               const durable_stream_stats_t *c, void *data) {
+  (void)c;
+  family_of(data, id->ns);
 }
 
 /* A label value, escaped as the format wants (\\, \", \n). */
@@ -280,6 +288,10 @@ static void on_statuses(int status, const char *message, void *data) {
     answer(s, MHD_HTTP_SERVICE_UNAVAILABLE, line);
     return;
   }
+  /* the counters now, not when the scrape came: read after the gauges,
+   * they are never behind them (a failing item's gauge with its failure
+   * counted, a lag of 0 with every handled item counted) */
+  durable_mesh_stream_stats(s->m->mesh, on_counted, s);
   FILE *out = open_memstream(&s->text, &s->size);
   if (out != NULL) {
     put_text(s, out);
@@ -345,10 +357,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
   s->next = m->scrapes;
   m->scrapes = s;
   *con_cls = s;
-  /* the families this process consumes, then the counters' families */
+  /* the families this process consumes, then the counters' families: the
+   * gauges are read for each of them */
   durable__consumed_families(m->mesh, add_family, s);
   durable__consumers_families(m->mesh, add_family, s);
-  durable_mesh_stream_stats(m->mesh, on_counted, s);
+  durable_mesh_stream_stats(m->mesh, add_counted_family, s);
   durable_error_t err = {0};
   s->reading = 1;
   if (durable_stream_statuses(durable_mesh_store(m->mesh),
