@@ -765,6 +765,15 @@ static int open_conn(const char *url, int bootstrap, durable__conn_t **out,
   }
   sqlite3_extended_result_codes(c->db, 1);
   sqlite3_busy_timeout(c->db, BUSY_TIMEOUT_MS);
+  /* Statement journals in memory, in small pieces.  Every write statement
+   * inside a group's transaction keeps one (WAL has no rollback journal to
+   * undo a statement with); by default it is a 64 KiB buffer malloc'd and
+   * freed per statement, which on a worker thread made glibc trim its arena
+   * and fault the pages back each time -- a third of the writer's CPU while
+   * a consumer drained (madvise and its TLB shoot-downs, in perf).  No
+   * statement here journals more than a batch's pages; a failure here costs
+   * only that speed. */
+  sqlite3_exec(c->db, "PRAGMA temp_store=MEMORY", NULL, NULL, NULL);
 
   /* READWRITE falls back to read-only without a word when the file is not
    * writable; refuse that here rather than at the first write. */
