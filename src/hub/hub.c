@@ -491,17 +491,26 @@ int durable__hub_post_own(durable_hub_t *hub, const char *type,
 
 static void on_hub_timer(uv_timer_t *timer) {
   durable__hub_timer_t *t = timer->data;
-  if (durable__hub_post_own(t->hub, t->type, t->payload) < 0) {
+  int rc = durable__hub_post_own(t->hub, t->type, t->payload);
+  if (t->every) {
+    /* no memory for this one: again soon, then every period as before */
+    if (rc < 0)
+      uv_timer_start(&t->timer, on_hub_timer, DURABLE__TIMER_RETRY_MS,
+                     t->every);
+    return;
+  }
+  if (rc < 0) {
     /* no memory for its message: it fires again soon, rather than never
-     * (a consumer's retry and the waker's tick are such messages) */
+     * (a consumer's retry is such a message) */
     uv_timer_start(&t->timer, on_hub_timer, DURABLE__TIMER_RETRY_MS, 0);
     return;
   }
   drop_timer(t);
 }
 
-int durable_hub_post_after(durable_hub_t *hub, uint32_t ms, const char *type,
-                           const char *payload, durable_error_t *err) {
+static int start_timer(durable_hub_t *hub, uint32_t ms, uint32_t every,
+                       const char *type, const char *payload,
+                       durable_error_t *err) {
   if (type == NULL || *type == '\0')
     return durable__error(err, DURABLE_EINVAL, "a timer needs a message type");
   if (hub->level >= DURABLE_HUB_QUIESCING)
@@ -517,6 +526,7 @@ int durable_hub_post_after(durable_hub_t *hub, uint32_t ms, const char *type,
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
   t->hub = hub;
+  t->every = every;
   durable_hub_ref(hub);
   uv_timer_init(hub->mesh->loop, &t->timer);
   durable__sched_handle_opened(&hub->mesh->sched);
@@ -525,8 +535,21 @@ int durable_hub_post_after(durable_hub_t *hub, uint32_t ms, const char *type,
   if (hub->timers)
     hub->timers->prev = t;
   hub->timers = t;
-  uv_timer_start(&t->timer, on_hub_timer, ms, 0);
+  uv_timer_start(&t->timer, on_hub_timer, ms, every);
   return 0;
+}
+
+int durable_hub_post_after(durable_hub_t *hub, uint32_t ms, const char *type,
+                           const char *payload, durable_error_t *err) {
+  return start_timer(hub, ms, 0, type, payload, err);
+}
+
+int durable__hub_post_every(durable_hub_t *hub, uint32_t ms, const char *type,
+                            const char *payload, durable_error_t *err) {
+  if (ms == 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "a repeating timer needs a period above 0 ms");
+  return start_timer(hub, ms, ms, type, payload, err);
 }
 
 /* ---- per-activation additions

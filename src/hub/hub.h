@@ -71,6 +71,7 @@ struct durable__hub_timer_s {
   uv_timer_t timer;
   durable_hub_t *hub;
   char *type, *payload;
+  uint32_t every; /* ms between messages; 0: one message, then gone */
 };
 
 typedef struct {
@@ -236,6 +237,13 @@ int durable__hub_on(durable_hub_t *hub, const char *msg_type,
  * (the caller tries again after DURABLE__TIMER_RETRY_MS). */
 int durable__hub_post_own(durable_hub_t *hub, const char *type,
                           const char *payload);
+/* A timer of the hub's own that posts `type` (`payload`) every `ms` for as
+ * long as the hub lives, cancelled as durable_hub_post_after's are.  What
+ * must not stop ticking uses it (the waker's liveness round): it allocates
+ * once, here, where a handler that re-armed itself with post_after would
+ * lose its tick for good to the first allocation that failed. */
+int durable__hub_post_every(durable_hub_t *hub, uint32_t ms, const char *type,
+                            const char *payload, durable_error_t *err);
 /* Undo a durable__hub_on of `msg_type` with `data` (a setup that failed
  * half-way leaves the hub as it was). */
 void durable__hub_off(durable_hub_t *hub, const char *msg_type, void *data);

@@ -270,8 +270,6 @@ static void on_tick(durable_hub_t *hub, const durable_msg_t *msg,
     }
     durable__map_free(&asked);
   }
-  durable_hub_post_after(hub, durable__stream_options(mesh).liveness_ms,
-                         LIVENESS_MSG, "null", NULL);
 }
 
 typedef struct {
@@ -393,10 +391,10 @@ int durable_mesh_start_hosting(durable_mesh_t *mesh, durable_error_t *err) {
       return durable__error(err, DURABLE_ENOMEM, "out of memory");
     }
     int rc = durable__hub_on(reads, LIVENESS_MSG, on_tick, wk, err);
-    if (rc == 0)
-      rc = durable_hub_post_after(reads,
-                                  durable__stream_options(mesh).liveness_ms,
-                                  LIVENESS_MSG, "null", err);
+    if (rc == 0) /* repeating: no tick is lost to a failed re-arm */
+      rc = durable__hub_post_every(reads,
+                                   durable__stream_options(mesh).liveness_ms,
+                                   LIVENESS_MSG, "null", err);
     if (rc < 0)
       return rc;
   }

@@ -215,6 +215,17 @@ static void arm_handler(durable_hub_t *hub, const durable_msg_t *msg,
   durable_reply_ok(reply, NULL);
 }
 
+/* "every" PAYLOAD: a repeating timer of the hub's own, every PAYLOAD ms */
+static void every_handler(durable_hub_t *hub, const durable_msg_t *msg,
+                          durable_reply_t *reply, void *data) {
+  (void)data;
+  durable_error_t err = {0};
+  int rc = durable__hub_post_every(hub, (uint32_t)atoi(msg->payload), "tick",
+                                   "{\"t\":1}", &err);
+  CHECK_MSG(rc == 0, "%s", err.message);
+  durable_reply_ok(reply, NULL);
+}
+
 static void tick_handler(durable_hub_t *hub, const durable_msg_t *msg,
                          durable_reply_t *reply, void *data) {
   (void)data;
@@ -238,6 +249,7 @@ static void configure_life(void) {
   CHECK_OK(durable_node_type_on(t, "note", note_handler, NULL, &err));
   CHECK_OK(durable_node_type_on(t, "ask", ask_handler, NULL, &err));
   CHECK_OK(durable_node_type_on(t, "arm", arm_handler, NULL, &err));
+  CHECK_OK(durable_node_type_on(t, "every", every_handler, NULL, &err));
   CHECK_OK(durable_node_type_on(t, "tick", tick_handler, NULL, &err));
   fx_put("Space/x", "Life");
   fx_put("Space/other", "Life");
@@ -509,6 +521,42 @@ static void test_hub_timers(void) {
   durable_mesh_close(fx.mesh, on_closed, &fx.closed);
   CHECK(check_run_until(&fx.loop, &fx.closed, 1000));
   CHECK_EQ_INT(fx.client_freed, 1);
+  CHECK_LOOP_CLOSES(&fx.loop);
+}
+
+/* A repeating timer (durable__hub_post_every, the waker's liveness round)
+ * posts again and again with nobody re-arming it, each message from the
+ * hub itself, and ends with its activation like a one-shot one. */
+static void test_hub_timer_repeats(void) {
+  fx_open();
+  reset();
+  configure_life();
+  uint64_t inc = who("Space/x");
+  CHECK_EQ_CODE(ask("Space/x", "every", "20").status, 0);
+  CHECK_EQ_INT(ticks, 0); /* not before it is due */
+  for (int waited = 0; ticks < 3 && waited < 2000; waited += 10)
+    check_run_for(&fx.loop, 10);
+  CHECK(ticks >= 3);
+  CHECK_EQ_INT(tick_ok, 1);
+  CHECK_EQ_INT(tick_inc, inc);
+  /* ended by the recycle: no tick after it, and no new activation */
+  done_t d = {0};
+  recycle("Space/x", &d);
+  wait_done(&d, 2000);
+  int after = ticks;
+  uint64_t activations = stats().activations;
+  check_run_for(&fx.loop, 100);
+  CHECK_EQ_INT(ticks, after);
+  CHECK_EQ_INT(stats().activations, activations);
+  /* misuse: a period of 0 would spin the loop */
+  durable_error_t err = {0};
+  CHECK_EQ_CODE(durable__hub_post_every(fx.client, 0, "tick", NULL, &err),
+                DURABLE_EINVAL);
+  CHECK(strstr(err.message, "period") != NULL);
+  /* one pending at close ends with its hub */
+  CHECK_EQ_CODE(ask("Space/x", "every", "5000").status, 0);
+  durable_mesh_close(fx.mesh, on_closed, &fx.closed);
+  CHECK(check_run_until(&fx.loop, &fx.closed, 1000));
   CHECK_LOOP_CLOSES(&fx.loop);
 }
 
@@ -926,6 +974,7 @@ static const check_test_t tests[] = {
     {"budget_runs_out", test_budget_runs_out},
     {"dispose_steps", test_dispose_steps},
     {"hub_timers", test_hub_timers},
+    {"hub_timer_repeats", test_hub_timer_repeats},
     {"reads_hub_survives", test_reads_hub_survives},
     {"mesh_read_present_absent", test_mesh_read_present_absent},
     {"read_reprobes_once", test_read_reprobes_once},
