@@ -1423,6 +1423,23 @@ void durable__consumers_live(durable_mesh_t *mesh) {
  * ----------------------------------------------------------------------------------
  */
 
+/* A release that did not go out, or failed: nothing is lost, only time. */
+static void say_not_released(consumer_t *c, const char *why) {
+  durable__stream_name_t n;
+  durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
+                   "Durable stream consumer %s could not release %s; the next "
+                   "claimant takes it over once this address stops answering "
+                   "(%s)",
+                   hub_name(c), name_of(c, &n), why);
+}
+
+/* The same for a release that could not be sent; one refused because the
+ * mesh is closing is not news (every lease of a closing process ends so). */
+static void say_not_sent(consumer_t *c, const durable_error_t *err) {
+  if (err->code != DURABLE_ESHUTDOWN)
+    say_not_released(c, err->message[0] ? err->message : "out of memory");
+}
+
 static void on_released(const durable_response_t *res, void *data) {
   ask_t *a = data;
   consumer_t *c = a->c;
@@ -1434,12 +1451,7 @@ static void on_released(const durable_response_t *res, void *data) {
                      name_of(c, &n),
                      ans && ans->ok ? "" : " (it was not its lease any more)");
   else
-    durable_mesh_log(
-        c->mesh, DURABLE_LOG_WARN,
-        "Durable stream consumer %s could not release %s; the next "
-        "claimant takes it over once this address stops answering "
-        "(%s)",
-        hub_name(c), name_of(c, &n), res->message);
+    say_not_released(c, res->message);
   if (a->stopped)
     stop_done(c);
   durable_hub_unref(c->hub);
@@ -1450,8 +1462,10 @@ static void release_granted(consumer_t *c, int64_t epoch) {
   ask_t *a = calloc(1, sizeof(*a));
   durable_error_t err = {0};
   if (a == NULL ||
-      ask(c, DURABLE__MSG_RELEASE, epoch, 0, on_released, a, &err) < 0)
+      ask(c, DURABLE__MSG_RELEASE, epoch, 0, on_released, a, &err) < 0) {
     free(a);
+    say_not_sent(c, &err);
+  }
 }
 
 /* ---- stopping (durable_consumer_stop)
@@ -1501,6 +1515,8 @@ static void finish_stop(consumer_t *c) {
       return;
     free(a);
   }
+  if (held)
+    say_not_sent(c, &err);
   durable__sched_later(&c->mesh->sched, on_stop_later, 0, NULL, c);
 }
 
