@@ -819,6 +819,14 @@ static void scenario_publish(void) {
     wait_for(&pub[3], "publish 4");
     for (int i = 0; i < 4; i++)
       judge(&pub[i], "publish", 0);
+    /* an append as JSON, as a hub that does not speak the typed protocol
+     * sends it: parsing it may run out of memory too, which is no bad
+     * request */
+    outcome_t raw = {0};
+    OP(&raw, "an untyped append", 0,
+       durable_hub_request(client, STREAM_PATH, "durable.append",
+                           "{\"PayloadJson\":\"{\\\"p\\\":5}\"}", 0,
+                           on_response, &raw, err));
   }
   if (mesh != NULL)
     close_mesh(mesh);

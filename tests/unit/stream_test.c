@@ -652,6 +652,30 @@ static int64_t publish_id(const char *key, const char *payload,
   return a.seq;
 }
 
+/* A stream request as JSON (from a hub that does not speak the typed
+ * protocol): what is not JSON, or lacks its field, is refused with EINVAL
+ * saying so -- not taken for a lack of memory, which the same parse can
+ * also meet (alloc_fault_test's untyped append) -- and a good one works. */
+static void test_untyped_requests(void) {
+  open_mesh();
+  CHECK_EQ_INT(publish("Probe", "T/raw", "{\"a\":0}"), 1); /* the stream */
+  const char *to = "T/raw/_DurableStream/Probe";
+  call_t c = ask(to, "durable.append", "{\"PayloadJson\": ");
+  CHECK_EQ_CODE(c.status, DURABLE_EINVAL);
+  CHECK_CONTAINS(c.message, "got a request that is not JSON");
+  c = ask(to, "durable.append", "5");
+  CHECK_EQ_CODE(c.status, DURABLE_EINVAL);
+  CHECK_CONTAINS(c.message, "got an append without PayloadJson");
+  c = ask(to, "durable.claim", "{}");
+  CHECK_EQ_CODE(c.status, DURABLE_EINVAL);
+  CHECK_CONTAINS(c.message, "got a request without Subscriber");
+  c = ask(to, "durable.append", "{\"PayloadJson\":\"{\\\"a\\\":1}\"}");
+  CHECK_EQ_CODE(c.status, 0);
+  CHECK_CONTAINS(c.payload, "\"Sequence\":2");
+  CHECK_EQ_INT(stored_items("T/raw"), 2);
+  close_mesh();
+}
+
 static void test_publish_ids(void) {
   open_mesh();
   const char *key = "T/ids";
@@ -793,6 +817,7 @@ static const check_test_t tests[] = {
      test_consumer_reports_a_failed_read_ahead},
     {"consumer_stop", test_consumer_stop},
     {"reply_commit", test_reply_commit},
+    {"untyped_requests", test_untyped_requests},
     {"publish_ids", test_publish_ids},
     {"reader_pause", test_reader_pause},
     {"retention_text", test_retention_text},
