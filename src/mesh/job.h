@@ -118,6 +118,7 @@ struct durable__job_s {
   size_t nevents;
   durable__grants_t grants; /* JOB_GRANTS */
   int settled;              /* write.c: durable__writes_settle ran */
+  int unreported; /* write.c: committed, or maybe, and no change reported */
 
   /* completion: `done` (internal users such as the feed) or `cb` */
   void (*done)(durable__job_t *job);

@@ -210,6 +210,14 @@ int durable__json_check(const char *text, json_error_t *je) {
   return j ? 0 : -1;
 }
 
+json_t *durable__json_tree(const char *text, int *code) {
+  json_t *j = json_loads(text ? text : "", JSON_DECODE_ANY, NULL);
+  if (j == NULL)
+    *code =
+        durable__json_valid(text ? text : "") ? DURABLE_ENOMEM : DURABLE_EINVAL;
+  return j;
+}
+
 int durable__json_is_null(const char *text) {
   const char *s = skip_ws(text);
   return strncmp(s, "null", 4) == 0 && *skip_ws(s + 4) == '\0';

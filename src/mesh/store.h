@@ -97,6 +97,14 @@ int durable__json_valid(const char *text);
  * is wrong and where (an integer beyond 64 bits: "too big integer"). */
 struct json_error_t;
 int durable__json_check(const char *text, struct json_error_t *je);
+/* The tree of `text` (any one JSON value), or NULL with *code set:
+ * DURABLE_EINVAL when `text` is no JSON, DURABLE_ENOMEM when it is and
+ * jansson had no memory for the tree.  jansson's own error tells those two
+ * apart only now and then; a decoder that took the one for the other would
+ * read a stream node it could not decode for want of memory as an empty
+ * one. */
+struct json_t;
+struct json_t *durable__json_tree(const char *text, int *code);
 /* 1 when `text` is JSON's null, white space around it allowed: what is no
  * durable stream payload (publish.c, and a handler's appends). */
 int durable__json_is_null(const char *text);

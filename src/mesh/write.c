@@ -162,6 +162,7 @@ void durable__writes_reset(durable__job_t *job) {
       op_forget(&job->writes[i]);
   }
   job->settled = 0;
+  job->unreported = 0;
   job->status = 0;
   job->failed_write = 0;
   memset(&job->err, 0, sizeof job->err);
@@ -592,6 +593,7 @@ int durable__writes_settle(durable__job_t *job) {
 
 nomem:
   /* The rows are written (or about to be): only the report is lost. */
+  job->unreported = 1;
   job->status =
       durable__error(&job->err, DURABLE_ENOMEM, "out of memory after writing");
   return 0;
@@ -780,6 +782,7 @@ static int commit_locked(durable__worker_t *w, durable__job_t **jobs, size_t n,
       if (jobs[i]->status < 0)
         continue;
       durable__writes_reset(jobs[i]);
+      jobs[i]->unreported = 1;
       durable__error(&jobs[i]->err, rc,
                      "%s: the commit did not complete (%s); the write may or "
                      "may not have been saved",
@@ -846,8 +849,16 @@ static void run_writes(durable__worker_t *w, durable__job_t **jobs, size_t n) {
 }
 
 static void write_delivered(durable__job_t *job) {
-  if (job->status == 0)
+  if (job->status == 0) {
     durable__feed_dispatch(job->store, job);
+  } else if (job->unreported) {
+    /* written, or maybe, with no change to report (no memory for it, or no
+     * answer from the commit): the watches of what it wrote read again, as
+     * after another process's commit, so that a reader waiting for the
+     * item it appended is not left waiting for a signal that never comes */
+    for (size_t i = 0; i < job->nwrites; i++)
+      durable__store_changed_elsewhere(job->store, job->writes[i].ns);
+  }
 }
 
 static void write_free(durable__job_t *job) {

@@ -33,7 +33,10 @@ static int failure_path(const char *stream_path, char *out, size_t size) {
 
 int durable__failure_decode(const char *content, durable__failure_t *out) {
   memset(out, 0, sizeof *out);
-  json_t *j = content ? json_loads(content, 0, NULL) : NULL;
+  int code = DURABLE_EINVAL;
+  json_t *j = content ? durable__json_tree(content, &code) : NULL;
+  if (j == NULL)
+    return code;
   json_t *seq = json_object_get(j, "Sequence");
   json_t *attempts = json_object_get(j, "Attempts");
   if (!json_is_integer(seq) || !json_is_integer(attempts)) {

@@ -304,22 +304,28 @@ typedef struct {
   void *data;
 } resume_t;
 
+/* 0, DURABLE_EINVAL for a node that is no entry (made by hand), or
+ * DURABLE_ENOMEM. */
 static int entry_from(entry_t *e, const durable_node_t *node) {
-  json_error_t je;
-  json_t *o = json_loads(node->content, 0, &je);
+  int rc = 0;
+  json_t *o = durable__json_tree(node->content, &rc);
   const char *ns = NULL, *key = NULL, *id = NULL, *payload = NULL;
-  int rc = o && json_unpack(o, "{s:s, s:s, s:s, s:s}", "Namespace", &ns, "Key",
-                            &key, "Id", &id, "PayloadJson", &payload) == 0
-               ? 0
-               : -1;
+  if (o != NULL)
+    rc = json_unpack(o, "{s:s, s:s, s:s, s:s}", "Namespace", &ns, "Key", &key,
+                     "Id", &id, "PayloadJson", &payload) == 0
+             ? 0
+             : DURABLE_EINVAL;
   if (rc == 0) {
     e->path = strdup(node->path);
     e->ns = strdup(ns);
     e->key = strdup(key);
     e->id = strdup(id);
     e->payload = strdup(payload);
-    if (!e->path || !e->ns || !e->key || !e->id || !e->payload)
-      rc = -1;
+    if (!e->path || !e->ns || !e->key || !e->id || !e->payload) {
+      entry_clear(e);
+      memset(e, 0, sizeof *e);
+      rc = DURABLE_ENOMEM;
+    }
   }
   json_decref(o);
   return rc;
@@ -339,19 +345,26 @@ static void on_listed(const durable_result_t *res, void *data) {
   }
   durable__outbox_t *box = box_new(mesh, res->count);
   size_t k = 0;
-  for (size_t i = 0; box && i < res->count; i++)
-    if (entry_from(&box->entries[k], res->nodes[i]) == 0)
+  int rc = box ? 0 : DURABLE_ENOMEM;
+  for (size_t i = 0; rc != DURABLE_ENOMEM && i < res->count; i++) {
+    rc = entry_from(&box->entries[k], res->nodes[i]);
+    if (rc == 0)
       k++;
-    else
+    else if (rc == DURABLE_EINVAL)
       durable_mesh_log(mesh, DURABLE_LOG_WARN,
                        "Durable stream outbox: %s is not an outbox entry; "
                        "left as it is",
                        res->nodes[i]->path);
-  if (box == NULL) {
+  }
+  if (box)
+    box->count = k;
+  if (rc == DURABLE_ENOMEM) {
+    /* none sent, rather than some without one before them: the next claim
+     * looks again */
+    durable__outbox_free(box);
     done(DURABLE_ENOMEM, "out of memory", done_data);
     return;
   }
-  box->count = k;
   durable_mesh_log(mesh, DURABLE_LOG_INFO,
                    "Durable stream outbox: making %zu append(s) an earlier "
                    "holder committed but had not made",

@@ -83,17 +83,15 @@ durable__stream_answer(const durable_response_t *res) {
 durable__stream_req_t *durable__stream_req_parse(durable__stream_op_t op,
                                                  const char *json,
                                                  const char **why) {
-  json_t *j = json_loads(json ? json : "", JSON_DECODE_ANY, NULL);
+  int code = 0;
+  json_t *j = durable__json_tree(json, &code);
   const char *payload = json_string_value(json_object_get(j, "PayloadJson"));
   const char *sub = json_string_value(json_object_get(j, "Subscriber"));
   json_t *id = json_object_get(j, "Id");
   durable__stream_req_t *r = NULL;
-  if (j == NULL) /* JSON that jansson had no memory for, or none (jansson
-                  * says neither clearly: the check that allocates nothing
-                  * does) */
-    *why = durable__json_valid(json ? json : "")
-               ? "is out of memory"
-               : "got a request that is not JSON";
+  if (j == NULL) /* or JSON that there was no memory to parse */
+    *why = code == DURABLE_ENOMEM ? "is out of memory"
+                                  : "got a request that is not JSON";
   else if (op == DURABLE__OP_APPEND && payload == NULL)
     *why = "got an append without PayloadJson";
   else if (op == DURABLE__OP_APPEND && id && !json_is_string(id) &&

@@ -142,7 +142,9 @@ static void on_id_read(const durable_result_t *res, void *data) {
   publish_t *p = data;
   int64_t seq =
       res->status == 0 ? durable__publish_id_sequence(res->node->content) : 0;
-  if (res->status == 0 && seq <= 0)
+  if (seq == DURABLE_ENOMEM)
+    finish(p, DURABLE_ENOMEM, 0, "out of memory reading its publish id");
+  else if (res->status == 0 && seq <= 0)
     finish(p, DURABLE_EIO, 0, "the node of its publish id holds no Sequence");
   else if (seq > 0)
     finish(p, 0, seq, NULL);

@@ -55,7 +55,10 @@ char *durable__publish_id_encode(int64_t sequence) {
 }
 
 int64_t durable__publish_id_sequence(const char *content) {
-  json_t *j = json_loads(content ? content : "", 0, NULL);
+  int code = 0;
+  json_t *j = durable__json_tree(content, &code);
+  if (j == NULL && code == DURABLE_ENOMEM)
+    return DURABLE_ENOMEM;
   json_t *seq = json_object_get(j, "Sequence");
   int64_t v = json_is_integer(seq) ? (int64_t)json_integer_value(seq) : 0;
   json_decref(j);

@@ -162,12 +162,14 @@ static void override_put(overrides_t *o, const char *family,
   }
 }
 
-/* The policy a node holds; 0, or DURABLE_EINVAL for content that is not
- * one (made by hand). */
+/* The policy a node holds; 0, DURABLE_EINVAL for content that is not one
+ * (made by hand), or DURABLE_ENOMEM. */
 static int node_policy(const durable_node_t *node, durable_retention_t *out) {
-  json_t *j = json_loads(node->content ? node->content : "", 0, NULL);
+  int rc = DURABLE_EINVAL;
+  json_t *j = durable__json_tree(node->content, &rc);
   const char *text = json_string_value(json_object_get(j, "Policy"));
-  int rc = text ? durable_retention_parse(text, out, NULL) : DURABLE_EINVAL;
+  if (j != NULL)
+    rc = text ? durable_retention_parse(text, out, NULL) : DURABLE_EINVAL;
   json_decref(j);
   return rc;
 }
@@ -179,9 +181,12 @@ static void on_overrides(const durable_result_t *res, void *data) {
     durable__map_t old = o->policies;
     memset(&o->policies, 0, sizeof o->policies);
     int changed = 0;
-    for (size_t i = 0; i < res->count; i++) {
+    int short_of_memory = 0;
+    for (size_t i = 0; i < res->count && !short_of_memory; i++) {
       durable_retention_t p;
-      if (node_policy(res->nodes[i], &p) < 0)
+      int rc = node_policy(res->nodes[i], &p);
+      short_of_memory = rc == DURABLE_ENOMEM;
+      if (rc < 0)
         continue;
       const durable_retention_t *was =
           durable__map_get(&old, res->nodes[i]->id);
@@ -189,11 +194,19 @@ static void on_overrides(const durable_result_t *res, void *data) {
                  was->age_ms != p.age_ms;
       override_put(o, res->nodes[i]->id, &p);
     }
-    changed |= o->policies.count != old.count;
-    policies_clear(&old);
-    /* an idle stream, too, sweeps what a new policy makes due */
-    if (changed && o->on_change)
-      o->on_change(o->mesh);
+    if (short_of_memory) {
+      /* an operator's policy it could not read is not gone: the last
+       * round's hold until the next read (a consumer's own policy might
+       * trim what the operator keeps) */
+      policies_clear(&o->policies);
+      o->policies = old;
+    } else {
+      changed |= o->policies.count != old.count;
+      policies_clear(&old);
+      /* an idle stream, too, sweeps what a new policy makes due */
+      if (changed && o->on_change)
+        o->on_change(o->mesh);
+    }
   }
   durable_hub_unref(o->reads);
 }

@@ -200,8 +200,11 @@ static const char *str_of(json_t *obj, const char *key) {
 int durable__state_decode(const char *content, const char *stream_path,
                           durable__stream_state_t *out) {
   memset(out, 0, sizeof *out);
-  json_t *j = content ? json_loads(content, JSON_DECODE_ANY, NULL) : NULL;
   int rc = 0;
+  json_t *j = content ? durable__json_tree(content, &rc) : NULL;
+  if (j == NULL && rc == DURABLE_ENOMEM)
+    return rc; /* a state it could not read is no empty one */
+  rc = 0;
   const char *ns = j ? str_of(j, "Namespace") : NULL;
   const char *key = j ? str_of(j, "Key") : NULL;
   if (ns == NULL || key == NULL || *ns == '\0' || *key == '\0') {
@@ -512,8 +515,11 @@ int durable__item_decode(const durable_node_t *node, char **payload,
       *appended_at = at;
     return rc < 0 ? rc : 0;
   }
-  json_t *j =
-      json_loads(node->content ? node->content : "", JSON_DECODE_ANY, &je);
+  int code = 0;
+  json_t *j = durable__json_tree(node->content, &code);
+  if (j == NULL && code == DURABLE_ENOMEM)
+    return durable__error(err, code, "out of memory reading item %s",
+                          node->path);
   const char *text = j ? str_of(j, "PayloadJson") : NULL;
   if (text == NULL) {
     json_decref(j);

@@ -72,7 +72,8 @@ int durable__item_decode(const durable_node_t *node, char **payload,
 /* publish_id.c: a publish id's node, "{stream_path}/_DurableStreamId/{id}"
  * (DURABLE_EINVAL, with a message naming id and stream, when it is longer
  * than DURABLE_PATH_MAX); its content {"Sequence":N} (malloc'ed), and the
- * sequence read back from it (0 when it holds none). */
+ * sequence read back from it (0 when it holds none, DURABLE_ENOMEM when
+ * there was no memory to read it). */
 int durable__publish_id_path(const char *stream_path, const char *id, char *out,
                              size_t size, durable_error_t *err);
 char *durable__publish_id_encode(int64_t sequence);

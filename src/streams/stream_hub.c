@@ -688,8 +688,10 @@ static void ids_read(shub_t *sh, size_t n) {
 static void on_id_read(const durable_result_t *res, void *data) {
   id_read_t *r = data;
   shub_t *sh = r->sh;
-  if (res->status == 0)
+  if (res->status == 0) /* 0: not known, also for want of memory */
     r->op->known = durable__publish_id_sequence(res->node->content);
+  if (r->op->known < 0)
+    r->op->known = 0;
   free(r);
   if (--sh->looking == 0)
     ids_read(sh, sh->batch);
