@@ -856,8 +856,14 @@ static void write_delivered(durable__job_t *job) {
      * answer from the commit): the watches of what it wrote read again, as
      * after another process's commit, so that a reader waiting for the
      * item it appended is not left waiting for a signal that never comes */
-    for (size_t i = 0; i < job->nwrites; i++)
-      durable__store_changed_elsewhere(job->store, job->writes[i].ns);
+    for (size_t i = 0; i < job->nwrites; i++) {
+      const char *ns = job->writes[i].ns;
+      size_t k = 0;
+      while (k < i && strcmp(job->writes[k].ns, ns) != 0)
+        k++;
+      if (k == i) /* each namespace once */
+        durable__store_changed_elsewhere(job->store, ns);
+    }
   }
 }
 

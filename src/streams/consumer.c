@@ -922,9 +922,9 @@ static void on_pulled(durable__pull_t *pull, int status,
                       void *data) {
   consumer_t *c = data;
   (void)pull;
-  if (status < 0 && item != NULL) /* that item cannot be read */
-    fail_item(c, item->sequence, message, NULL, 0);
-  if (status < 0 && item == NULL) /* the read failed */
+  if (status < 0 && item != NULL && status != DURABLE_ENOMEM)
+    fail_item(c, item->sequence, message, NULL, 0); /* it cannot be read */
+  else if (status < 0) /* the read failed, or had no memory: not the item's */
     failure(c, c->checkpoint + 1, message);
   if (status < 0)
     return;

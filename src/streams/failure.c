@@ -74,7 +74,10 @@ static int mutate(const durable_node_t *current, char **content,
   const record_t *r = arg;
   int attempts = 1;
   durable__failure_t was;
-  if (current && durable__failure_decode(current->content, &was) == 0) {
+  int rc = current ? durable__failure_decode(current->content, &was) : 1;
+  if (rc == DURABLE_ENOMEM)
+    return rc; /* a count it could not read is not 0 */
+  if (rc == 0) {
     if (was.sequence == r->sequence && was.attempts > 0)
       attempts = was.attempts + 1;
     durable__failure_free(&was);
@@ -109,10 +112,11 @@ static void on_recorded(const durable_result_t *res, void *data) {
   record_t *r = data;
   durable__failure_t f;
   int attempts = res->status;
-  if (res->status == 0)
-    attempts = res->node && durable__failure_decode(res->node->content, &f) == 0
-                   ? f.attempts
-                   : DURABLE_EIO;
+  if (res->status == 0) {
+    int rc = res->node ? durable__failure_decode(res->node->content, &f)
+                       : DURABLE_EIO;
+    attempts = rc == 0 ? f.attempts : rc == DURABLE_ENOMEM ? rc : DURABLE_EIO;
+  }
   if (res->status == 0 && attempts > 0)
     durable__failure_free(&f);
   r->done(attempts, r->data);

@@ -111,9 +111,12 @@ static void on_status(const durable_stream_status_t *st, void *data) {
   }
 }
 
+/* The counters of a family whose gauges were read (one first counted while
+ * the store answered waits for the next scrape). */
 static void on_counted(const durable_stream_id_t *id,
                        const durable_stream_stats_t *c, void *data) {
-  family_t *f = family_of(data, id->ns);
+  scrape_t *s = data;
+  family_t *f = durable__map_get(&s->families, id->ns);
   if (f == NULL)
     return;
   f->counts.appended += c->appended;

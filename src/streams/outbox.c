@@ -309,12 +309,14 @@ typedef struct {
 static int entry_from(entry_t *e, const durable_node_t *node) {
   int rc = 0;
   json_t *o = durable__json_tree(node->content, &rc);
-  const char *ns = NULL, *key = NULL, *id = NULL, *payload = NULL;
+  /* json_object_get, not json_unpack: unpacking an object allocates, and
+   * its failure would read as a node that is no entry */
+  const char *ns = json_string_value(json_object_get(o, "Namespace"));
+  const char *key = json_string_value(json_object_get(o, "Key"));
+  const char *id = json_string_value(json_object_get(o, "Id"));
+  const char *payload = json_string_value(json_object_get(o, "PayloadJson"));
   if (o != NULL)
-    rc = json_unpack(o, "{s:s, s:s, s:s, s:s}", "Namespace", &ns, "Key", &key,
-                     "Id", &id, "PayloadJson", &payload) == 0
-             ? 0
-             : DURABLE_EINVAL;
+    rc = ns && key && id && payload ? 0 : DURABLE_EINVAL;
   if (rc == 0) {
     e->path = strdup(node->path);
     e->ns = strdup(ns);

@@ -150,16 +150,22 @@ static overrides_t *overrides_of(durable_mesh_t *mesh) {
   return o;
 }
 
-/* Set (policy) or forget (NULL) the operators' policy of `family` here. */
-static void override_put(overrides_t *o, const char *family,
-                         const durable_retention_t *policy) {
+/* Set (policy) or forget (NULL) the operators' policy of `family` here;
+ * DURABLE_ENOMEM when it could not be set. */
+static int override_put(overrides_t *o, const char *family,
+                        const durable_retention_t *policy) {
   free(durable__map_del(&o->policies, family));
-  durable_retention_t *copy = policy ? malloc(sizeof(*copy)) : NULL;
-  if (copy) {
-    *copy = *policy;
-    if (durable__map_put(&o->policies, family, copy) < 0)
-      free(copy);
+  if (policy == NULL)
+    return 0;
+  durable_retention_t *copy = malloc(sizeof(*copy));
+  if (copy == NULL)
+    return DURABLE_ENOMEM;
+  *copy = *policy;
+  if (durable__map_put(&o->policies, family, copy) < 0) {
+    free(copy);
+    return DURABLE_ENOMEM;
   }
+  return 0;
 }
 
 /* The policy a node holds; 0, DURABLE_EINVAL for content that is not one
@@ -192,7 +198,7 @@ static void on_overrides(const durable_result_t *res, void *data) {
           durable__map_get(&old, res->nodes[i]->id);
       changed |= was == NULL || was->keep != p.keep || was->count != p.count ||
                  was->age_ms != p.age_ms;
-      override_put(o, res->nodes[i]->id, &p);
+      short_of_memory = override_put(o, res->nodes[i]->id, &p) < 0;
     }
     if (short_of_memory) {
       /* an operator's policy it could not read is not gone: the last
