@@ -172,13 +172,14 @@ static int keep_stream(listing_t *l, const durable_node_t *node) {
   memset(r, 0, sizeof *r);
   if ((r->node = durable_node_dup(node)) == NULL)
     return DURABLE_ENOMEM;
-  if (durable__state_decode(node->content, node->path, &r->state) < 0 ||
-      r->state.ns == NULL || r->state.key == NULL) {
+  int rc = durable__state_decode(node->content, node->path, &r->state);
+  if (rc < 0 || r->state.ns == NULL || r->state.key == NULL) {
     /* a DurableStream node that is no stream (made by hand, anywhere, by
-     * whoever may write there): not listed, and never in the way */
+     * whoever may write there): not listed, and never in the way; one
+     * there was no memory to read fails the listing, never shortens it */
     durable_node_free(r->node);
     durable__state_free(&r->state);
-    return 0;
+    return rc == DURABLE_ENOMEM ? rc : 0;
   }
   if (durable__map_put(&l->by_path, node->path,
                        (void *)(uintptr_t)(l->nrows + 1)) < 0) {
@@ -190,14 +191,18 @@ static int keep_stream(listing_t *l, const durable_node_t *node) {
   return 0;
 }
 
-static void keep_failure(listing_t *l, const durable_node_t *node) {
+/* 0, or DURABLE_ENOMEM (a record it could not read fails the listing: a
+ * failing consumer would look healthy). */
+static int keep_failure(listing_t *l, const durable_node_t *node) {
   /* "{stream path}/_DurableStreamFailure": the stream is its namespace */
   row_t *r = row_at(l, node->ns);
   if (r == NULL || strcmp(node->id, DURABLE__FAILURE_SEGMENT) != 0)
-    return;
+    return 0;
   durable__failure_free(&r->failure);
-  if (durable__failure_decode(node->content, &r->failure) < 0)
+  int rc = durable__failure_decode(node->content, &r->failure);
+  if (rc < 0)
     durable__failure_free(&r->failure);
+  return rc == DURABLE_ENOMEM ? rc : 0;
 }
 
 static void on_page(const durable_result_t *res, void *data) {
@@ -207,9 +212,8 @@ static void on_page(const durable_result_t *res, void *data) {
     return;
   }
   for (size_t i = 0; i < res->count; i++) {
-    if (l->failures) {
-      keep_failure(l, res->nodes[i]);
-    } else if (keep_stream(l, res->nodes[i]) < 0) {
+    if ((l->failures ? keep_failure(l, res->nodes[i])
+                     : keep_stream(l, res->nodes[i])) < 0) {
       finish(l, DURABLE_ENOMEM, "out of memory");
       return;
     }

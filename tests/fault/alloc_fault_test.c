@@ -7,9 +7,11 @@
  * that no other test reaches.  This one reaches them the way jansson's
  * test_chaos does: each scenario below (a store on sqlite::memory: and on a
  * file with a put, a batch, a get, a query and a delete; a mesh with a
- * hub's activation and a request; publishing; a consumer draining three
- * items; a plain reader) runs once to count the allocations it makes, then
- * again for each N with allocation N failing ("once"), and with N and
+ * hub's activation and a request; publishing, also as JSON; a consumer
+ * draining three items, then a fourth after its stream hub's recycle; a
+ * plain reader; the streams' statuses) runs once to count the allocations
+ * it makes, then again for each N with allocation N failing ("once"), and
+ * with N and
  * every allocation after it failing ("all after": a process that ran out).
  * Each run is a forked child, so that a crash or a hang fails that N alone
  * and names it, and so that LeakSanitizer checks each run at its exit
@@ -28,7 +30,9 @@
  *    publish reported done at its sequence; a consumer hands each item over
  *    in order, none skipped, and ends with its checkpoint at the last one,
  *    which it reaches only through its handler (nothing acknowledged that
- *    was not handled); the mesh answers a request again.
+ *    was not handled), and never hands over an acknowledged item again; a
+ *    listing of the streams is whole or fails; the mesh answers a request
+ *    again.
  *
  * "All after" may leave the runtime unable to go on at all (an answer needs
  * memory to be delivered): a wait that lasts STUCK_MS there lifts the fault
@@ -64,6 +68,7 @@
 #include <durable_internal.h>
 
 #include "check.h"
+#include "stream.h" /* durable__failure_record: a failing consumer's record */
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -1067,6 +1072,76 @@ typedef struct {
   void (*run)(void);
 } scenario_t;
 
+/* ---- scenario: the streams' statuses ---------------------------------------
+ *
+ * two streams with three items each, one with a failing consumer's record
+ * (written with allocation working), then durable_stream_statuses (armed):
+ * it lists both with their lag and the failure, or fails with a message;
+ * never a listing that leaves a stream or the failure out. */
+typedef struct {
+  int streams, failing;
+  int64_t lag;
+  outcome_t done;
+} listing_t;
+
+static void on_status(const durable_stream_status_t *st, void *data) {
+  listing_t *l = data;
+  l->streams++;
+  l->lag += st->lag;
+  l->failing += st->attempts > 0;
+}
+
+static void on_listed(int status, const char *message, void *data) {
+  listing_t *l = data;
+  l->done.calls++;
+  l->done.status = status;
+  snprintf(l->done.message, sizeof l->done.message, "%s",
+           message ? message : "");
+}
+
+static void on_failure_written(int attempts, void *data) {
+  *(int *)data = attempts;
+}
+
+static void scenario_statuses(void) {
+  durable_mesh_t *mesh = open_mesh("sqlite::memory:");
+  CHECK(mesh != NULL);
+  durable_hub_t *client = client_hub(mesh, "client/f");
+  CHECK(client != NULL);
+  durable_stream_id_t other = {.ns = "Log", .key = "K/t"};
+  for (int i = 1; i <= 3; i++) {
+    outcome_t o = {0};
+    durable_error_t err = {0};
+    CHECK_OK(
+        durable_stream_publish(client, &other, "{}", on_sequence, &o, &err));
+    wait_for(&o, "publish");
+    CHECK_EQ_INT(publish_plain(client, "{}", NULL), i);
+  }
+  int attempts = 0;
+  durable_error_t err = {0};
+  CHECK_OK(durable__failure_record(durable_mesh_store(mesh), STREAM_PATH, 1,
+                                   "item 1 is bad", on_failure_written,
+                                   &attempts, &err));
+  CHECK(check_run_until(&loop, &attempts, WAIT_MS));
+  CHECK_EQ_INT(attempts, 1);
+  listing_t l = {0};
+  arm();
+  int rc = durable_stream_statuses(durable_mesh_store(mesh), NULL, NULL,
+                                   on_status, on_listed, &l, &err);
+  if (submitted(rc, &err, &l.done))
+    wait_for(&l.done, "statuses");
+  disarm();
+  judge(&l.done, "statuses", 0);
+  if (l.done.status == 0) {
+    CHECK_EQ_INT(l.streams, 2);
+    CHECK_EQ_INT(l.lag, 6);
+    CHECK_EQ_INT(l.failing, 1);
+  }
+  arm();
+  close_mesh(mesh);
+  disarm();
+}
+
 static const scenario_t scenarios[] = {
     {"store_memory", scenario_store_memory},
     {"store_file", scenario_store_file},
@@ -1074,6 +1149,7 @@ static const scenario_t scenarios[] = {
     {"publish", scenario_publish},
     {"consumer", scenario_consumer},
     {"reader", scenario_reader},
+    {"statuses", scenario_statuses},
 };
 #define NSCENARIOS (sizeof scenarios / sizeof scenarios[0])
 
