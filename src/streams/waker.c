@@ -70,6 +70,10 @@ typedef struct {
    * the feed reports (on a slow link, one read per commit would queue up
    * without end) */
   durable__map_t looking;
+  /* a look that did not finish (no memory for it, a read that failed): the
+   * next liveness round looks at every stream, so that nothing waits for a
+   * change that may never come */
+  int missed;
 } waker_t;
 
 static char scan_once, scan_again; /* the values of `looking` */
@@ -78,6 +82,15 @@ static const char waker_key;
 
 static waker_t *waker_of(durable_mesh_t *mesh) {
   return durable__hub_attached(durable__mesh_reads_hub(mesh), &waker_key);
+}
+
+/* A look at streams was lost for `code`: the next round looks again (see
+ * `missed`), unless looking again cannot help (the principal may not read
+ * there, a query that is wrong). */
+static void look_lost(durable_mesh_t *mesh, int code) {
+  waker_t *wk = waker_of(mesh);
+  if (wk && !mesh->closing && code != DURABLE_EACCES && code != DURABLE_EINVAL)
+    wk->missed = 1;
 }
 
 static void suspect_del(waker_t *wk, const char *path) {
@@ -90,8 +103,10 @@ static void suspect_put(waker_t *wk, const char *path, const char *instance) {
     return;
   char *copy = strdup(instance);
   suspect_del(wk, path);
-  if (copy && durable__map_put(&wk->suspects, path, copy) < 0)
-    free(copy); /* forgotten: the next change of the stream brings it back */
+  if (copy == NULL || durable__map_put(&wk->suspects, path, copy) < 0) {
+    free(copy); /* forgotten: the next round finds it again */
+    wk->missed = 1;
+  }
 }
 
 static void waker_free(void *data) {
@@ -126,8 +141,12 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node,
                      int at_start, const char *gone) {
   durable__stream_state_t s;
   waker_t *wk = waker_of(mesh);
-  if (mesh->closing || wk == NULL ||
-      durable__state_decode(node->content, node->path, &s) < 0)
+  if (mesh->closing || wk == NULL)
+    return;
+  int rc = durable__state_decode(node->content, node->path, &s);
+  if (rc == DURABLE_ENOMEM)
+    wk->missed = 1;
+  if (rc < 0)
     return;
   const char *here = durable_store_instance(durable_mesh_store(mesh));
   durable__lease_where_t where = durable__lease_where(&s, here);
@@ -150,10 +169,14 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node,
       /* read the owner first: only a NodeType served here is activated */
       if (durable_store_get(durable_mesh_store(mesh),
                             durable_mesh_principal(mesh), s.key, on_owner_read,
-                            w, &err) < 0)
+                            w, &err) < 0) {
         wake_free(w);
-    } else if (w) {
-      wake_free(w);
+        wk->missed = 1;
+      }
+    } else {
+      if (w)
+        wake_free(w);
+      wk->missed = 1;
     }
   }
   durable__state_free(&s);
@@ -233,8 +256,12 @@ static void on_alive(const durable_result_t *res, void *data) {
   free(a);
 }
 
+static void scan(durable_mesh_t *mesh, const char *query, const char *ns,
+                 int at_start);
+
 /* Every liveness_ms, on the read-issuing hub: ask about each process that
- * holds a suspect, once per round. */
+ * holds a suspect, once per round; after a look that was lost, look at
+ * every stream. */
 static void on_tick(durable_hub_t *hub, const durable_msg_t *msg,
                     durable_reply_t *reply, void *data) {
   waker_t *wk = data;
@@ -242,7 +269,11 @@ static void on_tick(durable_hub_t *hub, const durable_msg_t *msg,
   (void)msg;
   durable_reply_ok(reply, NULL);
   if (mesh->closing)
-    return; /* no new round: the mesh is leaving */
+    return;         /* no new round: the mesh is leaving */
+  if (wk->missed) { /* a look was lost: every stream, once */
+    wk->missed = 0;
+    scan(mesh, "type:" DURABLE__STREAM_TYPE, NULL, 0);
+  }
   if (wk->asking == 0) {
     durable__map_t asked = {0};
     const char *k;
@@ -300,6 +331,8 @@ static void scan_end(scan_t *sc) {
 
 static void on_page(const durable_result_t *res, void *data) {
   scan_t *sc = data;
+  if (res->status < 0)
+    look_lost(sc->mesh, res->status);
   if (res->status == 0) {
     for (size_t i = 0; i < res->count; i++)
       if (strcmp(res->nodes[i]->node_type, DURABLE__STREAM_TYPE) == 0)
@@ -325,6 +358,7 @@ static void scan_page(scan_t *sc, const char *after) {
   if (durable_store_query(durable_mesh_store(sc->mesh),
                           durable_mesh_principal(sc->mesh), sc->query, cursor,
                           200, on_page, sc, &err) < 0) {
+    look_lost(sc->mesh, err.code);
     waker_t *wk = waker_of(sc->mesh);
     if (sc->ns && wk)
       durable__map_del(&wk->looking, sc->ns);
@@ -349,6 +383,7 @@ static void scan(durable_mesh_t *mesh, const char *query, const char *ns,
   scan_t *sc = calloc(1, sizeof(*sc));
   if (sc == NULL || (sc->query = strdup(query)) == NULL) {
     free(sc);
+    look_lost(mesh, DURABLE_ENOMEM);
     return;
   }
   sc->mesh = mesh;

@@ -37,6 +37,8 @@
  *   publish_unknown     an append whose commit is in doubt: reported failed
  *                       ("may or may not"), and the next append neither
  *                       reuses its sequence nor leaves a gap
+ *   start_scan_fails    a host's first look at the streams fails: the next
+ *                       liveness round looks again and wakes the owner
  *
  * Every case runs on a SQLite file in a fresh folder (a lost in-memory
  * database would be a new, empty one).  By hand: io_fault_test [CASE].
@@ -69,12 +71,13 @@ typedef enum {
   F_REPLACE,
   F_REMOVE,
   F_FLUSH,
+  F_LIST_TYPE,
   F_COUNT
 } fn_t;
 
 static const char *const fn_names[F_COUNT] = {
     "connect", "begin",  "commit",  "get",    "list",  "insert",
-    "upsert",  "update", "replace", "remove", "flush",
+    "upsert",  "update", "replace", "remove", "flush", "list_type",
 };
 
 /* What to fail: calls of `fn` (any write: F_COUNT with `writes`), about
@@ -225,6 +228,14 @@ static int w_list(durable__conn_t *conn, durable__place_t place, const char *ns,
   return rc ? rc : real->list(conn, place, ns, after, limit, out, err);
 }
 
+static int w_list_type(durable__conn_t *conn, durable__place_t place,
+                       const char *node_type, const char *after, size_t limit,
+                       durable__nodes_t *out, durable_error_t *err) {
+  int rc = fault_check(F_LIST_TYPE, NULL, NULL, err, NULL);
+  return rc ? rc
+            : real->list_type(conn, place, node_type, after, limit, out, err);
+}
+
 static int w_insert(durable__conn_t *conn, durable__place_t place,
                     const durable_node_t *node, durable__outcome_t *out,
                     durable_error_t *err) {
@@ -279,6 +290,7 @@ static const durable__backend_t *wrap(const durable__backend_t *be) {
   wrapped.commit = w_commit;
   wrapped.get = w_get;
   wrapped.list = w_list;
+  wrapped.list_type = w_list_type;
   wrapped.insert = w_insert;
   wrapped.upsert = w_upsert;
   wrapped.update = w_update;
@@ -887,6 +899,44 @@ static void test_ack_fails(void) {
   case_end();
 }
 
+/* A host's first look at the streams (durable_mesh_start_hosting) fails:
+ * the owner of a stream with items waiting is still woken, by the next
+ * liveness round's look at every stream, with no other change to tell it. */
+static void test_start_scan_fails(void) {
+  case_begin();
+  durable_mesh_t *mesh = open_mesh();
+  durable_hub_t *client = client_of(mesh, "client/p");
+  for (int i = 1; i <= 2; i++)
+    CHECK_EQ_INT(publish(client, "{}").seq, i);
+  durable_write_t owner = {.kind = DURABLE_WRITE_PUT,
+                           .path = "K/s",
+                           .node_type = "Waked",
+                           .content = "{}"};
+  CHECK_OK(do_write(durable_mesh_store(mesh), &owner, 1).status);
+  close_mesh(mesh);
+
+  mesh = open_mesh();
+  nhanded = 0;
+  durable_consumer_t c = {.ns = "Log", .handler = handler};
+  durable_error_t err = {0};
+  CHECK_OK(durable_node_type_consume(durable_node_type_get(mesh, "Waked"), &c,
+                                     &err));
+  fault_set((fault_t){.fn = F_LIST_TYPE,
+                      .times = 1,
+                      .code = DURABLE_EIO,
+                      .message = "disk I/O error"});
+  CHECK_OK(durable_mesh_start_hosting(mesh, &err));
+  uint64_t deadline = uv_now(&loop) + WAIT_MS;
+  while (nhanded < 2 && uv_now(&loop) < deadline)
+    check_run_for(&loop, 20);
+  CHECK_EQ_INT(count_of(failures, F_LIST_TYPE), 1); /* the look that failed */
+  CHECK_MSG(nhanded == 2, "the owner was not woken: %d items handled; log:\n%s",
+            nhanded, log_text);
+  fault_clear();
+  close_mesh(mesh);
+  case_end();
+}
+
 int main(int argc, char **argv) {
   durable__backend_wrap = wrap;
   static const check_test_t tests[] = {
@@ -900,6 +950,7 @@ int main(int argc, char **argv) {
       {"publish_fails", test_publish_fails},
       {"publish_unknown", test_publish_unknown},
       {"ack_fails", test_ack_fails},
+      {"start_scan_fails", test_start_scan_fails},
   };
   return check_main(tests, sizeof tests / sizeof tests[0], argc, argv);
 }
