@@ -51,7 +51,9 @@ typedef struct {
 durable__stream_name_t durable__stream_name(const durable_stream_id_t *id);
 
 /* Parse a stream node's content; a node without content (made by hand)
- * gives the state derived from its path. */
+ * gives the state derived from its path.  0; DURABLE_EINVAL for a node
+ * that is no stream (neither its content nor its path names one);
+ * DURABLE_ENOMEM, never taken for an empty state. */
 int durable__state_decode(const char *content, const char *stream_path,
                           durable__stream_state_t *out);
 /* JSON text in the spec's field order (malloc'ed), or NULL. */

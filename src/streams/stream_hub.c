@@ -303,8 +303,9 @@ static int mutate_state(const durable_node_t *current, char **content,
   durable__stream_state_t cur;
   if (current == NULL)
     return DURABLE_ENOTFOUND;
-  if (durable__state_decode(current->content, w->path, &cur) < 0)
-    return DURABLE_ENOMEM;
+  int decoded = durable__state_decode(current->content, w->path, &cur);
+  if (decoded < 0)
+    return decoded;
   int tail_moved =
       (w->part & PART_TAIL) && cur.last_sequence != base->last_sequence;
   int lease_moved =
@@ -1383,8 +1384,9 @@ static int still_deleting(const durable_node_t *current, char **content,
   durable__stream_state_t cur;
   if (current == NULL)
     return DURABLE_ENOTFOUND;
-  if (durable__state_decode(current->content, current->path, &cur) < 0)
-    return DURABLE_ENOMEM;
+  int rc = durable__state_decode(current->content, current->path, &cur);
+  if (rc < 0)
+    return rc;
   int same = cur.deleting_at != 0 && cur.deleting_at == *marked;
   durable__state_free(&cur);
   return same ? 0 : DURABLE_ECONFLICT;

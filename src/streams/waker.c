@@ -72,8 +72,9 @@ typedef struct {
   durable__map_t looking;
   /* a look that did not finish (no memory for it, a read that failed): the
    * next liveness round looks at every stream, so that nothing waits for a
-   * change that may never come */
-  int missed;
+   * change that may never come -- as the host's start does when that was
+   * the look lost (`missed_start`); one such look at a time (`rescanning`) */
+  int missed, missed_start, rescanning;
 } waker_t;
 
 static char scan_once, scan_again; /* the values of `looking` */
@@ -86,11 +87,14 @@ static waker_t *waker_of(durable_mesh_t *mesh) {
 
 /* A look at streams was lost for `code`: the next round looks again (see
  * `missed`), unless looking again cannot help (the principal may not read
- * there, a query that is wrong). */
-static void look_lost(durable_mesh_t *mesh, int code) {
+ * there, a path or query that is wrong). */
+static void look_lost(durable_mesh_t *mesh, int code, int at_start) {
   waker_t *wk = waker_of(mesh);
-  if (wk && !mesh->closing && code != DURABLE_EACCES && code != DURABLE_EINVAL)
-    wk->missed = 1;
+  if (wk == NULL || mesh->closing || code == DURABLE_EACCES ||
+      code == DURABLE_EINVAL)
+    return;
+  wk->missed = 1;
+  wk->missed_start |= at_start;
 }
 
 static void suspect_del(waker_t *wk, const char *path) {
@@ -105,7 +109,7 @@ static void suspect_put(waker_t *wk, const char *path, const char *instance) {
   suspect_del(wk, path);
   if (copy == NULL || durable__map_put(&wk->suspects, path, copy) < 0) {
     free(copy); /* forgotten: the next round finds it again */
-    wk->missed = 1;
+    look_lost(wk->mesh, DURABLE_ENOMEM, 0);
   }
 }
 
@@ -144,10 +148,10 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node,
   if (mesh->closing || wk == NULL)
     return;
   int rc = durable__state_decode(node->content, node->path, &s);
-  if (rc == DURABLE_ENOMEM)
-    wk->missed = 1;
-  if (rc < 0)
+  if (rc < 0) { /* no stream (made by hand), or no memory to read it */
+    look_lost(mesh, rc, at_start);
     return;
+  }
   const char *here = durable_store_instance(durable_mesh_store(mesh));
   durable__lease_where_t where = durable__lease_where(&s, here);
   int unheld = durable__lease_unheld(&s, here, gone, at_start);
@@ -171,12 +175,12 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node,
                             durable_mesh_principal(mesh), s.key, on_owner_read,
                             w, &err) < 0) {
         wake_free(w);
-        wk->missed = 1;
+        look_lost(mesh, err.code, at_start); /* not for a Key that is no path */
       }
     } else {
       if (w)
         wake_free(w);
-      wk->missed = 1;
+      look_lost(mesh, DURABLE_ENOMEM, at_start);
     }
   }
   durable__state_free(&s);
@@ -256,8 +260,8 @@ static void on_alive(const durable_result_t *res, void *data) {
   free(a);
 }
 
-static void scan(durable_mesh_t *mesh, const char *query, const char *ns,
-                 int at_start);
+static void scan_as(durable_mesh_t *mesh, const char *query, const char *ns,
+                    int at_start, int rescan);
 
 /* Every liveness_ms, on the read-issuing hub: ask about each process that
  * holds a suspect, once per round; after a look that was lost, look at
@@ -269,10 +273,12 @@ static void on_tick(durable_hub_t *hub, const durable_msg_t *msg,
   (void)msg;
   durable_reply_ok(reply, NULL);
   if (mesh->closing)
-    return;         /* no new round: the mesh is leaving */
-  if (wk->missed) { /* a look was lost: every stream, once */
-    wk->missed = 0;
-    scan(mesh, "type:" DURABLE__STREAM_TYPE, NULL, 0);
+    return;                            /* no new round: the mesh is leaving */
+  if (wk->missed && !wk->rescanning) { /* a look was lost: every stream */
+    int at_start = wk->missed_start;
+    wk->missed = wk->missed_start = 0;
+    wk->rescanning = 1;
+    scan_as(mesh, "type:" DURABLE__STREAM_TYPE, NULL, at_start, 1);
   }
   if (wk->asking == 0) {
     durable__map_t asked = {0};
@@ -308,9 +314,21 @@ typedef struct {
   char *query;
   char *ns; /* a namespace's look: its key in waker_t.looking (a copy) */
   int at_start;
+  int rescan; /* the look at every stream after one lost */
 } scan_t;
 
 static void scan_page(scan_t *sc, const char *after);
+
+static void scan_free(scan_t *sc) {
+  waker_t *wk = waker_of(sc->mesh);
+  if (sc->ns && wk)
+    durable__map_del(&wk->looking, sc->ns);
+  if (sc->rescan && wk)
+    wk->rescanning = 0;
+  free(sc->ns);
+  free(sc->query);
+  free(sc);
+}
 
 /* A look is over: another change of its namespace came meanwhile? Look
  * once more, else let the namespace go. */
@@ -322,17 +340,13 @@ static void scan_end(scan_t *sc) {
     scan_page(sc, NULL);
     return;
   }
-  if (sc->ns && wk)
-    durable__map_del(&wk->looking, sc->ns);
-  free(sc->ns);
-  free(sc->query);
-  free(sc);
+  scan_free(sc);
 }
 
 static void on_page(const durable_result_t *res, void *data) {
   scan_t *sc = data;
   if (res->status < 0)
-    look_lost(sc->mesh, res->status);
+    look_lost(sc->mesh, res->status, sc->at_start);
   if (res->status == 0) {
     for (size_t i = 0; i < res->count; i++)
       if (strcmp(res->nodes[i]->node_type, DURABLE__STREAM_TYPE) == 0)
@@ -358,20 +372,16 @@ static void scan_page(scan_t *sc, const char *after) {
   if (durable_store_query(durable_mesh_store(sc->mesh),
                           durable_mesh_principal(sc->mesh), sc->query, cursor,
                           200, on_page, sc, &err) < 0) {
-    look_lost(sc->mesh, err.code);
-    waker_t *wk = waker_of(sc->mesh);
-    if (sc->ns && wk)
-      durable__map_del(&wk->looking, sc->ns);
-    free(sc->ns);
-    free(sc->query);
-    free(sc);
+    look_lost(sc->mesh, err.code, sc->at_start);
+    scan_free(sc);
   }
 }
 
 /* Look at the streams `query` finds; `ns` (or NULL) names the namespace
- * the look is for, which is then looked at once at a time. */
-static void scan(durable_mesh_t *mesh, const char *query, const char *ns,
-                 int at_start) {
+ * the look is for, which is then looked at once at a time; `rescan`: the
+ * liveness round's look after one lost (wk->rescanning until it ends). */
+static void scan_as(durable_mesh_t *mesh, const char *query, const char *ns,
+                    int at_start, int rescan) {
   waker_t *wk = waker_of(mesh);
   if (ns && wk) {
     void *looking = durable__map_get(&wk->looking, ns);
@@ -383,17 +393,25 @@ static void scan(durable_mesh_t *mesh, const char *query, const char *ns,
   scan_t *sc = calloc(1, sizeof(*sc));
   if (sc == NULL || (sc->query = strdup(query)) == NULL) {
     free(sc);
-    look_lost(mesh, DURABLE_ENOMEM);
+    if (rescan && wk)
+      wk->rescanning = 0;
+    look_lost(mesh, DURABLE_ENOMEM, at_start);
     return;
   }
   sc->mesh = mesh;
   sc->at_start = at_start;
+  sc->rescan = rescan;
   if (ns && wk && (sc->ns = strdup(ns)) != NULL &&
       durable__map_put(&wk->looking, ns, &scan_once) < 0) {
     free(sc->ns); /* looked at all the same, only not once at a time */
     sc->ns = NULL;
   }
   scan_page(sc, NULL);
+}
+
+static void scan(durable_mesh_t *mesh, const char *query, const char *ns,
+                 int at_start) {
+  scan_as(mesh, query, ns, at_start, 0);
 }
 
 static void on_foreign(void *data, const char *ns) {

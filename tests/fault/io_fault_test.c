@@ -913,6 +913,19 @@ static void test_start_scan_fails(void) {
                            .node_type = "Waked",
                            .content = "{}"};
   CHECK_OK(do_write(durable_mesh_store(mesh), &owner, 1).status);
+  /* and two DurableStream nodes that are no streams, which no look can
+   * ever read as one: they must not make every round look again */
+  durable_write_t strays[2] = {{.kind = DURABLE_WRITE_PUT,
+                                .path = "P/stray",
+                                .node_type = "DurableStream",
+                                .content = "{}"},
+                               {.kind = DURABLE_WRITE_PUT,
+                                .path = "K/x/_DurableStream/Log",
+                                .node_type = "DurableStream",
+                                .content =
+                                    "{\"Namespace\":\"Log\",\"Key\":\"a//b\","
+                                    "\"LastSequence\":1}"}};
+  CHECK_OK(do_write(durable_mesh_store(mesh), strays, 2).status);
   close_mesh(mesh);
 
   mesh = open_mesh();
@@ -933,6 +946,12 @@ static void test_start_scan_fails(void) {
   CHECK_MSG(nhanded == 2, "the owner was not woken: %d items handled; log:\n%s",
             nhanded, log_text);
   fault_clear();
+  /* the look after it found everything it could: five more rounds (100 ms
+   * each) look at nothing again */
+  check_run_for(&loop, 150);
+  int looks = count_of(calls, F_LIST_TYPE);
+  check_run_for(&loop, 500);
+  CHECK_EQ_INT(count_of(calls, F_LIST_TYPE), looks);
   close_mesh(mesh);
   case_end();
 }
