@@ -46,12 +46,26 @@ static void wake_free(wake_t *w) {
   free(w);
 }
 
+static void look_lost(durable_mesh_t *mesh, int code, int at_start);
+
+/* A wake that could not be made (the owner unreadable, its post failed):
+ * the next round looks again. */
+static void on_woken(durable__wake_outcome_t outcome, void *data) {
+  if (outcome == DURABLE__WAKE_UNAVAILABLE ||
+      outcome == DURABLE__WAKE_POST_FAILED)
+    look_lost(data, DURABLE_EUNAVAIL, 0);
+}
+
 static void on_owner_read(const durable_result_t *res, void *data) {
   wake_t *w = data;
   if (res->status == 0 &&
       durable__consumed_has(w->mesh, res->node->node_type, w->family)) {
     durable_stream_id_t id = {w->family, w->key};
-    durable__wake_owner(w->mesh, &id, NULL, NULL);
+    int rc = durable__wake_owner(w->mesh, &id, on_woken, w->mesh);
+    if (rc < 0)
+      look_lost(w->mesh, rc, 0);
+  } else if (res->status < 0 && res->status != DURABLE_ENOTFOUND) {
+    look_lost(w->mesh, res->status, 0); /* unreadable now */
   }
   wake_free(w); /* absent, or no consumer of that family here */
 }
