@@ -210,8 +210,10 @@ int durable__state_decode(const char *content, const char *stream_path,
   if (ns == NULL || key == NULL || *ns == '\0' || *key == '\0') {
     /* no content: Namespace = node id, Key = namespace without the segment */
     const char *seg = strstr(stream_path, "/" DURABLE__STREAM_SEGMENT "/");
-    if (seg == NULL)
-      return DURABLE_EINVAL; /* no stream: a node of the type made by hand */
+    if (seg == NULL) { /* no stream: a node of the type made by hand */
+      json_decref(j);
+      return DURABLE_EINVAL;
+    }
     out->key = strndup(stream_path, (size_t)(seg - stream_path));
     out->ns = strdup(seg + strlen("/" DURABLE__STREAM_SEGMENT "/"));
   } else {

@@ -287,8 +287,9 @@ static void on_tick(durable_hub_t *hub, const durable_msg_t *msg,
   (void)msg;
   durable_reply_ok(reply, NULL);
   if (mesh->closing)
-    return;                            /* no new round: the mesh is leaving */
-  if (wk->missed && !wk->rescanning) { /* a look was lost: every stream */
+    return; /* no new round: the mesh is leaving */
+  if (wk->missed && !wk->rescanning) {
+    /* a look was lost: every stream */
     int at_start = wk->missed_start;
     wk->missed = wk->missed_start = 0;
     wk->rescanning = 1;
