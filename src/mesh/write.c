@@ -861,7 +861,10 @@ static void write_delivered(durable__job_t *job) {
       size_t k = 0;
       while (k < i && strcmp(job->writes[k].ns, ns) != 0)
         k++;
-      if (k == i) /* each namespace once */
+      /* each namespace once, without allocating: durable__writes_namespaces
+       * builds a list (and skips a failed job's writes), and this runs when
+       * memory has run out */
+      if (k == i)
         durable__store_changed_elsewhere(job->store, ns);
     }
   }
