@@ -68,6 +68,7 @@ struct durable__pull_s {
   void *cb_data;
   int closed, failed;
   int busy; /* inside a turn that hands items over: a close waits for it */
+  int delivering; /* inside try_deliver: a callback's next ask joins it */
   /* own items: the stream node read to see whether the item at the cursor
    * was trimmed (a gap there, or nothing at all at the first read), once
    * per cursor position */
@@ -154,11 +155,14 @@ static void deliver_error(durable__pull_t *p, int status, const char *message,
 }
 
 static int check_trimmed(durable__pull_t *p);
+static void maybe_free(durable__pull_t *p);
 
-/* Release the next item if it is there; else read when there is reason to. */
-static void try_deliver(durable__pull_t *p) {
+/* Release the next item if it is there; else read when there is reason to.
+ * 1 when an item was handed over (the callback may have asked for the next
+ * one already). */
+static int deliver_one(durable__pull_t *p) {
   if (p->closed || p->failed || p->cb == NULL)
-    return;
+    return 0;
   /* drop what the cursor has passed (duplicates) */
   while (p->first < p->nbuf && p->buf[p->first].seq < p->next)
     durable_node_free(p->buf[p->first++].node);
@@ -168,7 +172,7 @@ static void try_deliver(durable__pull_t *p) {
     read_more(p); /* ahead, while these are handed over */
   if (waiting > 0 && p->buf[p->first].seq > p->next && !p->reading &&
       check_trimmed(p))
-    return; /* a gap at the cursor: its answer delivers */
+    return 0; /* a gap at the cursor: its answer delivers */
   if (waiting > 0 && p->buf[p->first].seq == p->next) {
     durable_node_t *node = p->buf[p->first++].node;
     char *payload = NULL;
@@ -188,7 +192,7 @@ static void try_deliver(durable__pull_t *p) {
                             .node = node};
       deliver_error(p, rc < 0 ? rc : DURABLE_EINVAL, message, &bad);
       durable_node_free(node);
-      return;
+      return 0;
     }
     durable_item_t item = {.stream = {.ns = p->ns, .key = p->key},
                            .sequence = p->next,
@@ -201,7 +205,7 @@ static void try_deliver(durable__pull_t *p) {
     cb(p, 0, &item, NULL, p->cb_data);
     durable_node_free(node);
     free(payload);
-    return;
+    return 1;
   }
   if (p->read_status == 0 && !p->reading &&
       (p->more || p->dirty || !p->started))
@@ -212,6 +216,24 @@ static void try_deliver(durable__pull_t *p) {
     memcpy(message, p->read_message, sizeof message);
     deliver_error(p, p->read_status, message, NULL);
   }
+  return 0;
+}
+
+/* Hand items over for as long as the callback asks for the next one.  A
+ * callback that asks from inside itself (durable__pull_next, as
+ * durable_stream_read's does) only sets `cb`, and this loop goes on: a
+ * page of a thousand items is a thousand turns of it, not a thousand
+ * nested calls on the loop thread's stack (a frame of some 2 KB each). */
+static void try_deliver(durable__pull_t *p) {
+  if (p->delivering)
+    return;
+  p->delivering = 1;
+  p->busy++; /* a callback may close the pull: freed once this returns */
+  while (deliver_one(p))
+    ;
+  p->delivering = 0;
+  p->busy--;
+  maybe_free(p);
 }
 
 /* A page of a custom source, kept for a turn of the mesh: its nodes (taken

@@ -757,6 +757,49 @@ static void test_reader_pause(void) {
   close_mesh();
 }
 
+/* A reader hands a backlog over item by item, however long it is, on a
+ * loop thread with a small stack: an embedder's thread, say.  Each item is
+ * one turn of a loop, not a call nested inside the last item's callback
+ * (which needed some 2 KB of stack per item of a page, 2 MB a page). */
+#define SMALL_STACK_ITEMS 1500
+static int small_seen, small_in_order = 1;
+static void on_small_read(durable_reader_t *r, int status,
+                          const durable_item_t *item, const char *message,
+                          void *data) {
+  (void)r;
+  (void)data;
+  CHECK_MSG(status == 0, "%s", message);
+  if (item->sequence != ++small_seen)
+    small_in_order = 0;
+}
+static int small_read_all(void *arg) {
+  (void)arg;
+  return small_seen >= SMALL_STACK_ITEMS;
+}
+static void read_on_small_stack(void *arg) {
+  (void)arg;
+  durable_error_t err = {0};
+  durable_reader_t *r = NULL;
+  durable_stream_id_t id = {"Probe", "T/small"};
+  CHECK_OK(durable_stream_read(fx.mesh, &id, 0, NULL, on_small_read, NULL, &r,
+                               &err));
+  CHECK(check_run_until_fn(&fx.loop, small_read_all, NULL, 10000));
+  durable_reader_close(r);
+}
+
+static void test_reader_small_stack(void) {
+  open_mesh();
+  publish_range("T/small", 1, SMALL_STACK_ITEMS);
+  uv_thread_t t;
+  uv_thread_options_t o = {.flags = UV_THREAD_HAS_STACK_SIZE,
+                           .stack_size = 512 * 1024};
+  CHECK_EQ_INT(uv_thread_create_ex(&t, &o, read_on_small_stack, NULL), 0);
+  CHECK_EQ_INT(uv_thread_join(&t), 0);
+  CHECK_EQ_INT(small_seen, SMALL_STACK_ITEMS);
+  CHECK(small_in_order);
+  close_mesh();
+}
+
 /* A retention policy's text: what parses, how it is spelled back (the
  * largest unit that divides it), and what is refused with the rule. */
 static void test_retention_text(void) {
@@ -820,6 +863,7 @@ static const check_test_t tests[] = {
     {"untyped_requests", test_untyped_requests},
     {"publish_ids", test_publish_ids},
     {"reader_pause", test_reader_pause},
+    {"reader_small_stack", test_reader_small_stack},
     {"retention_text", test_retention_text},
 };
 
