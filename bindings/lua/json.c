@@ -1,5 +1,6 @@
 /*
- * json.c: Lua values <-> JSON, through jansson; and a Lua list of writes
+ * json.c: Lua values <-> JSON, written through jansson and read straight
+ * from the text (below, "decoding"); and a Lua list of writes
  * read into the durable_write_t array the store takes (mesh:_write, a
  * handler's reply:commit_with).
  *
@@ -315,16 +316,201 @@ void dlua_push_json(lua_State *L, const json_t *j) {
   }
 }
 
+/* ---- decoding: JSON text straight into Lua values -----------------------
+ *
+ * Every payload a Lua reader or consumer is handed is decoded here, so it
+ * goes straight from the text to Lua values, with no jansson tree built and
+ * freed between (that was the most of a Lua catch-up's time).  The text is
+ * first checked by durable__json_valid, which accepts exactly what
+ * jansson's json_loads does; what follows trusts it: every string closed
+ * and valid UTF-8 with its escapes well formed (no \u0000), every number in
+ * range.  The shapes are dlua_push_json's: an integer stays an integer, a
+ * number with a fraction or an exponent is a float, a repeated key keeps
+ * its last value, as in jansson. */
+
+static const char *dec_ws(const char *s) {
+  while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+    s++;
+  return s;
+}
+
+static unsigned long dec_hex4(const char *s) {
+  unsigned long v = 0;
+  for (int i = 0; i < 4; i++) {
+    char h = s[i];
+    v = v * 16 + (unsigned long)(h <= '9'   ? h - '0'
+                                 : h <= 'F' ? h - 'A' + 10
+                                            : h - 'a' + 10);
+  }
+  return v;
+}
+
+static void dec_utf8(luaL_Buffer *b, unsigned long v) {
+  if (v < 0x80) {
+    luaL_addchar(b, (char)v);
+  } else if (v < 0x800) {
+    luaL_addchar(b, (char)(0xC0 | v >> 6));
+    luaL_addchar(b, (char)(0x80 | (v & 0x3F)));
+  } else if (v < 0x10000) {
+    luaL_addchar(b, (char)(0xE0 | v >> 12));
+    luaL_addchar(b, (char)(0x80 | (v >> 6 & 0x3F)));
+    luaL_addchar(b, (char)(0x80 | (v & 0x3F)));
+  } else {
+    luaL_addchar(b, (char)(0xF0 | v >> 18));
+    luaL_addchar(b, (char)(0x80 | (v >> 12 & 0x3F)));
+    luaL_addchar(b, (char)(0x80 | (v >> 6 & 0x3F)));
+    luaL_addchar(b, (char)(0x80 | (v & 0x3F)));
+  }
+}
+
+/* A string at its opening quote, pushed; returns what follows its closing
+ * quote.  Without escapes (the common case) it is pushed as it stands. */
+static const char *dec_string(lua_State *L, const char *s) {
+  const char *run = ++s;
+  while (*s != '"' && *s != '\\')
+    s++;
+  if (*s == '"') {
+    lua_pushlstring(L, run, (size_t)(s - run));
+    return s + 1;
+  }
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (;;) {
+    luaL_addlstring(&b, run, (size_t)(s - run));
+    if (*s == '"')
+      break;
+    char c = s[1];
+    s += 2;
+    switch (c) {
+    case 'b':
+      luaL_addchar(&b, '\b');
+      break;
+    case 'f':
+      luaL_addchar(&b, '\f');
+      break;
+    case 'n':
+      luaL_addchar(&b, '\n');
+      break;
+    case 'r':
+      luaL_addchar(&b, '\r');
+      break;
+    case 't':
+      luaL_addchar(&b, '\t');
+      break;
+    case 'u': {
+      unsigned long v = dec_hex4(s);
+      s += 4;
+      if (v >= 0xD800 && v <= 0xDBFF) { /* a high surrogate: its pair */
+        v = 0x10000 + ((v - 0xD800) << 10) + (dec_hex4(s + 2) - 0xDC00);
+        s += 6;
+      }
+      dec_utf8(&b, v);
+      break;
+    }
+    default: /* " \ / */
+      luaL_addchar(&b, c);
+    }
+    run = s;
+    while (*s != '"' && *s != '\\')
+      s++;
+  }
+  luaL_pushresult(&b);
+  return s + 1;
+}
+
+static const char *dec_number(lua_State *L, const char *s) {
+  const char *end = s;
+  int real = 0;
+  for (;; end++) {
+    char c = *end;
+    if (c == '.' || c == 'e' || c == 'E')
+      real = 1;
+    else if (!(c >= '0' && c <= '9') && c != '-' && c != '+')
+      break;
+  }
+  if (!real) {
+    lua_pushinteger(L, (lua_Integer)strtoll(s, NULL, 10));
+    return end;
+  }
+  /* Lua's own conversion: a double, whatever the C locale's decimal point */
+  char small[64];
+  size_t n = (size_t)(end - s);
+  if (n < sizeof small) {
+    memcpy(small, s, n);
+    small[n] = '\0';
+    lua_stringtonumber(L, small);
+  } else {
+    lua_pushlstring(L, s, n);
+    lua_stringtonumber(L, lua_tostring(L, -1));
+    lua_remove(L, -2);
+  }
+  return end;
+}
+
+static const char *dec_value(lua_State *L, const char *s) {
+  luaL_checkstack(L, 4, "JSON nested too deeply");
+  s = dec_ws(s);
+  switch (*s) {
+  case '"':
+    return dec_string(L, s);
+  case 't':
+    lua_pushboolean(L, 1);
+    return s + 4;
+  case 'f':
+    lua_pushboolean(L, 0);
+    return s + 5;
+  case 'n':
+    dlua_push_null(L);
+    return s + 4;
+  case '[': {
+    lua_newtable(L);
+    s = dec_ws(s + 1);
+    if (*s == ']') { /* so that it is written back as [] */
+      lua_rawgetp(L, LUA_REGISTRYINDEX, &array_mt_key);
+      lua_setmetatable(L, -2);
+      return s + 1;
+    }
+    for (lua_Integer i = 1;; i++) {
+      s = dec_ws(dec_value(L, s));
+      lua_rawseti(L, -2, i);
+      if (*s++ == ']')
+        return s;
+    }
+  }
+  case '{':
+    lua_newtable(L);
+    s = dec_ws(s + 1);
+    if (*s == '}')
+      return s + 1;
+    for (;;) {
+      s = dec_ws(dec_string(L, dec_ws(s)));
+      s = dec_ws(dec_value(L, s + 1)); /* past ':' */
+      lua_rawset(L, -3);
+      if (*s++ == '}')
+        return s;
+    }
+  default:
+    return dec_number(L, s);
+  }
+}
+
 int dlua_decode(lua_State *L, const char *text, char *err, size_t errlen) {
+  if (text == NULL)
+    text = "null";
+  if (durable__json_valid(text)) {
+    dec_value(L, text); /* a memory error raises, holding nothing */
+    return 0;
+  }
+  /* not JSON: jansson says what is wrong, and where */
   json_error_t jerr;
-  json_t *j = json_loads(text ? text : "null", JSON_DECODE_ANY, &jerr);
+  json_t *j = json_loads(text, JSON_DECODE_ANY, &jerr);
   if (j == NULL) {
     if (err)
       snprintf(err, errlen, "invalid JSON at line %d, column %d: %s", jerr.line,
                jerr.column, jerr.text);
     return -1;
   }
-  dlua_push_json(L, j); /* may raise on a memory error: rare, leaks j */
+  dlua_push_json(L, j); /* the check and jansson disagree: jansson's reading */
   json_decref(j);
   return 0;
 }

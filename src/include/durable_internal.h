@@ -29,6 +29,12 @@ void durable__vformat(char *out, size_t size, const char *fmt, va_list ap)
 void durable__format(char *out, size_t size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* 1 when `text` is one JSON value, as jansson's json_loads(JSON_DECODE_ANY)
+ * would parse it (src/mesh/json_check.c says exactly what that is); 0
+ * otherwise.  Allocates nothing.  The Lua binding decodes such text into
+ * Lua values without building a jansson tree first. */
+int durable__json_valid(const char *text);
+
 /* The table a path is stored in: the longest entry of the satellite mapping
  * list whose segment occurs as a whole segment of the path
  * ("_DurableStreamItem" -> "durable_stream_items", "_DocumentPart" ->

@@ -90,10 +90,8 @@ durable__write_set_t *durable__write_set_new(const durable_write_t *writes,
  * res->nodes (the caller frees it; res->nodes[i] reads NULL after). */
 durable_node_t *durable__result_take(const durable_result_t *res, size_t i);
 
-/* json_check.c: 1 when `text` is one JSON value, as jansson would parse it
- * (allocates nothing). */
-int durable__json_valid(const char *text);
-/* 0 when `text` is JSON; else -1 with `je` filled by jansson, to say what
+/* json_check.c, beside durable__json_valid (durable_internal.h): 0 when
+ * `text` is JSON; else -1 with `je` filled by jansson, to say what
  * is wrong and where (an integer beyond 64 bits: "too big integer"). */
 struct json_error_t;
 int durable__json_check(const char *text, struct json_error_t *je);

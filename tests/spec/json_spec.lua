@@ -62,10 +62,87 @@ describe("JSON text", function()
     assert.has_error(function() durable.encode(t) end)
   end)
 
+  it("decodes escapes, white space, numbers and repeated keys as jansson reads them", function()
+    local cases = {
+      { '"plain"', "plain" },
+      { '"a\\"b\\\\c\\/d"', 'a"b\\c/d' },
+      { '"\\b\\f\\n\\r\\t"', "\b\f\n\r\t" },
+      { '"\\u0041\\u00e9\\u20ac"', "A\u{e9}\u{20ac}" },
+      { '"\\ud83d\\ude00!"', "\u{1f600}!" },
+      { '"x\\u0001y\\u007f"', "x\1y\127" },
+      { '"caf\u{e9} \u{1f600}"', "caf\u{e9} \u{1f600}" },
+      { ' \t\r\n 7 \n', 7 },
+      { "-0", 0 },
+      { "9223372036854775807", math.maxinteger },
+      { "-9223372036854775808", math.mininteger },
+      { "1e2", 100.0 },
+      { "-2.5E-1", -0.25 },
+      { "1e-400", 0.0 },
+      { "0." .. string.rep("0", 80) .. "1", 1e-81 },
+      { "true", true },
+      { "false", false },
+    }
+    for _, c in ipairs(cases) do
+      local v = durable.decode(c[1])
+      assert.equal(c[2], v, c[1])
+      assert.equal(math.type(c[2]), math.type(v), c[1])
+    end
+    assert.equal(durable.null, durable.decode(" null "))
+    local v = durable.decode(' { "a" : 1 , "a" : [ 2 , { } , [ ] ] , "b\\n" : { "c" : "d" } } ')
+    assert.equal(2, v.a[1])
+    assert.same({}, v.a[2])
+    assert.equal('{"a":[2,{},[]],"b\\n":{"c":"d"}}', durable.encode(v))
+    local deep = string.rep("[", 2000) .. string.rep("]", 2000)
+    local depth, at = 0, durable.decode(deep)
+    while at do depth, at = depth + 1, at[1] end
+    assert.equal(2000, depth)
+  end)
+
+  it("decodes what it encodes, for any value", function()
+    local seed = os.time()
+    math.randomseed(seed)
+    local chars = { "a", "Z", "0", " ", '"', "\\", "/", "\n", "\t", "\1", "\31", "\127",
+      "\u{e9}", "\u{7ff}", "\u{800}", "\u{ffff}", "\u{10000}", "\u{10ffff}", "$" }
+    local function text()
+      local t = {}
+      for i = 1, math.random(0, 12) do t[i] = chars[math.random(#chars)] end
+      return table.concat(t)
+    end
+    local function value(depth)
+      local kind = math.random(depth > 3 and 5 or 7)
+      if kind == 1 then return math.random(-1000, 1000) * 10 ^ math.random(-5, 15)
+      elseif kind == 2 then return math.random(math.mininteger, math.maxinteger)
+      elseif kind == 3 then return text()
+      elseif kind == 4 then return math.random(2) == 1
+      elseif kind == 5 then return durable.null
+      elseif kind == 6 then
+        local a = {}
+        for i = 1, math.random(0, 5) do a[i] = value(depth + 1) end
+        return #a == 0 and durable.array {} or a
+      else
+        local o = {}
+        for _ = 1, math.random(0, 5) do o[text()] = value(depth + 1) end
+        return o
+      end
+    end
+    for i = 1, 2000 do
+      local text1 = durable.encode(value(0))
+      local back = durable.decode(text1)
+      assert.equal(text1, durable.encode(back), ("seed %d, value %d"):format(seed, i))
+    end
+  end)
+
   it("decodes failures as nil, message, code", function()
     local v, message, code = durable.decode("{")
     assert.is_nil(v)
     assert.matches("invalid JSON", message)
     assert.equal("EINVAL", code)
+    for _, bad in ipairs { '"\\u0000"', '"\\ud83d"', '"\\udc00"', '"\255"', "[1,]", "01",
+      "1e400", "18446744073709551616", '{"a" 1}', "nul", "", "[" .. string.rep("[", 3000) } do
+      v, message, code = durable.decode(bad)
+      assert.is_nil(v, bad)
+      assert.matches("invalid JSON at line", message, 1, true)
+      assert.equal("EINVAL", code)
+    end
   end)
 end)
