@@ -51,12 +51,19 @@ typedef struct {
   const char *table;     /* from durable__path_table() */
 } durable__place_t;
 
-/* A growable array of nodes that the caller frees with durable__nodes_free. */
+/* A growable array of nodes that the caller frees with durable__nodes_free.
+ * A list marked `packed` before a backend fills it keeps the nodes the
+ * backend adds (durable__nodes_add) in a few large blocks of its own (node.c
+ * says why): such a node is the list's, and outlives it only as a copy. */
+typedef struct durable__node_block_s durable__node_block_t;
 typedef struct {
   durable_node_t **items;
   size_t count, cap;
+  int packed;
+  durable__node_block_t *blocks;
 } durable__nodes_t;
 
+/* Append `node`, which the list then owns (it stays its own allocation). */
 int durable__nodes_push(durable__nodes_t *list, durable_node_t *node);
 
 /* A node in one allocation (node.c): `text` holds ns, id, path, node_type,
@@ -69,6 +76,18 @@ typedef struct {
 durable_node_t *durable__node_pack(const durable__node_text_t text[6],
                                    int64_t version, int64_t created_at,
                                    int64_t updated_at);
+/* Append the node of a row a backend read: in a block when list->packed,
+ * else packed on its own.  NULL when out of memory (nothing appended). */
+durable_node_t *durable__nodes_add(durable__nodes_t *list,
+                                   const durable__node_text_t text[6],
+                                   int64_t version, int64_t created_at,
+                                   int64_t updated_at);
+/* 1 when `node` lives in one of the list's blocks. */
+int durable__nodes_in_block(const durable__nodes_t *list,
+                            const durable_node_t *node);
+/* Done with `node`, an entry of `list` the caller removes from it: freed
+ * unless it lives in a block (freed with the list). */
+void durable__nodes_drop(durable__nodes_t *list, durable_node_t *node);
 void durable__nodes_free(durable__nodes_t *list);
 
 /* Grants as the backends read them (access.c frees them). */

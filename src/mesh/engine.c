@@ -311,6 +311,9 @@ durable_node_t *durable__result_take(const durable_result_t *res, size_t i) {
   if (i >= job->nodes.count)
     return NULL;
   durable_node_t *node = job->nodes.items[i];
+  /* a page's block goes with the job: a copy outlives it */
+  if (node != NULL && durable__nodes_in_block(&job->nodes, node))
+    return durable_node_dup(node);
   job->nodes.items[i] = NULL; /* durable_node_free(NULL) is nothing */
   return node;
 }

@@ -1275,14 +1275,22 @@ static void pg_rollback(durable__conn_t *c) {
 
 /* ---- reads -------------------------------------------------------------- */
 
-static durable_node_t *node_of_row(const PGresult *res, int row) {
-  durable__node_text_t text[6];
+static void row_text(const PGresult *res, int row,
+                     durable__node_text_t text[6]) {
   for (int i = 0; i < 6; i++)
     text[i] = (durable__node_text_t){PQgetvalue(res, row, i),
                                      (size_t)PQgetlength(res, row, i)};
-  return durable__node_pack(text, strtoll(PQgetvalue(res, row, 6), NULL, 10),
-                            strtoll(PQgetvalue(res, row, 7), NULL, 10),
-                            strtoll(PQgetvalue(res, row, 8), NULL, 10));
+}
+
+static int64_t row_int(const PGresult *res, int row, int col) {
+  return strtoll(PQgetvalue(res, row, col), NULL, 10);
+}
+
+static durable_node_t *node_of_row(const PGresult *res, int row) {
+  durable__node_text_t text[6];
+  row_text(res, row, text);
+  return durable__node_pack(text, row_int(res, row, 6), row_int(res, row, 7),
+                            row_int(res, row, 8));
 }
 
 /* Prepare a read on `place`: *absent = 1 when its partition does not exist,
@@ -1395,11 +1403,11 @@ static int pg_get_later(durable__conn_t *c, durable__place_t place,
 static int push_rows(const PGresult *res, durable__nodes_t *out,
                      durable_error_t *err) {
   for (int i = 0, n = PQntuples(res); i < n; i++) {
-    durable_node_t *node = node_of_row(res, i);
-    if (node == NULL || durable__nodes_push(out, node) != 0) {
-      durable_node_free(node);
+    durable__node_text_t text[6];
+    row_text(res, i, text);
+    if (durable__nodes_add(out, text, row_int(res, i, 6), row_int(res, i, 7),
+                           row_int(res, i, 8)) == NULL)
       return durable__error(err, DURABLE_ENOMEM, "out of memory");
-    }
   }
   return 0;
 }

@@ -227,6 +227,7 @@ static void read_items(const durable__backend_t *be, durable__conn_t *conn,
   durable__place_t place = durable__path_place(probe, part, sizeof part);
   if (!items_allowed(job, grants))
     return;
+  job->nodes.packed = 1; /* a page: its readers copy what they keep */
   int rc = be->list(conn, place, job->ns, after, job->limit + 1, &job->nodes,
                     &job->err);
   if (rc == 0) {
@@ -239,12 +240,12 @@ static void read_items(const durable__backend_t *be, durable__conn_t *conn,
       if (ok)
         job->nodes.items[keep++] = job->nodes.items[i];
       else
-        durable_node_free(job->nodes.items[i]);
+        durable__nodes_drop(&job->nodes, job->nodes.items[i]);
     }
     job->nodes.count = keep;
     job->more = job->nodes.count > job->limit;
     while (job->nodes.count > job->limit)
-      durable_node_free(job->nodes.items[--job->nodes.count]);
+      durable__nodes_drop(&job->nodes, job->nodes.items[--job->nodes.count]);
   }
   job->status = rc;
 }

@@ -388,14 +388,22 @@ static int run(durable__conn_t *c, sqlite3_stmt *st, const char *what,
 /* A copy of a text column; NULL only when out of memory (every column read
  * here is NOT NULL). */
 /* The node in the current row of a statement selecting NODE_COLUMNS. */
-static durable_node_t *row_node(sqlite3_stmt *st) {
-  durable__node_text_t text[6];
+/* The six text columns of a row of NODE_COLUMNS; -1 when one reads NULL
+ * (every column is NOT NULL: out of memory). */
+static int row_text(sqlite3_stmt *st, durable__node_text_t text[6]) {
   for (int i = 0; i < 6; i++) {
     text[i].s = (const char *)sqlite3_column_text(st, i);
     text[i].len = (size_t)sqlite3_column_bytes(st, i);
     if (text[i].s == NULL)
-      return NULL; /* every column is NOT NULL: out of memory */
+      return -1;
   }
+  return 0;
+}
+
+static durable_node_t *row_node(sqlite3_stmt *st) {
+  durable__node_text_t text[6];
+  if (row_text(st, text) < 0)
+    return NULL;
   return durable__node_pack(text, sqlite3_column_int64(st, 6),
                             sqlite3_column_int64(st, 7),
                             sqlite3_column_int64(st, 8));
@@ -997,11 +1005,11 @@ static int collect_rows(durable__conn_t *c, sqlite3_stmt *st,
                         durable_error_t *err) {
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    durable_node_t *node = row_node(st);
-    /* on failure the list did not take the node: it is still ours */
-    if (node == NULL || durable__nodes_push(out, node) != 0) {
-      if (node != NULL)
-        durable_node_free(node);
+    durable__node_text_t text[6];
+    if (row_text(st, text) < 0 ||
+        durable__nodes_add(out, text, sqlite3_column_int64(st, 6),
+                           sqlite3_column_int64(st, 7),
+                           sqlite3_column_int64(st, 8)) == NULL) {
       done_with(st);
       return durable__error(err, DURABLE_ENOMEM, "out of memory");
     }

@@ -86,8 +86,10 @@ durable__write_set_t *durable__write_set_new(const durable_write_t *writes,
                                              size_t count,
                                              durable_error_t *err);
 
-/* In the callback of a read that listed nodes: take node `i` of
- * res->nodes (the caller frees it; res->nodes[i] reads NULL after). */
+/* In the callback of a read that listed nodes: node `i` of res->nodes for
+ * the caller to keep and free.  Taken from the list (res->nodes[i] reads
+ * NULL after), or, from a page of items packed in blocks (backend.h), a
+ * copy; NULL when out of memory. */
 durable_node_t *durable__result_take(const durable_result_t *res, size_t i);
 
 /* json_check.c, beside durable__json_valid (durable_internal.h): 0 when

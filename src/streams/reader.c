@@ -68,7 +68,7 @@ struct durable__pull_s {
   void *cb_data;
   int closed, failed;
   int busy; /* inside a turn that hands items over: a close waits for it */
-  int delivering; /* inside try_deliver: a callback's next ask joins it */
+  int delivering; /* inside deliver_all: a callback's next ask joins it */
   /* own items: the stream node read to see whether the item at the cursor
    * was trimmed (a gap there, or nothing at all at the first read), once
    * per cursor position */
@@ -223,16 +223,21 @@ static int deliver_one(durable__pull_t *p) {
  * callback that asks from inside itself (durable__pull_next, as
  * durable_stream_read's does) only sets `cb`, and this loop goes on: a
  * page of a thousand items is a thousand turns of it, not a thousand
- * nested calls on the loop thread's stack (a frame of some 2 KB each). */
-static void try_deliver(durable__pull_t *p) {
+ * nested calls on the loop thread's stack (a frame of some 2 KB each).
+ * A callback may close the pull: the caller frees it after (maybe_free). */
+static void deliver_all(durable__pull_t *p) {
   if (p->delivering)
     return;
   p->delivering = 1;
-  p->busy++; /* a callback may close the pull: freed once this returns */
+  p->busy++;
   while (deliver_one(p))
     ;
   p->delivering = 0;
   p->busy--;
+}
+
+static void try_deliver(durable__pull_t *p) {
+  deliver_all(p);
   maybe_free(p);
 }
 
@@ -309,7 +314,7 @@ static void page_arrived(durable__pull_t *p, const durable_result_t *res,
   p->started = 1;
   if (status < 0) {
     read_failed(p, status, res ? res->message : page->message);
-    try_deliver(p); /* the items before it first, if one waits */
+    deliver_all(p); /* the items before it first, if one waits */
     return;
   }
   for (size_t i = 0; i < count; i++) {
@@ -330,7 +335,7 @@ static void page_arrived(durable__pull_t *p, const durable_result_t *res,
         res ? durable__result_take(res, i) : durable_node_dup(node);
     if (mine == NULL || buffer_put(p, seq, mine) < 0) {
       read_failed(p, DURABLE_ENOMEM, "out of memory");
-      try_deliver(p); /* what is buffered first */
+      deliver_all(p); /* what is buffered first */
       return;
     }
   }
@@ -349,7 +354,7 @@ static void page_arrived(durable__pull_t *p, const durable_result_t *res,
       p->dirty = 1; /* look again from the first id */
     }
   }
-  try_deliver(p);
+  deliver_all(p);
 }
 
 static void on_page_turn(int status, const char *message, void *data) {
@@ -378,6 +383,7 @@ static void on_page(const durable_result_t *res, void *data) {
   if (!p->custom) {
     p->reading = 0;
     page_arrived(p, res, NULL);
+    maybe_free(p); /* closed by a callback meanwhile */
     return;
   }
   /* still reading until the turn: a close waits for it */
@@ -430,10 +436,8 @@ static void on_signal_turn(int status, const char *message, void *data) {
   (void)status;
   (void)message;
   p->signal_owed = 0;
-  p->busy++; /* its callback may close the pull */
   if (!p->closed && !p->reading && p->cb != NULL)
-    try_deliver(p);
-  p->busy--;
+    deliver_all(p);
   maybe_free(p);
 }
 

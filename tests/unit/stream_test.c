@@ -800,6 +800,56 @@ static void test_reader_small_stack(void) {
   close_mesh();
 }
 
+/* A page of items is read into a few large blocks (node.c): items larger
+ * than a block, and small ones between them, come back whole and in
+ * order. */
+#define LARGE_ITEMS 9
+static int large_seen, large_ok = 1;
+static char *large_payload(int seq) {
+  size_t n = seq % 3 == 0 ? 150 * 1024 : 40; /* every third beyond 64 KiB */
+  char *p = malloc(n + 16);
+  CHECK(p != NULL);
+  int at = snprintf(p, n + 16, "\"%d:", seq);
+  memset(p + at, 'a' + seq, n - (size_t)at);
+  p[n] = '"';
+  p[n + 1] = '\0';
+  return p;
+}
+static void on_large_read(durable_reader_t *r, int status,
+                          const durable_item_t *item, const char *message,
+                          void *data) {
+  (void)r;
+  (void)data;
+  CHECK_MSG(status == 0, "%s", message);
+  char *want = large_payload((int)item->sequence);
+  if (item->sequence != ++large_seen || strcmp(item->payload, want) != 0)
+    large_ok = 0;
+  free(want);
+}
+static int large_read_all(void *arg) {
+  (void)arg;
+  return large_seen >= LARGE_ITEMS;
+}
+
+static void test_reader_large_items(void) {
+  open_mesh();
+  for (int i = 1; i <= LARGE_ITEMS; i++) {
+    char *payload = large_payload(i);
+    CHECK_EQ_INT(publish("Probe", "T/large", payload), i);
+    free(payload);
+  }
+  durable_error_t err = {0};
+  durable_reader_t *r = NULL;
+  durable_stream_id_t id = {"Probe", "T/large"};
+  CHECK_OK(durable_stream_read(fx.mesh, &id, 0, NULL, on_large_read, NULL, &r,
+                               &err));
+  CHECK(check_run_until_fn(&fx.loop, large_read_all, NULL, 10000));
+  CHECK_EQ_INT(large_seen, LARGE_ITEMS);
+  CHECK(large_ok);
+  durable_reader_close(r);
+  close_mesh();
+}
+
 /* A retention policy's text: what parses, how it is spelled back (the
  * largest unit that divides it), and what is refused with the rule. */
 static void test_retention_text(void) {
@@ -864,6 +914,7 @@ static const check_test_t tests[] = {
     {"publish_ids", test_publish_ids},
     {"reader_pause", test_reader_pause},
     {"reader_small_stack", test_reader_small_stack},
+    {"reader_large_items", test_reader_large_items},
     {"retention_text", test_retention_text},
 };
 
