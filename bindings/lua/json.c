@@ -432,18 +432,7 @@ static const char *dec_number(lua_State *L, const char *s) {
     lua_pushinteger(L, (lua_Integer)strtoll(s, NULL, 10));
     return end;
   }
-  /* Lua's own conversion: a double, whatever the C locale's decimal point */
-  char small[64];
-  size_t n = (size_t)(end - s);
-  if (n < sizeof small) {
-    memcpy(small, s, n);
-    small[n] = '\0';
-    lua_stringtonumber(L, small);
-  } else {
-    lua_pushlstring(L, s, n);
-    lua_stringtonumber(L, lua_tostring(L, -1));
-    lua_remove(L, -2);
-  }
+  lua_pushnumber(L, durable__json_strtod(s, (size_t)(end - s)));
   return end;
 }
 

@@ -25,7 +25,9 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <locale.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +113,69 @@ static const char *check_string(const char *s) {
   }
 }
 
+/* A JSON number's text again, with the locale's decimal point in place of
+ * '.': what strtod reads whatever LC_NUMERIC says (as jansson does).  Past
+ * `size`, only its first digits (beyond what a double holds) and its
+ * magnitude are kept, written without a point: "123.456e7" as "123456e4". */
+static void localized(const char *s, size_t n, const char *point, char *out,
+                      size_t size) {
+  size_t plen = strlen(point);
+  if (n + plen < size) {
+    const char *dot = memchr(s, '.', n);
+    size_t head = dot ? (size_t)(dot - s) : n;
+    memcpy(out, s, head);
+    if (dot) {
+      memcpy(out + head, point, plen);
+      memcpy(out + head + plen, dot + 1, n - head - 1);
+      out[n - 1 + plen] = '\0';
+    } else {
+      out[n] = '\0';
+    }
+    return;
+  }
+  size_t o = 0, digits = 0;
+  long shift = 0; /* the digits written, against the point */
+  const char *at = s, *stop = s + n;
+  if (*at == '-')
+    out[o++] = *at++;
+  int seen_point = 0;
+  for (; at < stop && *at != 'e' && *at != 'E'; at++) {
+    if (*at == '.') {
+      seen_point = 1;
+      continue;
+    }
+    if (digits == 0 && *at == '0') { /* leading zeros: only the magnitude */
+      if (seen_point)
+        shift--;
+      continue;
+    }
+    if (digits < size - 64) {
+      out[o++] = *at;
+      digits++;
+      if (seen_point)
+        shift--;
+    } else if (!seen_point) {
+      shift++;
+    }
+  }
+  long exp = at < stop ? strtol(at + 1, NULL, 10) : 0;
+  if (exp > 1000000 || exp < -1000000) /* far beyond a double either way */
+    exp = exp > 0 ? 1000000 : -1000000;
+  if (digits == 0)
+    out[o++] = '0';
+  snprintf(out + o, size - o, "e%ld", exp + shift);
+}
+
+double durable__json_strtod(const char *s, size_t n) {
+  const char *point = localeconv()->decimal_point;
+  if (point[0] == '.' && point[1] == '\0')
+    return strtod(s, NULL); /* it stops where the number does */
+  char text[512];
+  localized(s, n, point, text, sizeof text);
+  errno = 0;
+  return strtod(text, NULL);
+}
+
 static const char *check_number(const char *s) {
   const char *start = s;
   if (*s == '-')
@@ -140,7 +205,7 @@ static const char *check_number(const char *s) {
   }
   if (exponent || s - start > 300) { /* as jansson: beyond a double, refused */
     errno = 0;
-    double d = strtod(start, NULL);
+    double d = durable__json_strtod(start, (size_t)(s - start));
     if (errno == ERANGE && isinf(d))
       return NULL;
   }

@@ -138,7 +138,7 @@ describe("JSON text", function()
     assert.matches("invalid JSON", message)
     assert.equal("EINVAL", code)
     for _, bad in ipairs { '"\\u0000"', '"\\ud83d"', '"\\udc00"', '"\255"', "[1,]", "01",
-      "1e400", "18446744073709551616", '{"a" 1}', "nul", "", "[" .. string.rep("[", 3000) } do
+      "1e400", "18446744073709551616", '{"a" 1}', "nul", "", string.rep("[", 3000) .. string.rep("]", 3000) } do
       v, message, code = durable.decode(bad)
       assert.is_nil(v, bad)
       assert.matches("invalid JSON at line", message, 1, true)

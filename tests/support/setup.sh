@@ -23,7 +23,7 @@ build=${DURABLE_BUILD_DIR:-$root/build}
 packages=(
   lua5.4 liblua5.4-dev lua-busted lua-luv
   libuv1-dev libjansson-dev libsqlite3-dev libpq-dev postgresql
-  libmicrohttpd-dev curl
+  libmicrohttpd-dev curl locales
   cmake build-essential pkg-config
 )
 

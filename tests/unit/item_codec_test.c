@@ -18,6 +18,8 @@
 #include "stream.h"
 
 #include <jansson.h>
+#include <locale.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,6 +284,53 @@ static void test_state_is_jansson_dump(void) {
   }
 }
 
+/* Numbers read the same whatever the C locale's decimal point: an embedder
+ * or a Lua script may set LC_NUMERIC to a locale with a comma, where a
+ * plain strtod stops at the '.'.  The check refuses and the reader reads
+ * what jansson does (jansson puts the locale's point in place of '.').
+ * The locale is made for the test with localedef (Debian's `locales`);
+ * without it the case is skipped. */
+static void test_numbers_in_a_comma_locale(void) {
+  char dir[] = "/tmp/durable-locale.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char cmd[256];
+  snprintf(cmd, sizeof cmd,
+           "localedef -i de_DE -f UTF-8 %s/de_DE.UTF-8 >/dev/null 2>&1", dir);
+  int made = system(cmd) == 0;
+  setenv("LOCPATH", dir, 1);
+  int set = made && setlocale(LC_NUMERIC, "de_DE.UTF-8") != NULL;
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  (void)system(cmd); /* the loaded locale stays mapped */
+  if (!set)
+    exit(77); /* no localedef or no de_DE source here */
+  CHECK_EQ_STR(localeconv()->decimal_point, ",");
+
+  char zeros[600];
+  snprintf(zeros, sizeof zeros, "0.%0250d1", 0);
+  char longest[700]; /* past the 512-byte copy: read from its digits */
+  snprintf(longest, sizeof longest, "1%0550d.25e-540", 0);
+  const char *numbers[] = {"1.5", "-0.25e3", "1.5e300", "2.5E-300",
+                           zeros, longest,   "1e-400"};
+  for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
+    json_t *j = json_loads(numbers[i], JSON_DECODE_ANY, NULL);
+    CHECK_MSG(j != NULL && durable__json_valid(numbers[i]), "'%.40s'",
+              numbers[i]);
+    double ours = durable__json_strtod(numbers[i], strlen(numbers[i]));
+    double theirs = json_real_value(j);
+    CHECK_MSG(ours == theirs || fabs(ours - theirs) <= 1e-15 * fabs(theirs),
+              "'%.40s': %.17g, jansson %.17g", numbers[i], ours, theirs);
+    json_decref(j);
+  }
+  /* beyond a double: refused by both, not read as 1 (strtod's "1") */
+  for (const char *const *t =
+           (const char *const[]){"1.5e400", "-9.9e999", NULL};
+       *t; t++) {
+    CHECK_MSG(!jansson_accepts(*t), "jansson takes '%s'", *t);
+    CHECK_MSG(!durable__json_valid(*t), "'%s' was taken", *t);
+  }
+  setlocale(LC_NUMERIC, "C");
+}
+
 static const check_test_t tests[] = {
     {"state_is_jansson_dump", test_state_is_jansson_dump},
     {"encode_is_jansson_dump", test_encode_is_jansson_dump},
@@ -289,6 +338,7 @@ static const check_test_t tests[] = {
     {"refuses_what_jansson_refuses", test_refuses_what_jansson_refuses},
     {"other_layouts", test_other_layouts},
     {"depth_as_jansson", test_depth_as_jansson},
+    {"numbers_in_a_comma_locale", test_numbers_in_a_comma_locale},
 };
 
 int main(int argc, char **argv) {
