@@ -107,7 +107,11 @@ durable_node_t *durable__nodes_add(durable__nodes_t *list,
                                    const durable__node_text_t text[6],
                                    int64_t version, int64_t created_at,
                                    int64_t updated_at) {
-  if (!list->packed) {
+  size_t size = aligned(node_size(text));
+  /* a large node is an allocation of its own, packed list or not: a block
+   * per such node would waste the rest of it, and make every lookup in
+   * durable__nodes_in_block walk a block per item */
+  if (!list->packed || size > BLOCK_SIZE / 4) {
     durable_node_t *node =
         durable__node_pack(text, version, created_at, updated_at);
     if (node == NULL || durable__nodes_push(list, node) < 0) {
@@ -116,15 +120,13 @@ durable_node_t *durable__nodes_add(durable__nodes_t *list,
     }
     return node;
   }
-  size_t size = aligned(node_size(text));
   durable__node_block_t *b = list->blocks;
   if (b == NULL || b->size - b->used < size) {
-    size_t cap = size > BLOCK_SIZE ? size : BLOCK_SIZE;
-    b = malloc(sizeof(*b) + cap);
+    b = malloc(sizeof(*b) + BLOCK_SIZE);
     if (b == NULL)
       return NULL;
     b->used = 0;
-    b->size = cap;
+    b->size = BLOCK_SIZE;
     b->next = list->blocks;
     list->blocks = b;
   }
