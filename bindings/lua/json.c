@@ -381,23 +381,7 @@ static const char *dec_string(lua_State *L, const char *s) {
       break;
     char c = s[1];
     s += 2;
-    switch (c) {
-    case 'b':
-      luaL_addchar(&b, '\b');
-      break;
-    case 'f':
-      luaL_addchar(&b, '\f');
-      break;
-    case 'n':
-      luaL_addchar(&b, '\n');
-      break;
-    case 'r':
-      luaL_addchar(&b, '\r');
-      break;
-    case 't':
-      luaL_addchar(&b, '\t');
-      break;
-    case 'u': {
+    if (c == 'u') {
       unsigned long v = dec_hex4(s);
       s += 4;
       if (v >= 0xD800 && v <= 0xDBFF) { /* a high surrogate: its pair */
@@ -405,10 +389,10 @@ static const char *dec_string(lua_State *L, const char *s) {
         s += 6;
       }
       dec_utf8(&b, v);
-      break;
-    }
-    default: /* " \ / */
-      luaL_addchar(&b, c);
+    } else {
+      static const char named[] = "bfnrt", as[] = "\b\f\n\r\t";
+      const char *e = strchr(named, c);
+      luaL_addchar(&b, e ? as[e - named] : c); /* else " \ or / */
     }
     run = s;
     while (*s != '"' && *s != '\\')
