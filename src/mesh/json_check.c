@@ -20,6 +20,8 @@
  * caller that needs to say what is wrong calls durable__json_check, which
  * asks jansson for the message once the check has said no
  * (tests/unit/item_codec_test.c holds the two to the same answers).
+ * Numbers are read as jansson reads them whatever the C locale's decimal
+ * point (durable__json_strtod, which the Lua binding's decoder shares).
  */
 #include "store.h"
 
