@@ -29,7 +29,6 @@
 #include <jansson.h>
 #include <locale.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,66 +114,33 @@ static const char *check_string(const char *s) {
   }
 }
 
-/* A JSON number's text again, with the locale's decimal point in place of
- * '.': what strtod reads whatever LC_NUMERIC says (as jansson does).  Past
- * `size`, only its first digits (beyond what a double holds) and its
- * magnitude are kept, written without a point: "123.456e7" as "123456e4". */
-static void localized(const char *s, size_t n, const char *point, char *out,
-                      size_t size) {
-  size_t plen = strlen(point);
-  if (n + plen < size) {
-    const char *dot = memchr(s, '.', n);
-    size_t head = dot ? (size_t)(dot - s) : n;
-    memcpy(out, s, head);
-    if (dot) {
-      memcpy(out + head, point, plen);
-      memcpy(out + head + plen, dot + 1, n - head - 1);
-      out[n - 1 + plen] = '\0';
-    } else {
-      out[n] = '\0';
-    }
-    return;
-  }
-  size_t o = 0, digits = 0;
-  long shift = 0; /* the digits written, against the point */
-  const char *at = s, *stop = s + n;
-  if (*at == '-')
-    out[o++] = *at++;
-  int seen_point = 0;
-  for (; at < stop && *at != 'e' && *at != 'E'; at++) {
-    if (*at == '.') {
-      seen_point = 1;
-      continue;
-    }
-    if (digits == 0 && *at == '0') { /* leading zeros: only the magnitude */
-      if (seen_point)
-        shift--;
-      continue;
-    }
-    if (digits < size - 64) {
-      out[o++] = *at;
-      digits++;
-      if (seen_point)
-        shift--;
-    } else if (!seen_point) {
-      shift++;
-    }
-  }
-  long exp = at < stop ? strtol(at + 1, NULL, 10) : 0;
-  if (exp > 1000000 || exp < -1000000) /* far beyond a double either way */
-    exp = exp > 0 ? 1000000 : -1000000;
-  if (digits == 0)
-    out[o++] = '0';
-  snprintf(out + o, size - o, "e%ld", exp + shift);
+/* The C locale, for strtod_l: a number read with '.' whatever LC_NUMERIC
+ * says, as jansson reads it (which puts the locale's point in place of '.'
+ * in a copy).  glibc hands its static C locale out here, allocating
+ * nothing. */
+static locale_t c_locale;
+static uv_once_t c_locale_once = UV_ONCE_INIT;
+
+static void c_locale_make(void) {
+  c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
 }
 
 double durable__json_strtod(const char *s, size_t n) {
+  uv_once(&c_locale_once, c_locale_make);
+  if (c_locale != (locale_t)0)
+    return strtod_l(s, NULL, c_locale); /* it stops where the number does */
+  /* no C locale to be had: the locale's point in a copy, as jansson */
   const char *point = localeconv()->decimal_point;
-  if (point[0] == '.' && point[1] == '\0')
-    return strtod(s, NULL); /* it stops where the number does */
+  const char *dot = memchr(s, '.', n);
+  size_t plen = strlen(point);
   char text[512];
-  localized(s, n, point, text, sizeof text);
-  errno = 0;
+  if (dot == NULL || strcmp(point, ".") == 0 || n + plen >= sizeof text)
+    return strtod(s, NULL);
+  size_t head = (size_t)(dot - s);
+  memcpy(text, s, head);
+  memcpy(text + head, point, plen);
+  memcpy(text + head + plen, dot + 1, n - head - 1);
+  text[n - 1 + plen] = '\0';
   return strtod(text, NULL);
 }
 

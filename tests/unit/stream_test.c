@@ -865,6 +865,10 @@ static void on_closing_read(durable_reader_t *r, int status,
   if (close_seen == close_at)
     durable_reader_close(r);
 }
+static int read_to_close(void *arg) {
+  (void)arg;
+  return close_seen >= close_at;
+}
 static int read_past_close(void *arg) {
   (void)arg;
   return close_seen > close_at;
@@ -882,6 +886,7 @@ static void test_reader_closed_in_callback(void) {
     durable_stream_id_t id = {"Probe", "T/closing"};
     CHECK_OK(durable_stream_read(fx.mesh, &id, 0, NULL, on_closing_read, NULL,
                                  &r, &err));
+    CHECK(check_run_until_fn(&fx.loop, read_to_close, NULL, 10000));
     /* what would follow the close, given time */
     CHECK(!check_run_until_fn(&fx.loop, read_past_close, NULL, 300));
     CHECK_EQ_INT(close_seen, close_at);
