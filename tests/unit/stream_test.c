@@ -825,6 +825,18 @@ static void on_large_read(durable_reader_t *r, int status,
   if (item->sequence != ++large_seen || strcmp(item->payload, want) != 0)
     large_ok = 0;
   free(want);
+  /* the node as stored */
+  char path[128];
+  snprintf(path, sizeof path,
+           "T/large/_DurableStream/Probe/_DurableStreamItem/%012lld",
+           (long long)item->sequence);
+  CHECK_EQ_STR(item->node->path, path);
+  CHECK_EQ_STR(item->node->ns,
+               "T/large/_DurableStream/Probe/_DurableStreamItem");
+  CHECK_EQ_STR(item->node->id, path + strlen(path) - 12);
+  CHECK_EQ_STR(item->node->main_node, "T/large");
+  CHECK_EQ_STR(item->node->node_type, "DurableStreamItem");
+  CHECK(item->node->version > 0 && item->node->created_at > 0);
 }
 static int large_read_all(void *arg) {
   (void)arg;
