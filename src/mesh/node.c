@@ -1,11 +1,12 @@
 /*
  * node.c: node copies and the small growable arrays the store passes
- * between its threads (nodes, grants).
+ * between its threads (nodes, grants), and the blocks a page of a stream's
+ * items is read into (packed lists, below).
  */
 #include "store.h"
 
-#include <stdlib.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A node is one allocation: the struct, then its six strings, so that a

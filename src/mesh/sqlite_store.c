@@ -385,11 +385,9 @@ static int run(durable__conn_t *c, sqlite3_stmt *st, const char *what,
   return rc == SQLITE_DONE ? 0 : sql_fail(c, rc, what, err);
 }
 
-/* A copy of a text column; NULL only when out of memory (every column read
- * here is NOT NULL). */
-/* The node in the current row of a statement selecting NODE_COLUMNS. */
-/* The six text columns of a row of NODE_COLUMNS; -1 when one reads NULL
- * (every column is NOT NULL: out of memory). */
+/* The six text columns of the current row of a statement selecting
+ * NODE_COLUMNS; -1 when one reads NULL (every column is NOT NULL: out of
+ * memory). */
 static int row_text(sqlite3_stmt *st, durable__node_text_t text[6]) {
   for (int i = 0; i < 6; i++) {
     text[i].s = (const char *)sqlite3_column_text(st, i);
@@ -400,6 +398,7 @@ static int row_text(sqlite3_stmt *st, durable__node_text_t text[6]) {
   return 0;
 }
 
+/* The node in that row; NULL only when out of memory. */
 static durable_node_t *row_node(sqlite3_stmt *st) {
   durable__node_text_t text[6];
   if (row_text(st, text) < 0)
