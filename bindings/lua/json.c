@@ -416,7 +416,7 @@ static const char *dec_number(lua_State *L, const char *s) {
     lua_pushinteger(L, (lua_Integer)strtoll(s, NULL, 10));
     return end;
   }
-  lua_pushnumber(L, durable__json_strtod(s, (size_t)(end - s)));
+  lua_pushnumber(L, durable__json_strtod(s));
   return end;
 }
 

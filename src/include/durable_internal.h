@@ -34,9 +34,10 @@ void durable__format(char *out, size_t size, const char *fmt, ...)
  * otherwise.  Allocates nothing.  The Lua binding decodes such text into
  * Lua values without building a jansson tree first. */
 int durable__json_valid(const char *text);
-/* strtod of the JSON number of `n` bytes at `s`, read as jansson reads it
- * whatever the C locale's decimal point (errno as strtod sets it). */
-double durable__json_strtod(const char *s, size_t n);
+/* strtod of the JSON number at `s` (its grammar checked), read as jansson
+ * reads it whatever the C locale's decimal point (errno as strtod sets
+ * it). */
+double durable__json_strtod(const char *s);
 
 /* The table a path is stored in: the longest entry of the satellite mapping
  * list whose segment occurs as a whole segment of the path

@@ -116,8 +116,9 @@ static const char *check_string(const char *s) {
 
 /* The C locale, for strtod_l: a number read with '.' whatever LC_NUMERIC
  * says, as jansson reads it (which puts the locale's point in place of '.'
- * in a copy).  glibc hands its static C locale out here, allocating
- * nothing. */
+ * in a copy).  glibc and musl hand their static C locale out here,
+ * allocating nothing, so the plain strtod below is for a libc that has
+ * none to give. */
 static locale_t c_locale;
 static uv_once_t c_locale_once = UV_ONCE_INIT;
 
@@ -125,23 +126,11 @@ static void c_locale_make(void) {
   c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
 }
 
-double durable__json_strtod(const char *s, size_t n) {
+double durable__json_strtod(const char *s) {
   uv_once(&c_locale_once, c_locale_make);
-  if (c_locale != (locale_t)0)
-    return strtod_l(s, NULL, c_locale); /* it stops where the number does */
-  /* no C locale to be had: the locale's point in a copy, as jansson */
-  const char *point = localeconv()->decimal_point;
-  const char *dot = memchr(s, '.', n);
-  size_t plen = strlen(point);
-  char text[512];
-  if (dot == NULL || strcmp(point, ".") == 0 || n + plen >= sizeof text)
-    return strtod(s, NULL);
-  size_t head = (size_t)(dot - s);
-  memcpy(text, s, head);
-  memcpy(text + head, point, plen);
-  memcpy(text + head + plen, dot + 1, n - head - 1);
-  text[n - 1 + plen] = '\0';
-  return strtod(text, NULL);
+  /* either stops where the number does */
+  return c_locale != (locale_t)0 ? strtod_l(s, NULL, c_locale)
+                                 : strtod(s, NULL);
 }
 
 static const char *check_number(const char *s) {
@@ -173,7 +162,7 @@ static const char *check_number(const char *s) {
   }
   if (exponent || s - start > 300) { /* as jansson: beyond a double, refused */
     errno = 0;
-    double d = durable__json_strtod(start, (size_t)(s - start));
+    double d = durable__json_strtod(start);
     if (errno == ERANGE && isinf(d))
       return NULL;
   }

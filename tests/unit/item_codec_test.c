@@ -316,7 +316,7 @@ static void test_numbers_in_a_comma_locale(void) {
     json_t *j = json_loads(numbers[i], JSON_DECODE_ANY, NULL);
     CHECK_MSG(j != NULL && durable__json_valid(numbers[i]), "'%.40s'",
               numbers[i]);
-    double ours = durable__json_strtod(numbers[i], strlen(numbers[i]));
+    double ours = durable__json_strtod(numbers[i]);
     double theirs = json_real_value(j);
     CHECK_MSG(memcmp(&ours, &theirs, sizeof ours) == 0,
               "'%.40s': %.17g, jansson %.17g", numbers[i], ours, theirs);
