@@ -118,7 +118,17 @@ typedef struct {
   int64_t version;    /* insert/upsert/update: the version written */
   int64_t created_at; /* insert/upsert/update: the row's created_at as
                          stored (an upsert keeps an existing row's) */
+  int strict;         /* set by the caller of an insert or a replace, where the
+                         backend has strict_writes: a refusal fails the transaction
+                         instead (commit or flush answers DURABLE__STRICT_REFUSED),
+                         so a job of several writes needs no round trip for its
+                         outcomes before the commit */
 } durable__outcome_t;
+
+/* The answer of commit or flush when a strict write was refused: nothing
+ * is committed, and the store runs the group again without strict writes
+ * (write.c), which finds out which write it was.  Never leaves the store. */
+#define DURABLE__STRICT_REFUSED (-1000)
 
 /* The answer of a deferred get (get_later): status DURABLE__PENDING until
  * it is known, then 0 with `node` (the caller's to free), DURABLE_ENOTFOUND,
@@ -223,6 +233,10 @@ typedef struct durable__backend_s {
    * one write lock for everything (SQLite). */
   int (*lock)(durable__conn_t *conn, durable__place_t place, const char *ns,
               const char *id, durable__got_t *got, durable_error_t *err);
+  /* 1 when insert and replace honour durable__outcome_t.strict: where
+   * statements wait in a pipeline (PostgreSQL), a refusal that aborts the
+   * transaction saves the round trip that learning it would take. */
+  int strict_writes;
 
   /* Called once per transaction before commit with the distinct namespaces
    * it changed, so that other processes hear of them after the commit

@@ -105,6 +105,9 @@ struct durable__job_s {
   durable__write_op_t *writes;
   size_t nwrites;
   durable__remake_cb remake; /* durable__store_write_remade, or NULL */
+  int strict; /* this round queues its inserts and replaces strict
+                 (backend.h): a job of several writes, on a backend with
+                 strict_writes */
 
   /* outputs */
   int status;

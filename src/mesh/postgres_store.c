@@ -346,6 +346,7 @@ typedef struct {
   durable__outcome_t *out; /* STEP_WRITE */
   durable__got_t *got;     /* STEP_READ of get_later */
   char rows[32];           /* insert/upsert: the many-row form of `name` */
+  int strict;              /* a refusal fails the transaction (backend.h) */
 } step_t;
 
 struct durable__conn_s {
@@ -420,6 +421,11 @@ enum {
   OP_UPSERT_ROWS = 'P', /* OP_UPSERT for many rows (arrays) */
   OP_UPDATE = 'w',
   OP_REPLACE = 'r', /* OP_UPDATE if the version is $7 */
+  /* the strict forms (backend.h): a refusal is an error, DURABLE__REFUSED_STATE
+   * (schema.h) for a replace, unique_violation for an insert */
+  OP_INSERT_STRICT = 'j',
+  OP_INSERT_ROWS_STRICT = 'J',
+  OP_REPLACE_STRICT = 's',
   OP_REMOVE = 'd',
   OP_CHECK = 'c',  /* do all tables of partition $1 exist? */
   OP_LOCK = 'k',   /* serialise creating partition $1 across processes */
@@ -726,6 +732,10 @@ static int drain(durable__conn_t *c, PGresult **last, int *unknown,
                   s->subject);
     if (missing_relation(c) && s->partition)
       forget_partition(c, s->partition);
+    if (!broken && s->strict &&
+        (strcmp(c->sqlstate, DURABLE__REFUSED_STATE) == 0 ||
+         strcmp(c->sqlstate, "23505") == 0))
+      rc = DURABLE__STRICT_REFUSED; /* unique_violation: the row is there */
   } else if (broken) {
     const step_t *s = &c->queue[plan[got < nplan ? got : nplan - 1].first];
     rc = pg_error(c, NULL, DURABLE_EUNAVAIL, err, s->what, s->subject);
@@ -828,12 +838,13 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel,
                   "ORDER BY id DESC LIMIT 1",
                   rel);
   case OP_INSERT:
+  case OP_INSERT_STRICT:
     /* DO NOTHING: an existing row gives zero rows, not an error, so the
-     * transaction stays usable. */
+     * transaction stays usable; the strict form fails instead. */
     return format("INSERT INTO %s (" NODE_COLS ") VALUES ($1, $2, $3, $4, "
                   "$5, $6, nextval('public.durable_version'), $7, $8) "
-                  "ON CONFLICT DO NOTHING RETURNING version, created_at",
-                  rel);
+                  "%sRETURNING version, created_at",
+                  rel, op == OP_INSERT ? "ON CONFLICT DO NOTHING " : "");
   case OP_UPSERT:
     /* xmax is 0 in a row this statement inserted, our transaction's id in
      * one it updated: the usual way to tell the two apart */
@@ -847,6 +858,7 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel,
         "RETURNING version, created_at, xmax = 0",
         rel);
   case OP_INSERT_ROWS:
+  case OP_INSERT_ROWS_STRICT:
   case OP_UPSERT_ROWS:
     /* One statement for many rows, each parameter an array: far less work
      * per row for the server than a statement each.  RETURNING names the
@@ -858,15 +870,16 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel,
                   "AS r(n, i, p, t, c, m, a, u) %s RETURNING namespace, id, "
                   "version, created_at%s",
                   rel,
-                  op == OP_INSERT_ROWS
-                      ? "ON CONFLICT DO NOTHING"
+                  op == OP_INSERT_ROWS ? "ON CONFLICT DO NOTHING"
+                  : op == OP_INSERT_ROWS_STRICT
+                      ? ""
                       : "ON CONFLICT (namespace, id) DO UPDATE SET "
                         "path = EXCLUDED.path, node_type = EXCLUDED.node_type, "
                         "content = EXCLUDED.content, "
                         "main_node = EXCLUDED.main_node, "
                         "version = EXCLUDED.version, "
                         "updated_at = EXCLUDED.updated_at",
-                  op == OP_INSERT_ROWS ? "" : ", xmax = 0");
+                  op == OP_UPSERT_ROWS ? ", xmax = 0" : "");
   case OP_UPDATE:
     return format("UPDATE %s SET path = $3, node_type = $4, content = $5, "
                   "main_node = $6, version = nextval('public.durable_version'),"
@@ -886,6 +899,17 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel,
                   "RETURNING version, created_at) SELECT upd.version, "
                   "upd.created_at FROM was LEFT JOIN upd ON true",
                   rel, rel);
+  case OP_REPLACE_STRICT:
+    /* no row updated, absent or at another version: the function raises
+     * DURABLE__REFUSED_STATE (schema.c makes it) */
+    return format("WITH upd AS (UPDATE %s SET path = $3, node_type = $4, "
+                  "content = $5, main_node = $6, version = "
+                  "nextval('public.durable_version'), updated_at = $8 WHERE "
+                  "namespace = $1 AND id = $2 AND version = $7::bigint "
+                  "RETURNING version, created_at) SELECT version, created_at "
+                  "FROM upd UNION ALL SELECT public.durable_refused(), NULL "
+                  "WHERE NOT EXISTS (SELECT 1 FROM upd)",
+                  rel);
   case OP_REMOVE:
     return format("DELETE FROM %s WHERE namespace = $1 AND id = $2", rel);
   case OP_CHECK: {
@@ -1133,7 +1157,8 @@ static int bootstrap(durable__conn_t *c, durable_error_t *err) {
         "EXISTS "
         "(SELECT 1 FROM pg_catalog.pg_proc WHERE oid = "
         "to_regprocedure('public.ensure_partition_schema(text)') AND "
-        "prosrc = $1)";
+        "prosrc = $1) AND "
+        "to_regprocedure('public.durable_refused()') IS NOT NULL";
     char *body = strndup(open + 4, (size_t)(close - open - 4));
     const char *vals[1] = {body};
     PGresult *res = NULL;
@@ -1527,13 +1552,20 @@ static int queue_write(durable__conn_t *c, int op, durable__place_t place,
   char name[32], rows[32] = "", created[24], updated[24];
   char path[DURABLE_PATH_MAX + 2];
   int many = op == OP_INSERT || op == OP_UPSERT, rc;
+  int strict =
+      out != NULL && out->strict && (op == OP_INSERT || op == OP_REPLACE);
+  int form = !strict           ? op
+             : op == OP_INSERT ? OP_INSERT_STRICT
+                               : OP_REPLACE_STRICT;
+  int rows_form = op == OP_UPSERT ? OP_UPSERT_ROWS
+                  : strict        ? OP_INSERT_ROWS_STRICT
+                                  : OP_INSERT_ROWS;
   unsigned resets;
   do { /* both names must come from the same cache generation */
     resets = c->resets;
-    rc = prepare_write(c, op, place, name, err);
+    rc = prepare_write(c, form, place, name, err);
     if (rc == 0 && many)
-      rc = statement(c, op == OP_INSERT ? OP_INSERT_ROWS : OP_UPSERT_ROWS,
-                     &place, rows, err);
+      rc = statement(c, rows_form, &place, rows, err);
   } while (rc == 0 && resets != c->resets);
   if (rc != 0)
     return write_failed(c, place, rc);
@@ -1582,6 +1614,7 @@ static int queue_write(durable__conn_t *c, int op, durable__place_t place,
   snprintf(s->name, sizeof(s->name), "%s", name);
   snprintf(s->rows, sizeof(s->rows), "%s", rows);
   s->op = op;
+  s->strict = strict;
   s->n = n;
   for (int i = 0; i < n; i++)
     s->vals[i] = copies[i];
@@ -2141,6 +2174,7 @@ const durable__backend_t durable__postgres_backend = {
     .remove = pg_remove,
     .flush = pg_flush,
     .lock = pg_lock,
+    .strict_writes = 1,
     .changed = pg_changed,
     .grants_of = pg_grants_of,
     .grant = pg_grant,

@@ -188,6 +188,14 @@ static char *postgres_script(void) {
     sb_add(&b, "', name);\n");
   }
   sb_add(&b, "END\n$fn$;\n");
+  /* A strict replace (postgres_store.c) that updated no row calls it: the
+   * error aborts the transaction, which the store then runs again with
+   * each outcome learnt before its commit. */
+  sb_add(&b, "CREATE OR REPLACE FUNCTION public.durable_refused() RETURNS "
+             "bigint LANGUAGE plpgsql AS $r$\nBEGIN\n  RAISE EXCEPTION USING "
+             "ERRCODE = '" DURABLE__REFUSED_STATE "', MESSAGE = 'durable: a "
+             "compare-and-set found the row absent or at another version; "
+             "the store runs the transaction again';\nEND\n$r$;\n");
   /* The partitions made before this version of the function: the missing
    * type indexes (the bootstrap runs this script only when the function it
    * finds is not this one, so an up-to-date database skips it). */

@@ -50,6 +50,10 @@ int durable__type_query_skips_bulk(const char *table, const char *node_type);
 /* The name of a table's type index: "{table}_by_type". */
 #define DURABLE__TYPE_INDEX_SUFFIX "_by_type"
 
+/* PostgreSQL: the SQLSTATE that public.durable_refused() raises, the
+ * refusal of a strict replace (postgres_store.c). */
+#define DURABLE__REFUSED_STATE "DU001"
+
 typedef enum { DURABLE__SQLITE, DURABLE__POSTGRES } durable__dialect_t;
 
 /* The whole bootstrap script for a dialect (malloc'ed; the caller frees it):

@@ -284,11 +284,14 @@ static int apply_one(const durable__backend_t *be, durable__conn_t *conn,
   /* Writes that need no read: the database decides. */
   if (op->kind == DURABLE_WRITE_PUT)
     return queue(be, conn, locked, place, op, ACT_UPSERT, &node, err);
-  if (op->kind == DURABLE_WRITE_CREATE)
+  if (op->kind == DURABLE_WRITE_CREATE) {
+    op->out.strict = job->strict;
     return queue(be, conn, locked, place, op, ACT_INSERT, &node, err);
+  }
   /* the database compares the version: a compare-and-set without a read
    * before it (a stream hub's write of its state, every append) */
   if (op->kind == DURABLE_WRITE_REPLACE) {
+    op->out.strict = job->strict;
     int rc = queue(be, conn, locked, place, op, ACT_REPLACE, &node, err);
     if (rc < 0 || op->out.status == DURABLE__PENDING || op->out.status == 0)
       return rc;
@@ -484,9 +487,9 @@ int durable__writes_risky(const durable__job_t *job) {
     actions++;
     /* only an insert or a replace is ever refused by the database: an
      * upsert never is, and an update or a removal acts on the row read for
-     * update */
+     * update; a strict one's refusal undoes the transaction itself */
     if (op->out.status < 0 ||
-        (op->out.status == DURABLE__PENDING &&
+        (op->out.status == DURABLE__PENDING && !op->out.strict &&
          (op->action == ACT_INSERT || op->action == ACT_REPLACE)))
       may_fail = 1;
   }
@@ -719,20 +722,29 @@ static int lock_in_order(const durable__backend_t *be, durable__conn_t *conn,
 /* Commit `jobs` (a list of `n` write jobs) in one transaction.  Returns 0
  * when the group committed (some jobs may have failed alone, having changed
  * nothing), or a negative code when the whole group must be retried one job
- * at a time.
+ * at a time, or DURABLE__STRICT_REFUSED (nothing committed): run it again
+ * without `strict`.
  *
  *   BEGIN; decide and queue every job's writes (write.c)
  *   [flush; settle the risky jobs: one that failed after a write -> undo]
  *   changed(namespaces); COMMIT        (PostgreSQL: one round trip for all)
  *   settle the others from the outcomes the commit brought back
- */
+ *
+ * With `strict` (and a backend with strict_writes), the inserts and
+ * replaces of jobs of several writes are queued strict: the usual job (a
+ * stream's state and its items) is then not risky, and the group costs one
+ * round trip.  A refusal is rare (another process's write, a row made by
+ * hand); it costs the aborted try. */
 static int commit_locked(durable__worker_t *w, durable__job_t **jobs, size_t n,
-                         durable__locked_t *locked, durable_error_t *err) {
+                         int strict, durable__locked_t *locked,
+                         durable_error_t *err) {
   durable_store_t *store = w->store;
   const durable__backend_t *be = store->be;
   int rc = durable__worker_connect(w, err);
   if (rc < 0)
     return rc;
+  for (size_t i = 0; i < n; i++)
+    jobs[i]->strict = strict && be->strict_writes && jobs[i]->nwrites > 1;
   if ((rc = be->begin(w->conn, err)) < 0 ||
       (rc = lock_in_order(be, w->conn, jobs, n, locked, err)) < 0)
     goto rollback;
@@ -769,7 +781,7 @@ static int commit_locked(durable__worker_t *w, durable__job_t **jobs, size_t n,
     goto rollback;
   int unknown = 0;
   if ((rc = be->commit(w->conn, &unknown, err)) < 0) {
-    if (!unknown) { /* certainly not committed: as a rollback */
+    if (!unknown || rc == DURABLE__STRICT_REFUSED) { /* as a rollback */
       for (size_t i = 0; i < n; i++)
         durable__writes_reset(jobs[i]);
       if (rc == DURABLE_EUNAVAIL)
@@ -811,9 +823,12 @@ rollback:
 
 static int commit_group(durable__worker_t *w, durable__job_t **jobs, size_t n,
                         durable_error_t *err) {
-  durable__locked_t locked = {0};
-  int rc = commit_locked(w, jobs, n, &locked, err);
-  locked_free(&locked); /* every answer is in, or the queue was dropped */
+  int rc = DURABLE__STRICT_REFUSED;
+  for (int strict = 1; rc == DURABLE__STRICT_REFUSED && strict >= 0; strict--) {
+    durable__locked_t locked = {0};
+    rc = commit_locked(w, jobs, n, strict, &locked, err);
+    locked_free(&locked); /* every answer is in, or the queue was dropped */
+  }
   return rc;
 }
 
