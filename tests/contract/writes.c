@@ -188,6 +188,31 @@ static void case_batch(void) {
   CHECK_EQ_STR(r.node->content, "{\"i\":1}");
   CHECK_EQ_INT(r.node->version, va);
 
+  /* A refusal followed by a write that must read first (a mutator, a
+   * delete): on PostgreSQL that read is where the refused write is heard
+   * of, before the commit; the same all or nothing. */
+  int inc = MUT_INCREMENT;
+  durable_write_t then_read[2] = {
+      {.kind = DURABLE_WRITE_CREATE, .path = P("b"), .content = "{}"},
+      {.kind = DURABLE_WRITE_MUTATE,
+       .path = P("m"),
+       .mutate = mutate,
+       .mutate_arg = &inc},
+  };
+  CHECK_EQ_CODE(WRITE(&r, then_read, 2), DURABLE_EEXIST);
+  CHECK_CONTAINS(r.message, P("b"));
+  CHECK_EQ_CODE(GET(&r, NULL, P("m")), DURABLE_ENOTFOUND);
+  durable_write_t stale_then_delete[2] = {
+      {.kind = DURABLE_WRITE_REPLACE,
+       .path = P("c"),
+       .content = "{}",
+       .expected_version = 1},
+      {.kind = DURABLE_WRITE_DELETE, .path = P("a")},
+  };
+  CHECK_EQ_CODE(WRITE(&r, stale_then_delete, 2), DURABLE_ECONFLICT);
+  CHECK_OK(GET(&r, NULL, P("a")));
+  CHECK_EQ_INT(r.node->version, va);
+
   /* Checked before anything is queued: a bad path or bad JSON anywhere. */
   durable_write_t badpath[2] = {
       {.kind = DURABLE_WRITE_PUT, .path = P("z"), .content = "{}"},
