@@ -96,6 +96,7 @@ enum {
   OP_REMOVE,
   OP_RETYPE,
   OP_REPLACE,
+  OP_READ_BACK,
   OP_LIST_TYPE,
   OP_LIST_TYPE_SKIP,
   OP_COUNT
@@ -128,13 +129,16 @@ static const char *const op_sql[OP_COUNT] = {
      * back */
     [OP_REFRESH] = "UPDATE %s SET content = ?5, version = ?7, "
                    "updated_at = ?9 "
-                   "WHERE namespace = ?1 AND id = ?2 RETURNING created_at",
+                   "WHERE namespace = ?1 AND id = ?2",
     [OP_RETYPE] = "UPDATE %s SET node_type = ?4 "
                   "WHERE namespace = ?1 AND id = ?2 AND node_type <> ?4",
     /* a compare-and-set on the version (?8 carries the expected one) */
     [OP_REPLACE] = "UPDATE %s SET content = ?5, version = ?7, "
                    "updated_at = ?9 WHERE namespace = ?1 AND id = ?2 "
-                   "AND version = ?8 RETURNING created_at",
+                   "AND version = ?8",
+    /* after a refresh or a replace: what it kept, on the page it wrote */
+    [OP_READ_BACK] = "SELECT created_at, node_type = ?4 FROM %s "
+                     "WHERE namespace = ?1 AND id = ?2",
     [OP_REMOVE] = "DELETE FROM %s WHERE namespace = ?1 AND id = ?2",
     /* served by the type index {table}_by_type (schema.h) */
     [OP_LIST_TYPE] =
@@ -1113,26 +1117,35 @@ static int write_node(durable__conn_t *c, durable__place_t place, int op,
     return err->code;
   bind_node(st, node, version);
   int64_t created_at = node->created_at;
-  int rc;
-  if (op == OP_REFRESH || op == OP_REPLACE) {
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-      created_at = sqlite3_column_int64(st, 0);
-      rc = sqlite3_step(st); /* RETURNING: finish the statement */
-    }
-    done_with(st);
-    if (rc != SQLITE_DONE)
-      return sql_fail(c, rc, "update", err);
-  } else {
-    rc = run(c, st, op == OP_INSERT ? "insert" : "update", err);
-    if (rc != 0)
-      return rc;
-  }
+  int rc = run(c, st, op == OP_INSERT ? "insert" : "update", err);
+  if (rc != 0)
+    return rc;
   if (sqlite3_changes(c->db) == 0) {
     out->status = op == OP_INSERT ? DURABLE_EEXIST : DURABLE_ENOTFOUND;
     return 0;
   }
-  if (op != OP_INSERT) {
+  int same_type = 0;
+  if (op == OP_REFRESH || op == OP_REPLACE) {
+    /* An UPDATE ... RETURNING builds a temporary table for its one row
+     * each time; a read of the row just written is cheaper, and says
+     * whether the type changed too. */
+    sqlite3_stmt *back = table_stmt(c, place, OP_READ_BACK, err);
+    if (back == NULL)
+      return err->code;
+    bind_text(back, 1, node->ns);
+    bind_text(back, 2, node->id);
+    bind_text(back, 4, node->node_type);
+    rc = sqlite3_step(back);
+    if (rc == SQLITE_ROW) {
+      created_at = sqlite3_column_int64(back, 0);
+      same_type = sqlite3_column_int(back, 1) == 1;
+    }
+    done_with(back);
+    if (rc != SQLITE_ROW)
+      return sql_fail(c, rc == SQLITE_DONE ? SQLITE_CORRUPT : rc, "update",
+                      err);
+  }
+  if (op != OP_INSERT && !same_type) {
     sqlite3_stmt *retype = table_stmt(c, place, OP_RETYPE, err);
     if (retype == NULL)
       return err->code;
