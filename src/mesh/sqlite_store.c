@@ -1141,9 +1141,12 @@ static int write_node(durable__conn_t *c, durable__place_t place, int op,
       same_type = sqlite3_column_int(back, 1) == 1;
     }
     done_with(back);
+    if (rc == SQLITE_DONE) /* inside our own write transaction: never */
+      return durable__error(err, DURABLE_EIO,
+                            "update of '%s': the row was gone right after",
+                            node->path);
     if (rc != SQLITE_ROW)
-      return sql_fail(c, rc == SQLITE_DONE ? SQLITE_CORRUPT : rc, "update",
-                      err);
+      return sql_fail(c, rc, "update", err);
   }
   if (op != OP_INSERT && !same_type) {
     sqlite3_stmt *retype = table_stmt(c, place, OP_RETYPE, err);

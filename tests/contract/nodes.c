@@ -134,6 +134,17 @@ static void case_replace(void) {
   CHECK_OK(GET(&r, NULL, P("doc")));
   CHECK_NODE(r.node, P("doc"), "Doc", "{\"v\":2}");
   CHECK_EQ_INT(r.node->version, v2);
+  int64_t created = r.node->created_at;
+  /* A new type goes with it; created_at stays, and comes back. */
+  w.node_type = "Doc3";
+  w.expected_version = v2;
+  CHECK_OK(WRITE(&r, &w, 1));
+  CHECK_NODE(r.node, P("doc"), "Doc3", "{\"v\":3}");
+  CHECK_EQ_INT(r.node->created_at, created);
+  CHECK_OK(GET(&r, NULL, P("doc")));
+  CHECK_NODE(r.node, P("doc"), "Doc3", "{\"v\":3}");
+  CHECK_EQ_INT(r.node->created_at, created);
+  v2 = r.node->version;
   /* Absent. */
   w.path = P("absent");
   w.expected_version = v2;
