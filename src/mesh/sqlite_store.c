@@ -547,22 +547,22 @@ static int open_fail(durable__conn_t *c, int rc, const char *what,
   return one_line(err, code);
 }
 
-/* A file written before the commit log kept its counters in durable_meta
- * ('version' per write, 'commit' per transaction) and the last commit of
- * each namespace in durable_changes.  Start the log where both stood, so
- * that versions keep growing and no watch takes new ids for old ones, and
- * drop the old tables.  Inside the bootstrap transaction. */
-/* A file made before grants had modes: its grants were read grants. */
-static int migrate_grants(durable__conn_t *c) {
+/* Whether `sql` (a probe of the schema) returns a row: SQLITE_ROW,
+ * SQLITE_DONE, or SQLite's error. */
+static int probe(sqlite3 *db, const char *sql) {
   sqlite3_stmt *st = NULL;
-  int rc = sqlite3_prepare_v2(c->db,
-                              "SELECT 1 FROM pragma_table_info("
-                              "'durable_grants') WHERE name = 'modes'",
-                              -1, &st, NULL);
+  int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
   if (rc != SQLITE_OK)
     return rc;
   rc = sqlite3_step(st);
   sqlite3_finalize(st);
+  return rc;
+}
+
+/* A file made before grants had modes: its grants were read grants. */
+static int migrate_grants(durable__conn_t *c) {
+  int rc = probe(c->db, "SELECT 1 FROM pragma_table_info('durable_grants') "
+                        "WHERE name = 'modes'");
   if (rc == SQLITE_ROW)
     return SQLITE_OK;
   if (rc != SQLITE_DONE)
@@ -573,6 +573,11 @@ static int migrate_grants(durable__conn_t *c) {
                       NULL, NULL, NULL);
 }
 
+/* A file written before the commit log kept its counters in durable_meta
+ * ('version' per write, 'commit' per transaction) and the last commit of
+ * each namespace in durable_changes.  Start the log where both stood, so
+ * that versions keep growing and no watch takes new ids for old ones, and
+ * drop the old tables.  Inside the bootstrap transaction. */
 static int migrate(durable__conn_t *c) {
   int grants = migrate_grants(c);
   if (grants != SQLITE_OK)
@@ -584,15 +589,8 @@ static int migrate(durable__conn_t *c) {
       "'version'), 0) WHERE NOT EXISTS (SELECT 1 FROM durable_commits);"
       "DROP TABLE durable_meta;"
       "DROP TABLE IF EXISTS durable_changes;";
-  sqlite3_stmt *st = NULL;
-  int rc = sqlite3_prepare_v2(c->db,
-                              "SELECT 1 FROM sqlite_master WHERE type = "
-                              "'table' AND name = 'durable_meta'",
-                              -1, &st, NULL);
-  if (rc != SQLITE_OK)
-    return rc;
-  rc = sqlite3_step(st);
-  sqlite3_finalize(st);
+  int rc = probe(c->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                        "AND name = 'durable_meta'");
   if (rc == SQLITE_DONE)
     return SQLITE_OK; /* nothing to migrate */
   if (rc != SQLITE_ROW)

@@ -143,6 +143,32 @@ describe("refused inputs (" .. KIND .. ")", function()
       assert.equal("1685418593\n", id)
     end)
 
+    it("of an earlier durable, grants without modes and counters in durable_meta, is brought up to date", function()
+      local file = cmd.tmpname()
+      os.remove(file)
+      local store = "sqlite:" .. file
+      assert.equal(0, (run { "put", "a/b", "T", "{}", store = store }))
+      assert.equal(0, (run { "grant", "alice", "a", "read", store = store }))
+      -- as a file of an earlier version had them
+      local ok, out = sh(("sqlite3 %s 'ALTER TABLE durable_grants DROP COLUMN modes; "
+        .. "CREATE TABLE durable_meta (key TEXT PRIMARY KEY, value INTEGER); "
+        .. "INSERT INTO durable_meta VALUES (%s, 500), (%s, 900); DELETE FROM durable_commits'")
+        :format(quote(file), "\"'commit'\"", "\"'version'\""))
+      assert(ok, out)
+      local code, put, err = run { "put", "a/c", "T", "{}", store = store }
+      assert.equal(0, code, err)
+      assert.equal("a/c version 901\n", put) -- versions go on from the old counter
+      local _, tables = sh(("sqlite3 %s %s"):format(quote(file),
+        quote("SELECT name FROM sqlite_master WHERE name = 'durable_meta'")))
+      assert.equal("", tables)
+      local _, grants = sh(("sqlite3 %s %s"):format(quote(file),
+        quote("SELECT principal, prefix, modes FROM durable_grants")))
+      assert.equal("alice|a|1\n", grants) -- a read grant, as grants were then
+      code, out, err = run { "grants", store = store }
+      assert.equal(0, code, err)
+      assert.matches("alice", out, 1, true)
+    end)
+
     it("whose liveness file is a planted symbolic link is refused, and the link's target is not made", function()
       local file = cmd.tmpname()
       os.remove(file)
