@@ -260,7 +260,9 @@ describe("a producer killed or cut off mid-publish, retried with the same ids", 
 
   it("finds each item exactly once after a SIGKILL and a rerun", function()
     local key = cmd.ns .. "/doc"
-    local n = 200
+    -- enough that the kill lands in the middle: 200 took less than the
+    -- 50 ms between two looks at its output once appends got faster
+    local n = 2000
     local first = cmd.spawn { "lua", PRODUCER, key, tostring(n), "8" }
     -- killed in the middle: some publishes heard, some in flight
     assert.is_truthy(cmd.wait_for(function()
