@@ -1107,6 +1107,20 @@ static void bind_node(sqlite3_stmt *st, const durable_node_t *node,
 }
 
 /* Write `node` with statement `op` under `version`. */
+/* Statement `op` of the node's table with its key and type bound (?1, ?2,
+ * ?4: the slots of every node write). */
+static sqlite3_stmt *key_type_stmt(durable__conn_t *c, durable__place_t place,
+                                   int op, const durable_node_t *node,
+                                   durable_error_t *err) {
+  sqlite3_stmt *st = table_stmt(c, place, op, err);
+  if (st != NULL) {
+    bind_text(st, 1, node->ns);
+    bind_text(st, 2, node->id);
+    bind_text(st, 4, node->node_type);
+  }
+  return st;
+}
+
 static int write_node(durable__conn_t *c, durable__place_t place, int op,
                       const durable_node_t *node, int64_t version,
                       durable__outcome_t *out, durable_error_t *err) {
@@ -1127,12 +1141,9 @@ static int write_node(durable__conn_t *c, durable__place_t place, int op,
     /* An UPDATE ... RETURNING builds a temporary table for its one row
      * each time; a read of the row just written is cheaper, and says
      * whether the type changed too. */
-    sqlite3_stmt *back = table_stmt(c, place, OP_READ_BACK, err);
+    sqlite3_stmt *back = key_type_stmt(c, place, OP_READ_BACK, node, err);
     if (back == NULL)
       return err->code;
-    bind_text(back, 1, node->ns);
-    bind_text(back, 2, node->id);
-    bind_text(back, 4, node->node_type);
     rc = sqlite3_step(back);
     if (rc == SQLITE_ROW) {
       created_at = sqlite3_column_int64(back, 0);
@@ -1147,12 +1158,9 @@ static int write_node(durable__conn_t *c, durable__place_t place, int op,
       return sql_fail(c, rc, "update", err);
   }
   if (op != OP_INSERT && !same_type) {
-    sqlite3_stmt *retype = table_stmt(c, place, OP_RETYPE, err);
+    sqlite3_stmt *retype = key_type_stmt(c, place, OP_RETYPE, node, err);
     if (retype == NULL)
       return err->code;
-    bind_text(retype, 1, node->ns);
-    bind_text(retype, 2, node->id);
-    bind_text(retype, 4, node->node_type);
     if ((rc = run(c, retype, "update", err)) != 0)
       return rc;
   }
