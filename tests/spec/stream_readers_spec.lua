@@ -209,7 +209,7 @@ describe("the DocumentLog plugins", function()
     assert.is_not_nil(mesh:hub(doc)) -- a fresh activation claims, resuming after 1
     helper.run_until(mesh, function() return helper.ok(mesh:get_node(path)).content.Checkpoint == 3 end)
     assert.equal(1, #helper.log_lines("DocumentLog@" .. doc .. ": lease granted to " .. doc
-      .. " (epoch 2, checkpoint 1,"))
+      .. " (epoch 2, checkpoint 1,"), table.concat(helper.log_lines("DocumentLog@" .. doc), "\n"))
     local again = helper.ok(mesh:get_node(doc))
     assert.equal("Hello world!", again.content.text)
     assert.equal(node.version, again.version, "the redelivered items wrote nothing")
