@@ -208,8 +208,13 @@ describe("the DocumentLog plugins", function()
     end))
     assert.is_not_nil(mesh:hub(doc)) -- a fresh activation claims, resuming after 1
     helper.run_until(mesh, function() return helper.ok(mesh:get_node(path)).content.Checkpoint == 3 end)
-    assert.equal(1, #helper.log_lines("DocumentLog@" .. doc .. ": lease granted to " .. doc
-      .. " (epoch 2, checkpoint 1,"), table.concat(helper.log_lines("DocumentLog@" .. doc), "\n"))
+    -- one grant resumed after 1 (its epoch depends on how many claims the
+    -- first activation took: a wake and the first append may both claim)
+    local resumed = 0
+    for _, line in ipairs(helper.log_lines("DocumentLog@" .. doc .. ": lease granted to " .. doc)) do
+      if line:find(", checkpoint 1, last 3)", 1, true) then resumed = resumed + 1 end
+    end
+    assert.equal(1, resumed, table.concat(helper.log_lines("DocumentLog@" .. doc), "\n"))
     local again = helper.ok(mesh:get_node(doc))
     assert.equal("Hello world!", again.content.text)
     assert.equal(node.version, again.version, "the redelivered items wrote nothing")
