@@ -122,7 +122,7 @@ describe("a durable stream consumer", function()
       -- activation may already be there, never the old one
       local after = helper.find(mesh, owner)
       assert.is_true(after == nil or after.incarnation ~= before, "the recycle deactivated the consumer")
-      publish_range(owner, 41, 60) -- nobody opens the node: the appends wake it
+      publish_range(owner, 41, 60) -- nobody opens the node: the appends (or the release) wake it
       assert.same(probe.range(60), quiet_after(owner, 60))
       assert.equal(1, probe.max_concurrent)
       assert.same({}, probe.violations)
