@@ -104,10 +104,11 @@ function M.open(opts)
 end
 
 ---Log lines (of this spec) that contain `text` (plain).
-function M.log_lines(text)
+---@param since? integer only lines after the first `since` (a #helper.logs taken earlier)
+function M.log_lines(text, since)
   local out = {}
-  for _, line in ipairs(M.logs) do
-    if line:find(text, 1, true) then out[#out + 1] = line end
+  for i = (since or 0) + 1, #M.logs do
+    if M.logs[i]:find(text, 1, true) then out[#out + 1] = M.logs[i] end
   end
   return out
 end

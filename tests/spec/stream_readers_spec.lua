@@ -212,12 +212,7 @@ describe("the DocumentLog plugins", function()
     -- since the recycle, one grant, resuming after 1 (its epoch depends on
     -- how many claims the first activation took: its start and the wake of
     -- the first append may both claim)
-    local grants = {}
-    for i = logged + 1, #helper.logs do
-      if helper.logs[i]:find("DocumentLog@" .. doc .. ": lease granted to " .. doc, 1, true) then
-        grants[#grants + 1] = helper.logs[i]
-      end
-    end
+    local grants = helper.log_lines("DocumentLog@" .. doc .. ": lease granted to " .. doc, logged)
     assert.equal(1, #grants, table.concat(helper.log_lines("DocumentLog@" .. doc), "\n"))
     assert.truthy(grants[1]:find(", checkpoint 1, last 3)", 1, true), grants[1])
     local again = helper.ok(mesh:get_node(doc))
