@@ -419,6 +419,13 @@ void plain_sqlite_open(plain_sqlite_t *p, const char *file) {
                         "content TEXT NOT NULL, main_node TEXT NOT NULL, "
                         "version INTEGER NOT NULL, created_at INTEGER NOT NULL,"
                         " updated_at INTEGER NOT NULL, "
+                        "PRIMARY KEY (namespace, id)) WITHOUT ROWID;"
+                        "CREATE TABLE IF NOT EXISTS plain_streams ("
+                        "namespace TEXT NOT NULL, id TEXT NOT NULL, "
+                        "path TEXT NOT NULL, node_type TEXT NOT NULL, "
+                        "content TEXT NOT NULL, main_node TEXT NOT NULL, "
+                        "version INTEGER NOT NULL, created_at INTEGER NOT NULL,"
+                        " updated_at INTEGER NOT NULL, "
                         "PRIMARY KEY (namespace, id)) WITHOUT ROWID;",
                         NULL, NULL, NULL),
            "setup");
@@ -432,6 +439,15 @@ void plain_sqlite_open(plain_sqlite_t *p, const char *file) {
                               "INSERT INTO plain_nodes (" PLAIN_COLUMNS
                               ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
                               -1, &p->insert, NULL),
+           "prepare");
+  sq_check(p->db,
+           sqlite3_prepare_v2(
+               p->db,
+               "INSERT INTO plain_streams (" PLAIN_COLUMNS
+               ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9) ON CONFLICT (namespace, "
+               "id) DO UPDATE SET content = excluded.content, version = "
+               "excluded.version, updated_at = excluded.updated_at",
+               -1, &p->stream, NULL),
            "prepare");
 }
 
@@ -449,15 +465,58 @@ void plain_sqlite_start(plain_sqlite_t *p, const char *dir, char *file,
 void plain_sqlite_close(plain_sqlite_t *p) {
   sqlite3_finalize(p->begin);
   sqlite3_finalize(p->insert);
+  sqlite3_finalize(p->stream);
   sqlite3_finalize(p->commit);
   sqlite3_close(p->db);
 }
 
 static int64_t plain_version;
 
+/* One row of the node tables' shape under ns/id, by `st` (an insert or an
+ * upsert with the nine columns in PLAIN_COLUMNS order). */
+static void plain_sqlite_row(plain_sqlite_t *p, sqlite3_stmt *st,
+                             const char *ns, const char *id,
+                             const char *content) {
+  char path[512];
+  int64_t t = wall_ms();
+  snprintf(path, sizeof path, "%s/%s", ns, id);
+  sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 4, "BenchNode", -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 5, content, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 6, path, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 7, ++plain_version);
+  sqlite3_bind_int64(st, 8, t);
+  sqlite3_bind_int64(st, 9, t);
+  step_reset(p->db, st, "insert");
+}
+
+double plain_sqlite_appends(plain_sqlite_t *p, const char *ns, long n) {
+  char id[32], item[128], stream[320];
+  double t0 = now_s();
+  for (long i = 0; i < n; i++) {
+    step_reset(p->db, p->begin, "begin");
+    snprintf(id, sizeof id, "n%07ld", i);
+    item_content(item, sizeof item, i);
+    plain_sqlite_row(p, p->insert, ns, id, item);
+    /* a stream node's content, LastSequence moved on */
+    snprintf(stream, sizeof stream,
+             "{\"Namespace\":\"Bench\",\"Key\":\"%.40s\",\"LastSequence\":"
+             "%ld,\"Subscriber\":null,\"SubscriberInstance\":null,"
+             "\"LeaseEpoch\":0,\"SubscribedAt\":null,\"Checkpoint\":0,"
+             "\"CheckpointAt\":null,\"OrphanedAt\":null,"
+             "\"LastSubscriber\":null}",
+             ns, i + 1);
+    plain_sqlite_row(p, p->stream, ns, "stream", stream);
+    step_reset(p->db, p->commit, "commit");
+  }
+  return (double)n / (now_s() - t0);
+}
+
 double plain_sqlite_spread(plain_sqlite_t *p, const char *ns, long n,
                            int per_commit, int spread) {
-  char row_ns[256], id[32], path[512], content[128];
+  char row_ns[256], id[32], content[128];
   if (per_commit < 1)
     per_commit = 1;
   if (spread < 1)
@@ -467,23 +526,12 @@ double plain_sqlite_spread(plain_sqlite_t *p, const char *ns, long n,
   for (long i = 0; i < n;) {
     step_reset(p->db, p->begin, "begin");
     for (int k = 0; k < per_commit && i < n; k++, i++) {
-      int64_t t = wall_ms();
       long seq = i / spread;
       if (spread > 1)
         snprintf(row_ns, sizeof row_ns, "%.200s/k%03d", ns, (int)(i % spread));
       snprintf(id, sizeof id, "n%07ld", seq);
-      snprintf(path, sizeof path, "%s/%s", row_ns, id);
       item_content(content, sizeof content, seq);
-      sqlite3_bind_text(p->insert, 1, row_ns, -1, SQLITE_STATIC);
-      sqlite3_bind_text(p->insert, 2, id, -1, SQLITE_STATIC);
-      sqlite3_bind_text(p->insert, 3, path, -1, SQLITE_STATIC);
-      sqlite3_bind_text(p->insert, 4, "BenchNode", -1, SQLITE_STATIC);
-      sqlite3_bind_text(p->insert, 5, content, -1, SQLITE_STATIC);
-      sqlite3_bind_text(p->insert, 6, path, -1, SQLITE_STATIC);
-      sqlite3_bind_int64(p->insert, 7, ++plain_version);
-      sqlite3_bind_int64(p->insert, 8, t);
-      sqlite3_bind_int64(p->insert, 9, t);
-      step_reset(p->db, p->insert, "insert");
+      plain_sqlite_row(p, p->insert, row_ns, id, content);
     }
     step_reset(p->db, p->commit, "commit");
   }

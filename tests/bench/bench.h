@@ -124,11 +124,13 @@ void item_content(char *buf, size_t size, long long seq);
 void sq_check(sqlite3 *db, int rc, const char *what);
 void step_reset(sqlite3 *db, sqlite3_stmt *st, const char *what);
 
-/* A separate SQLite file (WAL, synchronous=FULL) with a table of the node
- * tables' nine columns. */
+/* A separate SQLite file (WAL, synchronous=FULL) with two tables of the
+ * node tables' nine columns: plain_nodes, and plain_streams for
+ * plain_sqlite_appends. */
 typedef struct {
   sqlite3 *db;
   sqlite3_stmt *begin, *insert, *commit;
+  sqlite3_stmt *stream; /* upsert of a row of plain_streams */
 } plain_sqlite_t;
 
 void plain_sqlite_open(plain_sqlite_t *p, const char *file);
@@ -151,6 +153,12 @@ double plain_sqlite_batch(plain_sqlite_t *p, const char *ns, long n,
  * plain_sqlite_batch (namespace ns itself). */
 double plain_sqlite_spread(plain_sqlite_t *p, const char *ns, long n,
                            int per_commit, int spread);
+/* rows/s of n one-row commits that each also update a second row, in a
+ * second table: the two rows the design makes an append write in one
+ * transaction (the item, and LastSequence on the stream node, DESIGN.md
+ * section 3), without anything the runtime adds (its commit log).  The
+ * stream row is a stream node's size. */
+double plain_sqlite_appends(plain_sqlite_t *p, const char *ns, long n);
 
 void pg_ok(PGconn *conn, PGresult *res, const char *what);
 void pg_exec(PGconn *conn, const char *sql, const char *what);

@@ -3,7 +3,8 @@
  * each a ratio against a plain loop of the same store measured in the same
  * run (see tests/bench/README.md, "stream_bench").
  *
- *   [1] one producer awaiting each sequence           vs 1 row/commit
+ *   [1] one producer awaiting each sequence           vs 1 row/commit,
+ *                       and (SQLite) an append's two rows in each commit
  *   [2] 16 in flight on 1 stream, on 16 streams       vs 1 row/commit
  *       64 in flight on 64 streams                     vs 100 rows/commit,
  *                                  and 100 rows/commit over 64 namespaces
@@ -156,20 +157,29 @@ static double plain100s(long n) {
 static const char beside_name[] =
     "plain loop, 1 row/commit, 50 rows after every 50 items";
 static struct {
-  long every; /* 0: no slices */
+  long every;   /* 0: no slices */
+  int appends;  /* each slice also runs the append's rows (SQLite) */
   long rows;
-  double seconds;
+  double seconds, appends_seconds;
 } beside;
 
-static void beside_start(long every) {
+static void beside_start(long every, int appends) {
   beside.every = every, beside.rows = 0, beside.seconds = 0;
+  beside.appends = appends && !T->pg, beside.appends_seconds = 0;
 }
 
 static void beside_slice(void) {
   double t0 = now_s();
   plain1(beside.every);
-  beside.seconds += now_s() - t0;
+  double t1 = now_s();
   beside.rows += beside.every;
+  if (beside.appends) {
+    char ns[128];
+    snprintf(ns, sizeof ns, "plainappend/r%ld", plain_runs++);
+    plain_sqlite_appends(T->psq, ns, beside.every);
+    beside.appends_seconds += now_s() - t1;
+  }
+  beside.seconds += now_s() - t0;
 }
 
 /* After the durable run's item `n` (1, 2, ...): a slice when it is due. */
@@ -180,11 +190,14 @@ static void beside_after(long n) {
 
 /* Stop slicing; the rows/s of the plain loop in its slices (a run too
  * short for one, as with --quick, gets one now). */
-static double beside_stop(void) {
+static double beside_stop(double *appends) {
   if (beside.rows == 0)
     beside_slice();
   beside.every = 0;
-  return (double)beside.rows / beside.seconds;
+  double appends_seconds = beside.appends ? beside.appends_seconds : 0;
+  if (appends)
+    *appends = appends_seconds > 0 ? (double)beside.rows / appends_seconds : 0;
+  return (double)beside.rows / (beside.seconds - appends_seconds);
 }
 
 /* ---- the mesh ------------------------------------------------------------ */
@@ -372,8 +385,8 @@ static void print_ratio(const char *label, const double *v, int n,
 
 static void fig_producers(void) {
   int reps = opt.reps;
-  double p1[64], p100[64], p100s[64], one[64], a[64], b[64], c[64];
-  double r_one[64], r_a[64], r_b[64], r_c[64], r_cs[64];
+  double p1[64], p2[64], p100[64], p100s[64], one[64], a[64], b[64], c[64];
+  double r_one[64], r_two[64], r_a[64], r_b[64], r_c[64], r_cs[64];
   if (want(1)) {
     printf("[1] one producer awaiting each sequence: %s publishes to one "
            "stream, the next\n    issued from the callback; %d runs\n",
@@ -382,15 +395,22 @@ static void fig_producers(void) {
       char tag[32];
       snprintf(tag, sizeof tag, "f1r%d", r);
       char(*keys)[128] = make_streams(tag, 1, 1);
-      beside_start(SLICE);
+      beside_start(SLICE, 1);
       one[r] = publish_run("Bench", keys, 1, sz.single, 1);
-      p1[r] = beside_stop();
+      p1[r] = beside_stop(&p2[r]);
       r_one[r] = one[r] / p1[r];
+      r_two[r] = p2[r] > 0 ? one[r] / p2[r] : 0;
       free(keys);
     }
     print_rate(beside_name, p1, reps, "rows/s");
+    if (!T->pg)
+      print_rate("  ... and 2 rows/commit in 2 tables (item, LastSequence)", p2,
+                 reps, "commits/s");
     print_rate("durable_stream_publish, 1 in flight", one, reps, "items/s");
     print_ratio("ratio 1 in flight / plain 1-row", r_one, reps, ">= 0.8x");
+    if (!T->pg)
+      print_ratio("ratio 1 in flight / plain 2-row appends", r_two, reps,
+                  "same rows, no target");
   }
   if (want(2)) {
     printf("[2] publishes in flight: %s to 1 stream with 16 in flight, %s to "
@@ -615,12 +635,12 @@ static void fig_drain(void) {
     publish_run("Bench", k1, 1, sz.drain1, 64);
     publish_run("Bench", k64, SPREAD, sz.drain64, 4);
     publish_run("Bench", kfx, 1, sz.drain1, 64);
-    beside_start(SLICE);
+    beside_start(SLICE, 0);
     one[r] = drain_run(k1, 1, sz.drain1, r, 0);
-    p1[r] = beside_stop();
-    beside_start(SLICE);
+    p1[r] = beside_stop(NULL);
+    beside_start(SLICE, 0);
     fx[r] = drain_run(kfx, 1, sz.drain1, r, 1);
-    p1fx[r] = beside_stop();
+    p1fx[r] = beside_stop(NULL);
     r_fx[r] = fx[r] / p1fx[r];
     p100[r] = plain100(sz.plain100);
     p100s[r] = plain100s(sz.plain100);
