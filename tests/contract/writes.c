@@ -2,7 +2,8 @@
  * writes.c: the store contract on writes beyond one node: update through a
  * C mutator (alone and fifty at once on one node), batches that commit all
  * or nothing, two stores writing the same nodes in opposite orders (no
- * write fails for a deadlock), and group commit seen as correctness.
+ * write fails for a deadlock), and group commit seen as correctness: many
+ * puts, and many appends-shaped batches with refusals among them.
  */
 #include "contract.h"
 
@@ -267,12 +268,131 @@ static void case_group_commit(void) {
   case_end();
 }
 
+/* Appends of many streams in one group: each job creates an item (a table
+ * of its own) and compare-and-sets its stream row, and jobs beside them
+ * update rows through a mutator.  Queued behind a large write, they go as
+ * one group, where PostgreSQL sends each kind of write (and the locks) as
+ * one statement; every job's outcome must be its own, as when it runs
+ * alone.  Then the same with refusals among them -- a stale
+ * compare-and-set, an item that is there already: those two change
+ * nothing, the others all they ask. */
+enum { GB_STREAMS = 32, GB_MUTATED = 8, GB_BIG = 400 };
+
+typedef struct {
+  char stream[GB_STREAMS][400], item[GB_STREAMS][400];
+  char counter[GB_MUTATED][400];
+  int64_t version[GB_STREAMS];
+} gb_t;
+
+/* One wave: the large write, then every append and update at once; `stale`
+ * and `taken` name the refused appends (-1: none). */
+static void gb_wave(gb_t *g, int wave, int stale, int taken) {
+  static durable_write_t big[GB_BIG];
+  static char big_path[GB_BIG][400];
+  static res_t rs[GB_STREAMS + GB_MUTATED];
+  res_t r = {0}, first = {0};
+  for (int i = 0; i < GB_STREAMS; i++) {
+    snprintf(g->stream[i], sizeof g->stream[i], "%s", P("gb%d/s%02d", wave, i));
+    snprintf(g->item[i], sizeof g->item[i], "%s",
+             P("gb%d/s%02d/_DurableStreamItem/000000000001", wave, i));
+    CHECK_OK(CREATE(&r, g->stream[i], "S", "{\"last\":0}"));
+    g->version[i] = r.node->version;
+  }
+  if (taken >= 0)
+    CHECK_OK(CREATE(&r, g->item[taken], "I", "{\"before\":true}"));
+  for (int i = 0; i < GB_MUTATED; i++) {
+    char content[32];
+    snprintf(content, sizeof content, "{\"n\":%d}", 10 * i);
+    snprintf(g->counter[i], sizeof g->counter[i], "%s", P("gb%d/m%02d", wave, i));
+    CHECK_OK(CREATE(&r, g->counter[i], "Counter", content));
+  }
+  res_reset(&r);
+  for (int i = 0; i < GB_BIG; i++) {
+    snprintf(big_path[i], sizeof big_path[i], "%s", P("gb%d/big/n%03d", wave, i));
+    big[i] = (durable_write_t){
+        .kind = DURABLE_WRITE_PUT, .path = big_path[i], .content = "{}"};
+  }
+  durable_error_t e = {0};
+  submitted(durable_store_write(T.store, big, GB_BIG, res_cb, &first, &e), &e,
+            "write", big_path[0]);
+  int inc = MUT_INCREMENT;
+  for (int i = 0; i < GB_STREAMS; i++) {
+    durable_write_t w[2] = {
+        {.kind = DURABLE_WRITE_CREATE, .path = g->item[i], .content = "{}"},
+        {.kind = DURABLE_WRITE_REPLACE,
+         .path = g->stream[i],
+         .node_type = "S",
+         .content = "{\"last\":1}",
+         .expected_version = g->version[i] + (i == stale ? 1000 : 0)},
+    };
+    submitted(durable_store_write(T.store, w, 2, res_cb, &rs[i], &e), &e,
+              "write", g->stream[i]);
+    if (i < GB_MUTATED)
+      submitted(durable_store_update(T.store, g->counter[i], mutate, &inc,
+                                     res_cb, &rs[GB_STREAMS + i], &e),
+                &e, "update", g->counter[i]);
+  }
+  g_line = __LINE__;
+  res_wait(&first);
+  CHECK_OK(first.status);
+  res_reset(&first);
+  for (int i = 0; i < GB_STREAMS + GB_MUTATED; i++) {
+    g_line = __LINE__;
+    res_wait(&rs[i]);
+  }
+  for (int i = 0; i < GB_STREAMS; i++) {
+    g_line = __LINE__;
+    int refused = i == stale || i == taken;
+    if (i == stale)
+      CHECK_EQ_CODE(rs[i].status, DURABLE_ECONFLICT);
+    else if (i == taken)
+      CHECK_EQ_CODE(rs[i].status, DURABLE_EEXIST);
+    else
+      CHECK_OK(rs[i].status);
+    CHECK_OK(GET(&r, NULL, g->stream[i]));
+    CHECK_NODE(r.node, g->stream[i], "S",
+               refused ? "{\"last\":0}" : "{\"last\":1}");
+    if (refused) {
+      CHECK_EQ_INT(r.node->version, g->version[i]);
+    } else { /* the job's own outcome: the version its write got */
+      CHECK_GT_INT(r.node->version, g->version[i]);
+      CHECK_NODE(rs[i].node, g->stream[i], "S", "{\"last\":1}");
+      CHECK_EQ_INT(rs[i].node->version, r.node->version);
+    }
+    if (i == stale) {
+      CHECK_EQ_CODE(GET(&r, NULL, g->item[i]), DURABLE_ENOTFOUND);
+    } else {
+      CHECK_OK(GET(&r, NULL, g->item[i]));
+      CHECK_EQ_STR(r.node->content, i == taken ? "{\"before\":true}" : "{}");
+    }
+  }
+  for (int i = 0; i < GB_MUTATED; i++) {
+    char content[32];
+    snprintf(content, sizeof content, "{\"n\":%d}", 10 * i + 1);
+    g_line = __LINE__;
+    CHECK_OK(rs[GB_STREAMS + i].status);
+    CHECK_NODE(rs[GB_STREAMS + i].node, g->counter[i], "Counter", content);
+  }
+  for (int i = 0; i < GB_STREAMS + GB_MUTATED; i++)
+    res_reset(&rs[i]);
+  res_reset(&r);
+}
+
+static void case_group_batches(void) {
+  static gb_t g;
+  case_begin("group_batches");
+  gb_wave(&g, 1, -1, -1);
+  gb_wave(&g, 2, 5, 9);
+  case_end();
+}
+
 static const contract_case_t cases[] = {
     {"update", case_update},
     {"update_concurrent", case_update_concurrent},
     {"batch", case_batch},
     {"cross_writes", case_cross_writes},
     {"group_commit", case_group_commit},
+    {"group_batches", case_group_batches},
 };
 const contract_table_t contract_writes = {cases,
                                           sizeof cases / sizeof cases[0]};
