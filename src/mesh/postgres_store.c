@@ -628,10 +628,13 @@ static size_t run_length(durable__conn_t *c, size_t first) {
  * goes as one statement per form instead of one per write.  Only within a
  * stretch of writes between two other steps (a read for update sees the
  * writes queued before it, and keeps its place), and only when no row is
- * written twice in the stretch: writes of distinct rows commute, each
- * outcome is its own row's, and the rows the group updates were locked
- * before (write.c), so the order of their writes cannot deadlock.  The
- * order within a form, and of the forms by first appearance, is kept. */
+ * written twice in the stretch: writes of distinct rows commute, and each
+ * outcome is its own row's.  The rows the group updates were locked before
+ * (write.c), so their writes wait on nobody; an insert may still wait on
+ * another transaction's insert of the same new key, now in another order
+ * than the jobs', and a deadlock there is cancelled by the server and the
+ * group run again, as any deadlock is.  The order within a form, and of
+ * the forms by first appearance, is kept. */
 static void gather_writes(durable__conn_t *c) {
   char key[2 * DURABLE_PATH_MAX + 4];
   for (size_t a = 0, b; a < c->queued; a = b > a ? b : a + 1) {
@@ -1238,9 +1241,13 @@ static int ensure_partition(durable__conn_t *c, const char *partition,
   char lock[32], ensure[32];
   const char *vals[1] = {partition};
   PGresult *res = NULL;
-  rc = statement(c, OP_LOCK, NULL, lock, err);
-  if (rc == 0)
-    rc = statement(c, OP_ENSURE, NULL, ensure, err);
+  unsigned resets;
+  do { /* both names must come from the same cache generation */
+    resets = c->resets;
+    rc = statement(c, OP_LOCK, NULL, lock, err);
+    if (rc == 0)
+      rc = statement(c, OP_ENSURE, NULL, ensure, err);
+  } while (rc == 0 && resets != c->resets);
   if (rc == 0)
     res = run(c, lock, 1, vals, &rc, err, "lock partition", partition);
   PQclear(res);

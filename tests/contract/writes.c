@@ -273,9 +273,9 @@ static void case_group_commit(void) {
  * update rows through a mutator.  Queued behind a large write, they go as
  * one group, where PostgreSQL sends each kind of write (and the locks) as
  * one statement; every job's outcome must be its own, as when it runs
- * alone.  Then the same with refusals among them -- a stale
- * compare-and-set, an item that is there already: those two change
- * nothing, the others all they ask. */
+ * alone.  Once with each order of a job's two writes, then with refusals
+ * among them -- a stale compare-and-set, an item that is there already:
+ * those two change nothing, the others all they ask. */
 enum { GB_STREAMS = 32, GB_MUTATED = 8, GB_BIG = 400 };
 
 typedef struct {
@@ -286,7 +286,8 @@ typedef struct {
 
 /* One wave: the large write, then every append and update at once; `stale`
  * and `taken` name the refused appends (-1: none). */
-static void gb_wave(gb_t *g, int wave, int stale, int taken) {
+static void gb_wave(gb_t *g, int wave, int stream_first, int stale,
+                    int taken) {
   static durable_write_t big[GB_BIG];
   static char big_path[GB_BIG][400];
   static res_t rs[GB_STREAMS + GB_MUTATED];
@@ -317,14 +318,18 @@ static void gb_wave(gb_t *g, int wave, int stale, int taken) {
             "write", big_path[0]);
   int inc = MUT_INCREMENT;
   for (int i = 0; i < GB_STREAMS; i++) {
-    durable_write_t w[2] = {
-        {.kind = DURABLE_WRITE_CREATE, .path = g->item[i], .content = "{}"},
-        {.kind = DURABLE_WRITE_REPLACE,
-         .path = g->stream[i],
-         .node_type = "S",
-         .content = "{\"last\":1}",
-         .expected_version = g->version[i] + (i == stale ? 1000 : 0)},
-    };
+    durable_write_t replace = {
+        .kind = DURABLE_WRITE_REPLACE,
+        .path = g->stream[i],
+        .node_type = "S",
+        .content = "{\"last\":1}",
+        .expected_version = g->version[i] + (i == stale ? 1000 : 0)};
+    durable_write_t create = {
+        .kind = DURABLE_WRITE_CREATE, .path = g->item[i], .content = "{}"};
+    /* the stream row first, as the stream hub writes an append; or last,
+     * so that the job's node (its last write) is the stream row */
+    durable_write_t w[2] = {stream_first ? replace : create,
+                            stream_first ? create : replace};
     submitted(durable_store_write(T.store, w, 2, res_cb, &rs[i], &e), &e,
               "write", g->stream[i]);
     if (i < GB_MUTATED)
@@ -354,8 +359,10 @@ static void gb_wave(gb_t *g, int wave, int stale, int taken) {
                refused ? "{\"last\":0}" : "{\"last\":1}");
     if (refused) {
       CHECK_EQ_INT(r.node->version, g->version[i]);
-    } else { /* the job's own outcome: the version its write got */
+    } else {
       CHECK_GT_INT(r.node->version, g->version[i]);
+    }
+    if (!refused && !stream_first) { /* the job's own outcome */
       CHECK_NODE(rs[i].node, g->stream[i], "S", "{\"last\":1}");
       CHECK_EQ_INT(rs[i].node->version, r.node->version);
     }
@@ -364,6 +371,10 @@ static void gb_wave(gb_t *g, int wave, int stale, int taken) {
     } else {
       CHECK_OK(GET(&r, NULL, g->item[i]));
       CHECK_EQ_STR(r.node->content, i == taken ? "{\"before\":true}" : "{}");
+      if (!refused && stream_first) { /* the job's own outcome */
+        CHECK_NODE(rs[i].node, g->item[i], "", "{}");
+        CHECK_EQ_INT(rs[i].node->version, r.node->version);
+      }
     }
   }
   for (int i = 0; i < GB_MUTATED; i++) {
@@ -381,8 +392,9 @@ static void gb_wave(gb_t *g, int wave, int stale, int taken) {
 static void case_group_batches(void) {
   static gb_t g;
   case_begin("group_batches");
-  gb_wave(&g, 1, -1, -1);
-  gb_wave(&g, 2, 5, 9);
+  gb_wave(&g, 1, 0, -1, -1);
+  gb_wave(&g, 2, 1, -1, -1);
+  gb_wave(&g, 3, 1, 5, 9);
   case_end();
 }
 
