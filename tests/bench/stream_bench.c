@@ -166,8 +166,8 @@ static double plain100s(long n) {
 static const char beside_name[] =
     "plain loop, 1 row/commit, 50 rows after every 50 items";
 static struct {
-  long every;   /* 0: no slices */
-  int appends;  /* each slice also runs the append's rows (SQLite) */
+  long every;  /* 0: no slices */
+  int appends; /* each slice also runs the append's rows (SQLite) */
   long rows;
   double seconds, appends_seconds;
 } beside;

@@ -286,8 +286,7 @@ typedef struct {
 
 /* One wave: the large write, then every append and update at once; `stale`
  * and `taken` name the refused appends (-1: none). */
-static void gb_wave(gb_t *g, int wave, int stream_first, int stale,
-                    int taken) {
+static void gb_wave(gb_t *g, int wave, int stream_first, int stale, int taken) {
   static durable_write_t big[GB_BIG];
   static char big_path[GB_BIG][400];
   static res_t rs[GB_STREAMS + GB_MUTATED];
@@ -304,12 +303,14 @@ static void gb_wave(gb_t *g, int wave, int stream_first, int stale,
   for (int i = 0; i < GB_MUTATED; i++) {
     char content[32];
     snprintf(content, sizeof content, "{\"n\":%d}", 10 * i);
-    snprintf(g->counter[i], sizeof g->counter[i], "%s", P("gb%d/m%02d", wave, i));
+    snprintf(g->counter[i], sizeof g->counter[i], "%s",
+             P("gb%d/m%02d", wave, i));
     CHECK_OK(CREATE(&r, g->counter[i], "Counter", content));
   }
   res_reset(&r);
   for (int i = 0; i < GB_BIG; i++) {
-    snprintf(big_path[i], sizeof big_path[i], "%s", P("gb%d/big/n%03d", wave, i));
+    snprintf(big_path[i], sizeof big_path[i], "%s",
+             P("gb%d/big/n%03d", wave, i));
     big[i] = (durable_write_t){
         .kind = DURABLE_WRITE_PUT, .path = big_path[i], .content = "{}"};
   }
@@ -318,12 +319,12 @@ static void gb_wave(gb_t *g, int wave, int stream_first, int stale,
             "write", big_path[0]);
   int inc = MUT_INCREMENT;
   for (int i = 0; i < GB_STREAMS; i++) {
-    durable_write_t replace = {
-        .kind = DURABLE_WRITE_REPLACE,
-        .path = g->stream[i],
-        .node_type = "S",
-        .content = "{\"last\":1}",
-        .expected_version = g->version[i] + (i == stale ? 1000 : 0)};
+    durable_write_t replace = {.kind = DURABLE_WRITE_REPLACE,
+                               .path = g->stream[i],
+                               .node_type = "S",
+                               .content = "{\"last\":1}",
+                               .expected_version =
+                                   g->version[i] + (i == stale ? 1000 : 0)};
     durable_write_t create = {
         .kind = DURABLE_WRITE_CREATE, .path = g->item[i], .content = "{}"};
     /* the stream row first, as the stream hub writes an append; or last,
