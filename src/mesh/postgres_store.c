@@ -593,30 +593,33 @@ typedef struct {
  * steps with the same many-row form (the same operation on one table), up
  * to ROWS_MAX, and for upserts and replaces no row twice (one statement
  * may not update a row twice). */
+/* Whether the row of step `s` is in `rows` already; else it is put there.
+ * A row is its partition and path (a path names one table).  Out of
+ * memory counts as a repeat: the steps then only go one at a time. */
+static int row_repeated(durable__map_t *rows, const step_t *s) {
+  char key[2 * DURABLE_PATH_MAX + 4];
+  snprintf(key, sizeof key, "%s\n%s", s->partition, s->subject);
+  return durable__map_get(rows, key) != NULL ||
+         durable__map_put(rows, key, MAP_NUMBER(1)) != 0;
+}
+
 static size_t run_length(durable__conn_t *c, size_t first) {
   const step_t *s = &c->queue[first];
   size_t j = first + 1;
   if (s->rows[0] == '\0')
     return 1;
-  durable__map_t keys = {0};
-  char key[2 * DURABLE_PATH_MAX + 4];
+  int once = s->op == OP_UPSERT || s->op == OP_REPLACE; /* a row at most */
+  durable__map_t rows = {0};
   for (; j < c->queued && j - first < ROWS_MAX; j++) {
     const step_t *t = &c->queue[j];
     if (t->kind != s->kind || strcmp(t->rows, s->rows) != 0)
       break;
-    if (s->op != OP_UPSERT && s->op != OP_REPLACE)
-      continue;
-    if (keys.count == 0) { /* the first row's key, once there is a second */
-      snprintf(key, sizeof key, "%s\n%s", s->vals[0], s->vals[1]);
-      if (durable__map_put(&keys, key, MAP_NUMBER(1)) != 0)
-        break;
-    }
-    snprintf(key, sizeof key, "%s\n%s", t->vals[0], t->vals[1]);
-    if (durable__map_get(&keys, key) != NULL ||
-        durable__map_put(&keys, key, MAP_NUMBER(1)) != 0)
+    if (once && rows.count == 0) /* the first row, once there is a second */
+      row_repeated(&rows, s);
+    if (once && row_repeated(&rows, t))
       break;
   }
-  durable__map_free(&keys);
+  durable__map_free(&rows);
   int simple = s->kind == STEP_WRITE && s->op != OP_REPLACE;
   if (!simple && j - first < ROWS_MIN)
     return 1;
@@ -635,51 +638,47 @@ static size_t run_length(durable__conn_t *c, size_t first) {
  * than the jobs', and a deadlock there is cancelled by the server and the
  * group run again, as any deadlock is.  The order within a form, and of
  * the forms by first appearance, is kept. */
+static void gather_stretch(step_t *steps, size_t n) {
+  durable__map_t rows = {0};
+  int distinct = 1;
+  for (size_t i = 0; i < n && distinct; i++)
+    distinct = !row_repeated(&rows, &steps[i]);
+  durable__map_free(&rows);
+  step_t *sorted = distinct ? malloc(n * sizeof(*sorted)) : NULL;
+  char *taken = sorted ? calloc(n, 1) : NULL;
+  if (taken == NULL) { /* as it is, then: only slower */
+    free(sorted);
+    return;
+  }
+  size_t out = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (taken[i])
+      continue;
+    sorted[out++] = steps[i];
+    taken[i] = 1;
+    if (steps[i].rows[0] == '\0')
+      continue; /* a form of one row: it stays where it is */
+    for (size_t j = i + 1; j < n; j++) /* the later steps of its form */
+      if (!taken[j] && strcmp(steps[j].rows, steps[i].rows) == 0) {
+        sorted[out++] = steps[j];
+        taken[j] = 1;
+      }
+  }
+  memcpy(steps, sorted, n * sizeof(*sorted));
+  free(sorted);
+  free(taken);
+}
+
+/* gather_stretch each stretch of three writes or more in the queue. */
 static void gather_writes(durable__conn_t *c) {
-  char key[2 * DURABLE_PATH_MAX + 4];
-  for (size_t a = 0, b; a < c->queued; a = b > a ? b : a + 1) {
-    b = a;
+  size_t a = 0;
+  while (a < c->queued) {
+    size_t b = a;
     while (b < c->queued && c->queue[b].kind == STEP_WRITE)
       b++;
-    if (b - a < 3)
-      continue;
-    /* distinct rows (path and partition: a path names one table) */
-    durable__map_t rows = {0};
-    int distinct = 1;
-    for (size_t i = a; i < b && distinct; i++) {
-      snprintf(key, sizeof key, "%s\n%s", c->queue[i].partition,
-               c->queue[i].subject);
-      distinct = durable__map_get(&rows, key) == NULL &&
-                 durable__map_put(&rows, key, MAP_NUMBER(1)) == 0;
-    }
-    durable__map_free(&rows);
-    step_t *sorted = distinct ? malloc((b - a) * sizeof(*sorted)) : NULL;
-    char *taken = sorted ? calloc(b - a, 1) : NULL;
-    if (taken == NULL) { /* as it is, then: only slower */
-      free(sorted);
-      continue;
-    }
-    size_t n = 0;
-    for (size_t i = a; i < b; i++) {
-      if (taken[i - a])
-        continue;
-      const step_t *first = &c->queue[i];
-      if (first->rows[0] == '\0') { /* a form of one row: where it is */
-        sorted[n++] = *first;
-        taken[i - a] = 1;
-        continue;
-      }
-      for (size_t j = i; j < b; j++) {
-        const step_t *t = &c->queue[j];
-        if (!taken[j - a] && strcmp(t->rows, first->rows) == 0) {
-          sorted[n++] = *t;
-          taken[j - a] = 1;
-        }
-      }
-    }
-    memcpy(&c->queue[a], sorted, (b - a) * sizeof(*sorted));
-    free(sorted);
-    free(taken);
+    if (b - a >= 3)
+      gather_stretch(&c->queue[a], b - a);
+    a = b > a ? b : a + 1;
   }
 }
 
@@ -1190,6 +1189,24 @@ static int statement(durable__conn_t *c, int op, const durable__place_t *place,
   return rc;
 }
 
+/* The names of two statements, `op` and (unless `second_op` is 0)
+ * `second_op`, from one cache generation: preparing the second may
+ * DEALLOCATE ALL (above), which voids the first name, so then both are
+ * taken again. */
+static int statement_pair(durable__conn_t *c, int op, int second_op,
+                          const durable__place_t *place, char name[32],
+                          char second[32], durable_error_t *err) {
+  unsigned resets;
+  int rc;
+  do {
+    resets = c->resets;
+    rc = statement(c, op, place, name, err);
+    if (rc == 0 && second_op != 0)
+      rc = statement(c, second_op, place, second, err);
+  } while (rc == 0 && resets != c->resets);
+  return rc;
+}
+
 /* ---- partitions --------------------------------------------------------- */
 
 /* *exists = 1 when every table of the partition exists (committed, or
@@ -1241,13 +1258,7 @@ static int ensure_partition(durable__conn_t *c, const char *partition,
   char lock[32], ensure[32];
   const char *vals[1] = {partition};
   PGresult *res = NULL;
-  unsigned resets;
-  do { /* both names must come from the same cache generation */
-    resets = c->resets;
-    rc = statement(c, OP_LOCK, NULL, lock, err);
-    if (rc == 0)
-      rc = statement(c, OP_ENSURE, NULL, ensure, err);
-  } while (rc == 0 && resets != c->resets);
+  rc = statement_pair(c, OP_LOCK, OP_ENSURE, NULL, lock, ensure, err);
   if (rc == 0)
     res = run(c, lock, 1, vals, &rc, err, "lock partition", partition);
   PQclear(res);
@@ -1470,16 +1481,18 @@ static durable_node_t *node_of_row(const PGresult *res, int row) {
                             row_int(res, row, 8));
 }
 
-/* Prepare a read on `place`: *absent = 1 when its partition does not exist,
- * which every read answers as "nothing there". */
-static int prepare_read(durable__conn_t *c, int op, durable__place_t place,
-                        char name[32], int *absent, durable_error_t *err) {
+/* Prepare a read on `place` (and its many-row form `rows_op` unless 0, as
+ * statement_pair): *absent = 1 when its partition does not exist, which
+ * every read answers as "nothing there". */
+static int prepare_read(durable__conn_t *c, int op, int rows_op,
+                        durable__place_t place, char name[32], char rows[32],
+                        int *absent, durable_error_t *err) {
   int exists = 0;
   int rc = partition_exists(c, place.partition, &exists, err);
   *absent = rc == 0 && !exists;
   if (rc != 0 || *absent)
     return rc;
-  rc = statement(c, op, &place, name, err);
+  rc = statement_pair(c, op, rows_op, &place, name, rows, err);
   if (rc != 0 && !c->in_tx && missing_relation(c)) {
     forget_partition(c, place.partition); /* dropped since we looked */
     *absent = 1;
@@ -1508,8 +1521,8 @@ static int pg_get(durable__conn_t *c, durable__place_t place, const char *ns,
   int absent = 0, rc;
   *out = NULL;
   path_of(path, sizeof(path), ns, id);
-  rc = prepare_read(c, for_update ? OP_GET_FOR_UPDATE : OP_GET, place, name,
-                    &absent, err);
+  rc = prepare_read(c, for_update ? OP_GET_FOR_UPDATE : OP_GET, 0, place, name,
+                    NULL, &absent, err);
   PGresult *res = NULL;
   if (rc == 0 && !absent) {
     const char *vals[2] = {ns, id};
@@ -1537,14 +1550,9 @@ static int queue_read(durable__conn_t *c, int op, durable__place_t place,
                       const char *ns, const char *id, durable__got_t *got,
                       durable_error_t *err) {
   char name[32], rows[32] = "", path[DURABLE_PATH_MAX + 2];
-  int absent = 0, rc;
-  unsigned resets;
-  do { /* both names must come from the same cache generation */
-    resets = c->resets;
-    rc = prepare_read(c, op, place, name, &absent, err);
-    if (rc == 0 && !absent && op == OP_GET_FOR_UPDATE)
-      rc = statement(c, OP_LOCK_ROWS, &place, rows, err);
-  } while (rc == 0 && !absent && resets != c->resets);
+  int absent = 0;
+  int rc = prepare_read(c, op, op == OP_GET_FOR_UPDATE ? OP_LOCK_ROWS : 0,
+                        place, name, rows, &absent, err);
   if (rc != 0)
     return rc;
   if (absent) {
@@ -1602,7 +1610,7 @@ static int pg_list(durable__conn_t *c, durable__place_t place, const char *ns,
                    durable_error_t *err) {
   char name[32], lim[24];
   int absent = 0;
-  int rc = prepare_read(c, OP_LIST, place, name, &absent, err);
+  int rc = prepare_read(c, OP_LIST, 0, place, name, NULL, &absent, err);
   if (rc != 0 || absent)
     return rc;
   snprintf(lim, sizeof(lim), "%zu", limit);
@@ -1623,7 +1631,7 @@ static int pg_list_type(durable__conn_t *c, durable__place_t place,
   int op = durable__type_query_skips_bulk(place.table, node_type)
                ? OP_LIST_TYPE_SKIP
                : OP_LIST_TYPE;
-  int rc = prepare_read(c, op, place, name, &absent, err);
+  int rc = prepare_read(c, op, 0, place, name, NULL, &absent, err);
   if (rc != 0 || absent)
     return rc;
   snprintf(lim, sizeof(lim), "%zu", limit);
@@ -1667,7 +1675,7 @@ static int pg_max_id(durable__conn_t *c, durable__place_t place, const char *ns,
   memset(hi, '9', (size_t)width);
   lo[width] = hi[width] = '\0';
   snprintf(w, sizeof(w), "%d", width);
-  rc = prepare_read(c, OP_MAX_ID, place, name, &absent, err);
+  rc = prepare_read(c, OP_MAX_ID, 0, place, name, NULL, &absent, err);
   PGresult *res = NULL;
   if (rc == 0 && !absent) {
     const char *vals[4] = {ns, lo, hi, w};
@@ -1686,12 +1694,14 @@ static int pg_max_id(durable__conn_t *c, durable__place_t place, const char *ns,
 
 /* ---- writes ------------------------------------------------------------- */
 
-/* Prepare a write on `place`: its partition first. */
-static int prepare_write(durable__conn_t *c, int op, durable__place_t place,
-                         char name[32], durable_error_t *err) {
+/* Prepare a write on `place` (and its many-row form `rows_op` unless 0, as
+ * statement_pair): its partition first. */
+static int prepare_write(durable__conn_t *c, int op, int rows_op,
+                         durable__place_t place, char name[32], char rows[32],
+                         durable_error_t *err) {
   int rc = ensure_partition(c, place.partition, err);
   if (rc == 0)
-    rc = statement(c, op, &place, name, err);
+    rc = statement_pair(c, op, rows_op, &place, name, rows, err);
   return rc;
 }
 
@@ -1724,13 +1734,7 @@ static int queue_write(durable__conn_t *c, int op, durable__place_t place,
                   : op == OP_REPLACE ? OP_REPLACE_ROWS_STRICT
                   : strict           ? OP_INSERT_ROWS_STRICT
                                      : OP_INSERT_ROWS;
-  unsigned resets;
-  do { /* both names must come from the same cache generation */
-    resets = c->resets;
-    rc = prepare_write(c, form, place, name, err);
-    if (rc == 0 && many)
-      rc = statement(c, rows_form, &place, rows, err);
-  } while (rc == 0 && resets != c->resets);
+  rc = prepare_write(c, form, many ? rows_form : 0, place, name, rows, err);
   if (rc != 0)
     return write_failed(c, place, rc);
   const char *vals[8];
@@ -1840,14 +1844,11 @@ static int pg_changed(durable__conn_t *c, const durable__strv_t *namespaces,
                       durable_error_t *err) {
   *commit_id = 0;
   char name[32], rows[32] = "";
-  int rc = 0;
-  unsigned resets;
-  do { /* both names must come from the same cache generation */
-    resets = c->resets;
-    rc = namespaces->count ? statement(c, OP_NOTIFY, NULL, name, err) : 0;
-    if (rc == 0 && namespaces->count > 1)
-      rc = statement(c, OP_NOTIFY_ROWS, NULL, rows, err);
-  } while (rc == 0 && resets != c->resets);
+  int rc = namespaces->count == 0
+               ? 0
+               : statement_pair(c, OP_NOTIFY,
+                                namespaces->count > 1 ? OP_NOTIFY_ROWS : 0,
+                                NULL, name, rows, err);
   for (size_t i = 0; rc == 0 && i < namespaces->count; i++) {
     char *payload = format("%s\n%s", instance, namespaces->items[i]);
     if (payload == NULL)
