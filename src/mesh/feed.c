@@ -24,6 +24,7 @@
  * elsewhere" as a NULL node, and reads what it needs itself.
  */
 #include "engine.h"
+#include "queue.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -35,7 +36,7 @@ typedef enum { W_READING_INITIAL, W_LIVE, W_READING_RESYNC } wstate_t;
 
 struct durable_watch_s {
   durable_store_t *store;
-  durable_watch_t *next;
+  struct durable__queue link; /* in the feed's list, newest first */
   char *ns;
   int flags;
   durable_change_cb cb;
@@ -53,7 +54,7 @@ struct durable_watch_s {
 };
 
 struct durable__feed_s {
-  durable_watch_t *head;
+  struct durable__queue watches;
   int dispatching; /* closed watches stay listed until it ends */
   void (*foreign)(void *data, const char *ns);
   void *foreign_data;
@@ -64,19 +65,18 @@ typedef durable__feed_t feed_t;
 
 /* The store's feed, made at its first use (NULL when memory ran out). */
 static feed_t *feed_of(durable_store_t *store) {
-  if (store->feed == NULL)
-    store->feed = calloc(1, sizeof(feed_t));
+  if (store->feed == NULL && (store->feed = calloc(1, sizeof(feed_t))) != NULL)
+    durable__queue_init(&store->feed->watches);
   return store->feed;
 }
 
+static durable_watch_t *watch_of(struct durable__queue *q) {
+  return DURABLE__QUEUE_DATA(q, durable_watch_t, link);
+}
+
 static void unlink_watch(durable_watch_t *w) {
-  feed_t *feed = feed_of(w->store);
-  for (durable_watch_t **p = feed ? &feed->head : NULL; p && *p;
-       p = &(*p)->next)
-    if (*p == w) {
-      *p = w->next;
-      break;
-    }
+  if (w->linked)
+    durable__queue_remove(&w->link);
   w->linked = 0;
 }
 
@@ -290,8 +290,7 @@ int durable_store_watch(durable_store_t *store, const char *ns, int flags,
   w->cb = cb;
   w->data = data;
   w->state = flags & DURABLE__WATCH_SIGNAL ? W_LIVE : W_READING_INITIAL;
-  w->next = feed->head;
-  feed->head = w;
+  durable__queue_insert_head(&feed->watches, &w->link);
   w->linked = 1;
   if (!(flags & DURABLE__WATCH_SIGNAL))
     read_page(w, "");
@@ -310,9 +309,11 @@ void durable_watch_close(durable_watch_t *w) {
 
 void durable__feed_close_all(durable_store_t *store) {
   feed_t *feed = feed_of(store);
-  for (durable_watch_t *w = feed ? feed->head : NULL, *next; w; w = next) {
-    next = w->next;
-    durable_watch_close(w);
+  struct durable__queue *q, *next;
+  if (feed == NULL)
+    return;
+  DURABLE__QUEUE_FOREACH_SAFE(q, next, &feed->watches) {
+    durable_watch_close(watch_of(q));
   }
 }
 
@@ -324,9 +325,10 @@ void durable__feed_free(durable_store_t *store) {
 /* A callback may close any watch while the list is walked: closed watches
  * stay listed until the outermost walk ends, and go then. */
 static void dispatch_end(feed_t *feed) {
+  struct durable__queue *q, *next;
   if (--feed->dispatching == 0)
-    for (durable_watch_t *w = feed->head, *next; w; w = next) {
-      next = w->next;
+    DURABLE__QUEUE_FOREACH_SAFE(q, next, &feed->watches) {
+      durable_watch_t *w = watch_of(q);
       if (w->closed) {
         unlink_watch(w);
         maybe_free(w);
@@ -341,7 +343,9 @@ void durable__feed_dispatch(durable_store_t *store, durable__job_t *job) {
   for (size_t i = 0; i < job->nevents; i++) {
     durable__event_t *ev = &job->events[i];
     feed->dispatching++; /* a callback may close any watch: keep the list */
-    for (durable_watch_t *w = feed->head; w; w = w->next) {
+    struct durable__queue *q;
+    DURABLE__QUEUE_FOREACH(q, &feed->watches) {
+      durable_watch_t *w = watch_of(q);
       if (w->closed || strcmp(w->ns, ev->node->ns) != 0)
         continue;
       if (w->flags & DURABLE__WATCH_SIGNAL) {
@@ -397,7 +401,9 @@ void durable__store_changed_elsewhere(durable_store_t *store, const char *ns) {
   if (feed->foreign)
     feed->foreign(feed->foreign_data, ns);
   feed->dispatching++;
-  for (durable_watch_t *w = feed->head; w; w = w->next) {
+  struct durable__queue *q;
+  DURABLE__QUEUE_FOREACH(q, &feed->watches) {
+    durable_watch_t *w = watch_of(q);
     if (w->closed || (ns && strcmp(ns, w->ns) != 0))
       continue;
     if (w->flags & DURABLE__WATCH_SIGNAL)
