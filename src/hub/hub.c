@@ -39,6 +39,14 @@ durable_hub_t *durable__hub_new(durable_mesh_t *mesh, const char *address,
   hub->level = level;
   hub->refs = 1; /* the table's */
   hub->incarnation = ++mesh->next_incarnation;
+  durable__queue_init(&hub->inbox);
+  durable__queue_init(&hub->replies);
+  durable__queue_init(&hub->deferred);
+  durable__queue_init(&hub->handling);
+  durable__queue_init(&hub->pending);
+  durable__queue_init(&hub->on_started);
+  durable__queue_init(&hub->on_dead);
+  durable__queue_init(&hub->timers);
   if (hub->address == NULL || hub->node_type == NULL ||
       durable__map_put(&mesh->hubs, address, hub) < 0) {
     free(hub->address);
@@ -162,8 +170,9 @@ void durable__env_free(durable__env_t *env) {
  */
 
 static int has_turn(const durable_hub_t *hub) {
-  return hub->replies != NULL ||
-         (hub->inbox != NULL && hub->level >= DURABLE_HUB_STARTED &&
+  return !durable__queue_empty(&hub->replies) ||
+         (!durable__queue_empty(&hub->inbox) &&
+          hub->level >= DURABLE_HUB_STARTED &&
           hub->level <= DURABLE_HUB_QUIESCING);
 }
 
@@ -174,37 +183,23 @@ static void make_ready(durable_hub_t *hub) {
     durable_hub_ref(hub);
 }
 
-static void push(durable__env_t **head, durable__env_t **tail,
-                 durable__env_t *env) {
-  env->next = NULL;
-  if (*tail)
-    (*tail)->next = env;
-  else
-    *head = env;
-  *tail = env;
-}
-
-static durable__env_t *pop(durable__env_t **head, durable__env_t **tail) {
-  durable__env_t *env = *head;
-  if (env) {
-    *head = env->next;
-    if (*head == NULL)
-      *tail = NULL;
-  }
-  return env;
+/* The first envelope of a mailbox, taken out of it; NULL when empty. */
+static durable__env_t *pop(struct durable__queue *mailbox) {
+  struct durable__queue *q = durable__queue_pop(mailbox);
+  return q ? DURABLE__QUEUE_DATA(q, durable__env_t, link) : NULL;
 }
 
 void durable__hub_enqueue(durable_hub_t *hub, durable__env_t *env) {
   if (env->kind == ENV_REPLY)
-    push(&hub->replies, &hub->replies_tail, env);
+    durable__queue_insert_tail(&hub->replies, &env->link);
   else
-    push(&hub->inbox, &hub->inbox_tail, env);
+    durable__queue_insert_tail(&hub->inbox, &env->link);
   make_ready(hub);
 }
 
 /* One turn of `hub`: an answer first (it unblocks work), else a message. */
 static void run_turn(durable_hub_t *hub) {
-  durable__env_t *env = pop(&hub->replies, &hub->replies_tail);
+  durable__env_t *env = pop(&hub->replies);
   if (env) {
     hub->mesh->messaging->run_reply(hub, env);
     durable__env_free(env);
@@ -212,7 +207,7 @@ static void run_turn(durable_hub_t *hub) {
   }
   if (hub->level < DURABLE_HUB_STARTED || hub->level > DURABLE_HUB_QUIESCING)
     return;
-  env = pop(&hub->inbox, &hub->inbox_tail);
+  env = pop(&hub->inbox);
   if (env)
     hub->mesh->messaging->run_message(hub, env);
 }
@@ -228,19 +223,19 @@ void durable__hub_turn(durable__ready_t *ready, void *data) {
 /* ---- activation
  * ---------------------------------------------------------------- */
 
-static void run_waiters(durable__waiter_t **list, int status,
+static void run_waiters(struct durable__queue *list, int status,
                         const char *message) {
-  durable__waiter_t *w = *list;
-  *list = NULL;
-  while (w) {
-    durable__waiter_t *next = w->next;
+  /* those waiting now: a callback that waits again waits for the next time */
+  struct durable__queue now, *q;
+  durable__queue_move(list, &now);
+  while ((q = durable__queue_pop(&now)) != NULL) {
+    durable__waiter_t *w = DURABLE__QUEUE_DATA(q, durable__waiter_t, link);
     w->cb(status, message, w->data);
     free(w);
-    w = next;
   }
 }
 
-static void add_waiter(durable__waiter_t **list, durable_status_cb cb,
+static void add_waiter(struct durable__queue *list, durable_status_cb cb,
                        void *data) {
   durable__waiter_t *w = calloc(1, sizeof(*w));
   if (w == NULL) { /* cannot wait: say so now rather than never */
@@ -249,10 +244,8 @@ static void add_waiter(durable__waiter_t **list, durable_status_cb cb,
   }
   w->cb = cb;
   w->data = data;
-  /* append, so waiters run in the order they asked */
-  while (*list)
-    list = &(*list)->next;
-  *list = w;
+  /* at the back, so waiters run in the order they asked */
+  durable__queue_insert_tail(list, &w->link);
 }
 
 void durable__hub_on_started(durable_hub_t *hub, durable_status_cb cb,
@@ -298,7 +291,7 @@ void durable__hub_fail_activation(durable_hub_t *hub, int status,
   close_quiesce_timer(hub);
   leave_table(hub);
   durable__env_t *env;
-  while ((env = pop(&hub->inbox, &hub->inbox_tail)) != NULL) {
+  while ((env = pop(&hub->inbox)) != NULL) {
     if (env->kind == ENV_REQUEST)
       mesh->messaging->answer(mesh, env->request_id, status, NULL, NULL,
                               message);
@@ -346,15 +339,15 @@ static void finish(durable_hub_t *hub) {
    * quiescing (requests refused, posts deferred): routed while the hub is
    * still in the table, so it cannot reach a fresh activation yet. */
   durable__env_t *env;
-  while ((env = pop(&hub->inbox, &hub->inbox_tail)) != NULL)
+  while ((env = pop(&hub->inbox)) != NULL)
     mesh->messaging->route(mesh, env);
   leave_table(hub);
   hub->level = DURABLE_HUB_DEAD;
   if (hub->recycling)
     mesh->stats.recycles++;
-  while ((env = pop(&hub->deferred, &hub->deferred_tail)) != NULL)
+  while ((env = pop(&hub->deferred)) != NULL)
     mesh->messaging->route(mesh, env);
-  while ((env = pop(&hub->replies, &hub->replies_tail)) != NULL)
+  while ((env = pop(&hub->replies)) != NULL)
     durable__env_free(env);
   run_waiters(&hub->on_dead, 0, NULL);
   durable_hub_unref(hub); /* the table's reference */
@@ -457,20 +450,15 @@ static void on_hub_timer_closed(uv_handle_t *handle) {
 }
 
 static void drop_timer(durable__hub_timer_t *t) {
-  durable_hub_t *hub = t->hub;
-  if (t->prev)
-    t->prev->next = t->next;
-  else
-    hub->timers = t->next;
-  if (t->next)
-    t->next->prev = t->prev;
+  durable__queue_remove(&t->link);
   uv_timer_stop(&t->timer);
   uv_close((uv_handle_t *)&t->timer, on_hub_timer_closed);
 }
 
 static void cancel_timers(durable_hub_t *hub) {
-  while (hub->timers)
-    drop_timer(hub->timers);
+  while (!durable__queue_empty(&hub->timers))
+    drop_timer(DURABLE__QUEUE_DATA(durable__queue_head(&hub->timers),
+                                   durable__hub_timer_t, link));
 }
 
 int durable__hub_post_own(durable_hub_t *hub, const char *type,
@@ -531,10 +519,7 @@ static int start_timer(durable_hub_t *hub, uint32_t ms, uint32_t every,
   uv_timer_init(hub->mesh->loop, &t->timer);
   durable__sched_handle_opened(&hub->mesh->sched);
   t->timer.data = t;
-  t->next = hub->timers;
-  if (hub->timers)
-    hub->timers->prev = t;
-  hub->timers = t;
+  durable__queue_insert_head(&hub->timers, &t->link);
   uv_timer_start(&t->timer, on_hub_timer, ms, every);
   return 0;
 }

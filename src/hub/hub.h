@@ -12,6 +12,7 @@
 
 #include "durable_internal.h"
 #include "map.h"
+#include "queue.h"
 #include "scheduler.h"
 #include "store.h" /* the store below */
 #include "text.h"
@@ -35,7 +36,7 @@ struct durable__body_s {
 /* A message in a mailbox. */
 typedef struct durable__env_s durable__env_t;
 struct durable__env_s {
-  durable__env_t *next;
+  struct durable__queue link; /* in a mailbox */
   durable__env_kind_t kind;
   char *type, *payload, *sender, *target;
   durable__body_t *body; /* a typed body, or NULL: JSON `payload` only */
@@ -48,7 +49,7 @@ struct durable__env_s {
 /* An outgoing request waiting for its answer. */
 typedef struct durable__pending_s durable__pending_t;
 struct durable__pending_s {
-  durable__pending_t *prev, *next; /* in its hub's list */
+  struct durable__queue link; /* in its hub's list */
   uint64_t id;
   char key[24]; /* id as text: the mesh table's key */
   durable_hub_t *hub;
@@ -60,14 +61,14 @@ struct durable__pending_s {
 
 typedef struct durable__waiter_s durable__waiter_t;
 struct durable__waiter_s {
-  durable__waiter_t *next;
+  struct durable__queue link;
   durable_status_cb cb;
   void *data;
 };
 
 typedef struct durable__hub_timer_s durable__hub_timer_t;
 struct durable__hub_timer_s {
-  durable__hub_timer_t *prev, *next;
+  struct durable__queue link; /* in its hub's list */
   uv_timer_t timer;
   durable_hub_t *hub;
   char *type, *payload;
@@ -122,20 +123,21 @@ struct durable_hub_s {
   int finishing;         /* the shutdown is queued as a turn */
   int type_known;        /* its node was read (Starting) */
 
-  durable__env_t *inbox, *inbox_tail;     /* requests and posts */
-  durable__env_t *replies, *replies_tail; /* answers to our requests */
-  durable__env_t *deferred,
-      *deferred_tail;     /* posts that wait for the next activation */
-  durable__ready_t ready; /* in the mesh's ready list (scheduler.h) */
+  /* mailboxes of durable__env_t, first in first out */
+  struct durable__queue inbox;    /* requests and posts */
+  struct durable__queue replies;  /* answers to our requests */
+  struct durable__queue deferred; /* posts that wait for the next activation */
+  durable__ready_t ready;         /* in the mesh's ready list (scheduler.h) */
 
-  size_t in_flight;          /* messages handed to handlers, not finished yet */
-  durable_reply_t *handling; /* their reply handles */
-  durable__pending_t *pending; /* our requests awaiting answers */
+  size_t in_flight; /* messages handed to handlers, not finished yet */
+  struct durable__queue handling; /* their reply handles (request.c) */
+  struct durable__queue pending;  /* durable__pending_t: our requests
+                                     awaiting answers */
   size_t npending;
   size_t init_step;
   uv_timer_t *quiesce_timer;
-  durable__waiter_t *on_started, *on_dead;
-  durable__hub_timer_t *timers;
+  struct durable__queue on_started, on_dead; /* durable__waiter_t */
+  struct durable__queue timers;              /* durable__hub_timer_t */
 
   void *data;
   void (*data_free)(void *data);

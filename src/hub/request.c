@@ -43,7 +43,7 @@ const durable__body_t *durable__response_body(const durable_response_t *res) {
 }
 
 struct durable_reply_s {
-  durable_reply_t *prev, *next;   /* in hub->handling */
+  struct durable__queue link;     /* in hub->handling */
   durable_reply_t *mprev, *mnext; /* in mesh->replies */
   int detached;                   /* the mesh is gone */
   durable_hub_t *hub; /* the hub whose message this is (a reference) */
@@ -73,12 +73,7 @@ static void on_pending_timer_closed(uv_handle_t *handle) {
 static void unlink_pending(durable__pending_t *p) {
   durable_hub_t *hub = p->hub;
   durable__map_del(&hub->mesh->pending, p->key);
-  if (p->prev)
-    p->prev->next = p->next;
-  else
-    hub->pending = p->next;
-  if (p->next)
-    p->next->prev = p->prev;
+  durable__queue_remove(&p->link);
   hub->npending--;
 }
 
@@ -143,8 +138,9 @@ void durable__run_reply(durable_hub_t *hub, durable__env_t *env) {
 
 void durable__fail_pending(durable_hub_t *hub, int status,
                            const char *message) {
-  while (hub->pending) {
-    durable__pending_t *p = hub->pending;
+  while (!durable__queue_empty(&hub->pending)) {
+    durable__pending_t *p = DURABLE__QUEUE_DATA(
+        durable__queue_head(&hub->pending), durable__pending_t, link);
     unlink_pending(p);
     response_ex_t rx = {.res = {.status = status, .message = message}};
     if (p->cb)
@@ -192,12 +188,7 @@ void durable__route(durable_mesh_t *mesh, durable__env_t *env) {
         refuse(mesh, env, DURABLE_ESHUTDOWN,
                "hub '%s' is shutting down; ask again", hub->address);
       } else { /* a post waits for the next activation */
-        env->next = NULL;
-        if (hub->deferred_tail)
-          hub->deferred_tail->next = env;
-        else
-          hub->deferred = env;
-        hub->deferred_tail = env;
+        durable__queue_insert_tail(&hub->deferred, &env->link);
       }
       return;
     }
@@ -274,10 +265,7 @@ static int request(durable_hub_t *from, const char *to, const char *type,
   durable_hub_ref(from);
   p->cb = cb;
   p->data = data;
-  p->next = from->pending;
-  if (from->pending)
-    from->pending->prev = p;
-  from->pending = p;
+  durable__queue_insert_head(&from->pending, &p->link);
   from->npending++;
   uv_timer_init(mesh->loop, &p->timer);
   durable__sched_handle_opened(&mesh->sched);
@@ -329,10 +317,7 @@ static durable_reply_t *reply_new(durable_hub_t *hub, uint64_t id,
   r->request_id = id;
   durable_hub_ref(hub);
   hub->in_flight++;
-  r->next = hub->handling;
-  if (hub->handling)
-    hub->handling->prev = r;
-  hub->handling = r;
+  durable__queue_insert_head(&hub->handling, &r->link);
   durable_mesh_t *mesh = hub->mesh;
   r->mnext = mesh->replies;
   if (mesh->replies)
@@ -366,7 +351,9 @@ void durable__abandon_replies(durable_hub_t *hub) {
   snprintf(message, sizeof message,
            "hub '%s' left before it answered (its quiesce budget ran out)",
            hub->address);
-  for (durable_reply_t *r = hub->handling; r; r = r->next) {
+  struct durable__queue *q;
+  DURABLE__QUEUE_FOREACH(q, &hub->handling) {
+    durable_reply_t *r = DURABLE__QUEUE_DATA(q, durable_reply_t, link);
     if (r->request_id == 0)
       continue;
     durable__answer(hub->mesh, r->request_id, DURABLE_ESHUTDOWN, NULL, NULL,
@@ -404,12 +391,7 @@ static void reply_finish(durable_reply_t *r, int status, const char *payload,
   durable__commit_free(effects); /* only a continuation takes them */
   durable__body_free(body);      /* nobody to read it */
   hub->in_flight--;
-  if (r->prev)
-    r->prev->next = r->next;
-  else
-    hub->handling = r->next;
-  if (r->next)
-    r->next->prev = r->prev;
+  durable__queue_remove(&r->link);
   free(r->type);
   free(r);
   durable__hub_check_quiesced(hub);

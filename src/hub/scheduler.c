@@ -27,9 +27,11 @@ static void wake(durable__sched_t *s) {
 static void on_idle(uv_idle_t *idle) {
   durable__sched_t *s = idle->data;
   durable__sched_run_later(s);
-  for (int turns = 0; turns < TURNS_PER_TICK && s->head; turns++)
+  for (int turns = 0;
+       turns < TURNS_PER_TICK && !durable__queue_empty(&s->ready); turns++)
     s->turn(durable__sched_pop(s), s->data);
-  if (s->head == NULL && s->later == NULL && s->idle_on) {
+  if (durable__queue_empty(&s->ready) && durable__queue_empty(&s->later) &&
+      s->idle_on) {
     s->idle_on = 0;
     uv_idle_stop(&s->idle);
   }
@@ -39,6 +41,8 @@ void durable__sched_init(durable__sched_t *s, uv_loop_t *loop,
                          void (*turn)(durable__ready_t *ready, void *data),
                          void (*changed)(void *data), void *data) {
   *s = (durable__sched_t){.turn = turn, .changed = changed, .data = data};
+  durable__queue_init(&s->ready);
+  durable__queue_init(&s->later);
   uv_idle_init(loop, &s->idle);
   s->idle.data = s;
   s->handles = 1;
@@ -48,24 +52,17 @@ int durable__sched_ready(durable__sched_t *s, durable__ready_t *r) {
   if (r->queued)
     return 0;
   r->queued = 1;
-  r->next = NULL;
-  if (s->tail)
-    s->tail->next = r;
-  else
-    s->head = r;
-  s->tail = r;
+  durable__queue_insert_tail(&s->ready, &r->link);
   wake(s);
   return 1;
 }
 
 durable__ready_t *durable__sched_pop(durable__sched_t *s) {
-  durable__ready_t *r = s->head;
-  if (r != NULL) {
-    s->head = r->next;
-    if (s->head == NULL)
-      s->tail = NULL;
-    r->queued = 0;
-  }
+  struct durable__queue *q = durable__queue_pop(&s->ready);
+  if (q == NULL)
+    return NULL;
+  durable__ready_t *r = DURABLE__QUEUE_DATA(q, durable__ready_t, link);
+  r->queued = 0;
   return r;
 }
 
@@ -84,23 +81,19 @@ void durable__sched_later(durable__sched_t *s, durable_status_cb cb, int status,
   l->status = status;
   l->message = durable__strdup0(message);
   l->data = data;
-  if (s->later_tail)
-    s->later_tail->next = l;
-  else
-    s->later = l;
-  s->later_tail = l;
+  durable__queue_insert_tail(&s->later, &l->link);
   wake(s);
 }
 
 void durable__sched_run_later(durable__sched_t *s) {
-  durable__later_t *l = s->later;
-  s->later = s->later_tail = NULL;
-  while (l) {
-    durable__later_t *next = l->next;
+  /* those owed now: what their callbacks owe waits for the next tick */
+  struct durable__queue owed, *q;
+  durable__queue_move(&s->later, &owed);
+  while ((q = durable__queue_pop(&owed)) != NULL) {
+    durable__later_t *l = DURABLE__QUEUE_DATA(q, durable__later_t, link);
     l->cb(l->status, l->message, l->data);
     free(l->message);
     free(l);
-    l = next;
   }
 }
 

@@ -20,20 +20,21 @@
 #define DURABLE_HUB_SCHEDULER_H
 
 #include "durable.h"
+#include "queue.h"
 
 #include <uv.h>
 
 /* A link in the ready list, embedded in what has turns (a hub). */
 typedef struct durable__ready_s durable__ready_t;
 struct durable__ready_s {
-  durable__ready_t *next;
+  struct durable__queue link;
   int queued;
 };
 
 /* A callback owed, run on the next tick. */
 typedef struct durable__later_s durable__later_t;
 struct durable__later_s {
-  durable__later_t *next;
+  struct durable__queue link;
   durable_status_cb cb;
   int status;
   char *message;
@@ -44,8 +45,8 @@ typedef struct {
   uv_idle_t idle;
   int idle_on;
   int closed; /* durable__sched_close ran: nothing runs on a later tick */
-  durable__ready_t *head, *tail;
-  durable__later_t *later, *later_tail;
+  struct durable__queue ready; /* durable__ready_t, in turn order */
+  struct durable__queue later; /* durable__later_t, in the order owed */
   int handles; /* libuv handles open for the owner, the idle one included */
   void (*turn)(durable__ready_t *ready, void *data);
   void (*changed)(void *data);
