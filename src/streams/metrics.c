@@ -26,6 +26,7 @@
  * stops and its two libuv handles close, counted among the mesh's handles,
  * so that the loop is empty once the mesh is freed.
  */
+#include "queue.h"
 #include "stream.h"
 
 #include <arpa/inet.h>
@@ -49,8 +50,8 @@ typedef struct {
   uv_poll_t poll;
   uv_timer_t timer;
   int handles_open;
-  scrape_t *scrapes; /* in flight */
-  double started;    /* the process's start, seconds since the epoch */
+  struct durable__queue scrapes; /* in flight, newest first */
+  double started; /* the process's start, seconds since the epoch */
 } metrics_t;
 
 /* One family's figures in one scrape. */
@@ -63,8 +64,8 @@ typedef struct {
 struct scrape_s {
   metrics_t *m;                /* NULL once the server closed */
   struct MHD_Connection *conn; /* NULL once MHD is done with it */
-  scrape_t *next;
-  durable__map_t families; /* name -> family_t */
+  struct durable__queue link;  /* in m->scrapes while m is set */
+  durable__map_t families;     /* name -> family_t */
   int64_t now;
   int reading;  /* durable_stream_statuses is out */
   int answered; /* `text`/`status` are set: the handler may queue them */
@@ -250,11 +251,7 @@ static void scrape_free(scrape_t *s) {
 static void unlink_scrape(scrape_t *s) {
   if (s->m == NULL)
     return;
-  for (scrape_t **p = &s->m->scrapes; *p; p = &(*p)->next)
-    if (*p == s) {
-      *p = s->next;
-      break;
-    }
+  durable__queue_remove(&s->link);
   s->m = NULL;
 }
 
@@ -357,8 +354,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
   s->m = m;
   s->conn = conn;
   s->now = now_ms();
-  s->next = m->scrapes;
-  m->scrapes = s;
+  durable__queue_insert_head(&m->scrapes, &s->link);
   *con_cls = s;
   /* the families this process consumes, then the counters' families: the
    * gauges are read for each of them */
@@ -453,15 +449,16 @@ static void on_mesh_closing(durable_hub_t *hub, void *data) {
   void **slot = metrics_slot(m->mesh);
   if (slot)
     *slot = NULL;
-  for (scrape_t *s = m->scrapes, *next; s; s = next) {
-    next = s->next;
+  struct durable__queue *q, *next;
+  DURABLE__QUEUE_FOREACH_SAFE(q, next, &m->scrapes) {
+    scrape_t *s = DURABLE__QUEUE_DATA(q, scrape_t, link);
+    durable__queue_remove(&s->link);
     s->m = NULL;
     /* resumed so that MHD may close it: a scrape in flight as the host
      * leaves gets its connection closed, not an answer */
     if (s->conn && !s->answered)
       answer(s, MHD_HTTP_SERVICE_UNAVAILABLE, "the host is leaving\n");
   }
-  m->scrapes = NULL;
   /* the poll handle leaves the loop's epoll set now; then MHD closes its
    * epoll fd and the listening socket */
   uv_close((uv_handle_t *)&m->poll, on_handle_closed);
@@ -598,6 +595,7 @@ int durable_mesh_serve_metrics(durable_mesh_t *mesh, const char *address,
   }
   m->mesh = mesh;
   m->started = process_start();
+  durable__queue_init(&m->scrapes);
   m->daemon = MHD_start_daemon(
       MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, on_request, m,
       MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_NOTIFY_COMPLETED,
