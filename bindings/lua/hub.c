@@ -234,11 +234,7 @@ dlua_reply_t *dlua_push_reply(lua_State *L, dlua_mesh_t *m, durable_hub_t *hub,
   r->hub = hub;
   durable_hub_ref(hub);
   r->m = m;
-  r->prev = NULL;
-  r->next = m->replies;
-  if (m->replies)
-    m->replies->prev = r;
-  m->replies = r;
+  durable__queue_insert_head(&m->replies, &r->link);
   luaL_setmetatable(L, DLUA_REPLY_MT);
   return r;
 }
@@ -247,21 +243,12 @@ dlua_reply_t *dlua_push_reply(lua_State *L, dlua_mesh_t *m, durable_hub_t *hub,
 static void reply_link(dlua_reply_t *r, durable_hub_t *hub) {
   r->hub = hub;
   durable_hub_ref(hub);
-  r->prev = NULL;
-  r->next = r->m->replies;
-  if (r->m->replies)
-    r->m->replies->prev = r;
-  r->m->replies = r;
+  durable__queue_insert_head(&r->m->replies, &r->link);
 }
 
+/* (Unlinking one already unlinked does nothing: queue.h.) */
 static void reply_unlink(dlua_reply_t *r) {
-  if (r->prev)
-    r->prev->next = r->next;
-  else if (r->m->replies == r)
-    r->m->replies = r->next;
-  if (r->next)
-    r->next->prev = r->prev;
-  r->prev = r->next = NULL;
+  durable__queue_remove(&r->link);
   if (r->hub) {
     durable_hub_t *hub = r->hub;
     r->hub = NULL;
@@ -299,24 +286,30 @@ void dlua_replies_flush_dropped(dlua_mesh_t *m) {
   }
 }
 
+static dlua_reply_t *reply_of(struct durable__queue *q) {
+  return DURABLE__QUEUE_DATA(q, dlua_reply_t, link);
+}
+
 void dlua_replies_fail_dead(dlua_mesh_t *m) {
-  dlua_reply_t *r = m->replies;
-  while (r) {
-    dlua_reply_t *next = r->next;
+  struct durable__queue *q = durable__queue_head(&m->replies);
+  while (q != &m->replies) {
+    dlua_reply_t *r = reply_of(q);
+    struct durable__queue *next = q->next;
     if (r->hub && durable_hub_run_level(r->hub) == DURABLE_HUB_DEAD) {
       /* finishing one can finish others (a dispose action): start over */
       dlua_reply_finish(r, DURABLE_ESHUTDOWN, NULL,
                         "the hub left before its handler finished");
-      next = m->replies;
+      next = durable__queue_head(&m->replies);
     }
-    r = next;
+    q = next;
   }
 }
 
 void dlua_replies_fail_all(dlua_mesh_t *m, int code, const char *message) {
   dlua_replies_flush_dropped(m);
-  while (m->replies)
-    dlua_reply_finish(m->replies, code, NULL, message);
+  while (!durable__queue_empty(&m->replies))
+    dlua_reply_finish(reply_of(durable__queue_head(&m->replies)), code, NULL,
+                      message);
 }
 
 void dlua_replies_detach(dlua_mesh_t *m) {
@@ -327,8 +320,8 @@ void dlua_replies_detach(dlua_mesh_t *m) {
     m->dropped = d->next;
     free(d);
   }
-  while (m->replies) {
-    dlua_reply_t *r = m->replies;
+  while (!durable__queue_empty(&m->replies)) {
+    dlua_reply_t *r = reply_of(durable__queue_head(&m->replies));
     r->reply = NULL;
     reply_unlink(r);
   }

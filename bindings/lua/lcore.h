@@ -3,8 +3,9 @@
  *
  * bindings/lua/ is the only C in the tree that includes lua.h.  It is a thin
  * layer over the C API: durable.h, plus the few front-end calls of
- * durable_internal.h (the log threshold and line, the read-issuing hub); no
- * other src/ header is included here.  One file per concept, luv-style:
+ * durable_internal.h (the log threshold and line, the read-issuing hub); the
+ * one other src/ header included here is src/common/queue.h, the runtime's
+ * list (header-only: it links nothing in).  One file per concept, luv-style:
  *
  *   state.c  what the others stand on: per-state bookkeeping, counted
  *            registry references, the one protected call into Lua
@@ -63,6 +64,8 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "queue.h"
+
 #define DLUA_MESH_MT "durable.mesh"
 #define DLUA_HUB_MT "durable.hub"
 #define DLUA_REPLY_MT "durable.reply"
@@ -92,7 +95,7 @@ typedef struct dlua_fn_s dlua_fn_t;
  * releases what it holds. */
 typedef struct dlua_event_s dlua_event_t;
 struct dlua_event_s {
-  dlua_event_t *next;
+  struct durable__queue link; /* in the mesh's `events` */
   void (*deliver)(dlua_event_t *ev, lua_State *L);
 };
 typedef struct dlua_reply_s dlua_reply_t;
@@ -114,20 +117,22 @@ typedef struct dlua_mesh_s {
   uv_timer_t step_timer;
   int loop_ready; /* loop and step timer initialised */
   dlua_state_t *S;
-  int closing;           /* durable_mesh_close called */
-  int closed;            /* its callback ran: the mesh is freed */
-  int running;           /* inside uv_run */
-  int finalizing;        /* closed from __gc: no Lua is called any more */
-  long long budget;      /* instruction budget per entry; 0: none */
-  int log_ref;           /* the log function, or LUA_NOREF */
-  int in_log;            /* a log line is being delivered (no recursion) */
-  dlua_fn_t *fns;        /* functions to release when the mesh is freed */
-  dlua_reply_t *replies; /* reply userdata not finished yet */
+  int closing;      /* durable_mesh_close called */
+  int closed;       /* its callback ran: the mesh is freed */
+  int running;      /* inside uv_run */
+  int finalizing;   /* closed from __gc: no Lua is called any more */
+  long long budget; /* instruction budget per entry; 0: none */
+  int log_ref;      /* the log function, or LUA_NOREF */
+  int in_log;       /* a log line is being delivered (no recursion) */
+  dlua_fn_t *fns;   /* functions to release when the mesh is freed */
+  /* reply userdata not finished yet (dlua_reply_t) */
+  struct durable__queue replies;
   struct dlua_dropped_s *dropped; /* replies collected unfinished: failed
                                      at the next safe point */
   struct dlua_streams_s *streams; /* consumers, sources, readers (streams.c) */
-  dlua_event_t *events, *events_tail; /* FIFO: delivered after uv_run */
-  int draining;                       /* the queue is being delivered */
+  /* dlua_event_t, first in first out: delivered after uv_run */
+  struct durable__queue events;
+  int draining; /* the queue is being delivered */
   char store_name[256];
 } dlua_mesh_t;
 
@@ -145,7 +150,7 @@ struct dlua_reply_s {
   durable_reply_t *reply; /* NULL once finished or detached */
   durable_hub_t *hub;     /* its hub (a reference) while unfinished */
   dlua_mesh_t *m;
-  dlua_reply_t *prev, *next;
+  struct durable__queue link; /* in m->replies while unfinished */
 };
 
 /* ---- state.c ---- */

@@ -237,6 +237,8 @@ static int l_open(lua_State *L) {
    * every step below. */
   dlua_mesh_t *m = lua_newuserdatauv(L, sizeof(*m), 1);
   memset(m, 0, sizeof(*m));
+  durable__queue_init(&m->replies);
+  durable__queue_init(&m->events);
   m->S = S;
   m->log_ref = LUA_NOREF;
   m->budget = budget;
@@ -323,7 +325,7 @@ static int m_step(lua_State *L) {
 static lua_Integer next_timeout(dlua_mesh_t *m) {
   /* results to deliver, or replies a collection dropped (failed at the
    * next step): step now */
-  if (m->events || m->dropped)
+  if (!durable__queue_empty(&m->events) || m->dropped)
     return 0;
   if (!uv_loop_alive(&m->loop))
     return -1;

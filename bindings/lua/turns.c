@@ -98,12 +98,7 @@ void dlua_req_call_failed(dlua_req_t *r, lua_State *L, int status,
  * as the direct call was. */
 
 void dlua_post(dlua_mesh_t *m, dlua_event_t *ev) {
-  ev->next = NULL;
-  if (m->events_tail)
-    m->events_tail->next = ev;
-  else
-    m->events = ev;
-  m->events_tail = ev;
+  durable__queue_insert_tail(&m->events, &ev->link);
 }
 
 /* Deliver every queued event, in order (also those queued meanwhile).  When
@@ -112,11 +107,9 @@ void dlua_drain(dlua_mesh_t *m) {
   if (m->draining)
     return;
   m->draining = 1;
-  while (m->events) {
-    dlua_event_t *ev = m->events;
-    m->events = ev->next;
-    if (m->events == NULL)
-      m->events_tail = NULL;
+  struct durable__queue *q;
+  while ((q = durable__queue_pop(&m->events)) != NULL) {
+    dlua_event_t *ev = DURABLE__QUEUE_DATA(q, dlua_event_t, link);
     ev->deliver(ev, dlua_mesh_lua(m));
   }
   m->draining = 0;
