@@ -464,12 +464,15 @@ static int r_gc(lua_State *L) {
   dlua_reply_t *r = to_reply(L);
   if (r->reply == NULL)
     return 0;
+  /* Lua frees the userdata after this: it must be off m->replies whatever
+   * happens below */
+  durable_reply_t *reply = r->reply;
+  r->reply = NULL;
+  reply_unlink(r);
   dlua_dropped_t *d = malloc(sizeof(*d));
   if (d == NULL)
     return 0; /* the request's own timeout answers it */
-  d->reply = r->reply;
-  r->reply = NULL;
-  reply_unlink(r);
+  d->reply = reply;
   d->next = r->m->dropped;
   r->m->dropped = d;
   return 0;
