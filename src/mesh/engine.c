@@ -43,14 +43,6 @@ const char *durable_store_name(const durable_store_t *store) {
   return store->name;
 }
 
-const durable__backend_t *durable__store_backend(durable_store_t *store) {
-  return store->be;
-}
-
-const char *durable__store_instance(durable_store_t *store) {
-  return store->instance;
-}
-
 const char *durable_store_instance(const durable_store_t *store) {
   return store->instance;
 }

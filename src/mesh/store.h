@@ -128,7 +128,5 @@ durable__place_t durable__path_place(const char *path, char *partition_buf,
                                      size_t size);
 
 /* For the backends and the mesh files. */
-const durable__backend_t *durable__store_backend(durable_store_t *store);
-const char *durable__store_instance(durable_store_t *store);
 int durable__store_closing(durable_store_t *store);
 #endif /* DURABLE_MESH_STORE_H */
