@@ -12,6 +12,8 @@
  */
 #include "lcore.h"
 
+#include <durable_text.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,9 +280,7 @@ void dlua_mesh_log(dlua_mesh_t *m, durable_log_level_t level, const char *fmt,
   if (m->mesh) {
     durable_mesh_log(m->mesh, level, "%s", line);
   } else if (level <= durable__log_threshold()) {
-    for (char *p = line; *p; p++)
-      if (*p == '\n' || *p == '\r')
-        *p = ' ';
+    durable__one_line(line);
     if (m->log_ref != LUA_NOREF)
       dlua_log_sink(level, line, m);
     else

@@ -9,6 +9,8 @@
  */
 #include "cli.h"
 
+#include <durable_text.h>
+
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
@@ -94,8 +96,7 @@ void cli_print_node(FILE *out, const durable_node_t *node, int one_line) {
   } else {
     /* Valid JSON holds no raw line break inside a string, so each one is
      * whitespace between tokens and a space means the same. */
-    for (const char *p = content; *p; p++)
-      fputc(*p == '\n' || *p == '\r' ? ' ' : *p, out);
+    durable__one_line_fputs(content, out);
   }
   fputs("}\n", out);
 }

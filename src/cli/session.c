@@ -21,6 +21,8 @@
  */
 #include "cli.h"
 
+#include <durable_text.h>
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -29,17 +31,7 @@
 static void print_line(const cli_t *cli, const char *message,
                        const char *suffix) {
   char line[1024];
-  size_t n = 0;
-  /* One line: line breaks and tabs become spaces, runs of them collapse. */
-  for (const char *s = message; *s && n + 1 < sizeof line; s++) {
-    char c = (*s == '\n' || *s == '\r' || *s == '\t') ? ' ' : *s;
-    if (c == ' ' && (n == 0 || line[n - 1] == ' '))
-      continue;
-    line[n++] = c;
-  }
-  while (n > 0 && line[n - 1] == ' ')
-    n--;
-  line[n] = '\0';
+  durable__one_line_copy(line, sizeof line, message);
   if (cli && cli->command)
     fprintf(stderr, "durable: %s: %s%s\n", cli->command->name, line, suffix);
   else

@@ -1,13 +1,16 @@
 /*
  * log.c: one line per event, level-filtered by DURABLE_LOG.
  *
- * The spec's sentences ("[DurableStreams] ... TOOK OVER ...") are meant to
- * be grepped, so a line is always one line: a message with a newline in it
- * has it replaced.  The default sink writes to stderr with a UTC timestamp
- * and the level; an application (or a test) may install its own sink in
- * the mesh options and receives the bare message.
+ * The runtime's sentences ("[DurableStreams] ... TOOK OVER ...") are meant
+ * to be grepped, so a line is always one line: a line break in a message
+ * becomes a space (durable__one_line, durable_text.h).  The default sink
+ * writes to stderr with a UTC timestamp and the level; an application (or a
+ * test) may install its own sink in the mesh options and receives the bare
+ * message.
  */
 #include "hub.h"
+
+#include "durable_text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,9 +95,7 @@ void durable__logv(durable_mesh_t *mesh, durable_log_level_t level,
     return;
   char line[2048];
   vsnprintf(line, sizeof line, fmt, ap);
-  for (char *p = line; *p; p++)
-    if (*p == '\n' || *p == '\r')
-      *p = ' ';
+  durable__one_line(line);
   if (mesh && mesh->log)
     mesh->log(level, line, mesh->log_data);
   else

@@ -1,0 +1,47 @@
+/*
+ * durable_text.h: the text rules that libdurable and its front ends share.
+ *
+ * Every layer and both front ends (the command, the Lua binding) write
+ * messages made of text they do not control: a handler's error, a stored
+ * payload, a line of libpq or SQLite.  The rules for such text are written
+ * once, in src/common, and declared here, the one internal header that the
+ * layers and the front ends all see.  Not installed.
+ *
+ * One line: a log line, an error and each line of the command's output are
+ * one line, so that a log can be grepped and an output read line by line.
+ * The rule is that a line break ('\n', '\r') becomes a space.  It comes in
+ * the three forms its callers need: in place, for a message the caller owns
+ * (a log line, an error); while writing, for a stored value printed as it
+ * is (a JSON text, where a line break can only be white space between
+ * tokens, so a space means the same); and as a tidy copy, for another
+ * library's message (libpq's span indented lines), whose every run of white
+ * space becomes one space, none at either end.
+ */
+#ifndef DURABLE_TEXT_H
+#define DURABLE_TEXT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Each line break ('\n', '\r') of `s` replaced by a space, in place; tabs
+ * and every other byte are kept.  Returns `s` (NULL stays NULL). */
+char *durable__one_line(char *s);
+
+/* fputs(s, out), each line break written as a space. */
+void durable__one_line_fputs(const char *s, FILE *out);
+
+/* `src` into `dst` (`size` > 0 bytes) as one tidy line: each run of white
+ * space (' ', '\t', '\n', '\r') becomes one space, and there is none at
+ * either end.  Cut to fit: the result is the longest such line that fits,
+ * never ending in a space.  `dst` may be `src` (the text only shrinks).
+ * Returns `dst`. */
+char *durable__one_line_copy(char *dst, size_t size, const char *src);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DURABLE_TEXT_H */
