@@ -275,8 +275,10 @@ void dlua_mesh_log(dlua_mesh_t *m, durable_log_level_t level, const char *fmt,
   char line[4096];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
+  int len = vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
+  if (len >= (int)sizeof line) /* cut between two characters */
+    line[durable__utf8_cut(line, sizeof line - 1)] = '\0';
   if (m->mesh) {
     durable_mesh_log(m->mesh, level, "%s", line);
   } else if (level <= durable__log_threshold()) {

@@ -10,8 +10,13 @@
  * formatted again with every long string argument shortened (its head, "...",
  * and its length), which keeps the text around the values -- the reason --
  * whole.  durable__format does that for any buffer; the command uses it too.
+ * Wherever it cuts -- a value's head, a piece that does not fit, the text
+ * around -- it cuts between two characters, so a message of UTF-8 stays
+ * UTF-8.
  */
 #include "error.h"
+
+#include "durable_text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -51,8 +56,7 @@ static const char *shortened(const char *s, size_t keep, char *buf,
   size_t len = strlen(s), n = keep < size - 32 ? keep : size - 32;
   if (len <= n)
     return s;
-  while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-    n--; /* never half a character */
+  n = durable__utf8_cut(s, n);
   snprintf(buf, size, "%.*s...(%zu bytes)", (int)n, s, len);
   return buf;
 }
@@ -65,8 +69,15 @@ static void format_short(char *out, size_t size, size_t keep, const char *fmt,
                          va_list ap) {
   size_t o = 0;
   for (const char *f = fmt; *f && o + 1 < size;) {
-    if (*f != '%') {
-      out[o++] = *f++;
+    if (*f != '%') { /* a character of the text around: whole, or stop */
+      size_t n = durable__utf8_len(f);
+      if (n == 0)
+        n = 1; /* not UTF-8: a byte is all there is to keep whole */
+      if (o + n >= size)
+        break;
+      memcpy(out + o, f, n);
+      o += n;
+      f += n;
       continue;
     }
     const char *start = f++;
@@ -130,8 +141,7 @@ static void format_short(char *out, size_t size, size_t keep, const char *fmt,
         size_t len = strnlen(v, (size_t)prec);
         size_t n = keep < sizeof buf - 32 ? keep : sizeof buf - 32;
         if (len > n) {
-          while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80)
-            n--;
+          n = durable__utf8_cut(v, n);
           snprintf(buf, sizeof buf, "%.*s...(%zu bytes)", (int)n, v, len);
           v = buf;
           prec = (int)strlen(buf);
@@ -167,11 +177,8 @@ static void format_short(char *out, size_t size, size_t keep, const char *fmt,
 #undef PIECE
     size_t n = strlen(piece);
     int cut = n > size - 1 - o;
-    if (cut) {
-      n = size - 1 - o;
-      while (n > 0 && ((unsigned char)piece[n] & 0xC0) == 0x80)
-        n--; /* never half a character */
-    }
+    if (cut)
+      n = durable__utf8_cut(piece, size - 1 - o);
     memcpy(out + o, piece, n);
     o += n;
     if (cut)

@@ -7,7 +7,7 @@
  * other libraries, whose lines are indented continuations of one sentence
  * ("connection failed: ...\n\tIs the server running ..."): there a run of
  * white space is one space, and a line that starts or ends with one is
- * trimmed.
+ * trimmed; cut to fit, it is cut between two characters.
  */
 #include "durable_text.h"
 
@@ -36,8 +36,12 @@ char *durable__one_line_copy(char *dst, size_t size, const char *src) {
       continue;
     }
     /* the space is written with the byte after it: none at the end */
-    if (n + (size_t)space + 1 >= size)
-      break; /* no room for it (and its space), and the NUL */
+    if (n + (size_t)space + 1 >= size) { /* no room for them and the NUL */
+      n = durable__utf8_cut(dst, n);     /* no half a character ... */
+      if (n > 0 && dst[n - 1] == ' ')
+        n--; /* ... nor the space before the one taken off */
+      break;
+    }
     if (space)
       dst[n++] = ' ';
     dst[n++] = *p;

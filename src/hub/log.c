@@ -94,7 +94,9 @@ void durable__logv(durable_mesh_t *mesh, durable_log_level_t level,
   if (level > durable__log_threshold())
     return;
   char line[2048];
-  vsnprintf(line, sizeof line, fmt, ap);
+  int len = vsnprintf(line, sizeof line, fmt, ap);
+  if (len >= (int)sizeof line) /* cut between two characters */
+    line[durable__utf8_cut(line, sizeof line - 1)] = '\0';
   durable__one_line(line);
   if (mesh && mesh->log)
     mesh->log(level, line, mesh->log_data);

@@ -16,6 +16,12 @@
  * tokens, so a space means the same); and as a tidy copy, for another
  * library's message (libpq's span indented lines), whose every run of white
  * space becomes one space, none at either end.
+ *
+ * UTF-8: what is one character (the rule paths, names and JSON strings are
+ * held to), and where a text may be cut.  A message is cut to fit its
+ * buffer in several places (an error's 512 bytes, a quoted value shortened,
+ * a log line), and a cut inside a character would hand a reader -- a Lua
+ * string, a terminal, a JSON encoder -- text that is not UTF-8.
  */
 #ifndef DURABLE_TEXT_H
 #define DURABLE_TEXT_H
@@ -37,9 +43,25 @@ void durable__one_line_fputs(const char *s, FILE *out);
 /* `src` into `dst` (`size` > 0 bytes) as one tidy line: each run of white
  * space (' ', '\t', '\n', '\r') becomes one space, and there is none at
  * either end.  Cut to fit: the result is the longest such line that fits,
- * never ending in a space.  `dst` may be `src` (the text only shrinks).
+ * never ending in a space nor inside a UTF-8 character (durable__utf8_cut).
+ * `dst` may be `src` (the text only shrinks).
  * Returns `dst`. */
 char *durable__one_line_copy(char *dst, size_t size, const char *src);
+
+/* The length in bytes (1 to 4) of the UTF-8 character at `s`, or 0 when the
+ * bytes there are not one: a stray continuation byte, a sequence cut short,
+ * an overlong form, a surrogate (U+D800..U+DFFF), anything above U+10FFFF.
+ * An ASCII byte is 1, '\0' too: the caller stops at the end.  Reads no
+ * further than the first byte that breaks the sequence, so never past the
+ * terminating NUL. */
+size_t durable__utf8_len(const char *s);
+
+/* The length of the longest head of the first `n` bytes of `s` that does not
+ * end inside a character: `n`, or less when the bytes before `n` are the
+ * start of a character that goes on past it.  Reads only s[0..n), so `s`
+ * may be a buffer being filled.  Cut there, a text that was UTF-8 still
+ * is. */
+size_t durable__utf8_cut(const char *s, size_t n);
 
 #ifdef __cplusplus
 }

@@ -8,10 +8,11 @@
  * which cost more than all the rest of a catch-up.  This check accepts what
  * jansson's json_loads(JSON_DECODE_ANY) accepts: one value with white space
  * around it; strings of valid UTF-8 (no overlong form, no surrogate,
- * nothing above U+10FFFF) with the JSON escapes, no NUL and no raw control
- * character; numbers in JSON's grammar, an integer (no fraction, no
- * exponent) within 64 bits and any other number within a double; the three
- * literals; nesting up to jansson's 2048.  That is the one rule for every
+ * nothing above U+10FFFF: durable__utf8_len, the rule paths are held to
+ * too) with the JSON escapes, no NUL and no raw control character;
+ * numbers in JSON's grammar, an integer (no fraction, no exponent) within
+ * 64 bits and any other number within a double; the three literals;
+ * nesting up to jansson's 2048.  That is the one rule for every
  * content and payload the store takes: what every reader decodes exactly
  * (jansson, and Lua, whose integers are 64-bit), so that nothing a producer
  * could append stops a consumer.  An integer beyond 64 bits would reach a
@@ -24,6 +25,8 @@
  * point (durable__json_strtod, which the Lua binding's decoder shares).
  */
 #include "store.h"
+
+#include "durable_text.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -56,25 +59,6 @@ static long hex4(const char *s) {
   return v;
 }
 
-/* One UTF-8 character at `s` (not ASCII): its length, or 0 when invalid
- * (overlong, a surrogate, above U+10FFFF, a stray continuation byte). */
-static int utf8_length(const unsigned char *s) {
-  unsigned char c = s[0];
-  int n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-  if (n == 0 || c > 0xF4)
-    return 0;
-  unsigned long v = c & (0x7F >> n);
-  for (int i = 1; i < n; i++) {
-    if ((s[i] & 0xC0) != 0x80)
-      return 0;
-    v = v << 6 | (s[i] & 0x3F);
-  }
-  if ((n == 3 && v < 0x800) || (n == 4 && (v < 0x10000 || v > 0x10FFFF)) ||
-      (v >= 0xD800 && v <= 0xDFFF))
-    return 0;
-  return n;
-}
-
 /* A string at its opening quote: just past its closing quote, or NULL. */
 static const char *check_string(const char *s) {
   for (s++;;) {
@@ -84,7 +68,7 @@ static const char *check_string(const char *s) {
     if (c < 0x20)
       return NULL; /* a control character, or the end of the text */
     if (c >= 0x80) {
-      int n = utf8_length((const unsigned char *)s);
+      size_t n = durable__utf8_len(s);
       if (n == 0)
         return NULL;
       s += n;

@@ -18,38 +18,11 @@
 #include "schema.h"
 #include "store.h"
 
+#include "durable_text.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-/* Length of the UTF-8 sequence starting at s (well-formed, no overlongs, no
- * surrogates), or 0 when it is not valid. */
-static size_t utf8_len(const unsigned char *s) {
-  unsigned char c = s[0];
-  if (c < 0x80)
-    return 1;
-  if (c >= 0xC2 && c <= 0xDF)
-    return (s[1] & 0xC0) == 0x80 ? 2 : 0;
-  if (c >= 0xE0 && c <= 0xEF) {
-    if ((s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80)
-      return 0;
-    if (c == 0xE0 && s[1] < 0xA0)
-      return 0; /* overlong */
-    if (c == 0xED && s[1] > 0x9F)
-      return 0; /* surrogate */
-    return 3;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    if ((s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
-      return 0;
-    if (c == 0xF0 && s[1] < 0x90)
-      return 0; /* overlong */
-    if (c == 0xF4 && s[1] > 0x8F)
-      return 0; /* above U+10FFFF */
-    return 4;
-  }
-  return 0;
-}
 
 /* Quote a path or a type for a message: control characters and bytes that
  * are not UTF-8 shown as \xNN, long ones cut, so the message itself stays
@@ -62,7 +35,7 @@ static const char *shown(const char *path, char *buf, size_t size) {
       memcpy(buf + o, "...", 4);
       return buf;
     }
-    size_t n = utf8_len(p);
+    size_t n = durable__utf8_len((const char *)p);
     if (n == 0 || *p < 0x20 || *p == 0x7F) {
       buf[o++] = '\\';
       buf[o++] = 'x';
@@ -144,7 +117,7 @@ int durable_path_check(const char *path, durable_error_t *err) {
                     (size_t)(p - (const unsigned char *)path));
     if (*p == '\\')
       return REFUSE("'\\' is not allowed", shown(path, q, sizeof q));
-    size_t n = utf8_len(p);
+    size_t n = durable__utf8_len((const char *)p);
     if (n == 0)
       return REFUSE("not valid UTF-8 at byte %zu", shown(path, q, sizeof q),
                     (size_t)(p - (const unsigned char *)path));
@@ -181,7 +154,7 @@ int durable__segment_check(const char *what, const char *segment, size_t max,
     if (*p < 0x20 || *p == 0x7F)
       return REFUSE_SEGMENT("control character at byte %zu", what, s,
                             (size_t)(p - b));
-    size_t n = utf8_len(p);
+    size_t n = durable__utf8_len((const char *)p);
     if (n == 0)
       return REFUSE_SEGMENT("not valid UTF-8 at byte %zu", what, s,
                             (size_t)(p - b));
@@ -210,7 +183,7 @@ int durable_node_type_check(const char *node_type, durable_error_t *err) {
     if (*p < 0x20 || *p == 0x7F)
       return REFUSE_TYPE("control character at byte %zu",
                          shown(node_type, q, sizeof q), (size_t)(p - s));
-    size_t n = utf8_len(p);
+    size_t n = durable__utf8_len((const char *)p);
     if (n == 0)
       return REFUSE_TYPE("not valid UTF-8 at byte %zu",
                          shown(node_type, q, sizeof q), (size_t)(p - s));
@@ -249,7 +222,7 @@ int durable_principal_check(const char *principal, durable_error_t *err) {
                           "none");
   const unsigned char *s = (const unsigned char *)principal;
   for (const unsigned char *p = s; *p;) {
-    size_t n = utf8_len(p);
+    size_t n = durable__utf8_len((const char *)p);
     if (*p < 0x20 || *p == 0x7F || (n == 2 && p[0] == 0xC2 && p[1] <= 0x9F))
       return REFUSE_PRINCIPAL("control character at byte %zu",
                               shown(principal, q, sizeof q), (size_t)(p - s));
