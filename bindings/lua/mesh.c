@@ -43,6 +43,8 @@
  */
 #include "lcore.h"
 
+#include <durable_stream_timings.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,8 +167,9 @@ static int m_tostring(lua_State *L) {
   return 1;
 }
 
-/* The stream timings of core.open's `streams` table at `idx` (checked by
- * lua/durable/streams.lua; nil or a missing field keeps a default). */
+/* The stream timings of core.open's `streams` table at `idx` (their shape
+ * checked by lua/durable/streams.lua; nil or a missing field keeps a
+ * default). */
 static durable_stream_options_t stream_options(lua_State *L, int idx) {
   static const char *const names[] = {"holder_probe_ms", "reclaim_ms",
                                       "backoff_min_ms", "backoff_max_ms",
@@ -222,6 +225,10 @@ static int l_open(lua_State *L) {
   lua_getfield(L, 1, "streams");
   durable_stream_options_t streams = stream_options(L, 7);
   lua_pop(L, 1);
+  durable_error_t bad = {0};
+  /* misuse raises: durable_mesh_open would only return the refusal */
+  if (durable__stream_timings_check(&streams, &bad) < 0)
+    return luaL_error(L, "durable.open: %s", bad.message);
   /* stack: opts store quiesce timeout budget log */
   lua_getfield(L, 1, "principal");
   const char *principal = NULL;
@@ -838,9 +845,9 @@ static int m_is_open(lua_State *L) {
 }
 
 /* core._inside_uv_run(mesh) -> whether uv_run of the mesh's loop is on the
- * C stack right now.  For the specs: a completion or reader callback must
- * see false (it is delivered after uv_run returned), a message handler sees
- * true (it is a turn of the runtime, inside the loop). */
+ * C stack right now.  For the behaviour specs (tests/spec): a completion or
+ * reader callback must see false (it is delivered after uv_run returned), a
+ * message handler sees true (it is a turn of the runtime, inside the loop). */
 static int l_inside_uv_run(lua_State *L) {
   lua_pushboolean(L, dlua_to_mesh(L, 1)->running);
   return 1;

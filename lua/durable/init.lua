@@ -126,9 +126,11 @@ end
 ---Open a mesh over a store, with the NodeTypes of the plugin files.
 ---A plugin that fails to load raises (file, line, reason) before anything
 ---is opened; a store that cannot be opened returns nil, message, code.
----`streams` sets the durable stream timings (durable_mesh_options_t.streams):
----holder_probe_ms (5000), reclaim_ms (30000), backoff_min_ms (1000),
----backoff_max_ms (60000), liveness_ms (1000); tests shrink them.
+---`streams` sets the durable stream timings (durable_mesh_options_t.streams),
+---in milliseconds: holder_probe_ms, reclaim_ms, backoff_min_ms (at most
+---backoff_max_ms), backoff_max_ms, liveness_ms; one left out keeps its
+---default (src/include/durable_stream_timings.h names each default and what
+---it times); tests shrink them.
 ---`host = true` makes the process a host of its consumers (durable.host).
 ---`metrics = "HOST:PORT"` serves the Prometheus text format at
 ---http://HOST:PORT/metrics on the mesh's loop until it closes (see

@@ -17,11 +17,12 @@
 -- A durable stream is saved nodes ({key}/_DurableStream/{namespace} and its
 -- 12-digit item nodes); the C runtime (src/streams/) orders, leases and
 -- acknowledges it.  This file validates what Lua hands over -- misuse
--- raises where it was made, with the spec's messages for stream ids and
--- payloads -- and builds the small tables bindings/lua/streams.c calls
--- back: a consumer's key and source functions, and `run`, which runs the
--- handler in a coroutine (it may :await()) and finishes the item's reply
--- with its outcome, through plugin.run like every other handler:
+-- raises where it was made, with messages that name the stream id or the
+-- payload and the rule it broke -- and builds the small tables
+-- bindings/lua/streams.c calls back: a consumer's key and source functions,
+-- and `run`, which runs the handler in a coroutine (it may :await()) and
+-- finishes the item's reply with its outcome, through plugin.run like every
+-- other handler:
 --
 --   nil (or any value)  done: the item is acknowledged
 --   a completion        done when it completes; a failed one fails the item
@@ -76,8 +77,8 @@ Source.__index = Source
 
 -- ---- checks ---------------------------------------------------------------
 
--- namespace, key of a stream id table; raises at `level` with the spec's
--- message when it is not one.
+-- namespace, key of a stream id table; raises at `level`, naming the id and
+-- the rule, when it is not one.
 local function stream_id(what, stream, level)
   if type(stream) ~= "table" then
     error(("%s: the stream must be a table { namespace =, key = }, not %s")
@@ -165,10 +166,12 @@ local OPTION_ORDER = { "holder_probe_ms", "reclaim_ms", "backoff_min_ms", "backo
 local OPTION_KEYS = {}
 for _, k in ipairs(OPTION_ORDER) do OPTION_KEYS[k] = true end
 
----Check durable.open's `streams` option (the stream timings, given to the
----mesh at open; defaults: the spec's 5 s holder probe, 30 s reclaim, backoff
----1 s doubling to 60 s; a host asks every 1 s whether other processes holding
----leases are alive); raises at the caller's caller.
+---Check the shape of durable.open's `streams` option (the stream timings,
+---given to the mesh at open): a table of known names, each an integer
+---number of milliseconds; raises at the caller's caller.  Their defaults
+---and the rule between them (backoff_min_ms at most backoff_max_ms) are the
+---C layer's (src/include/durable_stream_timings.h): core.open raises for a
+---breach of the rule, before anything opens.
 ---@param t any
 function M.check_options(t)
   if t == nil then return end
@@ -184,9 +187,6 @@ function M.check_options(t)
       error(("durable.open: streams.%s must be an integer > 0 (milliseconds)"):format(k), 3)
     end
   end
-  if t.backoff_min_ms and t.backoff_max_ms and t.backoff_min_ms > t.backoff_max_ms then
-    error("durable.open: streams.backoff_min_ms is above streams.backoff_max_ms", 3)
-  end
 end
 
 -- ---- producing -----------------------------------------------------------------------
@@ -200,12 +200,11 @@ local PUBLISH_KEYS = { id = true }
 ---nothing is sent until :next() or :wait().  It completes once the item is
 ---a saved node.  The payload is a table (written with "$type" first, then
 ---its keys in byte order) or durable.json(text), kept byte for byte.  A bad
----stream id, a missing payload or a bad publish id raises here, with the
----spec's message (the id's names the id and the rule).  With `options.id`
----the publish is idempotent: an id the stream already holds -- from this
----process or any other, however long ago -- gives the sequence it got the
----first time, and nothing is appended; so retry a failed publish with the
----same id.
+---stream id, a missing payload or a bad publish id raises here, with a
+---message that names the id and the rule.  With `options.id` the publish
+---is idempotent: an id the stream already holds -- from this process or
+---any other, however long ago -- gives the sequence it got the first time,
+---and nothing is appended; so retry a failed publish with the same id.
 ---@param stream durable.StreamId
 ---@param payload any
 ---@param options? durable.PublishOptions

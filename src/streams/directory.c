@@ -1,14 +1,17 @@
 /*
  * directory.c: what the streams layer keeps per mesh for all its files:
  * the stream timings given at open (durable_mesh_options_t.streams, each 0
- * taking its default), the producer's directory of the streams this process
- * has ensured (one idempotent create per stream per process; losing an
- * entry only costs one more create), and which NodeTypes consume which
- * families here (the host's wakes, waker.c).  It is kept as per-mesh state
- * (stream.c's durable__mesh_state), as the consumers' list, the counters
- * and the metrics server keep theirs, each in its own unit.
+ * taking its default; the defaults and the check durable_mesh_open makes
+ * are declared in durable_stream_timings.h), the producer's directory of the
+ * streams this process has ensured (one idempotent create per stream per
+ * process; losing an entry only costs one more create), and which NodeTypes
+ * consume which families here (the host's wakes, waker.c).  It is kept as
+ * per-mesh state (stream.c's durable__mesh_state), as the consumers' list, the
+ * counters and the metrics server keep theirs, each in its own unit.
  */
 #include "stream.h"
+
+#include "durable_stream_timings.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +36,10 @@ static void directory_free(void *data) {
   free(d);
 }
 
+static uint32_t or_default(uint32_t given, uint32_t fallback) {
+  return given ? given : fallback;
+}
+
 int durable__directory_install(durable_mesh_t *mesh) {
   int rc = durable__mesh_state_add(mesh, &directory_key, sizeof(directory_t),
                                    directory_free);
@@ -40,12 +47,27 @@ int durable__directory_install(durable_mesh_t *mesh) {
     return rc;
   const durable_stream_options_t *o = &mesh->stream_options;
   directory_of(mesh)->options = (durable_stream_options_t){
-      .holder_probe_ms = o->holder_probe_ms ? o->holder_probe_ms : 5000,
-      .reclaim_ms = o->reclaim_ms ? o->reclaim_ms : 30000,
-      .backoff_min_ms = o->backoff_min_ms ? o->backoff_min_ms : 1000,
-      .backoff_max_ms = o->backoff_max_ms ? o->backoff_max_ms : 60000,
-      .liveness_ms = o->liveness_ms ? o->liveness_ms : 1000,
+      .holder_probe_ms =
+          or_default(o->holder_probe_ms, DURABLE__DEFAULT_HOLDER_PROBE_MS),
+      .reclaim_ms = or_default(o->reclaim_ms, DURABLE__DEFAULT_RECLAIM_MS),
+      .backoff_min_ms =
+          or_default(o->backoff_min_ms, DURABLE__DEFAULT_BACKOFF_MIN_MS),
+      .backoff_max_ms =
+          or_default(o->backoff_max_ms, DURABLE__DEFAULT_BACKOFF_MAX_MS),
+      .liveness_ms = or_default(o->liveness_ms, DURABLE__DEFAULT_LIVENESS_MS),
   };
+  return 0;
+}
+
+int durable__stream_timings_check(const durable_stream_options_t *o,
+                                  durable_error_t *err) {
+  if (o->backoff_min_ms != 0 && o->backoff_max_ms != 0 &&
+      o->backoff_min_ms > o->backoff_max_ms)
+    return durable__error(err, DURABLE_EINVAL,
+                          "streams.backoff_min_ms (%u) is above "
+                          "streams.backoff_max_ms (%u)",
+                          (unsigned)o->backoff_min_ms,
+                          (unsigned)o->backoff_max_ms);
   return 0;
 }
 

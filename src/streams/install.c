@@ -11,6 +11,8 @@
  */
 #include "stream.h"
 
+#include "durable_stream_timings.h"
+
 /* The store lost the session that says this process is alive: its leases
  * may be taken over meanwhile, so no consumer hands out another item
  * before it has claimed again. */
@@ -43,9 +45,16 @@ static int install(durable_mesh_t *mesh) {
   return durable__stream_hub_install(mesh);
 }
 
-/* Every mesh is opened with the streams layer installed in it. */
+/* Every mesh is opened with the streams layer installed in it, its stream
+ * timings checked first: refused, nothing has been opened. */
 int durable_mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
                       durable_mesh_t **out, durable_error_t *err) {
   static int (*const installs[])(durable_mesh_t * mesh) = {install, NULL};
+  int rc;
+  if (options != NULL &&
+      (rc = durable__stream_timings_check(&options->streams, err)) < 0) {
+    *out = NULL;
+    return rc;
+  }
   return durable__mesh_open(loop, options, installs, out, err);
 }
