@@ -44,7 +44,6 @@ durable_hub_t *durable__hub_new(durable_mesh_t *mesh, const char *address,
   durable__queue_init(&hub->deferred);
   durable__queue_init(&hub->handling);
   durable__queue_init(&hub->pending);
-  durable__queue_init(&hub->on_started);
   durable__queue_init(&hub->on_dead);
   durable__queue_init(&hub->timers);
   if (hub->address == NULL || hub->node_type == NULL ||
@@ -248,11 +247,6 @@ static void add_waiter(struct durable__queue *list, durable_status_cb cb,
   durable__queue_insert_tail(list, &w->link);
 }
 
-void durable__hub_on_started(durable_hub_t *hub, durable_status_cb cb,
-                             void *data) {
-  add_waiter(&hub->on_started, cb, data);
-}
-
 void durable__hub_on_dead(durable_hub_t *hub, durable_status_cb cb,
                           void *data) {
   add_waiter(&hub->on_dead, cb, data);
@@ -261,9 +255,9 @@ void durable__hub_on_dead(durable_hub_t *hub, durable_status_cb cb,
 void durable__hub_started(durable_hub_t *hub) {
   hub->level = DURABLE_HUB_STARTED;
   make_ready(hub);
+  /* a quiesce may end the hub: keep it through the call */
   durable_hub_ref(hub);
-  run_waiters(&hub->on_started, 0, NULL);
-  if (hub->recycle_requested && hub->level == DURABLE_HUB_STARTED)
+  if (hub->recycle_requested) /* asked for while it was starting */
     durable__hub_start_quiesce(hub);
   durable_hub_unref(hub);
 }
@@ -301,7 +295,6 @@ void durable__hub_fail_activation(durable_hub_t *hub, int status,
                        hub->address, message);
     durable__env_free(env);
   }
-  run_waiters(&hub->on_started, status, message);
   run_waiters(&hub->on_dead, 0, NULL);
   durable_hub_unref(hub);
 }

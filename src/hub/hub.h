@@ -136,8 +136,8 @@ struct durable_hub_s {
   size_t npending;
   size_t init_step;
   uv_timer_t *quiesce_timer;
-  struct durable__queue on_started, on_dead; /* durable__waiter_t */
-  struct durable__queue timers;              /* durable__hub_timer_t */
+  struct durable__queue on_dead; /* durable__waiter_t */
+  struct durable__queue timers;  /* durable__hub_timer_t */
 
   void *data;
   void (*data_free)(void *data);
@@ -208,8 +208,6 @@ void durable__hub_started(durable_hub_t *hub);
 void durable__hub_fail_activation(durable_hub_t *hub, int status,
                                   const char *message);
 void durable__hub_on_dead(durable_hub_t *hub, durable_status_cb cb, void *data);
-void durable__hub_on_started(durable_hub_t *hub, durable_status_cb cb,
-                             void *data);
 /* The mesh's scheduler runs a ready hub's turn with this (mesh.c sets it). */
 void durable__hub_turn(durable__ready_t *ready, void *data);
 /* The hub whose ready-list link `ready` is. */
