@@ -51,7 +51,7 @@ the Lua half of the module;
 .I /usr/lib/lua/5.4/durable/core.so
 its C half
 [SEE ALSO]
-The README of durable, and
+doc/README.md in durable's source tree, and
 .BR pkg\-config (1)
 .B \-\-cflags \-\-libs durable
 for libdurable.

@@ -945,7 +945,7 @@ int durable_publish_id_check(const durable_stream_id_t *stream, const char *id,
 
 /* 0 when `payload` is one for `stream` by the rule every publish applies
  * (JSON text that jansson reads, integers within 64 bits, not empty and
- * not null; see the README's "What a payload is"); otherwise DURABLE_EINVAL
+ * not null; see doc/design.md, "What a payload is"); otherwise DURABLE_EINVAL
  * with the spec's message ("A durable stream item for NS@KEY needs a
  * payload.", "... is not JSON: ..."), the stream's own check first.  So a
  * payload can be refused before anything is opened. */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# prefix.sh: `cmake --install` into a fresh prefix gives what the README
-# says, and the installed command works from there.
+# prefix.sh: `cmake --install` into a fresh prefix gives what
+# doc/operations.md ("Installing") says, and the installed command works from there.
 #
 #   bash tests/install/prefix.sh BUILD_DIR
 #

@@ -291,7 +291,7 @@ describe("refused inputs (" .. KIND .. ")", function()
   end)
 
   describe("search", function()
-    it("takes type:T, as the README says, across namespaces", function()
+    it("takes type:T, as doc/cli.md says, across namespaces", function()
       for i = 1, 3 do
         assert.equal(0, (run { "put", P .. "/s" .. i .. "/doc", "RefusalsDoc", "{}" }))
       end

@@ -4,7 +4,7 @@
  * A program compares the header it was built with against the library it
  * runs with, and logs enums by name; both are promises of durable.h.  The
  * test holds the runtime's version to the header's macros, and each name
- * function to the names the README and DURABLE_LOG use, with "unknown" (never
+ * function to the names doc/ and DURABLE_LOG use, with "unknown" (never
  * NULL) for a value outside its enum.
  */
 #include <durable.h>
