@@ -4,11 +4,13 @@
  * read into the durable_write_t array the store takes (mesh:_write, a
  * handler's reply:commit_with).
  *
- * Payload and content text is stored exactly as produced (DESIGN 3.9), so
- * the text must be the same every time for the same value: an object is
- * written with "$type" first (the original's convention) and then its other
- * keys in byte order; jansson keeps insertion order when dumping, so the
- * order is fixed here, at insertion.  Output is compact.
+ * Payload and content text is stored exactly as produced, byte for byte,
+ * and read back as stored, so the text must be the same every time for the
+ * same value: an object is written with "$type" first (a reader that picks
+ * a type by its tag, as polymorphic JSON readers do, needs the tag before
+ * the fields) and then its other keys in byte order; jansson keeps
+ * insertion order when dumping, so the order is fixed here, at insertion.
+ * Output is compact.
  *
  *   Lua                         JSON
  *   nil, durable.null           null

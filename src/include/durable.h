@@ -752,8 +752,8 @@ typedef struct durable_stream_id_s {
   const char *key; /* the owner's path */
 } durable_stream_id_t;
 
-/* 0, or DURABLE_EINVAL with the spec's message ("A durable stream needs a
- * non-empty Namespace without '/' (was '...')", "Durable stream '...' needs
+/* 0, or DURABLE_EINVAL with a message naming the rule ("A durable stream needs
+ * a non-empty Namespace without '/' (was '...')", "Durable stream '...' needs
  * the owning node's path as Key."), or the path rule the key breaks. */
 int durable_stream_check(const durable_stream_id_t *id, durable_error_t *err);
 
@@ -946,7 +946,7 @@ int durable_publish_id_check(const durable_stream_id_t *stream, const char *id,
 /* 0 when `payload` is one for `stream` by the rule every publish applies
  * (JSON text that jansson reads, integers within 64 bits, not empty and
  * not null; see doc/design.md, "What a payload is"); otherwise DURABLE_EINVAL
- * with the spec's message ("A durable stream item for NS@KEY needs a
+ * with a message naming the rule ("A durable stream item for NS@KEY needs a
  * payload.", "... is not JSON: ..."), the stream's own check first.  So a
  * payload can be refused before anything is opened. */
 int durable_stream_payload_check(const durable_stream_id_t *stream,
@@ -1093,7 +1093,7 @@ typedef struct durable_consumer_s {
   int (*source_of)(durable_hub_t *hub, durable_source_t *out, void *data);
   durable_item_handler_cb handler;
   void *data;
-  /* 0: an item that fails is retried, never skipped (the spec).  N > 0:
+  /* 0: an item that fails is retried, never skipped (the default).  N > 0:
    * once the same item has failed N times in a row here, it is moved to the
    * dead-letter stream {ns}.dead of the same owner -- its payload text,
    * the reason, the count -- in one transaction with its acknowledgement,

@@ -181,9 +181,9 @@ int durable_stream_publish(durable_hub_t *hub, const durable_stream_id_t *id,
   return durable_stream_publish_with(hub, id, payload, NULL, cb, data, err);
 }
 
-/* No text, only white space, or JSON's null: the spec's "needs a payload"
- * (a null payload is refused by the Lua and the C faces alike, and so by
- * `durable publish`). */
+/* No text, only white space, or JSON's null: "... needs a payload.", since
+ * an item carries a JSON value other than null (a null payload is refused
+ * by the Lua and the C faces alike, and so by `durable publish`). */
 static int is_no_payload(const char *payload) {
   return payload == NULL || strspn(payload, " \t\r\n") == strlen(payload) ||
          durable__json_is_null(payload);

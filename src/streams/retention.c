@@ -4,7 +4,8 @@
  *
  * A policy is one short text, the same in C, Lua, the CLI and the store:
  *
- *   all       keep every item (the default, as the spec)
+ *   all       keep every item (the default: a stream keeps its items
+ *             unless told otherwise)
  *   N         keep the newest N acknowledged items (0: delete each one
  *             once it is acknowledged)
  *   DURATION  keep an acknowledged item for that long after it was

@@ -5,8 +5,9 @@
  * document's log, one node per part.  durable_source_document_parts() lets a
  * consumer or a reader take them as a stream without a second copy: part
  * 000000 is sequence 1, 000001 sequence 2, and so on.  Only ids of exactly
- * six ASCII digits are parts ("42" is not, "000042" is), as in the newest
- * version of the original; anything else under the namespace is skipped.
+ * six ASCII digits are parts ("42" is not, "000042" is), so that a part's
+ * id and its sequence map one to one; anything else under the namespace is
+ * skipped.
  * The payload is the part node's content, kept as stored.
  */
 #include "stream.h"

@@ -2,10 +2,13 @@
  * stream.c: stream identities and paths, and the two node contents of a
  * stream (the stream node's state, an item's content) in JSON.
  *
- * The state keeps the spec's field names and order, so `durable get` shows
- * an operator exactly what the spec describes, with one addition:
- * SubscriberInstance, the process that holds the lease (DESIGN 3.7), beside
- * Subscriber, the hub address.  An item keeps its payload
+ * The state's field names and order are fixed (doc/design.md, "The stream
+ * as nodes"), so `durable get` shows an operator the same fields in the
+ * same order on every stream: Namespace, Key, LastSequence, the lease
+ * (Subscriber, the hub address, and SubscriberInstance, the process that
+ * holds it; LeaseEpoch, SubscribedAt), Checkpoint, CheckpointAt,
+ * OrphanedAt, LastSubscriber, then the fields that appear only once they
+ * apply.  An item keeps its payload
  * as a JSON string (PayloadJson) so the text stays exactly as produced --
  * key order, "$type" first, number spellings -- whatever the store does with
  * JSON.
@@ -376,7 +379,7 @@ char *durable__state_encode(const durable__stream_state_t *s) {
   buf_put_time(&b, s->orphaned_at);
   BUF_LIT(&b, ",\"LastSubscriber\":");
   buf_put_str(&b, s->last_subscriber);
-  if (s->trimmed_through > 0) { /* only once trimmed: the spec's fields */
+  if (s->trimmed_through > 0) { /* only once trimmed: base fields till then */
     BUF_LIT(&b, ",\"TrimmedThrough\":");
     buf_put_int(&b, s->trimmed_through);
   }

@@ -56,7 +56,8 @@ durable__stream_name_t durable__stream_name(const durable_stream_id_t *id);
  * DURABLE_ENOMEM, never taken for an empty state. */
 int durable__state_decode(const char *content, const char *stream_path,
                           durable__stream_state_t *out);
-/* JSON text in the spec's field order (malloc'ed), or NULL. */
+/* JSON text in the stream node's fixed field order (stream.c; malloc'ed),
+ * or NULL. */
 char *durable__state_encode(const durable__stream_state_t *s);
 int durable__state_copy(const durable__stream_state_t *from,
                         durable__stream_state_t *to);

@@ -9,7 +9,8 @@
  * stream's family ("durable.wake:FAMILY"), the nudge a consumer that was up
  * already -- dormant, or waiting for the lease -- needs.  An owner whose
  * NodeType consumes no such stream in this process is not posted anything.
- * The log sentences are the spec's ("items are waiting but the owner ...
+ * The log sentences name the stream and what failed ("items are waiting but
+ * the owner ...
  * could not be woken (...)", "... waking the owner ... failed").
  */
 #include "protocol.h"

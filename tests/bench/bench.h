@@ -154,9 +154,9 @@ double plain_sqlite_batch(plain_sqlite_t *p, const char *ns, long n,
 double plain_sqlite_spread(plain_sqlite_t *p, const char *ns, long n,
                            int per_commit, int spread);
 /* rows/s of n one-row commits that each also update a second row, in a
- * second table: the two rows the design makes an append write in one
- * transaction (the item, and LastSequence on the stream node, DESIGN.md
- * section 3), without anything the runtime adds (its commit log).  The
+ * second table: the two rows an append must write in one transaction
+ * (the item, and LastSequence on the stream node: doc/design.md), without
+ * anything the runtime adds (its commit log).  The
  * stream row is a stream node's size. */
 double plain_sqlite_appends(plain_sqlite_t *p, const char *ns, long n);
 

@@ -1,7 +1,8 @@
 /*
  * alloc_fault_test.c: every allocation of a public operation fails once,
  * in turn, and the runtime must still give a clear error and stay
- * consistent (issue 15, "Failure paths").
+ * consistent: nothing half-written, nothing leaked, nothing acknowledged
+ * that was not handled.
  *
  * libdurable has over a hundred "if (x == NULL) return ENOMEM" branches
  * that no other test reaches.  This one reaches them the way jansson's

@@ -1,7 +1,7 @@
 /*
- * io_fault_test.c: the store under a failing database (issue 15, "Failure
- * paths"): an I/O error, a full disk, a lost connection, a transaction the
- * database cancelled.
+ * io_fault_test.c: the store under a failing database, which must end in
+ * success or a clear error with nothing half-written: an I/O error, a full
+ * disk, a lost connection, a transaction the database cancelled.
  *
  * The store's retry paths -- a connection that fails with DURABLE_EUNAVAIL
  * is dropped and opened again, a group that certainly did not commit is

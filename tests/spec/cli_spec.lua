@@ -313,7 +313,7 @@ describe("durable (" .. KIND .. ")", function()
       assert.same({}, (children(KEY .. "/_DurableStream"))) -- reading made nothing
     end)
 
-    it("refuses bad stream ids and payloads with the spec's messages, writing nothing", function()
+    it("refuses bad stream ids and payloads with messages naming the rule, writing nothing", function()
       local cases = {
         { "", KEY, "A durable stream needs a non-empty Namespace without '/' (was '')." },
         { "a/b", KEY, "A durable stream needs a non-empty Namespace without '/' (was 'a/b')." },

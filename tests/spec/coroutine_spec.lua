@@ -166,7 +166,7 @@ describe("a handler in a coroutine", function()
     local a = node("a", "Awaiter")
     local incarnation = helper.ok(client:request(a, "ok")) and helper.find(mesh, a).incarnation
     local t0 = os.clock()
-    debug.sethook(function() -- the spec's own watchdog, in case the budget does not stop it
+    debug.sethook(function() -- the test's own watchdog, in case the budget does not stop it
       if os.clock() - t0 > 20 then error("watchdog: the instruction budget did not stop the handler") end
     end, "", 1000000)
     local ok, message = pcall(helper.fails, client:request(a, "spin_after_await", nil, 30000),

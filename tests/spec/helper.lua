@@ -48,7 +48,7 @@ function M.fixture(name)
   return "tests/spec/fixtures/" .. name
 end
 
----A temp file name that does not exist yet (removed after the spec, with
+---A temp file name that does not exist yet (removed after the test, with
 ---SQLite's -wal and -shm companions and the store's -live).
 function M.tmpname(suffix)
   local name = os.tmpname()
@@ -82,7 +82,7 @@ function M.ns(label)
   return ("luaspec/%sn%d%s"):format(M.RUN, counter, label or "")
 end
 
----Open a mesh on the store under test (closed after the spec if the spec
+---Open a mesh on the store under test (closed after the test if the test
 ---did not).  Its log lines are kept in helper.logs; DURABLE_TEST_VERBOSE=1
 ---also prints them.
 ---@param opts? table durable.open options; store defaults to helper.store()
@@ -139,7 +139,7 @@ function M.fails(c, code, timeout_ms)
   return message
 end
 
----Run the mesh's loop until pred() is true; fails the spec after
+---Run the mesh's loop until pred() is true; fails the test after
 ---timeout_ms (default 5000).
 function M.run_until(mesh, pred, timeout_ms)
   local ok, message = mesh:run_until(pred, timeout_ms or 5000)
@@ -180,8 +180,8 @@ local function after()
   local refs, open = core().refs(), core().meshes()
   for _, name in ipairs(temps) do os.remove(name) end
   temps = {}
-  assert(open == 0, ("%d mesh(es) left open after the spec"):format(open))
-  assert(refs == baseline, ("registry references: %d before the spec, %d after it (leaked %d)")
+  assert(open == 0, ("%d mesh(es) left open after the test"):format(open))
+  assert(refs == baseline, ("registry references: %d before the test, %d after it (leaked %d)")
     :format(baseline, refs, refs - baseline))
 end
 

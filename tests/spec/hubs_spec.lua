@@ -150,9 +150,9 @@ describe("a hub", function()
     local r = node("spin", "Runaway")
     local incarnation = helper.ok(client:request(r, "whoami")).incarnation
     local t0 = os.clock()
-    -- A watchdog of the spec's own: the module puts its count hook in place
+    -- A watchdog of the test's own: the module puts its count hook in place
     -- of this one while it runs a handler, so this fires only if the budget
-    -- did not (the spec then fails instead of hanging).
+    -- did not (the test then fails instead of hanging).
     debug.sethook(function()
       if os.clock() - t0 > 20 then error("watchdog: the instruction budget did not stop the handler") end
     end, "", 1000000)

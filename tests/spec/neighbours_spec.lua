@@ -1,5 +1,6 @@
 -- neighbours_spec.lua: short commands are clean neighbours of a busy
--- PostgreSQL (issue 13).  PostgreSQL only: it reads the private server's
+-- PostgreSQL: they leave no errors in the server's log.  PostgreSQL only:
+-- it reads the private server's
 -- log ($DURABLE_TEST_PG_DIR/postgres.log, tests/support/pg.sh).
 --
 -- A command's LISTEN connection hears every commit's NOTIFY; closed while

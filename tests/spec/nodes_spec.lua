@@ -1,6 +1,6 @@
 -- nodes_spec.lua: nodes through the Lua module: put, get, query, delete,
--- read-modify-write, each a completion; and the node half of DESIGN
--- section 4's sketch (a Document applying the appends it is sent).
+-- read-modify-write, each a completion; and the node half of a document's
+-- log (a Document applying, in order, the appends it is sent).
 local helper = require "helper"
 local durable = require "durable"
 
@@ -113,7 +113,7 @@ describe("nodes", function()
     end)
   end)
 
-  it("applies appends in order (DESIGN section 4, the node part)", function()
+  it("applies appends in order (a Document's log, the node part)", function()
     local mesh = helper.open { plugins = { helper.fixture "document_log.lua" } }
     local ns = helper.ns()
     local doc = ns .. "/doc"

@@ -1,5 +1,6 @@
 -- partition_spec.lua: hosts on machines of their own, cut off from
--- PostgreSQL (issue 13).  PostgreSQL only, root only.
+-- PostgreSQL: such a host stops before another takes its streams over.
+-- PostgreSQL only, root only.
 --
 -- Each host runs in a network namespace (tests/support/netns.sh) whose one
 -- veth link reaches a private PostgreSQL over TCP: a server this spec
@@ -47,7 +48,7 @@ local function netns(fn, n)
   return sh("bash tests/support/netns.sh " .. fn .. " " .. n)
 end
 
--- Why this machine cannot run the spec, or nil.
+-- Why this machine cannot run the test, or nil.
 local function cannot()
   if cmd.KIND ~= "postgres" then return "PostgreSQL only: hosts reach the server over TCP" end
   local p = io.popen("id -u")
@@ -71,7 +72,7 @@ local function start_server()
     .. " DURABLE_PG_CLIENTS=10.77.0.0/16 durable_pg_start >&2 && echo $DURABLE_TEST_PG_DIR'")
   PG_DIR = p:read("l")
   p:close()
-  assert(PG_DIR and PG_DIR ~= "", "the spec's own PostgreSQL did not start")
+  assert(PG_DIR and PG_DIR ~= "", "the test's own PostgreSQL did not start")
   LOCAL = "postgresql:///durable?host=" .. PG_DIR .. "&user=durable"
   URL_A = ("postgresql://durable@10.77.%d.1/durable"):format(NET_A)
   URL_B = ("postgresql://durable@10.77.%d.1/durable"):format(NET_B)
@@ -198,7 +199,7 @@ local function lines_with(job, text)
   return n
 end
 
-describe("hosts cut off from PostgreSQL (issue 13) #postgres", function()
+describe("hosts cut off from PostgreSQL #postgres", function()
   lazy_setup(function()
     if not WHY_NOT then start_server() end
   end)

@@ -1,6 +1,7 @@
---- probe.lua: the ProcessedLog of the original's consumer tests, for the
--- stream specs (required by them and by fixtures/streams.lua, so both see
--- one log per spec file).
+--- probe.lua: the processed log of the consumer tests (which items each
+-- handler saw, in which order, how many at once), for the stream specs
+-- (required by them and by fixtures/streams.lua, so both see one log per
+-- spec file).
 --
 -- probe.handle(key, hub, item) is a consumer handler: it counts the items
 -- in flight (max_concurrent), checks payload.value == item.sequence (the
@@ -12,7 +13,7 @@ local M = {}
 
 -- What the stream specs share: the fixture plugin (fixtures/streams.lua),
 -- its stream family, and stream timings shrunk so retries and takeovers
--- happen within a spec's patience.
+-- happen within a test's patience.
 M.FIXTURE = "tests/spec/fixtures/streams.lua"
 M.FAMILY = "ProbeStream"
 M.STREAMS = { holder_probe_ms = 300, reclaim_ms = 400, backoff_min_ms = 50, backoff_max_ms = 400 }

@@ -1,5 +1,5 @@
 -- processes_spec.lua: many `durable run` hosts and producer processes on one
--- database (issue 6) -- PostgreSQL, or one SQLite file shared by them all.
+-- database -- PostgreSQL, or one SQLite file shared by them all.
 --
 -- Real processes throughout: hosts are `durable run` of the fixture plugin
 -- tests/spec/fixtures/processes.lua (NodeType MpProbe consuming the family
@@ -11,7 +11,8 @@
 -- checks read that file:
 --
 --   a. one host, a separate producer: every item once, in order, across a
---      recycle of the consumer mid-stream (the original's distributed case);
+--      recycle of the consumer mid-stream (streams_spec's first case, with
+--      real processes);
 --   b. two hosts, 20 owners x 50 items: once each, in order, one pid per
 --      owner; SIGTERM releases every lease and exits 0;
 --   c. two hosts SIGKILLed and restarted again and again while a producer
@@ -568,7 +569,8 @@ describe("many processes on one store (" .. cmd.KIND .. ")", function()
       assert.equal(2, checkpoint, "host A never completed item 2")
       assert.is_true(refused, "the claim from this process was not refused: "
         .. table.concat(helper.logs, "\n"))
-      -- refused about every second, but said once per holder (issue 13)
+      -- refused about every second, but said once per holder: a waiting
+      -- host must not flood its log
       local said = 0
       for _, line in ipairs(helper.log_lines("is held by")) do
         if line:match("^info ") then said = said + 1 end

@@ -1,6 +1,6 @@
--- seeing_spec.lua: what an operator sees of streams (issue 14, "Seeing
--- it"): `durable streams` with the backlog's age, a failing consumer's
--- attempts and error and the dead-letter count; the counters of
+-- seeing_spec.lua: what an operator sees of streams: `durable streams`
+-- with the backlog's age, a failing consumer's attempts and error and the
+-- dead-letter count; the counters of
 -- mesh:stats().streams; `durable run --metrics HOST:PORT` scraped with curl
 -- while the host drains a stream; bad --metrics values refused.
 --

@@ -1,5 +1,5 @@
 -- store_processes_spec.lua: the store with other processes writing at the
--- same time (issue 2, "bad input gets a clear error and loses nothing"):
+-- same time (bad input gets a clear error, and nothing is lost):
 -- two processes writing one SQLite file at once both succeed and lose
 -- nothing; a PostgreSQL connection killed while writes are in flight loses
 -- no write that was reported done (each is reported failed, or present).

@@ -1,4 +1,4 @@
--- stream_ids_spec.lua: idempotent producers (issue 12, point 2).  A publish
+-- stream_ids_spec.lua: idempotent producers (publish ids).  A publish
 -- may carry an id; a publish whose id the stream already holds completes
 -- with the sequence it got the first time and appends nothing -- from Lua,
 -- from the `durable publish --id` command, from another mesh or process on
@@ -53,7 +53,7 @@ describe("an idempotent publish", function()
     -- ids are per stream: the same id on another stream is another item
     local other = { namespace = "Ids2", key = key }
     assert.equal(1, helper.ok(client:publish_durable(other, { n = 1 }, { id = "order-3" })))
-    -- and the stream is listed as before, its state as the spec says
+    -- and the stream is listed as before, its state as doc/design.md tells it
     local state = helper.ok(mesh:get_node(stream_path(key))).content
     assert.equal(4, state.LastSequence)
   end)

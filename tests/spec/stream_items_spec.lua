@@ -2,7 +2,7 @@
 -- hold: a publish is cold and durable; payload text is kept byte for byte;
 -- sequences are never handed out twice, even past an item left above
 -- LastSequence by a crash; bad stream ids and missing payloads are refused
--- with the spec's messages before anything is written; only producers
+-- with messages naming the rule before anything is written; only producers
 -- create streams; the items of a stream owned by a thread message land in
 -- durable_stream_items.
 local helper = require "helper"
@@ -114,7 +114,7 @@ describe("a durable stream's items", function()
     assert.equal(7, helper.ok(mesh:get_node(path)).content.LastSequence)
   end)
 
-  it("are refused for bad stream ids and missing payloads, with the spec's messages, writing nothing",
+  it("are refused for bad stream ids and missing payloads, with messages naming the rule, writing nothing",
     function()
       open()
       local key = ns .. "/refused"

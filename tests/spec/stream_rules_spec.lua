@@ -1,5 +1,5 @@
--- stream_rules_spec.lua: rules of the spec that only show in their order
--- or their absence.  The next item is handed over only once the previous
+-- stream_rules_spec.lua: rules of durable streams that only show in their
+-- order or their absence.  The next item is handed over only once the previous
 -- acknowledgement is saved; a dormant consumer claims nothing and arms no
 -- timer; a producer whose stream node refused an append (it vanished
 -- behind the producer's directory) ensures the stream and resends, once.

@@ -1,10 +1,12 @@
--- streams_spec.lua: the seven cases of the original's
--- DurableStreamConsumerTest (reference section 10.1), with its shapes: the
--- publisher sends { value = i } as item i, the handler (tests/spec/probe.lua)
--- checks value == sequence, records the items in flight and completes a few
--- ms later; "quiet" is a short pause in which no new item is handled (a
--- duplicate or a replay would show in it).  Timings are shrunk through
--- durable.open's `streams` option; the guarantees are the spec's:
+-- streams_spec.lua: the seven cases of a durable stream consumer (a
+-- recycle mid-stream, the checkpoint on the stream node, a dormant consumer,
+-- a recycled stream hub, a takeover, two racing subscribers, an orphaned
+-- stream), all with one shape: the publisher sends { value = i } as item
+-- i, the handler (tests/spec/probe.lua) checks value == sequence, records
+-- the items in flight and completes a few ms later; "quiet" is a short
+-- pause in which no new item is handled (a duplicate or a replay would
+-- show in it).  Timings are shrunk through
+-- durable.open's `streams` option; the guarantees checked are these:
 --
 --   * an acknowledged item is never handed over again, across a recycle of
 --     the consumer, of the stream hub, a takeover and a race;
@@ -18,8 +20,8 @@ local probe = require "probe"
 local FIXTURE = probe.FIXTURE
 local FAMILY = probe.FAMILY
 local CONSUMER = "DurableStreamConsumerProbe"
-local QUIET_MS = 300      -- the original: 2 s
-local DORMANT_MS = 300    -- the original: 3 s
+local QUIET_MS = 300      -- long beside the few ms an item takes here
+local DORMANT_MS = 300    -- ... and beside a wake, were one to come
 local STREAMS = probe.STREAMS
 
 describe("a durable stream consumer", function()

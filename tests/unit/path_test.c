@@ -269,7 +269,8 @@ static void test_owner_invalid(void) {
 }
 
 static void test_table(void) {
-  /* The longest-segment rule, as the issue states it. */
+  /* The longest-segment rule: a path lives in the table of the longest
+   * mapped segment it holds, wherever that segment is. */
   CHECK_EQ_STR(durable__path_table("T/_ThreadMessage/m1/_DurableStream/Log/"
                                    "_DurableStreamItem/000000000001"),
                "durable_stream_items");

@@ -2,7 +2,7 @@
  * stream_test.c: durable streams seen from C: publish, the stream hub's
  * serial chain, the leased consumer on a NodeType, recycle mid-stream, the
  * plain reader.  The behaviour specs (tests/spec/streams_spec.lua) pin the
- * spec's seven cases from Lua on both stores; this unit keeps the C API
+ * consumer's seven cases from Lua on both stores; this unit keeps the C API
  * honest on its own, on sqlite::memory:.  The mesh, its client hub and its
  * log are tests/support/mesh_fixture.h's, with short stream timings.
  */

@@ -281,8 +281,8 @@ function Reply:pending() end
 
 -- ---- durable streams (bindings/lua/streams.c) -----------------------------------
 
----true, or nil, message, "EINVAL" with the spec's message for a bad stream
----id ("A durable stream needs a non-empty Namespace without '/' (was '')."
+---true, or nil, message, "EINVAL" with durable_stream_check's message for a
+---bad stream id ("A durable stream needs a non-empty Namespace without '/' (was '')."
 ---/ "Durable stream 'NS' needs the owning node's path as Key." / a path rule).
 ---@param namespace string|nil
 ---@param key string|nil
@@ -313,7 +313,7 @@ function core.stream_path(namespace, key) end
 ---Every hub of node_type consumes the family `namespace`.  spec =
 ---{ key_of = fn(hub) -> key | nil (the hub's address), source_of =
 ---fn(hub) -> source table | nil, run = fn(hub, item, reply) }, each called
----through the one protected call; the spec is held for the mesh's life.
+---through the one protected call; that table is held for the mesh's life.
 function core.primitives.mesh.consume_type(mesh, node_type, namespace, spec) end
 
 ---Append `payload_text` (JSON text, kept byte for byte); cb(true,
