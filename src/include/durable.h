@@ -926,9 +926,10 @@ int durable_mesh_serve_metrics(durable_mesh_t *mesh, const char *address,
  * connection (which may or may not have committed) is safe, from this
  * process or any other, on both stores -- the node table's primary key
  * decides, not a cache.  Ids are per stream; one publish id names one item.
- * An id is remembered as long as its node exists: nothing removes it today
- * (streams are not trimmed), and a future trim will keep it at least as
- * long as its item.
+ * An id is remembered as long as its node exists: a trim deletes items,
+ * never ids (durable_stream_trim), so a retried publish of a trimmed item
+ * is still answered with its sequence; deleting the stream removes its ids
+ * (durable_stream_delete).
  *
  * An id is one path segment of 1 to DURABLE_PUBLISH_ID_MAX bytes: valid
  * UTF-8, no '/', no backslash, no control character, not "." or "..", and its
