@@ -6,13 +6,10 @@
  * chain per activation: one operation finishes -- store write, and for a
  * claim the ping of the holder -- before the next starts.  That is what
  * makes sequences contiguous and the lease exclusive within a process.
- * Across processes each operation is a compare-and-set on the stream node:
- * the part of the state it decided on -- LastSequence for an append, the
- * lease for a claim, ack or release -- must not have moved since it was
- * read, checked in the write transaction itself.  So two stream hubs in two
- * processes cannot both win (the loser re-reads and decides again), while a
- * producer's append in one process and the holder's ack in another do not
- * get in each other's way.
+ * Across processes each operation writes its decision as a compare-and-set
+ * on the stream node (stream_hub_write.c): the part of the state it decided
+ * on must not have moved since it was read, else it reads again and decides
+ * again.
  *
  *   request --> chain: [append ack append append] [claim] [release] ...
  *                        one transaction            ping holder if held
@@ -22,12 +19,8 @@
  * Appends and acknowledgements waiting in the chain together go into one
  * transaction: the items, the new LastSequence and the new Checkpoint, all
  * or nothing -- so a consumer keeping up with a producer shares its
- * commits.  The stream node is replaced at the version the hub last saw
- * (no read, no decode); after another process's write was in the way, it
- * is read and changed under the row's lock instead, for a while -- and
- * there an append that finds the tail moved takes the sequences after it,
- * its items made again on the writer thread (remake_write), rather than
- * losing again to the producers that keep the lock busy.  The next
+ * commits.  An append that finds the tail moved by another process's
+ * appends takes the sequences after it (stream_hub_write.c).  The next
  * sequence is re-derived after a recycle or a failure from both LastSequence
  * and the highest stored item, so an item left above LastSequence (made by
  * hand, or by another writer) is never handed out twice.
@@ -48,8 +41,7 @@
  * per orphan period.
  */
 #include "lease.h"
-#include "protocol.h"
-#include "stream.h"
+#include "stream_hub.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -57,10 +49,6 @@
 #include <string.h>
 
 #define APPEND_BATCH 256
-/* After another process's write was found in the way, the state is decided
- * under the row's lock (read-modify-write) for this long, rather than
- * replaced at a cached version that keeps going stale. */
-#define CONTENDED_MS 1000
 /* Compare-and-set retries before an operation is reported failed. */
 #define MAX_ATTEMPTS 8
 /* ... and for an append that lost its sequences to another process's
@@ -69,70 +57,21 @@
  * (the stream's row lock orders them).  Bounded only against a livelock. */
 #define MAX_CONTENDED 256
 
-typedef struct op_s op_t;
-struct op_s {
-  op_t *next;
-  durable__stream_op_t kind;
-  durable_reply_t *reply;
-  durable__stream_req_t *req; /* what was asked (protocol.h) */
-  int typed;                  /* asked with a typed body: answer in kind */
-  int attempts;
-  /* an ack in a batch: refused (fenced), and why */
-  int refused;
-  char *reason;
-  /* an append in a batch: the sequence it is answered with (its item's, or
-   * for a repeated publish id the first append's) */
-  int64_t seq;
-  /* an append whose publish id was found stored: its sequence (0: not) */
-  int64_t known;
-};
-
-typedef struct {
-  durable_hub_t *hub;
-  durable_mesh_t *mesh;
-  char *path;
-  char items_ns[DURABLE_PATH_MAX + 32];
-  durable__stream_state_t state;
-  int have_state;
-  int64_t next_seq; /* 0: derive again */
-  /* the stream node's version that `state` is: the next write replaces the
-   * node at that version, unread (0: not known, so read-modify-write) */
-  int64_t version;
-  uint64_t contended_until; /* uv_now: another process writes here too */
-  op_t *head, *tail;
-  int busy;
-  int dead; /* the hub left: queued operations are not run any more */
-  int waking, woken;
-  char *holder;          /* a claim's probe in flight: the holder probed */
-  char *holder_instance; /* ... when it is in another process: which */
-  size_t batch;    /* operations in the transaction in flight (the head's) */
-  size_t appends;  /* ... of which appends that make an item */
-  int with_ids;    /* ... of which some carry a publish id */
-  size_t looking;  /* publish ids being read after the batch hit one */
-  int failed_code; /* ... and what the batch failed with */
-  char failed_message[256];
-  size_t failed_write; /* the last write's refused write: 1 + its index */
-  /* an operator's seek or trim in flight: the checkpoint (seek) or
-   * TrimmedThrough (trim) it moves from; the trim moves the checkpoint */
-  int64_t op_was;
-  int op_forced;
-} shub_t;
-
 static const char shub_key;
 
 /* ---- the chain
  * ---------------------------------------------------------------- */
 
-static void pump(shub_t *sh);
+static void pump(durable__shub_t *sh);
 
-static void op_free(op_t *op) {
+static void op_free(durable__shub_op_t *op) {
   durable__body_free(op->req ? &op->req->base : NULL);
   free(op->reason);
   free(op);
 }
 
-static op_t *pop(shub_t *sh) {
-  op_t *op = sh->head;
+static durable__shub_op_t *pop(durable__shub_t *sh) {
+  durable__shub_op_t *op = sh->head;
   if (op) {
     sh->head = op->next;
     if (sh->head == NULL)
@@ -141,13 +80,13 @@ static op_t *pop(shub_t *sh) {
   return op;
 }
 
-static durable_stream_id_t id_of(const shub_t *sh) {
+static durable_stream_id_t id_of(const durable__shub_t *sh) {
   return (durable_stream_id_t){.ns = sh->state.ns, .key = sh->state.key};
 }
 
 /* Answer `op` with `ans` (taken; NULL: out of memory), in the form it was
  * asked in. */
-static void answer(op_t *op, durable__stream_ans_t *ans) {
+static void answer(durable__shub_op_t *op, durable__stream_ans_t *ans) {
   if (ans == NULL) {
     durable_reply_fail(op->reply, DURABLE_ENOMEM, "out of memory");
   } else if (op->typed) {
@@ -165,7 +104,7 @@ static void answer(op_t *op, durable__stream_ans_t *ans) {
 }
 
 /* An answer of ok / not ok (ack, release). */
-static void answer_ok(op_t *op, int ok, const char *reason) {
+static void answer_ok(durable__shub_op_t *op, int ok, const char *reason) {
   durable__stream_ans_t *ans = durable__stream_ans_new();
   if (ans) {
     ans->ok = ok;
@@ -178,29 +117,21 @@ static void answer_ok(op_t *op, int ok, const char *reason) {
 }
 
 /* The head operation is over: answered by the caller. */
-static void next_op(shub_t *sh) {
+static void next_op(durable__shub_t *sh) {
   op_free(pop(sh));
   sh->busy = 0;
   pump(sh);
 }
 
-static void fail_head(shub_t *sh, int code, const char *message) {
+static void fail_head(durable__shub_t *sh, int code, const char *message) {
   durable_reply_fail(sh->head->reply, code, message);
   next_op(sh);
 }
 
-/* What the hub knows of its node is no longer to be trusted: read it again
- * (and its version), and derive the next sequence again. */
-static void forget_state(shub_t *sh) {
-  sh->have_state = 0;
-  sh->version = 0;
-  sh->next_seq = 0;
-}
-
 /* A compare-and-set lost, or the store refused: read again and decide again
  * (bounded), else fail the head. */
-static void retry_head(shub_t *sh, int code, const char *message) {
-  forget_state(sh);
+static void retry_head(durable__shub_t *sh, int code, const char *message) {
+  durable__shub_forget_state(sh);
   if (++sh->head->attempts >= MAX_ATTEMPTS) {
     fail_head(sh, code, message);
     return;
@@ -212,7 +143,7 @@ static void retry_head(shub_t *sh, int code, const char *message) {
 /* The stored tail or checkpoint may have moved since this hub read them
  * (another process appends and acknowledges): a request beyond them is
  * decided again on the stored state before it is refused. */
-static int read_again_first(shub_t *sh, int beyond) {
+static int read_again_first(durable__shub_t *sh, int beyond) {
   if (!beyond || sh->head->attempts > 0)
     return 0;
   retry_head(sh, DURABLE_EINVAL, "read again");
@@ -222,7 +153,7 @@ static int read_again_first(shub_t *sh, int beyond) {
 /* A stream being deleted (durable_stream_delete) takes no append, claim,
  * seek or trim: refused with ENOTFOUND, after one read again -- it may be
  * gone by now, and then a producer makes a new one. */
-static int refuse_deleting(shub_t *sh, const char *what) {
+static int refuse_deleting(durable__shub_t *sh, const char *what) {
   if (sh->state.deleting_at == 0)
     return 0;
   if (read_again_first(sh, 1))
@@ -237,321 +168,26 @@ static int refuse_deleting(shub_t *sh, const char *what) {
   return 1;
 }
 
-/* ---- writes of the state
- * ---------------------------------------------------------- */
-
-typedef void (*written_fn)(shub_t *sh, const durable_result_t *res);
-
-/* What an operation decided on, and so what it may change.  An append
- * decided on LastSequence and changes only that; a claim, ack or release
- * decided on the lease (holder, process, epoch, checkpoint) and changes only
- * the lease's fields.  So an append and an ack made at once by two
- * processes -- a producer and the holder -- both go through.  A batch of
- * this process's appends and acks decides on both. */
-typedef enum { PART_TAIL = 1, PART_LEASE = 2 } part_t;
-
-typedef struct {
-  shub_t *sh;
-  written_fn then;
-  int part;                     /* part_t bits */
-  durable__stream_state_t base; /* the state the decision was made on */
-  durable__stream_state_t next; /* the decision */
-  const char *path;
-  /* set by the mutator: the state as stored now -- the one written, or on
-   * a lost compare-and-set the one that won */
-  durable__stream_state_t seen;
-  int have_seen;
-  int replace; /* written as a replace at sh->version, not by the mutator */
-  /* a batch's appends, made again by the mutator's decision (remake) */
-  struct batch_write_s *made; /* one per extra write, or NULL */
-  const char *items_ns;
-  int64_t shift;   /* the mutator's: sequences this much later than decided */
-  int64_t made_at; /* the shift the store's writes were last made at */
-  int remade;      /* ... and this run changed it: make them again */
-  int went_back;   /* the mutator's: the stored tail is behind the decision
-                      (deleted and made anew): decide from scratch */
-} write_ctx_t;
-
-/* An extra write of a batch: an item, or the node of its publish id
- * (`id_path`), for the sequence `seq` as decided on the cached state. */
-typedef struct batch_write_s {
-  int64_t seq;         /* 0 ends the list */
-  const char *payload; /* an item's: the op's, alive until it is answered */
-  int64_t appended_at; /* an item's */
-  char *id_path;       /* an id node's, owned */
-} batch_write_t;
-
-/* A batch's list of extra writes (ends at seq 0), with its id paths. */
-static void made_free(batch_write_t *made) {
-  for (size_t i = 0; made && made[i].seq != 0; i++)
-    free(made[i].id_path);
-  free(made);
-}
-
-static int same_str(const char *a, const char *b) {
-  return a == b || (a && b && strcmp(a, b) == 0);
-}
-
-/* The compare-and-set, as a mutator (writer thread: touches only `arg`
- * and what it allocates): refused with DURABLE_ECONFLICT when the part
- * decided on moved since it was read, else the stored state with that part
- * replaced by the decision. */
-static int mutate_state(const durable_node_t *current, char **content,
-                        char **node_type, void *arg) {
-  write_ctx_t *w = arg;
-  const durable__stream_state_t *base = &w->base, *next = &w->next;
-  durable__stream_state_t cur;
-  if (current == NULL)
-    return DURABLE_ENOTFOUND;
-  int decoded = durable__state_decode(current->content, w->path, &cur);
-  if (decoded < 0)
-    return decoded;
-  int tail_moved =
-      (w->part & PART_TAIL) && cur.last_sequence != base->last_sequence;
-  int lease_moved =
-      (w->part & PART_LEASE) &&
-      (!same_str(cur.subscriber, base->subscriber) ||
-       !same_str(cur.subscriber_instance, base->subscriber_instance) ||
-       cur.lease_epoch != base->lease_epoch ||
-       cur.checkpoint != base->checkpoint);
-  /* Another process appended since the decision: a batch whose items are
-   * made here (remake) takes the sequences after its tail instead, decided
-   * under the row's lock, so that it cannot be overtaken again.  A tail
-   * behind the decision is a stream deleted and made anew: no shift can
-   * mend that, the sequence is derived again. */
-  w->shift = 0;
-  w->went_back =
-      (w->part & PART_TAIL) && cur.last_sequence < base->last_sequence;
-  if (tail_moved && w->made && !w->went_back) {
-    /* the first item right after the stored tail: the decision's own
-     * first sequence may be further off than the tail it read (derived
-     * from a newer last item), and must not leave a gap; never back, onto
-     * items stored above the tail (made by hand) that it knew of */
-    int64_t shift = cur.last_sequence + 1 - w->made[0].seq;
-    w->shift = shift > 0 ? shift : 0;
-    tail_moved = 0;
-  }
-  /* the items stand as last made, unless the shift changed (remake_write;
-   * until it has made them all, they are at no shift) */
-  w->remade = w->shift != w->made_at;
-  if (w->remade)
-    w->made_at = INT64_MIN;
-  /* a stream being deleted takes no append and no new lease (a claim's,
-   * seek's or trim's decision made before it began is refused) */
-  int deleting_began = cur.deleting_at != base->deleting_at;
-  int moved = tail_moved || lease_moved || deleting_began;
-  int rc = moved ? DURABLE_ECONFLICT : 1;
-  if (!moved && (w->part & PART_TAIL))
-    cur.last_sequence = next->last_sequence + w->shift;
-  if (!moved && (w->part & PART_LEASE)) {
-    if (durable__str_set(&cur.subscriber, next->subscriber) < 0 ||
-        durable__str_set(&cur.subscriber_instance, next->subscriber_instance) <
-            0 ||
-        durable__str_set(&cur.last_subscriber, next->last_subscriber) < 0)
-      rc = DURABLE_ENOMEM;
-    cur.lease_epoch = next->lease_epoch;
-    cur.subscribed_at = next->subscribed_at;
-    cur.checkpoint = next->checkpoint;
-    cur.checkpoint_at = next->checkpoint_at;
-    cur.orphaned_at = next->orphaned_at;
-    /* only ever raised (by a trim): a decision made on a state read
-     * before a trim must not lower it */
-    if (next->trimmed_through > cur.trimmed_through)
-      cur.trimmed_through = next->trimmed_through;
-    cur.deleting_at = next->deleting_at;   /* only a delete sets it */
-    if (next->hold_until > cur.hold_until) /* only ever moved later */
-      cur.hold_until = next->hold_until;
-  }
-  if (rc == 1) {
-    *content = durable__state_encode(&cur);
-    *node_type = strdup(DURABLE__STREAM_TYPE);
-    if (*content == NULL || *node_type == NULL)
-      rc = DURABLE_ENOMEM;
-  }
-  /* a group that is run again calls the mutator again: keep the last */
-  durable__state_free(&w->seen);
-  w->have_seen = rc == 1 || rc == DURABLE_ECONFLICT;
-  if (w->have_seen)
-    w->seen = cur; /* taken */
-  else
-    durable__state_free(&cur);
-  return rc;
-}
-
-static void write_ctx_free(write_ctx_t *w) {
-  made_free(w->made);
-  durable__state_free(&w->base);
-  durable__state_free(&w->next);
-  durable__state_free(&w->seen);
-  free(w);
-}
-
-static void on_written(const durable_result_t *res, void *data) {
-  write_ctx_t *w = data;
-  shub_t *sh = w->sh;
-  durable__stream_state_t *stored = NULL;
-  if (res->status == 0) {
-    /* written: the decision (a replace) or what the mutator stored */
-    stored = w->replace ? &w->next : w->have_seen ? &w->seen : NULL;
-    sh->version = durable__written_version(res, 0);
-    if (w->shift != 0 && !w->replace) {
-      /* the mutator took later sequences (remake_write): so do the
-       * answers of the batch's appends */
-      op_t *op = sh->head;
-      for (size_t i = 0; op && i < sh->batch; i++, op = op->next)
-        if (op->kind == DURABLE__OP_APPEND)
-          op->seq += w->shift;
-    }
-  } else if (res->status == DURABLE_ECONFLICT && w->went_back) {
-    forget_state(sh); /* a new stream: read it, derive its next sequence */
-  } else if (res->status == DURABLE_ECONFLICT && w->have_seen) {
-    /* the mutator read the row under its lock and found another process's
-     * write in the way: the retry decides on that without reading again */
-    stored = &w->seen;
-    sh->version = 0;
-  } else if (w->replace && (res->status == DURABLE_ECONFLICT ||
-                            res->status == DURABLE_EEXIST)) {
-    /* the cached state went stale: decide under the lock from now on; the
-     * mutator compares only the part decided on */
-    sh->version = 0;
-    sh->contended_until = uv_now(durable_mesh_loop(sh->mesh)) + CONTENDED_MS;
-  } else {
-    sh->have_state = 0;
-    sh->version = 0;
-  }
-  sh->failed_write = res->status < 0 ? durable__failed_write(res) : 0;
-  if (sh->failed_write > 1 && w->have_seen && !w->replace) {
-    /* the stream node's write went through and was rolled back with the
-     * item or effect refused after it: what the mutator saw is what is
-     * stored, not what it wrote */
-    durable__state_free(&w->seen);
-    if (durable__state_copy(&w->base, &w->seen) == 0)
-      stored = &w->seen;
-    else
-      stored = NULL, sh->have_state = 0;
-  }
-  if (stored) {
-    durable__state_free(&sh->state);
-    sh->state = *stored;
-    memset(stored, 0, sizeof *stored);
-    sh->have_state = 1;
-  }
-  w->then(sh, res);
-  durable_hub_unref(sh->hub);
-  write_ctx_free(w);
-}
-
-/* Extra write `i` of a batch, made on the mutator's decision (writer
- * thread: touches only `arg`, the payloads it borrows, and what it
- * allocates). */
-static int remake_write(void *arg, size_t i, char **path, char **content) {
-  write_ctx_t *w = arg;
-  if (!w->remade)
-    return 1; /* made at this shift already */
-  const batch_write_t *b = &w->made[i - 1];
-  int64_t seq = b->seq + w->shift;
-  if (b->id_path) {
-    *path = strdup(b->id_path);
-    *content = durable__publish_id_encode(seq);
-  } else {
-    char id[13];
-    durable__item_id(seq, id);
-    size_t n = strlen(w->items_ns) + 1 + strlen(id) + 1;
-    if ((*path = malloc(n)) != NULL)
-      snprintf(*path, n, "%s/%s", w->items_ns, id);
-    *content = durable__item_encode(seq, b->payload, b->appended_at);
-  }
-  if (b[1].seq == 0 && *path && *content)
-    w->made_at = w->shift; /* the last one: all made at this shift */
-  return 0;
-}
-
-/* Write the decision `next` (made on the cached state) into the stream node,
- * changing only `part`, then `extra` writes (items) in the same
- * transaction.  The stream node comes first: a compare-and-set lost to
- * another process is refused before any item is tried.  Takes `next`. */
-static void write_state(shub_t *sh, int part, durable__stream_state_t *next,
-                        durable_write_t *extra, size_t nextra,
-                        batch_write_t *made, const char *as, written_fn then) {
-  write_ctx_t *w = calloc(1, sizeof(*w));
-  if (w) {
-    w->made = made; /* taken */
-    w->items_ns = sh->items_ns;
-  } else {
-    made_free(made);
-  }
-  durable_write_t *writes = calloc(nextra + 1, sizeof(*writes));
-  durable_error_t err = {0};
-  int rc = DURABLE_ENOMEM;
-  if (w)
-    w->next = *next; /* taken */
-  else
-    durable__state_free(next);
-  if (w && writes && durable__state_copy(&sh->state, &w->base) == 0) {
-    for (size_t i = 0; i < nextra; i++)
-      writes[i + 1] = extra[i];
-    w->sh = sh;
-    w->then = then;
-    w->part = part;
-    w->path = sh->path;
-    /* Known at its version and nobody else writing: the whole new state,
-     * checked against the version by the database (no read, no decode on
-     * the writer).  Else read-modify-write of the part decided on. */
-    char *content = NULL;
-    w->replace = sh->version > 0 &&
-                 uv_now(durable_mesh_loop(sh->mesh)) >= sh->contended_until &&
-                 (content = durable__state_encode(&w->next)) != NULL;
-    if (w->replace)
-      writes[0] = (durable_write_t){.kind = DURABLE_WRITE_REPLACE,
-                                    .path = sh->path,
-                                    .node_type = DURABLE__STREAM_TYPE,
-                                    .content = content,
-                                    .expected_version = sh->version};
-    else
-      writes[0] = (durable_write_t){.kind = DURABLE_WRITE_MUTATE,
-                                    .path = sh->path,
-                                    .mutate = mutate_state,
-                                    .mutate_arg = w};
-    durable_hub_ref(sh->hub);
-    rc = durable__store_write_remade(
-        durable_mesh_store(sh->mesh), as, writes, nextra + 1,
-        !w->replace && w->made ? remake_write : NULL, on_written, w, &err);
-    free(content);
-    if (rc < 0)
-      durable_hub_unref(sh->hub);
-  }
-  free(writes);
-  if (rc < 0) {
-    sh->failed_write = 0;
-    if (w)
-      write_ctx_free(w);
-    durable_result_t res = {.status = rc,
-                            .message =
-                                err.message[0] ? err.message : "out of memory"};
-    then(sh, &res);
-  }
-}
-
 static int64_t now_ms(void) {
   return durable__now_ms();
 }
 
 /* This process, as a lease names it. */
-static const char *here(const shub_t *sh) {
+static const char *here(const durable__shub_t *sh) {
   return durable_store_instance(durable_mesh_store(sh->mesh));
 }
 
 /* Held by another process with items waiting: should that process die,
  * this host's waker must know the stream (the change feed tells only of
  * other processes' commits, not of this one's appends). */
-static void suspect_if_elsewhere(shub_t *sh) {
+static void suspect_if_elsewhere(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   if (durable__lease_where(s, here(sh)) == DURABLE__LEASE_ELSEWHERE &&
       durable__lease_waiting(s))
     durable__waker_suspect(sh->mesh, sh->path, s->subscriber_instance);
 }
 
-static void forget_holder(shub_t *sh) {
+static void forget_holder(durable__shub_t *sh) {
   free(sh->holder);
   free(sh->holder_instance);
   sh->holder = sh->holder_instance = NULL;
@@ -561,7 +197,7 @@ static void forget_holder(shub_t *sh) {
  * -------------------------------------------------------------------- */
 
 static void on_woken(durable__wake_outcome_t outcome, void *data) {
-  shub_t *sh = data;
+  durable__shub_t *sh = data;
   sh->waking = 0;
   /* once per orphan period; an owner that could not be read is tried
    * again at the next append */
@@ -570,7 +206,7 @@ static void on_woken(durable__wake_outcome_t outcome, void *data) {
   durable_hub_unref(sh->hub);
 }
 
-static void wake_owner(shub_t *sh) {
+static void wake_owner(durable__shub_t *sh) {
   if (sh->waking || sh->woken)
     return; /* once per orphan period */
   if (sh->mesh->closing)
@@ -588,12 +224,12 @@ static void wake_owner(shub_t *sh) {
  * ------------------------------------------------------------------------------
  */
 
-static int fenced(shub_t *sh, const op_t *op);
+static int fenced(durable__shub_t *sh, const durable__shub_op_t *op);
 
 /* An ack's decision on the cached state: 1 when it moves the checkpoint, 0
  * when there is nothing to write (a repeat: accepted; fenced: refused,
  * `reason` set). */
-static int decide_ack(shub_t *sh, op_t *op) {
+static int decide_ack(durable__shub_t *sh, durable__shub_op_t *op) {
   const durable__stream_state_t *s = &sh->state;
   free(op->reason);
   op->reason = NULL;
@@ -614,7 +250,7 @@ static int decide_ack(shub_t *sh, op_t *op) {
 }
 
 /* Answer an append with `seq`. */
-static void answer_seq(op_t *op, int64_t seq) {
+static void answer_seq(durable__shub_op_t *op, int64_t seq) {
   durable__stream_ans_t *ans = durable__stream_ans_new();
   if (ans == NULL) {
     /* the item is saved: a bare "out of memory" would tell the producer
@@ -635,9 +271,9 @@ static void answer_seq(op_t *op, int64_t seq) {
 /* Answer the `n` operations of a batch at the head of the chain, and take
  * them off it: appends with the sequences run_batch gave them, acks as
  * decide_ack decided. */
-static void answer_batch(shub_t *sh, size_t n) {
+static void answer_batch(durable__shub_t *sh, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    op_t *op = pop(sh);
+    durable__shub_op_t *op = pop(sh);
     if (op->kind == DURABLE__OP_APPEND) {
       answer_seq(op, op->seq);
     } else {
@@ -651,19 +287,19 @@ static void answer_batch(shub_t *sh, size_t n) {
  * ---------------------------------------------------------------------- */
 
 typedef struct {
-  shub_t *sh;
-  op_t *op;
+  durable__shub_t *sh;
+  durable__shub_op_t *op;
 } id_read_t;
 
 /* Every id read is back: the appends whose id was found are answered with
  * the sequence it names and leave the chain (they are among the first ops:
  * nothing leaves the front while the hub is busy); the rest is decided
  * again from a fresh state. */
-static void ids_read(shub_t *sh, size_t n) {
+static void ids_read(durable__shub_t *sh, size_t n) {
   size_t found = 0;
-  op_t **link = &sh->head, *last = NULL;
+  durable__shub_op_t **link = &sh->head, *last = NULL;
   for (size_t i = 0; i < n && *link; i++) {
-    op_t *op = *link;
+    durable__shub_op_t *op = *link;
     if (op->kind == DURABLE__OP_APPEND && op->known > 0) {
       *link = op->next;
       answer_seq(op, op->known);
@@ -681,14 +317,14 @@ static void ids_read(shub_t *sh, size_t n) {
     retry_head(sh, sh->failed_code, sh->failed_message);
     return;
   }
-  forget_state(sh);
+  durable__shub_forget_state(sh);
   sh->busy = 0;
   pump(sh);
 }
 
 static void on_id_read(const durable_result_t *res, void *data) {
   id_read_t *r = data;
-  shub_t *sh = r->sh;
+  durable__shub_t *sh = r->sh;
   if (res->status == 0) /* 0: not known, also for want of memory */
     r->op->known = durable__publish_id_sequence(res->node->content);
   if (r->op->known < 0)
@@ -701,13 +337,14 @@ static void on_id_read(const durable_result_t *res, void *data) {
 
 /* The batch of `n` ops failed on a node that exists: read the node of each
  * publish id in it, then ids_read. */
-static void read_ids(shub_t *sh, size_t n, const durable_result_t *res) {
+static void read_ids(durable__shub_t *sh, size_t n,
+                     const durable_result_t *res) {
   sh->failed_code = res->status;
   snprintf(sh->failed_message, sizeof sh->failed_message, "%s",
            res->message ? res->message : durable_strerror(res->status));
   sh->batch = n;
   sh->looking = 1; /* held until every read is out */
-  op_t *op = sh->head;
+  durable__shub_op_t *op = sh->head;
   for (size_t i = 0; i < n && op; i++, op = op->next) {
     op->known = 0;
     if (op->kind != DURABLE__OP_APPEND || op->req->id == NULL)
@@ -735,7 +372,7 @@ static void read_ids(shub_t *sh, size_t n, const durable_result_t *res) {
 }
 
 /* The batch run_batch wrote came back. */
-static void batch_written(shub_t *sh, const durable_result_t *res) {
+static void batch_written(durable__shub_t *sh, const durable_result_t *res) {
   /* the batch written, not the operations in the chain now: more may have
    * queued behind it while the transaction was in flight */
   size_t n = sh->batch, appends = sh->appends;
@@ -770,9 +407,9 @@ static void batch_written(shub_t *sh, const durable_result_t *res) {
                      "Durable stream %s: %s failed: %s",
                      durable__stream_name(&id).text,
                      appends ? "append" : "acknowledgement", res->message);
-    forget_state(sh);
+    durable__shub_forget_state(sh);
     for (size_t i = 0; i < n; i++) {
-      op_t *op = pop(sh);
+      durable__shub_op_t *op = pop(sh);
       durable_reply_fail(op->reply, res->status, res->message);
       op_free(op);
     }
@@ -792,13 +429,13 @@ static void batch_written(shub_t *sh, const durable_result_t *res) {
   pump(sh);
 }
 
-static void derive_next(shub_t *sh);
+static void derive_next(durable__shub_t *sh);
 
 /* An acknowledgement with the item's effects came back.  A refused effect
  * (a replace whose version moved, a create of a present node) fails this
  * item alone: nothing of it was written, and its consumer hands it again.
  * Anything else is what any lease write meets (batch_written). */
-static void commit_written(shub_t *sh, const durable_result_t *res) {
+static void commit_written(durable__shub_t *sh, const durable_result_t *res) {
   if (res->status < 0 && sh->failed_write > 1) {
     sh->batch = sh->appends = 0;
     fail_head(sh, res->status, res->message);
@@ -814,8 +451,8 @@ static void commit_written(shub_t *sh, const durable_result_t *res) {
  * effect the database refuses must fail this item alone.  A repeat of an
  * acknowledgement already written writes nothing again (its effects went
  * with the first). */
-static void run_commit(shub_t *sh) {
-  op_t *op = sh->head;
+static void run_commit(durable__shub_t *sh) {
+  durable__shub_op_t *op = sh->head;
   durable__stream_state_t next;
   if (!decide_ack(sh, op) && !op->refused) {
     /* a repeat: acknowledged already, and its effects went with that --
@@ -842,22 +479,23 @@ static void run_commit(shub_t *sh) {
   /* the effects are the consumer's writes: checked as its mesh's
    * principal, in the transaction (the claim already needed write on the
    * stream's owner, so the checkpoint passes the same check) */
-  write_state(sh, PART_LEASE, &next, op->req->effects->writes,
-              op->req->effects->count, NULL, durable_mesh_principal(sh->mesh),
-              commit_written);
+  durable__shub_write_state(sh, DURABLE__PART_LEASE, &next,
+                            op->req->effects->writes, op->req->effects->count,
+                            NULL, durable_mesh_principal(sh->mesh),
+                            commit_written);
 }
 
 /* The appends and acknowledgements at the head of the chain, in one
  * transaction: the items, and the stream node with the new LastSequence
  * and the new Checkpoint.  A consumer's ack that waits behind a producer's
  * appends so shares their commit instead of taking one of its own. */
-static void run_batch(shub_t *sh) {
+static void run_batch(durable__shub_t *sh) {
   size_t n = 0, appends = 0, ids = 0;
   int deleting = sh->state.deleting_at != 0;
   if (deleting && sh->head->kind == DURABLE__OP_APPEND &&
       refuse_deleting(sh, "appended to"))
     return;
-  for (op_t *op = sh->head;
+  for (durable__shub_op_t *op = sh->head;
        op && (op->kind == DURABLE__OP_APPEND || op->kind == DURABLE__OP_ACK) &&
        n < APPEND_BATCH;
        op = op->next) {
@@ -891,24 +529,25 @@ static void run_batch(shub_t *sh) {
   durable_write_t *items = calloc(cap, sizeof(*items));
   char(*paths)[DURABLE_PATH_MAX + 48] = calloc(cap, sizeof(*paths));
   char **contents = calloc(cap, sizeof(char *));
-  op_t **with_id = ids ? calloc(ids, sizeof(op_t *)) : NULL;
-  batch_write_t *made = calloc(cap + 1, sizeof(*made));
+  durable__shub_op_t **with_id =
+      ids ? calloc(ids, sizeof(durable__shub_op_t *)) : NULL;
+  durable__batch_write_t *made = calloc(cap + 1, sizeof(*made));
   int ok = items && paths && contents && (ids == 0 || with_id) && made;
-  int part = appends ? PART_TAIL : 0;
+  int part = appends ? DURABLE__PART_TAIL : 0;
   int64_t now = now_ms();
   size_t k = 0, w = 0, nid = 0;
-  op_t *op = sh->head;
+  durable__shub_op_t *op = sh->head;
   for (size_t i = 0; ok && i < n; i++, op = op->next) {
     if (op->kind == DURABLE__OP_ACK) {
       if (decide_ack(sh, op) && op->req->sequence > next.checkpoint) {
         next.checkpoint = op->req->sequence;
         next.checkpoint_at = now;
-        part |= PART_LEASE;
+        part |= DURABLE__PART_LEASE;
       }
       continue;
     }
     const char *pid = op->req->id;
-    op_t *first = NULL;
+    durable__shub_op_t *first = NULL;
     for (size_t j = 0; pid && j < nid && !first; j++)
       if (strcmp(with_id[j]->req->id, pid) == 0)
         first = with_id[j];
@@ -926,7 +565,7 @@ static void run_batch(shub_t *sh) {
                                  .path = paths[w],
                                  .node_type = DURABLE__ITEM_TYPE,
                                  .content = contents[w]};
-    made[w] = (batch_write_t){
+    made[w] = (durable__batch_write_t){
         .seq = op->seq, .payload = op->req->payload, .appended_at = now};
     w++;
     k++;
@@ -939,7 +578,8 @@ static void run_batch(shub_t *sh) {
                                    .path = paths[w],
                                    .node_type = DURABLE__ID_TYPE,
                                    .content = contents[w]};
-      made[w] = (batch_write_t){.seq = op->seq, .id_path = strdup(paths[w])};
+      made[w] =
+          (durable__batch_write_t){.seq = op->seq, .id_path = strdup(paths[w])};
       ok = ok && made[w].id_path != NULL;
       w++;
     }
@@ -960,12 +600,12 @@ static void run_batch(shub_t *sh) {
     sh->batch = n;
     sh->appends = k;
     sh->with_ids = nid > 0;
-    write_state(sh, part, &next, items, w, k ? made : NULL, NULL,
-                batch_written);
+    durable__shub_write_state(sh, part, &next, items, w, k ? made : NULL, NULL,
+                              batch_written);
     if (k)
       made = NULL; /* taken */
   }
-  made_free(made);
+  durable__batch_writes_free(made);
   for (size_t i = 0; contents && i < cap; i++)
     free(contents[i]);
   free(contents);
@@ -981,7 +621,7 @@ static void run_batch(shub_t *sh) {
 /* A lease write (claim, ack, release) came back: 1 when it was saved.  A
  * lost compare-and-set -- and for a claim a stream node that vanished -- is
  * decided again on a fresh read; any other failure fails the operation. */
-static int lease_saved(shub_t *sh, const durable_result_t *res,
+static int lease_saved(durable__shub_t *sh, const durable_result_t *res,
                        int retry_absent) {
   if (res->status == DURABLE_ECONFLICT ||
       (retry_absent && res->status == DURABLE_ENOTFOUND))
@@ -991,7 +631,7 @@ static int lease_saved(shub_t *sh, const durable_result_t *res,
   return res->status >= 0;
 }
 
-static void granted(shub_t *sh, const durable_result_t *res) {
+static void granted(durable__shub_t *sh, const durable_result_t *res) {
   if (res->status < 0)
     forget_holder(sh); /* before a retry probes a holder again */
   if (!lease_saved(sh, res, 1))
@@ -1017,7 +657,7 @@ static void granted(shub_t *sh, const durable_result_t *res) {
   next_op(sh);
 }
 
-static void grant(shub_t *sh) {
+static void grant(durable__shub_t *sh) {
   durable__stream_state_t next;
   if (durable__state_copy(&sh->state, &next) < 0 ||
       durable__str_set(&next.subscriber, sh->head->req->subscriber) < 0 ||
@@ -1035,11 +675,12 @@ static void grant(shub_t *sh) {
   uint32_t fence = durable__store_fence_ms(durable_mesh_store(sh->mesh));
   if (sh->holder_instance && fence > 0)
     next.hold_until = next.subscribed_at + fence;
-  write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, granted);
+  durable__shub_write_state(sh, DURABLE__PART_LEASE, &next, NULL, 0, NULL, NULL,
+                            granted);
 }
 
 /* The holder is alive: refused, nothing written. */
-static void refuse(shub_t *sh) {
+static void refuse(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   suspect_if_elsewhere(sh);
   durable__stream_ans_t *ans = durable__stream_ans_new();
@@ -1060,7 +701,7 @@ static void refuse(shub_t *sh) {
 }
 
 static void on_holder_ping(const durable_response_t *res, void *data) {
-  shub_t *sh = data;
+  durable__shub_t *sh = data;
   /* a holder that is recycling is alive: its item in flight finishes and
    * its release is the orphan event the claimant waits for */
   if (res->status == 0 || res->status == DURABLE_ESHUTDOWN)
@@ -1071,7 +712,7 @@ static void on_holder_ping(const durable_response_t *res, void *data) {
 }
 
 static void on_holder_alive(const durable_result_t *res, void *data) {
-  shub_t *sh = data;
+  durable__shub_t *sh = data;
   if (res->status == 0 && res->value == 0) {
     grant(sh); /* its process is gone: taken over */
   } else {
@@ -1096,7 +737,7 @@ static void on_holder_alive(const durable_result_t *res, void *data) {
  * answers).  Held in another process: is that process alive?  The
  * database answers (durable__store_alive), however busy the process is, so
  * a live holder keeps its lease through a handler of any length. */
-static void run_claim(shub_t *sh) {
+static void run_claim(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   if (refuse_deleting(sh, "claimed"))
     return;
@@ -1139,12 +780,12 @@ static void run_claim(shub_t *sh) {
 
 /* Acks and releases come from hubs of this process (the stream hub lives
  * where its requests come from): the lease must be theirs, here. */
-static int fenced(shub_t *sh, const op_t *op) {
+static int fenced(durable__shub_t *sh, const durable__shub_op_t *op) {
   return durable__lease_fenced(&sh->state, op->req->subscriber, op->req->epoch,
                                here(sh));
 }
 
-static void released(shub_t *sh, const durable_result_t *res) {
+static void released(durable__shub_t *sh, const durable_result_t *res) {
   if (!lease_saved(sh, res, 0))
     return;
   durable__lease_log_released(sh->mesh, &sh->state);
@@ -1155,8 +796,8 @@ static void released(shub_t *sh, const durable_result_t *res) {
   next_op(sh);
 }
 
-static void run_release(shub_t *sh) {
-  op_t *op = sh->head;
+static void run_release(durable__shub_t *sh) {
+  durable__shub_op_t *op = sh->head;
   if (fenced(sh, op)) { /* a stale release is ignored */
     answer_ok(op, 0, NULL);
     next_op(sh);
@@ -1172,7 +813,8 @@ static void run_release(shub_t *sh) {
   durable__str_set(&next.subscriber, NULL);
   durable__str_set(&next.subscriber_instance, NULL);
   next.orphaned_at = now_ms();
-  write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, released);
+  durable__shub_write_state(sh, DURABLE__PART_LEASE, &next, NULL, 0, NULL, NULL,
+                            released);
 }
 
 /* ---- an operator's seek and trim (operator.c)
@@ -1197,7 +839,7 @@ static int let_go(const durable__stream_state_t *s,
 /* The lease was let go: a holder in this process claims again at once; one
  * elsewhere when its waker sees the stream unheld (or at its next ack);
  * the owner is woken for items waiting. */
-static void after_let_go(shub_t *sh) {
+static void after_let_go(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   sh->woken = 0; /* a new orphan period */
   durable__consumers_lease_gone(sh->mesh, s->ns, s->key, 1);
@@ -1206,7 +848,7 @@ static void after_let_go(shub_t *sh) {
 }
 
 /* Answer an operator's request: done, and what it was before. */
-static void answer_was(op_t *op, int64_t was) {
+static void answer_was(durable__shub_op_t *op, int64_t was) {
   durable__stream_ans_t *ans = durable__stream_ans_new();
   if (ans) {
     ans->ok = 1;
@@ -1215,7 +857,7 @@ static void answer_was(op_t *op, int64_t was) {
   answer(op, ans);
 }
 
-static void seeked(shub_t *sh, const durable_result_t *res) {
+static void seeked(durable__shub_t *sh, const durable_result_t *res) {
   int64_t was = sh->op_was;
   if (!lease_saved(sh, res, 0))
     return;
@@ -1235,7 +877,7 @@ static void seeked(shub_t *sh, const durable_result_t *res) {
 
 /* Seek: the checkpoint set to the request's sequence (back: replay;
  * forward: skip), the lease let go. */
-static void run_seek(shub_t *sh) {
+static void run_seek(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   int64_t to = sh->head->req->sequence;
   if (refuse_deleting(sh, "sought") ||
@@ -1270,10 +912,11 @@ static void run_seek(shub_t *sh) {
     return;
   }
   sh->op_was = s->checkpoint;
-  write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, seeked);
+  durable__shub_write_state(sh, DURABLE__PART_LEASE, &next, NULL, 0, NULL, NULL,
+                            seeked);
 }
 
-static void trimmed(shub_t *sh, const durable_result_t *res) {
+static void trimmed(durable__shub_t *sh, const durable_result_t *res) {
   int64_t was = sh->op_was;
   int forced = sh->op_forced;
   if (!lease_saved(sh, res, 0))
@@ -1300,8 +943,8 @@ static void trimmed(shub_t *sh, const durable_result_t *res) {
  * asking for one hears so instead of waiting; the asker deletes them after.
  * Never past the checkpoint, unless forced (Epoch 1): then the checkpoint
  * moves to N as by a seek. */
-static void run_trim(shub_t *sh) {
-  op_t *op = sh->head;
+static void run_trim(durable__shub_t *sh) {
+  durable__shub_op_t *op = sh->head;
   const durable__stream_state_t *s = &sh->state;
   int64_t to = op->req->sequence;
   int force = op->req->epoch == 1; /* 2: retention's, never forced */
@@ -1347,7 +990,8 @@ static void run_trim(shub_t *sh) {
   if (to > next.trimmed_through)
     next.trimmed_through = to;
   sh->op_was = s->trimmed_through;
-  write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, trimmed);
+  durable__shub_write_state(sh, DURABLE__PART_LEASE, &next, NULL, 0, NULL, NULL,
+                            trimmed);
 }
 
 /* Delete, in two requests.  The first marks the stream DeletingAt and lets
@@ -1357,7 +1001,7 @@ static void run_trim(shub_t *sh) {
  * claimed.  The asker deletes the items and publish ids (operator.c), then
  * asks again (Sequence 1), and the node itself goes: the next publish
  * makes a new stream, from sequence 1. */
-static void delete_marked(shub_t *sh, const durable_result_t *res) {
+static void delete_marked(durable__shub_t *sh, const durable_result_t *res) {
   if (!lease_saved(sh, res, 0))
     return;
   const durable__stream_state_t *s = &sh->state;
@@ -1393,7 +1037,7 @@ static int still_deleting(const durable_node_t *current, char **content,
 }
 
 static void on_node_deleted(const durable_result_t *res, void *data) {
-  shub_t *sh = data;
+  durable__shub_t *sh = data;
   if (res->status == DURABLE_ECONFLICT) {
     durable_stream_id_t id = id_of(sh);
     char message[sizeof(durable__stream_name_t) + 160];
@@ -1401,7 +1045,7 @@ static void on_node_deleted(const durable_result_t *res, void *data) {
              "durable stream %s was made anew while this delete ran (another "
              "delete finished first): it stays",
              durable__stream_name(&id).text);
-    forget_state(sh);
+    durable__shub_forget_state(sh);
     fail_head(sh, DURABLE_ECONFLICT, message);
   } else if (res->status < 0 && res->status != DURABLE_ENOTFOUND) {
     fail_head(sh, res->status, res->message);
@@ -1412,7 +1056,7 @@ static void on_node_deleted(const durable_result_t *res, void *data) {
                      "anew, from sequence 1",
                      durable__stream_name(&id).text, sh->head->req->subscriber);
     answer_was(sh->head, sh->state.last_sequence);
-    forget_state(sh);
+    durable__shub_forget_state(sh);
     sh->woken = 0;
     durable__directory_forget(sh->mesh, sh->path);
     next_op(sh);
@@ -1420,8 +1064,8 @@ static void on_node_deleted(const durable_result_t *res, void *data) {
   durable_hub_unref(sh->hub);
 }
 
-static void run_delete(shub_t *sh) {
-  op_t *op = sh->head;
+static void run_delete(durable__shub_t *sh) {
+  durable__shub_op_t *op = sh->head;
   const durable__stream_state_t *s = &sh->state;
   durable_stream_id_t id = id_of(sh);
   char message[sizeof(durable__stream_name_t) + DURABLE_PATH_MAX + 200];
@@ -1491,13 +1135,14 @@ static void run_delete(shub_t *sh) {
     return;
   }
   next.deleting_at = now_ms();
-  write_state(sh, PART_LEASE, &next, NULL, 0, NULL, NULL, delete_marked);
+  durable__shub_write_state(sh, DURABLE__PART_LEASE, &next, NULL, 0, NULL, NULL,
+                            delete_marked);
 }
 
 /* ---- loading the state
  * --------------------------------------------------------------------- */
 
-static void run_head(shub_t *sh) {
+static void run_head(durable__shub_t *sh) {
   switch (sh->head->kind) {
   case DURABLE__OP_APPEND:
   case DURABLE__OP_ACK:
@@ -1522,7 +1167,7 @@ static void run_head(shub_t *sh) {
 }
 
 static void on_last_item(const durable_result_t *res, void *data) {
-  shub_t *sh = data;
+  durable__shub_t *sh = data;
   if (res->status < 0) {
     retry_head(sh, res->status, res->message);
   } else {
@@ -1533,7 +1178,7 @@ static void on_last_item(const durable_result_t *res, void *data) {
   durable_hub_unref(sh->hub);
 }
 
-static void derive_next(shub_t *sh) {
+static void derive_next(durable__shub_t *sh) {
   durable_error_t err = {0};
   durable_hub_ref(sh->hub);
   if (durable__store_last_item(durable_mesh_store(sh->mesh), NULL, sh->items_ns,
@@ -1544,7 +1189,7 @@ static void derive_next(shub_t *sh) {
 }
 
 static void on_state_read(const durable_result_t *res, void *data) {
-  shub_t *sh = data;
+  durable__shub_t *sh = data;
   if (res->status == DURABLE_ENOTFOUND) {
     /* never made, or deleted: a producer ensures it and asks again */
     durable_stream_id_t id = id_of(sh);
@@ -1568,14 +1213,14 @@ static void on_state_read(const durable_result_t *res, void *data) {
   durable_hub_unref(sh->hub);
 }
 
-static void pump(shub_t *sh) {
+static void pump(durable__shub_t *sh) {
   if (sh->busy)
     return;
   while (sh->dead && sh->head) {
     /* Left (its quiesce budget ran out): what was queued never ran and was
      * answered ShuttingDown already; running it now would duplicate what a
      * producer resends to the next activation. */
-    op_t *op = pop(sh);
+    durable__shub_op_t *op = pop(sh);
     durable_reply_fail(op->reply, DURABLE_ESHUTDOWN, "the stream hub left");
     op_free(op);
   }
@@ -1602,7 +1247,7 @@ static void pump(shub_t *sh) {
 static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
                        durable_reply_t *reply, void *data) {
   durable__stream_op_t kind = (durable__stream_op_t)(intptr_t)data;
-  shub_t *sh = durable__hub_attached(hub, &shub_key);
+  durable__shub_t *sh = durable__hub_attached(hub, &shub_key);
   /* a typed body from this process's producers and consumers, else JSON */
   durable__stream_req_t *req = (durable__stream_req_t *)durable__msg_take(msg);
   int typed = req != NULL;
@@ -1638,7 +1283,7 @@ static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
     durable__body_free(&req->base);
     return;
   }
-  op_t *op = bad ? NULL : calloc(1, sizeof(*op));
+  durable__shub_op_t *op = bad ? NULL : calloc(1, sizeof(*op));
   if (sh == NULL)
     bad = "is not a durable stream hub";
   else if (bad == NULL && op == NULL)
@@ -1667,7 +1312,7 @@ static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
 }
 
 static void shub_free(void *data) {
-  shub_t *sh = data;
+  durable__shub_t *sh = data;
   while (sh->head)
     op_free(pop(sh)); /* replies ended with the hub */
   durable__state_free(&sh->state);
@@ -1679,7 +1324,7 @@ static void shub_free(void *data) {
 static void stream_hub_init(durable_hub_t *hub, durable_reply_t *done,
                             void *data) {
   (void)data;
-  shub_t *sh = calloc(1, sizeof(*sh));
+  durable__shub_t *sh = calloc(1, sizeof(*sh));
   if (sh == NULL || (sh->path = strdup(durable_hub_address(hub))) == NULL) {
     free(sh);
     durable_reply_fail(done, DURABLE_ENOMEM, "out of memory");
@@ -1699,7 +1344,7 @@ static void stream_hub_init(durable_hub_t *hub, durable_reply_t *done,
 
 static void stream_hub_dispose(durable_hub_t *hub, void *data) {
   (void)data;
-  shub_t *sh = durable__hub_attached(hub, &shub_key);
+  durable__shub_t *sh = durable__hub_attached(hub, &shub_key);
   if (sh)
     sh->dead = 1;
 }

@@ -1,0 +1,115 @@
+/*
+ * stream_hub.h: what the files of a stream node's hub share -- the hub
+ * (durable__shub_t), an operation of its serial chain (durable__shub_op_t)
+ * and the write of an operation's decision into the stream node.
+ *
+ * stream_hub.c takes the requests and runs the chain; what every operation
+ * needs, whichever file runs it, lies below it, so that the arrows between
+ * the files point one way (tests/house/circles.sh):
+ *
+ *   stream_hub.c         the requests; the chain's engine; appends and acks
+ *        |               in batches, claims, releases
+ *        v
+ *   stream_hub_write.c   the decision written: a compare-and-set on the node
+ */
+#ifndef DURABLE_STREAMS_STREAM_HUB_H
+#define DURABLE_STREAMS_STREAM_HUB_H
+
+#include "protocol.h"
+#include "stream.h"
+
+typedef struct durable__shub_op_s durable__shub_op_t;
+struct durable__shub_op_s {
+  durable__shub_op_t *next;
+  durable__stream_op_t kind;
+  durable_reply_t *reply;
+  durable__stream_req_t *req; /* what was asked (protocol.h) */
+  int typed;                  /* asked with a typed body: answer in kind */
+  int attempts;
+  /* an ack in a batch: refused (fenced), and why */
+  int refused;
+  char *reason;
+  /* an append in a batch: the sequence it is answered with (its item's, or
+   * for a repeated publish id the first append's) */
+  int64_t seq;
+  /* an append whose publish id was found stored: its sequence (0: not) */
+  int64_t known;
+};
+
+typedef struct {
+  durable_hub_t *hub;
+  durable_mesh_t *mesh;
+  char *path;
+  char items_ns[DURABLE_PATH_MAX + 32];
+  durable__stream_state_t state;
+  int have_state;
+  int64_t next_seq; /* 0: derive again */
+  /* the stream node's version that `state` is: the next write replaces the
+   * node at that version, unread (0: not known, so read-modify-write) */
+  int64_t version;
+  uint64_t contended_until; /* uv_now: another process writes here too */
+  durable__shub_op_t *head, *tail;
+  int busy;
+  int dead; /* the hub left: queued operations are not run any more */
+  int waking, woken;
+  char *holder;          /* a claim's probe in flight: the holder probed */
+  char *holder_instance; /* ... when it is in another process: which */
+  size_t batch;    /* operations in the transaction in flight (the head's) */
+  size_t appends;  /* ... of which appends that make an item */
+  int with_ids;    /* ... of which some carry a publish id */
+  size_t looking;  /* publish ids being read after the batch hit one */
+  int failed_code; /* ... and what the batch failed with */
+  char failed_message[256];
+  size_t failed_write; /* the last write's refused write: 1 + its index */
+  /* an operator's seek or trim in flight: the checkpoint (seek) or
+   * TrimmedThrough (trim) it moves from; the trim moves the checkpoint */
+  int64_t op_was;
+  int op_forced;
+} durable__shub_t;
+
+/* ---- stream_hub_write.c: an operation's decision written --------------- */
+
+/* What an operation decided on, and so what it may change.  An append
+ * decided on LastSequence and changes only that; a claim, ack or release
+ * decided on the lease (holder, process, epoch, checkpoint) and changes only
+ * the lease's fields.  So an append and an ack made at once by two
+ * processes -- a producer and the holder -- both go through.  A batch of
+ * this process's appends and acks decides on both. */
+typedef enum {
+  DURABLE__PART_TAIL = 1,
+  DURABLE__PART_LEASE = 2
+} durable__shub_part_t;
+
+/* An extra write of a batch: an item, or the node of its publish id
+ * (`id_path`), for the sequence `seq` as decided on the cached state. */
+typedef struct {
+  int64_t seq;         /* 0 ends the list */
+  const char *payload; /* an item's: the op's, alive until it is answered */
+  int64_t appended_at; /* an item's */
+  char *id_path;       /* an id node's, owned */
+} durable__batch_write_t;
+
+/* A batch's list of extra writes (ends at seq 0), with its id paths. */
+void durable__batch_writes_free(durable__batch_write_t *made);
+
+/* What the hub knows of its node is no longer to be trusted: read it again
+ * (and its version), and derive the next sequence again. */
+void durable__shub_forget_state(durable__shub_t *sh);
+
+typedef void (*durable__shub_written_fn)(durable__shub_t *sh,
+                                         const durable_result_t *res);
+
+/* Write the decision `next` (made on the cached state) into the stream node,
+ * changing only `part` (durable__shub_part_t bits), then `extra` writes
+ * (items, effects) in the same transaction, checked as the principal `as`
+ * (NULL: the platform); `made` (taken; NULL for none) are the batch's items
+ * and ids, made again at later sequences should another process's appends
+ * be in the way.  `then` hears how it went, with `sh->state` what is stored
+ * now when that is known.  Takes `next`. */
+void durable__shub_write_state(durable__shub_t *sh, int part,
+                               durable__stream_state_t *next,
+                               durable_write_t *extra, size_t nextra,
+                               durable__batch_write_t *made, const char *as,
+                               durable__shub_written_fn then);
+
+#endif
