@@ -49,10 +49,9 @@
 #include <string.h>
 
 #define APPEND_BATCH 256
-/* Compare-and-set retries before an operation is reported failed. */
-#define MAX_ATTEMPTS 8
-/* ... and for an append that lost its sequences to another process's
- * append: it goes on after the tail it just read, so each attempt costs one
+/* Compare-and-set retries of an append that lost its sequences to another
+ * process's append (other operations: stream_hub_op.c's MAX_ATTEMPTS): it
+ * goes on after the tail it just read, so each attempt costs one
  * transaction, and producers of several processes on one stream take turns
  * (the stream's row lock orders them).  Bounded only against a livelock. */
 #define MAX_CONTENDED 256
@@ -63,110 +62,6 @@ static const char shub_key;
  * ---------------------------------------------------------------- */
 
 static void pump(durable__shub_t *sh);
-
-static void op_free(durable__shub_op_t *op) {
-  durable__body_free(op->req ? &op->req->base : NULL);
-  free(op->reason);
-  free(op);
-}
-
-static durable__shub_op_t *pop(durable__shub_t *sh) {
-  durable__shub_op_t *op = sh->head;
-  if (op) {
-    sh->head = op->next;
-    if (sh->head == NULL)
-      sh->tail = NULL;
-  }
-  return op;
-}
-
-static durable_stream_id_t id_of(const durable__shub_t *sh) {
-  return (durable_stream_id_t){.ns = sh->state.ns, .key = sh->state.key};
-}
-
-/* Answer `op` with `ans` (taken; NULL: out of memory), in the form it was
- * asked in. */
-static void answer(durable__shub_op_t *op, durable__stream_ans_t *ans) {
-  if (ans == NULL) {
-    durable_reply_fail(op->reply, DURABLE_ENOMEM, "out of memory");
-  } else if (op->typed) {
-    durable__reply_body(op->reply, &ans->base);
-  } else {
-    char *text = durable__stream_ans_json(op->kind, ans);
-    if (text)
-      durable_reply_ok(op->reply, text);
-    else
-      durable_reply_fail(op->reply, DURABLE_ENOMEM, "out of memory");
-    free(text);
-    durable__body_free(&ans->base);
-  }
-  op->reply = NULL;
-}
-
-/* An answer of ok / not ok (ack, release). */
-static void answer_ok(durable__shub_op_t *op, int ok, const char *reason) {
-  durable__stream_ans_t *ans = durable__stream_ans_new();
-  if (ans) {
-    ans->ok = ok;
-    if (durable__stream_ans_set(&ans->reason, reason) < 0) {
-      durable__body_free(&ans->base);
-      ans = NULL;
-    }
-  }
-  answer(op, ans);
-}
-
-/* The head operation is over: answered by the caller. */
-static void next_op(durable__shub_t *sh) {
-  op_free(pop(sh));
-  sh->busy = 0;
-  pump(sh);
-}
-
-static void fail_head(durable__shub_t *sh, int code, const char *message) {
-  durable_reply_fail(sh->head->reply, code, message);
-  next_op(sh);
-}
-
-/* A compare-and-set lost, or the store refused: read again and decide again
- * (bounded), else fail the head. */
-static void retry_head(durable__shub_t *sh, int code, const char *message) {
-  durable__shub_forget_state(sh);
-  if (++sh->head->attempts >= MAX_ATTEMPTS) {
-    fail_head(sh, code, message);
-    return;
-  }
-  sh->busy = 0;
-  pump(sh);
-}
-
-/* The stored tail or checkpoint may have moved since this hub read them
- * (another process appends and acknowledges): a request beyond them is
- * decided again on the stored state before it is refused. */
-static int read_again_first(durable__shub_t *sh, int beyond) {
-  if (!beyond || sh->head->attempts > 0)
-    return 0;
-  retry_head(sh, DURABLE_EINVAL, "read again");
-  return 1;
-}
-
-/* A stream being deleted (durable_stream_delete) takes no append, claim,
- * seek or trim: refused with ENOTFOUND, after one read again -- it may be
- * gone by now, and then a producer makes a new one. */
-static int refuse_deleting(durable__shub_t *sh, const char *what) {
-  if (sh->state.deleting_at == 0)
-    return 0;
-  if (read_again_first(sh, 1))
-    return 1;
-  durable_stream_id_t id = id_of(sh);
-  char message[sizeof(durable__stream_name_t) + 160];
-  snprintf(message, sizeof message,
-           "durable stream %s is being deleted (durable delete-stream): it "
-           "cannot be %s until that has finished",
-           durable__stream_name(&id).text, what);
-  fail_head(sh, DURABLE_ENOTFOUND, message);
-  return 1;
-}
 
 static int64_t now_ms(void) {
   return durable__now_ms();
@@ -191,33 +86,6 @@ static void forget_holder(durable__shub_t *sh) {
   free(sh->holder);
   free(sh->holder_instance);
   sh->holder = sh->holder_instance = NULL;
-}
-
-/* ---- wake the owner
- * -------------------------------------------------------------------- */
-
-static void on_woken(durable__wake_outcome_t outcome, void *data) {
-  durable__shub_t *sh = data;
-  sh->waking = 0;
-  /* once per orphan period; an owner that could not be read is tried
-   * again at the next append */
-  if (outcome != DURABLE__WAKE_UNAVAILABLE && outcome != DURABLE__WAKE_LEAVING)
-    sh->woken = 1;
-  durable_hub_unref(sh->hub);
-}
-
-static void wake_owner(durable__shub_t *sh) {
-  if (sh->waking || sh->woken)
-    return; /* once per orphan period */
-  if (sh->mesh->closing)
-    return; /* the next host to start wakes it */
-  sh->waking = 1;
-  durable_hub_ref(sh->hub);
-  durable_stream_id_t id = id_of(sh);
-  if (durable__wake_owner(sh->mesh, &id, on_woken, sh) < 0) {
-    sh->waking = 0;
-    durable_hub_unref(sh->hub);
-  }
 }
 
 /* ---- append
@@ -249,37 +117,18 @@ static int decide_ack(durable__shub_t *sh, durable__shub_op_t *op) {
   return op->req->sequence > s->checkpoint;
 }
 
-/* Answer an append with `seq`. */
-static void answer_seq(durable__shub_op_t *op, int64_t seq) {
-  durable__stream_ans_t *ans = durable__stream_ans_new();
-  if (ans == NULL) {
-    /* the item is saved: a bare "out of memory" would tell the producer
-     * that it was not (the store's wording for this, write.c) */
-    char message[96];
-    snprintf(message, sizeof message,
-             "out of memory after writing: the item was appended as "
-             "sequence %lld",
-             (long long)seq);
-    durable_reply_fail(op->reply, DURABLE_ENOMEM, message);
-    op->reply = NULL;
-    return;
-  }
-  ans->sequence = seq;
-  answer(op, ans);
-}
-
 /* Answer the `n` operations of a batch at the head of the chain, and take
  * them off it: appends with the sequences run_batch gave them, acks as
  * decide_ack decided. */
 static void answer_batch(durable__shub_t *sh, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    durable__shub_op_t *op = pop(sh);
+    durable__shub_op_t *op = durable__shub_pop(sh);
     if (op->kind == DURABLE__OP_APPEND) {
-      answer_seq(op, op->seq);
+      durable__shub_answer_seq(op, op->seq);
     } else {
-      answer_ok(op, !op->refused, op->reason);
+      durable__shub_answer_ok(op, !op->refused, op->reason);
     }
-    op_free(op);
+    durable__shub_op_free(op);
   }
 }
 
@@ -302,8 +151,8 @@ static void ids_read(durable__shub_t *sh, size_t n) {
     durable__shub_op_t *op = *link;
     if (op->kind == DURABLE__OP_APPEND && op->known > 0) {
       *link = op->next;
-      answer_seq(op, op->known);
-      op_free(op);
+      durable__shub_answer_seq(op, op->known);
+      durable__shub_op_free(op);
       found++;
     } else {
       last = op;
@@ -314,12 +163,11 @@ static void ids_read(durable__shub_t *sh, size_t n) {
     sh->tail = last;
   if (found == 0) {
     /* not an id: an item in the way, say */
-    retry_head(sh, sh->failed_code, sh->failed_message);
+    durable__shub_retry(sh, sh->failed_code, sh->failed_message);
     return;
   }
   durable__shub_forget_state(sh);
-  sh->busy = 0;
-  pump(sh);
+  durable__shub_go_on(sh);
 }
 
 static void on_id_read(const durable_result_t *res, void *data) {
@@ -383,11 +231,10 @@ static void batch_written(durable__shub_t *sh, const durable_result_t *res) {
     /* another process wrote first: decide again on what won, read under
      * the row lock (run_batch goes on after its tail) */
     if (++sh->head->attempts >= MAX_CONTENDED) {
-      fail_head(sh, res->status, res->message);
+      durable__shub_fail(sh, res->status, res->message);
       return;
     }
-    sh->busy = 0;
-    pump(sh);
+    durable__shub_go_on(sh);
     return;
   }
   if (res->status == DURABLE_EEXIST && with_ids) {
@@ -398,35 +245,33 @@ static void batch_written(durable__shub_t *sh, const durable_result_t *res) {
   if (res->status == DURABLE_ECONFLICT || res->status == DURABLE_EEXIST) {
     /* an item is in the way (made by hand, say): derive the sequence again
      * from both LastSequence and the highest stored item */
-    retry_head(sh, res->status, res->message);
+    durable__shub_retry(sh, res->status, res->message);
     return;
   }
   if (res->status < 0) {
-    durable_stream_id_t id = id_of(sh);
+    durable_stream_id_t id = durable__shub_id(sh);
     durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
                      "Durable stream %s: %s failed: %s",
                      durable__stream_name(&id).text,
                      appends ? "append" : "acknowledgement", res->message);
     durable__shub_forget_state(sh);
     for (size_t i = 0; i < n; i++) {
-      durable__shub_op_t *op = pop(sh);
+      durable__shub_op_t *op = durable__shub_pop(sh);
       durable_reply_fail(op->reply, res->status, res->message);
-      op_free(op);
+      durable__shub_op_free(op);
     }
-    sh->busy = 0;
-    pump(sh);
+    durable__shub_go_on(sh);
     return;
   }
   answer_batch(sh, n);
   if (appends) {
     sh->next_seq = sh->state.last_sequence + 1;
     if (sh->state.subscriber == NULL)
-      wake_owner(sh);
+      durable__shub_wake_owner(sh);
     else
       suspect_if_elsewhere(sh);
   }
-  sh->busy = 0;
-  pump(sh);
+  durable__shub_go_on(sh);
 }
 
 static void derive_next(durable__shub_t *sh);
@@ -438,7 +283,7 @@ static void derive_next(durable__shub_t *sh);
 static void commit_written(durable__shub_t *sh, const durable_result_t *res) {
   if (res->status < 0 && sh->failed_write > 1) {
     sh->batch = sh->appends = 0;
-    fail_head(sh, res->status, res->message);
+    durable__shub_fail(sh, res->status, res->message);
     return;
   }
   batch_written(sh, res);
@@ -463,12 +308,11 @@ static void run_commit(durable__shub_t *sh) {
   }
   if (op->refused) {
     answer_batch(sh, 1); /* refused (fenced, or a repeat) */
-    sh->busy = 0;
-    pump(sh);
+    durable__shub_go_on(sh);
     return;
   }
   if (durable__state_copy(&sh->state, &next) < 0) {
-    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
   next.checkpoint = op->req->sequence;
@@ -493,7 +337,7 @@ static void run_batch(durable__shub_t *sh) {
   size_t n = 0, appends = 0, ids = 0;
   int deleting = sh->state.deleting_at != 0;
   if (deleting && sh->head->kind == DURABLE__OP_APPEND &&
-      refuse_deleting(sh, "appended to"))
+      durable__shub_refuse_deleting(sh, "appended to"))
     return;
   for (durable__shub_op_t *op = sh->head;
        op && (op->kind == DURABLE__OP_APPEND || op->kind == DURABLE__OP_ACK) &&
@@ -521,7 +365,7 @@ static void run_batch(durable__shub_t *sh) {
     sh->next_seq = sh->state.last_sequence + 1;
   durable__stream_state_t next;
   if (durable__state_copy(&sh->state, &next) < 0) {
-    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
   /* an item per append, and an id node per publish id */
@@ -586,14 +430,13 @@ static void run_batch(durable__shub_t *sh) {
   }
   if (!ok) {
     durable__state_free(&next);
-    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
   } else if (part == 0) {
     /* acks only, and none moves the checkpoint: answered, nothing
      * written */
     durable__state_free(&next);
     answer_batch(sh, n);
-    sh->busy = 0;
-    pump(sh);
+    durable__shub_go_on(sh);
   } else {
     if (k)
       next.last_sequence = sh->next_seq + (int64_t)k - 1;
@@ -618,23 +461,10 @@ static void run_batch(durable__shub_t *sh) {
  * ---------------------------------------------------------------------------------
  */
 
-/* A lease write (claim, ack, release) came back: 1 when it was saved.  A
- * lost compare-and-set -- and for a claim a stream node that vanished -- is
- * decided again on a fresh read; any other failure fails the operation. */
-static int lease_saved(durable__shub_t *sh, const durable_result_t *res,
-                       int retry_absent) {
-  if (res->status == DURABLE_ECONFLICT ||
-      (retry_absent && res->status == DURABLE_ENOTFOUND))
-    retry_head(sh, res->status, res->message);
-  else if (res->status < 0)
-    fail_head(sh, res->status, res->message);
-  return res->status >= 0;
-}
-
 static void granted(durable__shub_t *sh, const durable_result_t *res) {
   if (res->status < 0)
     forget_holder(sh); /* before a retry probes a holder again */
-  if (!lease_saved(sh, res, 1))
+  if (!durable__shub_lease_saved(sh, res, 1))
     return;
   const durable__stream_state_t *s = &sh->state;
   durable__lease_log_granted(sh->mesh, s, sh->holder, sh->holder_instance,
@@ -653,8 +483,8 @@ static void granted(durable__shub_t *sh, const durable_result_t *res) {
       ans->hold_ms = (uint32_t)(s->hold_until - now);
   }
   forget_holder(sh);
-  answer(sh->head, ans);
-  next_op(sh);
+  durable__shub_answer(sh->head, ans);
+  durable__shub_next(sh);
 }
 
 static void grant(durable__shub_t *sh) {
@@ -663,7 +493,7 @@ static void grant(durable__shub_t *sh) {
       durable__str_set(&next.subscriber, sh->head->req->subscriber) < 0 ||
       durable__str_set(&next.subscriber_instance, here(sh)) < 0) {
     durable__state_free(&next); /* the copy, when it was made */
-    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
   next.lease_epoch++;
@@ -696,8 +526,8 @@ static void refuse(durable__shub_t *sh) {
     }
   }
   forget_holder(sh);
-  answer(sh->head, ans);
-  next_op(sh);
+  durable__shub_answer(sh->head, ans);
+  durable__shub_next(sh);
 }
 
 static void on_holder_ping(const durable_response_t *res, void *data) {
@@ -718,7 +548,7 @@ static void on_holder_alive(const durable_result_t *res, void *data) {
   } else {
     if (res->status < 0) {
       /* cannot tell: leave it the lease; the claimant tries again later */
-      durable_stream_id_t id = id_of(sh);
+      durable_stream_id_t id = durable__shub_id(sh);
       durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
                        "[DurableStreams] %s: could not tell whether process "
                        "%s, which holds the lease, is alive (%s); leaving it "
@@ -739,7 +569,7 @@ static void on_holder_alive(const durable_result_t *res, void *data) {
  * a live holder keeps its lease through a handler of any length. */
 static void run_claim(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
-  if (refuse_deleting(sh, "claimed"))
+  if (durable__shub_refuse_deleting(sh, "claimed"))
     return;
   durable__claim_t meets =
       durable__lease_claim(s, sh->head->req->subscriber, here(sh));
@@ -754,7 +584,7 @@ static void run_claim(durable__shub_t *sh) {
     sh->holder_instance = strdup(s->subscriber_instance);
   if (sh->holder == NULL || (!local && sh->holder_instance == NULL)) {
     forget_holder(sh);
-    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
   durable_error_t err = {0};
@@ -771,7 +601,7 @@ static void run_claim(durable__shub_t *sh) {
     if (local)
       grant(sh); /* cannot be reached at all */
     else
-      fail_head(sh, rc, err.message);
+      durable__shub_fail(sh, rc, err.message);
   }
 }
 
@@ -786,28 +616,28 @@ static int fenced(durable__shub_t *sh, const durable__shub_op_t *op) {
 }
 
 static void released(durable__shub_t *sh, const durable_result_t *res) {
-  if (!lease_saved(sh, res, 0))
+  if (!durable__shub_lease_saved(sh, res, 0))
     return;
   durable__lease_log_released(sh->mesh, &sh->state);
-  answer_ok(sh->head, 1, NULL);
+  durable__shub_answer_ok(sh->head, 1, NULL);
   sh->woken = 0; /* a new orphan period */
   if (durable__lease_waiting(&sh->state))
-    wake_owner(sh);
-  next_op(sh);
+    durable__shub_wake_owner(sh);
+  durable__shub_next(sh);
 }
 
 static void run_release(durable__shub_t *sh) {
   durable__shub_op_t *op = sh->head;
   if (fenced(sh, op)) { /* a stale release is ignored */
-    answer_ok(op, 0, NULL);
-    next_op(sh);
+    durable__shub_answer_ok(op, 0, NULL);
+    durable__shub_next(sh);
     return;
   }
   durable__stream_state_t next;
   if (durable__state_copy(&sh->state, &next) < 0 ||
       durable__str_set(&next.last_subscriber, op->req->subscriber) < 0) {
     durable__state_free(&next); /* the copy, when it was made */
-    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
   durable__str_set(&next.subscriber, NULL);
@@ -844,7 +674,7 @@ static void after_let_go(durable__shub_t *sh) {
   sh->woken = 0; /* a new orphan period */
   durable__consumers_lease_gone(sh->mesh, s->ns, s->key, 1);
   if (durable__lease_waiting(s))
-    wake_owner(sh);
+    durable__shub_wake_owner(sh);
 }
 
 /* Answer an operator's request: done, and what it was before. */
@@ -854,15 +684,15 @@ static void answer_was(durable__shub_op_t *op, int64_t was) {
     ans->ok = 1;
     ans->checkpoint = was;
   }
-  answer(op, ans);
+  durable__shub_answer(op, ans);
 }
 
 static void seeked(durable__shub_t *sh, const durable_result_t *res) {
   int64_t was = sh->op_was;
-  if (!lease_saved(sh, res, 0))
+  if (!durable__shub_lease_saved(sh, res, 0))
     return;
   const durable__stream_state_t *s = &sh->state;
-  durable_stream_id_t id = id_of(sh);
+  durable_stream_id_t id = durable__shub_id(sh);
   durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
                    "[DurableStreams] %s: checkpoint moved from %lld to %lld by "
                    "%s; the lease is free (epoch %lld), and the next holder "
@@ -872,7 +702,7 @@ static void seeked(durable__shub_t *sh, const durable_result_t *res) {
                    (long long)s->lease_epoch, (long long)s->checkpoint);
   answer_was(sh->head, was);
   after_let_go(sh);
-  next_op(sh);
+  durable__shub_next(sh);
 }
 
 /* Seek: the checkpoint set to the request's sequence (back: replay;
@@ -880,11 +710,11 @@ static void seeked(durable__shub_t *sh, const durable_result_t *res) {
 static void run_seek(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   int64_t to = sh->head->req->sequence;
-  if (refuse_deleting(sh, "sought") ||
-      read_again_first(sh, to > s->last_sequence))
+  if (durable__shub_refuse_deleting(sh, "sought") ||
+      durable__shub_read_again_first(sh, to > s->last_sequence))
     return;
   if (to < 0 || to > s->last_sequence || to < s->trimmed_through) {
-    durable_stream_id_t id = id_of(sh);
+    durable_stream_id_t id = durable__shub_id(sh);
     char message[sizeof(durable__stream_name_t) + 200];
     if (to < s->trimmed_through)
       snprintf(message, sizeof message,
@@ -898,17 +728,17 @@ static void run_seek(durable__shub_t *sh) {
                "%lld",
                durable__stream_name(&id).text, (long long)to,
                (long long)s->last_sequence);
-    fail_head(sh, DURABLE_EINVAL, message);
+    durable__shub_fail(sh, DURABLE_EINVAL, message);
     return;
   }
   durable__stream_state_t next;
   if (durable__state_copy(s, &next) < 0) {
-    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
   if (let_go(s, &next, to) < 0) {
     durable__state_free(&next);
-    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
   sh->op_was = s->checkpoint;
@@ -919,10 +749,10 @@ static void run_seek(durable__shub_t *sh) {
 static void trimmed(durable__shub_t *sh, const durable_result_t *res) {
   int64_t was = sh->op_was;
   int forced = sh->op_forced;
-  if (!lease_saved(sh, res, 0))
+  if (!durable__shub_lease_saved(sh, res, 0))
     return;
   const durable__stream_state_t *s = &sh->state;
-  durable_stream_id_t id = id_of(sh);
+  durable_stream_id_t id = durable__shub_id(sh);
   /* retention's trims (Epoch 2) come every few hundred ms on a busy
    * stream: the operator's own are the news */
   durable_mesh_log(
@@ -936,7 +766,7 @@ static void trimmed(durable__shub_t *sh, const durable_result_t *res) {
   answer_was(sh->head, was);
   if (forced)
     after_let_go(sh);
-  next_op(sh);
+  durable__shub_next(sh);
 }
 
 /* Trim: record that items 1 .. N go (TrimmedThrough), so that a reader
@@ -948,17 +778,18 @@ static void run_trim(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   int64_t to = op->req->sequence;
   int force = op->req->epoch == 1; /* 2: retention's, never forced */
-  if (refuse_deleting(sh, "trimmed") ||
-      read_again_first(sh, to > s->last_sequence || to > s->checkpoint))
+  if (durable__shub_refuse_deleting(sh, "trimmed") ||
+      durable__shub_read_again_first(sh, to > s->last_sequence ||
+                                             to > s->checkpoint))
     return;
-  durable_stream_id_t id = id_of(sh);
+  durable_stream_id_t id = durable__shub_id(sh);
   char message[sizeof(durable__stream_name_t) + 240];
   if (to < 1 || to > s->last_sequence) {
     snprintf(message, sizeof message,
              "cannot trim %s through %lld: its items are 1 to %lld",
              durable__stream_name(&id).text, (long long)to,
              (long long)s->last_sequence);
-    fail_head(sh, DURABLE_EINVAL, message);
+    durable__shub_fail(sh, DURABLE_EINVAL, message);
     return;
   }
   if (to > s->checkpoint && !force) {
@@ -967,24 +798,24 @@ static void run_trim(durable__shub_t *sh) {
              "(checkpoint %lld); trimming past the checkpoint needs force",
              durable__stream_name(&id).text, (long long)to,
              (long long)(s->checkpoint + 1), (long long)s->checkpoint);
-    fail_head(sh, DURABLE_EINVAL, message);
+    durable__shub_fail(sh, DURABLE_EINVAL, message);
     return;
   }
   if (to <= s->trimmed_through && to <= s->checkpoint) {
     /* recorded already: the deletes go on */
     answer_was(op, s->trimmed_through);
-    next_op(sh);
+    durable__shub_next(sh);
     return;
   }
   durable__stream_state_t next;
   if (durable__state_copy(s, &next) < 0) {
-    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
   sh->op_forced = to > s->checkpoint;
   if (sh->op_forced && let_go(s, &next, to) < 0) { /* forced: skip to it */
     durable__state_free(&next);
-    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
   if (to > next.trimmed_through)
@@ -1002,10 +833,10 @@ static void run_trim(durable__shub_t *sh) {
  * asks again (Sequence 1), and the node itself goes: the next publish
  * makes a new stream, from sequence 1. */
 static void delete_marked(durable__shub_t *sh, const durable_result_t *res) {
-  if (!lease_saved(sh, res, 0))
+  if (!durable__shub_lease_saved(sh, res, 0))
     return;
   const durable__stream_state_t *s = &sh->state;
-  durable_stream_id_t id = id_of(sh);
+  durable_stream_id_t id = durable__shub_id(sh);
   durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
                    "[DurableStreams] %s: being deleted by %s, with its items "
                    "1 to %lld; the lease is free (epoch %lld)",
@@ -1014,7 +845,7 @@ static void delete_marked(durable__shub_t *sh, const durable_result_t *res) {
   answer_was(sh->head, s->last_sequence);
   sh->woken = 0; /* the stream's next life wakes its owner afresh */
   durable__consumers_lease_gone(sh->mesh, s->ns, s->key, 1);
-  next_op(sh);
+  durable__shub_next(sh);
 }
 
 /* The last step's check, in the delete's transaction (writer thread):
@@ -1039,18 +870,18 @@ static int still_deleting(const durable_node_t *current, char **content,
 static void on_node_deleted(const durable_result_t *res, void *data) {
   durable__shub_t *sh = data;
   if (res->status == DURABLE_ECONFLICT) {
-    durable_stream_id_t id = id_of(sh);
+    durable_stream_id_t id = durable__shub_id(sh);
     char message[sizeof(durable__stream_name_t) + 160];
     snprintf(message, sizeof message,
              "durable stream %s was made anew while this delete ran (another "
              "delete finished first): it stays",
              durable__stream_name(&id).text);
     durable__shub_forget_state(sh);
-    fail_head(sh, DURABLE_ECONFLICT, message);
+    durable__shub_fail(sh, DURABLE_ECONFLICT, message);
   } else if (res->status < 0 && res->status != DURABLE_ENOTFOUND) {
-    fail_head(sh, res->status, res->message);
+    durable__shub_fail(sh, res->status, res->message);
   } else {
-    durable_stream_id_t id = id_of(sh);
+    durable_stream_id_t id = durable__shub_id(sh);
     durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
                      "[DurableStreams] %s: deleted by %s; a publish makes it "
                      "anew, from sequence 1",
@@ -1059,7 +890,7 @@ static void on_node_deleted(const durable_result_t *res, void *data) {
     durable__shub_forget_state(sh);
     sh->woken = 0;
     durable__directory_forget(sh->mesh, sh->path);
-    next_op(sh);
+    durable__shub_next(sh);
   }
   durable_hub_unref(sh->hub);
 }
@@ -1067,19 +898,20 @@ static void on_node_deleted(const durable_result_t *res, void *data) {
 static void run_delete(durable__shub_t *sh) {
   durable__shub_op_t *op = sh->head;
   const durable__stream_state_t *s = &sh->state;
-  durable_stream_id_t id = id_of(sh);
+  durable_stream_id_t id = durable__shub_id(sh);
   char message[sizeof(durable__stream_name_t) + DURABLE_PATH_MAX + 200];
   if (op->req->sequence != 0 && op->req->sequence != 1) {
-    fail_head(sh, DURABLE_EINVAL,
-              "durable.delete's Sequence is its step: 0 marks the stream, 1 "
-              "removes its node");
+    durable__shub_fail(
+        sh, DURABLE_EINVAL,
+        "durable.delete's Sequence is its step: 0 marks the stream, 1 "
+        "removes its node");
     return;
   }
   if (op->req->sequence == 1 && !op->typed) {
     /* only the runtime's delete knows the items and ids are gone */
-    fail_head(sh, DURABLE_EINVAL,
-              "durable.delete's last step is the runtime's "
-              "(durable_stream_delete)");
+    durable__shub_fail(sh, DURABLE_EINVAL,
+                       "durable.delete's last step is the runtime's "
+                       "(durable_stream_delete)");
     return;
   }
   if (op->req->sequence == 1) { /* the items are gone: the node goes */
@@ -1087,7 +919,7 @@ static void run_delete(durable__shub_t *sh) {
       snprintf(message, sizeof message,
                "durable stream %s is not being deleted",
                durable__stream_name(&id).text);
-      fail_head(sh, DURABLE_EINVAL, message);
+      durable__shub_fail(sh, DURABLE_EINVAL, message);
       return;
     }
     sh->op_was = s->deleting_at; /* still_deleting's, until it answers */
@@ -1101,21 +933,22 @@ static void run_delete(durable__shub_t *sh) {
     if (durable_store_write(durable_mesh_store(sh->mesh), del, 2,
                             on_node_deleted, sh, &err) < 0) {
       durable_hub_unref(sh->hub);
-      fail_head(sh, err.code, err.message);
+      durable__shub_fail(sh, err.code, err.message);
     }
     return;
   }
   if (s->deleting_at) { /* begun already: the deletes go on */
     /* ... on the stored state, not one cached before another delete
      * finished and a publish made the stream anew */
-    if (read_again_first(sh, 1))
+    if (durable__shub_read_again_first(sh, 1))
       return;
     answer_was(op, s->last_sequence);
-    next_op(sh);
+    durable__shub_next(sh);
     return;
   }
   if (s->subscriber && op->req->epoch == 0) {
-    if (read_again_first(sh, 1)) /* it may have been released meanwhile */
+    if (durable__shub_read_again_first(
+            sh, 1)) /* it may have been released meanwhile */
       return;
     snprintf(message, sizeof message,
              "durable stream %s is held by %s%s%s%s: deleting it under its "
@@ -1124,14 +957,14 @@ static void run_delete(durable__shub_t *sh) {
              s->subscriber_instance ? " (process " : "",
              s->subscriber_instance ? s->subscriber_instance : "",
              s->subscriber_instance ? ")" : "");
-    fail_head(sh, DURABLE_ECONFLICT, message);
+    durable__shub_fail(sh, DURABLE_ECONFLICT, message);
     return;
   }
   durable__stream_state_t next;
   if (durable__state_copy(s, &next) < 0 ||
       let_go(s, &next, s->checkpoint) < 0) {
     durable__state_free(&next);
-    fail_head(sh, DURABLE_ENOMEM, "out of memory");
+    durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
   next.deleting_at = now_ms();
@@ -1169,7 +1002,7 @@ static void run_head(durable__shub_t *sh) {
 static void on_last_item(const durable_result_t *res, void *data) {
   durable__shub_t *sh = data;
   if (res->status < 0) {
-    retry_head(sh, res->status, res->message);
+    durable__shub_retry(sh, res->status, res->message);
   } else {
     int64_t last = sh->state.last_sequence;
     sh->next_seq = (res->value > last ? res->value : last) + 1;
@@ -1184,7 +1017,7 @@ static void derive_next(durable__shub_t *sh) {
   if (durable__store_last_item(durable_mesh_store(sh->mesh), NULL, sh->items_ns,
                                on_last_item, sh, &err) < 0) {
     durable_hub_unref(sh->hub);
-    retry_head(sh, err.code, err.message);
+    durable__shub_retry(sh, err.code, err.message);
   }
 }
 
@@ -1192,18 +1025,18 @@ static void on_state_read(const durable_result_t *res, void *data) {
   durable__shub_t *sh = data;
   if (res->status == DURABLE_ENOTFOUND) {
     /* never made, or deleted: a producer ensures it and asks again */
-    durable_stream_id_t id = id_of(sh);
+    durable_stream_id_t id = durable__shub_id(sh);
     char message[sizeof(durable__stream_name_t) + 64];
     snprintf(message, sizeof message, "durable stream %s does not exist",
              durable__stream_name(&id).text);
     sh->woken = 0; /* when it is made (again), its owner is woken afresh */
-    fail_head(sh, DURABLE_ENOTFOUND, message);
+    durable__shub_fail(sh, DURABLE_ENOTFOUND, message);
   } else if (res->status < 0) {
-    retry_head(sh, res->status, res->message);
+    durable__shub_retry(sh, res->status, res->message);
   } else {
     durable__state_free(&sh->state);
     if (durable__state_decode(res->node->content, sh->path, &sh->state) < 0) {
-      fail_head(sh, DURABLE_ENOMEM, "out of memory");
+      durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     } else {
       sh->have_state = 1;
       sh->version = res->node->version;
@@ -1220,9 +1053,9 @@ static void pump(durable__shub_t *sh) {
     /* Left (its quiesce budget ran out): what was queued never ran and was
      * answered ShuttingDown already; running it now would duplicate what a
      * producer resends to the next activation. */
-    durable__shub_op_t *op = pop(sh);
+    durable__shub_op_t *op = durable__shub_pop(sh);
     durable_reply_fail(op->reply, DURABLE_ESHUTDOWN, "the stream hub left");
-    op_free(op);
+    durable__shub_op_free(op);
   }
   if (sh->head == NULL)
     return;
@@ -1233,7 +1066,7 @@ static void pump(durable__shub_t *sh) {
     if (durable_store_get(durable_mesh_store(sh->mesh), NULL, sh->path,
                           on_state_read, sh, &err) < 0) {
       durable_hub_unref(sh->hub);
-      fail_head(sh, err.code, err.message);
+      durable__shub_fail(sh, err.code, err.message);
     }
   } else {
     run_head(sh);
@@ -1313,8 +1146,8 @@ static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
 
 static void shub_free(void *data) {
   durable__shub_t *sh = data;
-  while (sh->head)
-    op_free(pop(sh)); /* replies ended with the hub */
+  while (sh->head) /* their replies ended with the hub */
+    durable__shub_op_free(durable__shub_pop(sh));
   durable__state_free(&sh->state);
   forget_holder(sh);
   free(sh->path);
@@ -1332,6 +1165,7 @@ static void stream_hub_init(durable_hub_t *hub, durable_reply_t *done,
   }
   sh->hub = hub; /* not a reference: sh lives inside the hub */
   sh->mesh = durable_hub_mesh(hub);
+  sh->pump = pump;
   snprintf(sh->items_ns, sizeof sh->items_ns, "%s/" DURABLE__ITEM_SEGMENT,
            sh->path);
   if (durable__hub_attach(hub, &shub_key, sh, shub_free) < 0) {

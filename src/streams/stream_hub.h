@@ -10,7 +10,13 @@
  *   stream_hub.c         the requests; the chain's engine; appends and acks
  *        |               in batches, claims, releases
  *        v
+ *   stream_hub_op.c      an operation's end: answered, failed, decided again;
+ *        |               the owner woken
+ *        v
  *   stream_hub_write.c   the decision written: a compare-and-set on the node
+ *
+ * The end of an operation starts the next one's turn: the files below
+ * stream_hub.c reach its engine through sh->pump, which it sets.
  */
 #ifndef DURABLE_STREAMS_STREAM_HUB_H
 #define DURABLE_STREAMS_STREAM_HUB_H
@@ -36,7 +42,8 @@ struct durable__shub_op_s {
   int64_t known;
 };
 
-typedef struct {
+typedef struct durable__shub_s durable__shub_t;
+struct durable__shub_s {
   durable_hub_t *hub;
   durable_mesh_t *mesh;
   char *path;
@@ -65,7 +72,59 @@ typedef struct {
    * TrimmedThrough (trim) it moves from; the trim moves the checkpoint */
   int64_t op_was;
   int op_forced;
-} durable__shub_t;
+  /* stream_hub.c's engine: runs the head once its turn comes (see
+   * durable__shub_go_on) */
+  void (*pump)(durable__shub_t *sh);
+};
+
+/* ---- stream_hub_op.c: an operation's end -------------------------------- */
+
+void durable__shub_op_free(durable__shub_op_t *op);
+/* The head off the chain (NULL: none). */
+durable__shub_op_t *durable__shub_pop(durable__shub_t *sh);
+/* The hub's stream, borrowed from its state. */
+durable_stream_id_t durable__shub_id(const durable__shub_t *sh);
+
+/* Answer `op` with `ans` (taken; NULL: out of memory), in the form it was
+ * asked in. */
+void durable__shub_answer(durable__shub_op_t *op, durable__stream_ans_t *ans);
+/* An answer of ok / not ok (ack, release). */
+void durable__shub_answer_ok(durable__shub_op_t *op, int ok,
+                             const char *reason);
+/* Answer an append with `seq`. */
+void durable__shub_answer_seq(durable__shub_op_t *op, int64_t seq);
+
+/* The head's turn is over (it stays on the chain, or left it already): the
+ * next turn begins. */
+void durable__shub_go_on(durable__shub_t *sh);
+/* The head operation is over, answered by the caller: off the chain, and
+ * the next turn begins. */
+void durable__shub_next(durable__shub_t *sh);
+/* The head fails with `code` and `message`. */
+void durable__shub_fail(durable__shub_t *sh, int code, const char *message);
+/* A compare-and-set lost, or the store refused: read again and decide again
+ * (bounded), else fail the head with `code` and `message`. */
+void durable__shub_retry(durable__shub_t *sh, int code, const char *message);
+/* The stored tail or checkpoint may have moved since this hub read them
+ * (another process appends and acknowledges): a request `beyond` them is
+ * decided again on the stored state before it is refused.  1 when it is
+ * (the head's turn is over), 0 to go on deciding. */
+int durable__shub_read_again_first(durable__shub_t *sh, int beyond);
+/* A stream being deleted (durable_stream_delete) takes no append, claim,
+ * seek or trim: refused with ENOTFOUND, saying it cannot be `what`, after
+ * one read again -- it may be gone by now, and then a producer makes a new
+ * one.  1 when refused or read again (the head's turn is over). */
+int durable__shub_refuse_deleting(durable__shub_t *sh, const char *what);
+/* A lease write (claim, ack, release, an operator's act) came back: 1 when
+ * it was saved.  A lost compare-and-set -- and with `retry_absent` (a
+ * claim) a stream node that vanished -- is decided again on a fresh read;
+ * any other failure fails the operation. */
+int durable__shub_lease_saved(durable__shub_t *sh, const durable_result_t *res,
+                              int retry_absent);
+
+/* Activate the owner and post it a wake (wake.c), once per orphan period:
+ * items wait that nobody holds. */
+void durable__shub_wake_owner(durable__shub_t *sh);
 
 /* ---- stream_hub_write.c: an operation's decision written --------------- */
 

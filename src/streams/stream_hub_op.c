@@ -1,0 +1,178 @@
+/*
+ * stream_hub_op.c: how an operation of a stream hub's chain ends, whichever
+ * file runs it -- answered in the form it was asked in, failed, or decided
+ * again on a fresh read -- and the turn passes to the next one.
+ *
+ * An operation is answered once: a typed request (this process's producers
+ * and consumers) with a typed body, a JSON one in JSON.  A compare-and-set
+ * lost, or a request beyond the tail or checkpoint this hub last read (the
+ * stored ones may have moved: another process appends and acknowledges),
+ * makes the hub read its node again and decide again, a bounded number of
+ * times, before the operation fails.  After an operation that leaves items
+ * nobody holds, the owner is woken, once per orphan period.
+ *
+ * The chain's engine is stream_hub.c's, which calls this file: the end of a
+ * turn reaches it through sh->pump, not by name, so that the arrows between
+ * the files point one way.
+ */
+#include "stream_hub.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Compare-and-set retries before an operation is reported failed. */
+#define MAX_ATTEMPTS 8
+
+void durable__shub_op_free(durable__shub_op_t *op) {
+  durable__body_free(op->req ? &op->req->base : NULL);
+  free(op->reason);
+  free(op);
+}
+
+durable__shub_op_t *durable__shub_pop(durable__shub_t *sh) {
+  durable__shub_op_t *op = sh->head;
+  if (op) {
+    sh->head = op->next;
+    if (sh->head == NULL)
+      sh->tail = NULL;
+  }
+  return op;
+}
+
+durable_stream_id_t durable__shub_id(const durable__shub_t *sh) {
+  return (durable_stream_id_t){.ns = sh->state.ns, .key = sh->state.key};
+}
+
+/* ---- answers ------------------------------------------------------------ */
+
+void durable__shub_answer(durable__shub_op_t *op, durable__stream_ans_t *ans) {
+  if (ans == NULL) {
+    durable_reply_fail(op->reply, DURABLE_ENOMEM, "out of memory");
+  } else if (op->typed) {
+    durable__reply_body(op->reply, &ans->base);
+  } else {
+    char *text = durable__stream_ans_json(op->kind, ans);
+    if (text)
+      durable_reply_ok(op->reply, text);
+    else
+      durable_reply_fail(op->reply, DURABLE_ENOMEM, "out of memory");
+    free(text);
+    durable__body_free(&ans->base);
+  }
+  op->reply = NULL;
+}
+
+void durable__shub_answer_ok(durable__shub_op_t *op, int ok,
+                             const char *reason) {
+  durable__stream_ans_t *ans = durable__stream_ans_new();
+  if (ans) {
+    ans->ok = ok;
+    if (durable__stream_ans_set(&ans->reason, reason) < 0) {
+      durable__body_free(&ans->base);
+      ans = NULL;
+    }
+  }
+  durable__shub_answer(op, ans);
+}
+
+void durable__shub_answer_seq(durable__shub_op_t *op, int64_t seq) {
+  durable__stream_ans_t *ans = durable__stream_ans_new();
+  if (ans == NULL) {
+    /* the item is saved: a bare "out of memory" would tell the producer
+     * that it was not (the store's wording for this, write.c) */
+    char message[96];
+    snprintf(message, sizeof message,
+             "out of memory after writing: the item was appended as "
+             "sequence %lld",
+             (long long)seq);
+    durable_reply_fail(op->reply, DURABLE_ENOMEM, message);
+    op->reply = NULL;
+    return;
+  }
+  ans->sequence = seq;
+  durable__shub_answer(op, ans);
+}
+
+/* ---- the end of a turn -------------------------------------------------- */
+
+void durable__shub_go_on(durable__shub_t *sh) {
+  sh->busy = 0;
+  sh->pump(sh);
+}
+
+void durable__shub_next(durable__shub_t *sh) {
+  durable__shub_op_free(durable__shub_pop(sh));
+  durable__shub_go_on(sh);
+}
+
+void durable__shub_fail(durable__shub_t *sh, int code, const char *message) {
+  durable_reply_fail(sh->head->reply, code, message);
+  durable__shub_next(sh);
+}
+
+void durable__shub_retry(durable__shub_t *sh, int code, const char *message) {
+  durable__shub_forget_state(sh);
+  if (++sh->head->attempts >= MAX_ATTEMPTS) {
+    durable__shub_fail(sh, code, message);
+    return;
+  }
+  durable__shub_go_on(sh);
+}
+
+int durable__shub_read_again_first(durable__shub_t *sh, int beyond) {
+  if (!beyond || sh->head->attempts > 0)
+    return 0;
+  durable__shub_retry(sh, DURABLE_EINVAL, "read again");
+  return 1;
+}
+
+int durable__shub_refuse_deleting(durable__shub_t *sh, const char *what) {
+  if (sh->state.deleting_at == 0)
+    return 0;
+  if (durable__shub_read_again_first(sh, 1))
+    return 1;
+  durable_stream_id_t id = durable__shub_id(sh);
+  char message[sizeof(durable__stream_name_t) + 160];
+  snprintf(message, sizeof message,
+           "durable stream %s is being deleted (durable delete-stream): it "
+           "cannot be %s until that has finished",
+           durable__stream_name(&id).text, what);
+  durable__shub_fail(sh, DURABLE_ENOTFOUND, message);
+  return 1;
+}
+
+int durable__shub_lease_saved(durable__shub_t *sh, const durable_result_t *res,
+                              int retry_absent) {
+  if (res->status == DURABLE_ECONFLICT ||
+      (retry_absent && res->status == DURABLE_ENOTFOUND))
+    durable__shub_retry(sh, res->status, res->message);
+  else if (res->status < 0)
+    durable__shub_fail(sh, res->status, res->message);
+  return res->status >= 0;
+}
+
+/* ---- wake the owner ----------------------------------------------------- */
+
+static void on_woken(durable__wake_outcome_t outcome, void *data) {
+  durable__shub_t *sh = data;
+  sh->waking = 0;
+  /* once per orphan period; an owner that could not be read is tried
+   * again at the next append */
+  if (outcome != DURABLE__WAKE_UNAVAILABLE && outcome != DURABLE__WAKE_LEAVING)
+    sh->woken = 1;
+  durable_hub_unref(sh->hub);
+}
+
+void durable__shub_wake_owner(durable__shub_t *sh) {
+  if (sh->waking || sh->woken)
+    return; /* once per orphan period */
+  if (sh->mesh->closing)
+    return; /* the next host to start wakes it */
+  sh->waking = 1;
+  durable_hub_ref(sh->hub);
+  durable_stream_id_t id = durable__shub_id(sh);
+  if (durable__wake_owner(sh->mesh, &id, on_woken, sh) < 0) {
+    sh->waking = 0;
+    durable_hub_unref(sh->hub);
+  }
+}
