@@ -1,11 +1,12 @@
 /*
  * operator.c: an operator's acts on a stream -- seek, trim and delete.
  *
- * Both are requests to the stream node's hub (stream_hub.c: run_seek,
- * run_trim), which decides them on the stored state in its serial chain,
- * like a claim or an ack, and logs them.  Both ask the same first: a mesh
+ * Each is a request to the stream node's hub (stream_hub_operator.c),
+ * which decides it on the stored state in its serial chain, like a claim
+ * or an ack, and logs it -- a delete two requests: one to mark the stream,
+ * the last to remove its node.  All three ask the same first: a mesh
  * acting as a principal needs write on the stream's owner, as a producer
- * does, and the stream must exist (neither creates one).
+ * does, and the stream must exist (none creates one).
  *
  * seek  sets the acknowledged checkpoint to N -- back to replay, forward to
  *       skip -- letting the lease go with a new epoch: the holder, wherever

@@ -9,7 +9,9 @@
  *
  *   stream_hub.c         the requests; the chain's engine; appends and acks
  *        |               in batches, claims, releases
- *        v
+ *        |-------------> stream_hub_operator.c: an operator's seek, trim
+ *        |                 |                    and delete
+ *        v                 v
  *   stream_hub_op.c      an operation's end: answered, failed, decided again;
  *        |               the owner woken
  *        v
@@ -76,6 +78,13 @@ struct durable__shub_s {
    * durable__shub_go_on) */
   void (*pump)(durable__shub_t *sh);
 };
+
+/* ---- stream_hub_operator.c: an operator's acts -------------------------- */
+
+/* The head is an operator's seek, trim or delete (protocol.h): run it. */
+void durable__shub_seek(durable__shub_t *sh);
+void durable__shub_trim(durable__shub_t *sh);
+void durable__shub_delete(durable__shub_t *sh);
 
 /* ---- stream_hub_op.c: an operation's end -------------------------------- */
 
