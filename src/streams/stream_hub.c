@@ -31,11 +31,10 @@
  * (publish_id.c) in the batch's transaction.  An id twice in one batch is
  * one item: the later append is answered with the earlier one's sequence.
  * An id already stored fails the whole transaction on the node's key
- * (DURABLE_EEXIST); the hub then reads the batch's ids, answers those it
- * finds with the sequence they got the first time, takes them off the
- * chain, and decides the rest again -- so a duplicate from another process,
- * or one that raced its first attempt here, appends nothing and loses no
- * other append.  Appends without an id write what they always did.
+ * (DURABLE_EEXIST); the hub then looks the batch's ids up, answers those it
+ * finds with the sequence they got the first time, and decides the rest
+ * again (stream_hub_ids.c).  Appends without an id write what they always
+ * did.
  *
  * An append to a stream nobody holds, and a release that leaves
  * unacknowledged items, wake the owner: a mesh read of the owner (which
@@ -130,93 +129,6 @@ static void answer_batch(durable__shub_t *sh, size_t n) {
   }
 }
 
-/* ---- publish ids found stored
- * ---------------------------------------------------------------------- */
-
-typedef struct {
-  durable__shub_t *sh;
-  durable__shub_op_t *op;
-} id_read_t;
-
-/* Every id read is back: the appends whose id was found are answered with
- * the sequence it names and leave the chain (they are among the first ops:
- * nothing leaves the front while the hub is busy); the rest is decided
- * again from a fresh state. */
-static void ids_read(durable__shub_t *sh, size_t n) {
-  size_t found = 0;
-  durable__shub_op_t **link = &sh->head, *last = NULL;
-  for (size_t i = 0; i < n && *link; i++) {
-    durable__shub_op_t *op = *link;
-    if (op->kind == DURABLE__OP_APPEND && op->known > 0) {
-      *link = op->next;
-      durable__shub_answer_seq(op, op->known);
-      durable__shub_op_free(op);
-      found++;
-    } else {
-      last = op;
-      link = &op->next;
-    }
-  }
-  if (*link == NULL)
-    sh->tail = last;
-  if (found == 0) {
-    /* not an id: an item in the way, say */
-    durable__shub_retry(sh, sh->failed_code, sh->failed_message);
-    return;
-  }
-  durable__shub_forget_state(sh);
-  durable__shub_go_on(sh);
-}
-
-static void on_id_read(const durable_result_t *res, void *data) {
-  id_read_t *r = data;
-  durable__shub_t *sh = r->sh;
-  if (res->status == 0) /* 0: not known, also for want of memory */
-    r->op->known = durable__publish_id_sequence(res->node->content);
-  if (r->op->known < 0)
-    r->op->known = 0;
-  free(r);
-  if (--sh->looking == 0)
-    ids_read(sh, sh->batch);
-  durable_hub_unref(sh->hub);
-}
-
-/* The batch of `n` ops failed on a node that exists: read the node of each
- * publish id in it, then ids_read. */
-static void read_ids(durable__shub_t *sh, size_t n,
-                     const durable_result_t *res) {
-  sh->failed_code = res->status;
-  snprintf(sh->failed_message, sizeof sh->failed_message, "%s",
-           res->message ? res->message : durable_strerror(res->status));
-  sh->batch = n;
-  sh->looking = 1; /* held until every read is out */
-  durable__shub_op_t *op = sh->head;
-  for (size_t i = 0; i < n && op; i++, op = op->next) {
-    op->known = 0;
-    if (op->kind != DURABLE__OP_APPEND || op->req->id == NULL)
-      continue;
-    char path[DURABLE_PATH_MAX + 1];
-    id_read_t *r = calloc(1, sizeof(*r));
-    durable_error_t err = {0};
-    if (r == NULL || durable__publish_id_path(sh->path, op->req->id, path,
-                                              sizeof path, NULL) < 0) {
-      free(r);
-      continue;
-    }
-    *r = (id_read_t){.sh = sh, .op = op};
-    sh->looking++;
-    durable_hub_ref(sh->hub);
-    if (durable_store_get(durable_mesh_store(sh->mesh), NULL, path, on_id_read,
-                          r, &err) < 0) {
-      sh->looking--;
-      durable_hub_unref(sh->hub);
-      free(r);
-    }
-  }
-  if (--sh->looking == 0)
-    ids_read(sh, n); /* no read went out: found nothing */
-}
-
 /* The batch run_batch wrote came back. */
 static void batch_written(durable__shub_t *sh, const durable_result_t *res) {
   /* the batch written, not the operations in the chain now: more may have
@@ -237,7 +149,7 @@ static void batch_written(durable__shub_t *sh, const durable_result_t *res) {
   }
   if (res->status == DURABLE_EEXIST && with_ids) {
     /* a publish id stored already, maybe */
-    read_ids(sh, n, res);
+    durable__shub_read_ids(sh, n, res);
     return;
   }
   if (res->status == DURABLE_ECONFLICT || res->status == DURABLE_EEXIST) {

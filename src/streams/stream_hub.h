@@ -1,21 +1,28 @@
 /*
  * stream_hub.h: what the files of a stream node's hub share -- the hub
- * (durable__shub_t), an operation of its serial chain (durable__shub_op_t)
- * and the write of an operation's decision into the stream node.
+ * (durable__shub_t), an operation of its serial chain (durable__shub_op_t),
+ * and what each file does for the others.
  *
- * stream_hub.c takes the requests and runs the chain; what every operation
- * needs, whichever file runs it, lies below it, so that the arrows between
- * the files point one way (tests/house/circles.sh):
+ * stream_hub.c takes the requests and runs the chain; an operator's acts
+ * and the lookup of stored publish ids run in its turns, and what every
+ * operation needs, whichever file runs it, lies below them all, so that the
+ * arrows between the files point one way (tests/house/circles.sh: no two
+ * files call each other):
  *
- *   stream_hub.c         the requests; the chain's engine; appends and acks
- *        |               in batches, claims, releases
- *        |-------------> stream_hub_operator.c: an operator's seek, trim
- *        |                 |                    and delete
- *        v                 v
- *   stream_hub_op.c      an operation's end: answered, failed, decided again;
- *        |               the owner woken
- *        v
- *   stream_hub_write.c   the decision written: a compare-and-set on the node
+ *   stream_hub.c           the requests; the chain's engine; appends and
+ *     |   |   |            acks in batches, claims, releases
+ *     |   |   v
+ *     |   |  stream_hub_ids.c       publish ids found stored
+ *     |   v
+ *     |  stream_hub_operator.c      an operator's seek, trim and delete
+ *     v
+ *   stream_hub_op.c        an operation's end: answered, failed, decided
+ *     |                    again; the owner woken
+ *     v
+ *   stream_hub_write.c     the decision written: a compare-and-set on the
+ *                          stream node
+ *
+ * (each file may call any below it)
  *
  * The end of an operation starts the next one's turn: the files below
  * stream_hub.c reach its engine through sh->pump, which it sets.
@@ -78,6 +85,15 @@ struct durable__shub_s {
    * durable__shub_go_on) */
   void (*pump)(durable__shub_t *sh);
 };
+
+/* ---- stream_hub_ids.c: publish ids found stored ------------------------- */
+
+/* The batch of the first `n` operations failed with `res` on a node that
+ * exists (DURABLE_EEXIST): read the node of each publish id in it, answer
+ * the appends whose id is stored with the sequence it names, and decide the
+ * rest again.  The head's turn ends there. */
+void durable__shub_read_ids(durable__shub_t *sh, size_t n,
+                            const durable_result_t *res);
 
 /* ---- stream_hub_operator.c: an operator's acts -------------------------- */
 
