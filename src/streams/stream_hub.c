@@ -134,10 +134,11 @@ static void batch_written(durable__shub_t *sh, const durable_result_t *res) {
   /* the batch written, not the operations in the chain now: more may have
    * queued behind it while the transaction was in flight */
   size_t n = sh->batch, appends = sh->appends;
-  int with_ids = sh->with_ids;
+  int with_ids = (sh->flags & DURABLE__SHUB_WITH_IDS) != 0;
   sh->batch = sh->appends = 0;
-  sh->with_ids = 0;
-  if (res->status == DURABLE_ECONFLICT && sh->have_state) {
+  sh->flags &= ~DURABLE__SHUB_WITH_IDS;
+  if (res->status == DURABLE_ECONFLICT &&
+      (sh->flags & DURABLE__SHUB_HAVE_STATE)) {
     /* another process wrote first: decide again on what won, read under
      * the row lock (run_batch goes on after its tail) */
     if (++sh->head->attempts >= MAX_CONTENDED) {
@@ -229,7 +230,7 @@ static void run_commit(durable__shub_t *sh) {
   next.checkpoint_at = durable__now_ms();
   sh->batch = 1;
   sh->appends = 0;
-  sh->with_ids = 0;
+  sh->flags &= ~DURABLE__SHUB_WITH_IDS;
   /* the effects are the consumer's writes: checked as its mesh's
    * principal, in the transaction (the claim already needed write on the
    * stream's owner, so the checkpoint passes the same check) */
@@ -352,7 +353,10 @@ static void run_batch(durable__shub_t *sh) {
       next.last_sequence = sh->next_seq + (int64_t)k - 1;
     sh->batch = n;
     sh->appends = k;
-    sh->with_ids = nid > 0;
+    if (nid > 0)
+      sh->flags |= DURABLE__SHUB_WITH_IDS;
+    else
+      sh->flags &= ~DURABLE__SHUB_WITH_IDS;
     durable__shub_write_state(sh, part, &next, items, w, k ? made : NULL, NULL,
                               batch_written);
     if (k)
@@ -379,7 +383,7 @@ static void granted(durable__shub_t *sh, const durable_result_t *res) {
   const durable__stream_state_t *s = &sh->state;
   durable__lease_log_granted(sh->mesh, s, sh->holder, sh->holder_instance,
                              durable__stream_options(sh->mesh).holder_probe_ms);
-  sh->woken = 0; /* a new lease period */
+  sh->flags &= ~DURABLE__SHUB_WOKEN; /* a new lease period */
   durable__stream_ans_t *ans = durable__stream_ans_new();
   if (ans) {
     ans->ok = 1;
@@ -530,7 +534,7 @@ static void released(durable__shub_t *sh, const durable_result_t *res) {
     return;
   durable__lease_log_released(sh->mesh, &sh->state);
   durable__shub_answer_ok(sh->head, 1, NULL);
-  sh->woken = 0; /* a new orphan period */
+  sh->flags &= ~DURABLE__SHUB_WOKEN; /* a new orphan period */
   if (durable__lease_waiting(&sh->state))
     durable__shub_wake_owner(sh);
   durable__shub_next(sh);
@@ -615,7 +619,8 @@ static void on_state_read(const durable_result_t *res, void *data) {
     char message[sizeof(durable__stream_name_t) + 64];
     snprintf(message, sizeof message, "durable stream %s does not exist",
              durable__stream_name(&id).text);
-    sh->woken = 0; /* when it is made (again), its owner is woken afresh */
+    /* when it is made (again), its owner is woken afresh */
+    sh->flags &= ~DURABLE__SHUB_WOKEN;
     durable__shub_fail(sh, DURABLE_ENOTFOUND, message);
   } else if (res->status < 0) {
     durable__shub_retry(sh, res->status, res->message);
@@ -624,7 +629,7 @@ static void on_state_read(const durable_result_t *res, void *data) {
     if (durable__state_decode(res->node->content, sh->path, &sh->state) < 0) {
       durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     } else {
-      sh->have_state = 1;
+      sh->flags |= DURABLE__SHUB_HAVE_STATE;
       sh->version = res->node->version;
       run_head(sh); /* a batch with appends derives its sequence first */
     }
@@ -633,9 +638,9 @@ static void on_state_read(const durable_result_t *res, void *data) {
 }
 
 static void pump(durable__shub_t *sh) {
-  if (sh->busy)
+  if (sh->flags & DURABLE__SHUB_BUSY)
     return;
-  while (sh->dead && sh->head) {
+  while ((sh->flags & DURABLE__SHUB_DEAD) && sh->head) {
     /* Left (its quiesce budget ran out): what was queued never ran and was
      * answered ShuttingDown already; running it now would duplicate what a
      * producer resends to the next activation. */
@@ -645,8 +650,8 @@ static void pump(durable__shub_t *sh) {
   }
   if (sh->head == NULL)
     return;
-  sh->busy = 1;
-  if (!sh->have_state) {
+  sh->flags |= DURABLE__SHUB_BUSY;
+  if (!(sh->flags & DURABLE__SHUB_HAVE_STATE)) {
     durable_error_t err = {0};
     durable_hub_ref(sh->hub);
     if (durable_store_get(durable_mesh_store(sh->mesh), NULL, sh->path,
@@ -766,7 +771,7 @@ static void stream_hub_dispose(durable_hub_t *hub, void *data) {
   (void)data;
   durable__shub_t *sh = durable__hub_attached(hub, &shub_key);
   if (sh)
-    sh->dead = 1;
+    sh->flags |= DURABLE__SHUB_DEAD;
 }
 
 int durable__stream_hub_install(durable_mesh_t *mesh) {

@@ -51,36 +51,66 @@ struct durable__shub_op_s {
   int64_t known;
 };
 
+/* What a stream hub only remembers, as bits of sh->flags (its counters
+ * stay counters).
+ *
+ * The chain is in one of three states:
+ *
+ *   idle     DURABLE__SHUB_BUSY clear: nothing runs; a request that comes
+ *            runs at once
+ *   a turn   DURABLE__SHUB_BUSY: the head runs -- the node read first
+ *            unless DURABLE__SHUB_HAVE_STATE, then whatever it waits for:
+ *            the next sequence derived, a claim's holder probed
+ *            (sh->holder), its decision written, a batch's publish ids
+ *            looked up (sh->looking) -- until the turn ends
+ *            (durable__shub_go_on); requests that come meanwhile queue
+ *   left     DURABLE__SHUB_DEAD: the hub was disposed; what is queued is
+ *            failed without being run
+ *
+ * The owner is woken once per orphan period: not yet, then
+ * DURABLE__SHUB_WAKING while the wake is out, then DURABLE__SHUB_WOKEN
+ * once it went (cleared again by a new lease or orphan period). */
+enum {
+  /* sh->state is the stream node as last read or written (else the next
+   * turn reads it first) */
+  DURABLE__SHUB_HAVE_STATE = 1 << 0,
+  DURABLE__SHUB_BUSY = 1 << 1, /* the head's turn is on */
+  DURABLE__SHUB_DEAD = 1 << 2, /* the hub left: nothing queued runs */
+  DURABLE__SHUB_WAKING = 1 << 3,
+  DURABLE__SHUB_WOKEN = 1 << 4,
+  /* the batch in flight has appends with a publish id */
+  DURABLE__SHUB_WITH_IDS = 1 << 5,
+  /* the trim in flight goes past the checkpoint: it moves the checkpoint
+   * and lets the lease go */
+  DURABLE__SHUB_TRIM_FORCED = 1 << 6
+};
+
 typedef struct durable__shub_s durable__shub_t;
 struct durable__shub_s {
   durable_hub_t *hub;
   durable_mesh_t *mesh;
   char *path;
   char items_ns[DURABLE_PATH_MAX + 32];
+  unsigned flags; /* DURABLE__SHUB_* */
   durable__stream_state_t state;
-  int have_state;
   int64_t next_seq; /* 0: derive again */
   /* the stream node's version that `state` is: the next write replaces the
    * node at that version, unread (0: not known, so read-modify-write) */
   int64_t version;
   uint64_t contended_until; /* uv_now: another process writes here too */
   durable__shub_op_t *head, *tail;
-  int busy;
-  int dead; /* the hub left: queued operations are not run any more */
-  int waking, woken;
   char *holder;          /* a claim's probe in flight: the holder probed */
   char *holder_instance; /* ... when it is in another process: which */
   size_t batch;    /* operations in the transaction in flight (the head's) */
   size_t appends;  /* ... of which appends that make an item */
-  int with_ids;    /* ... of which some carry a publish id */
   size_t looking;  /* publish ids being read after the batch hit one */
   int failed_code; /* ... and what the batch failed with */
   char failed_message[256];
   size_t failed_write; /* the last write's refused write: 1 + its index */
-  /* an operator's seek or trim in flight: the checkpoint (seek) or
-   * TrimmedThrough (trim) it moves from; the trim moves the checkpoint */
+  /* an operator's act in flight: the checkpoint a seek moves from, the
+   * TrimmedThrough a trim raises, the DeletingAt a delete's last step
+   * removes the node at */
   int64_t op_was;
-  int op_forced;
   /* stream_hub.c's engine: runs the head once its turn comes (see
    * durable__shub_go_on) */
   void (*pump)(durable__shub_t *sh);

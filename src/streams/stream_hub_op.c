@@ -96,7 +96,7 @@ void durable__shub_answer_seq(durable__shub_op_t *op, int64_t seq) {
 /* ---- the end of a turn -------------------------------------------------- */
 
 void durable__shub_go_on(durable__shub_t *sh) {
-  sh->busy = 0;
+  sh->flags &= ~DURABLE__SHUB_BUSY;
   sh->pump(sh);
 }
 
@@ -155,24 +155,24 @@ int durable__shub_lease_saved(durable__shub_t *sh, const durable_result_t *res,
 
 static void on_woken(durable__wake_outcome_t outcome, void *data) {
   durable__shub_t *sh = data;
-  sh->waking = 0;
+  sh->flags &= ~DURABLE__SHUB_WAKING;
   /* once per orphan period; an owner that could not be read is tried
    * again at the next append */
   if (outcome != DURABLE__WAKE_UNAVAILABLE && outcome != DURABLE__WAKE_LEAVING)
-    sh->woken = 1;
+    sh->flags |= DURABLE__SHUB_WOKEN;
   durable_hub_unref(sh->hub);
 }
 
 void durable__shub_wake_owner(durable__shub_t *sh) {
-  if (sh->waking || sh->woken)
+  if (sh->flags & (DURABLE__SHUB_WAKING | DURABLE__SHUB_WOKEN))
     return; /* once per orphan period */
   if (sh->mesh->closing)
     return; /* the next host to start wakes it */
-  sh->waking = 1;
+  sh->flags |= DURABLE__SHUB_WAKING;
   durable_hub_ref(sh->hub);
   durable_stream_id_t id = durable__shub_id(sh);
   if (durable__wake_owner(sh->mesh, &id, on_woken, sh) < 0) {
-    sh->waking = 0;
+    sh->flags &= ~DURABLE__SHUB_WAKING;
     durable_hub_unref(sh->hub);
   }
 }

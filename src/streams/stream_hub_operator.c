@@ -55,7 +55,7 @@ static int let_go(const durable__stream_state_t *s,
  * the owner is woken for items waiting. */
 static void after_let_go(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
-  sh->woken = 0; /* a new orphan period */
+  sh->flags &= ~DURABLE__SHUB_WOKEN; /* a new orphan period */
   durable__consumers_lease_gone(sh->mesh, s->ns, s->key, 1);
   if (durable__lease_waiting(s))
     durable__shub_wake_owner(sh);
@@ -136,7 +136,7 @@ void durable__shub_seek(durable__shub_t *sh) {
 
 static void trimmed(durable__shub_t *sh, const durable_result_t *res) {
   int64_t was = sh->op_was;
-  int forced = sh->op_forced;
+  int forced = (sh->flags & DURABLE__SHUB_TRIM_FORCED) != 0;
   if (!durable__shub_lease_saved(sh, res, 0))
     return;
   const durable__stream_state_t *s = &sh->state;
@@ -200,8 +200,12 @@ void durable__shub_trim(durable__shub_t *sh) {
     durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
-  sh->op_forced = to > s->checkpoint;
-  if (sh->op_forced && let_go(s, &next, to) < 0) { /* forced: skip to it */
+  int forced = to > s->checkpoint; /* forced: skip to it */
+  if (forced)
+    sh->flags |= DURABLE__SHUB_TRIM_FORCED;
+  else
+    sh->flags &= ~DURABLE__SHUB_TRIM_FORCED;
+  if (forced && let_go(s, &next, to) < 0) {
     durable__state_free(&next);
     durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     return;
@@ -233,7 +237,8 @@ static void delete_marked(durable__shub_t *sh, const durable_result_t *res) {
                    durable__stream_name(&id).text, sh->head->req->subscriber,
                    (long long)s->last_sequence, (long long)s->lease_epoch);
   answer_was(sh->head, s->last_sequence);
-  sh->woken = 0; /* the stream's next life wakes its owner afresh */
+  /* the stream's next life wakes its owner afresh */
+  sh->flags &= ~DURABLE__SHUB_WOKEN;
   durable__consumers_lease_gone(sh->mesh, s->ns, s->key, 1);
   durable__shub_next(sh);
 }
@@ -278,7 +283,7 @@ static void on_node_deleted(const durable_result_t *res, void *data) {
                      durable__stream_name(&id).text, sh->head->req->subscriber);
     answer_was(sh->head, sh->state.last_sequence);
     durable__shub_forget_state(sh);
-    sh->woken = 0;
+    sh->flags &= ~DURABLE__SHUB_WOKEN;
     durable__directory_forget(sh->mesh, sh->path);
     durable__shub_next(sh);
   }

@@ -58,7 +58,7 @@ void durable__batch_writes_free(durable__batch_write_t *made) {
 }
 
 void durable__shub_forget_state(durable__shub_t *sh) {
-  sh->have_state = 0;
+  sh->flags &= ~DURABLE__SHUB_HAVE_STATE;
   sh->version = 0;
   sh->next_seq = 0;
 }
@@ -192,7 +192,7 @@ static void on_written(const durable_result_t *res, void *data) {
     sh->version = 0;
     sh->contended_until = uv_now(durable_mesh_loop(sh->mesh)) + CONTENDED_MS;
   } else {
-    sh->have_state = 0;
+    sh->flags &= ~DURABLE__SHUB_HAVE_STATE;
     sh->version = 0;
   }
   sh->failed_write = res->status < 0 ? durable__failed_write(res) : 0;
@@ -203,14 +203,16 @@ static void on_written(const durable_result_t *res, void *data) {
     durable__state_free(&w->seen);
     if (durable__state_copy(&w->base, &w->seen) == 0)
       stored = &w->seen;
-    else
-      stored = NULL, sh->have_state = 0;
+    else {
+      stored = NULL;
+      sh->flags &= ~DURABLE__SHUB_HAVE_STATE;
+    }
   }
   if (stored) {
     durable__state_free(&sh->state);
     sh->state = *stored;
     memset(stored, 0, sizeof *stored);
-    sh->have_state = 1;
+    sh->flags |= DURABLE__SHUB_HAVE_STATE;
   }
   w->then(sh, res);
   durable_hub_unref(sh->hub);
