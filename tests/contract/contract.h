@@ -16,8 +16,8 @@
  * returns 0 (case_end).  Stores keep data between runs (PostgreSQL, a file),
  * so every path lives under a partition unique to this run (g_run,
  * "ct<time>_<pid>"), with one namespace per case under it (T.ns; P() makes
- * paths there).  The only fixed path is the issue's literal SQL-bearing one
- * (paths.c), written with put (an upsert) so that a second run is fine too.
+ * paths there).  The only fixed path is the SQL-bearing one of paths.c,
+ * written with put (an upsert) so that a second run is fine too.
  *
  * What the API cannot show (the table a row is in) is checked through
  * round-trips, and for the SQLite file variant also by opening the file with

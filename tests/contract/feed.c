@@ -502,7 +502,8 @@ static void case_feed_other_store(void) {
   WAIT_EVENT(&f, 0, REMOVED, "a", va);
   printf("# other store's commit seen after %lld ms (put took %lld ms)\n",
          (long long)(seen - committed), (long long)(committed - t0));
-  /* The issue: within 100 ms; allow slack for a loaded machine. */
+  /* Another process's commit is heard within 100 ms; allow slack for a
+   * loaded machine. */
   CHECK_LE_INT(seen - committed, 1000);
   T.store = mine;
 

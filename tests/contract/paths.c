@@ -65,7 +65,8 @@ static void case_bad_paths(void) {
 static void case_sql_in_paths(void) {
   case_begin("sql_in_paths");
   res_t r = {0};
-  /* The literal path: its first segment is a partition. */
+  /* A path that is SQL, as an attacker would write it: its first segment
+   * is a partition. */
   const char *literal = "x'; DROP TABLE mesh_nodes; --/a";
   char content[128];
   snprintf(content, sizeof(content), "{\"run\":\"%s\"}", g_run);
