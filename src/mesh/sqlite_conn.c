@@ -18,6 +18,7 @@
  * so that two processes writing one file both succeed; longer is reported
  * as "locked".
  */
+#include "durable_text.h"
 #include "schema.h"
 #include "sqlite.h"
 
@@ -134,9 +135,7 @@ int durable__sqlite_single_connection(const char *url) {
 /* SQLite messages are one line in practice; make sure of it. */
 static int one_line(durable_error_t *err, int code) {
   if (err != NULL)
-    for (char *s = err->message; *s; s++)
-      if (*s == '\n' || *s == '\r')
-        *s = ' ';
+    durable__one_line(err->message);
   return code;
 }
 
