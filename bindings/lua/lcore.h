@@ -18,8 +18,11 @@
  *            configuration, activation and recycle, running the loop
  *   hub.c    the hub userdata (requests, posts, timers) and the reply
  *            userdata a handler finishes its message with
- *   streams.c  durable streams: publish, readers (subscriptions),
- *            consumers, sources, stream timings
+ *   streams.c  durable streams: publish, consumers, the operator's calls
+ *            (seek, trim, delete, retention), stream id checks
+ *   reader.c the plain reader (read_durable) and its subscription
+ *            userdata; an item as Lua sees it
+ *   source.c a durable.source as the C reader's durable_source_t
  *   host.c   the `durable lua SCRIPT` command's interpreter (durable_lua.h)
  *
  * The mesh and hub primitives that take callbacks are registered as
@@ -51,10 +54,11 @@
  *
  * The sequence_of / payload_of functions of a durable.source run in turns
  * of the runtime too: the C reader hands a custom source's page to them in
- * a turn of the mesh, never inside the store's callback (reader.c).  One
- * kind of Lua still runs where C calls it, because C needs it at once: a
- * log function, called where the line is made; it must be a plain function
- * of its arguments and must not use the mesh.
+ * a turn of the mesh, never inside the store's callback
+ * (src/streams/reader.c).  One kind of Lua still runs where C calls it,
+ * because C needs it at once: a log function, called where the line is
+ * made; it must be a plain function of its arguments and must not use the
+ * mesh.
  */
 #ifndef DURABLE_LUA_LCORE_H
 #define DURABLE_LUA_LCORE_H
@@ -129,7 +133,8 @@ typedef struct dlua_mesh_s {
   struct durable__queue replies;
   struct dlua_dropped_s *dropped; /* replies collected unfinished: failed
                                      at the next safe point */
-  struct dlua_streams_s *streams; /* consumers, sources, readers (streams.c) */
+  struct dlua_streams_s *streams; /* consumers, their sources (streams.c) */
+  struct dlua_sub_s *readers;     /* readers open, newest first (reader.c) */
   /* dlua_event_t, first in first out: delivered after uv_run */
   struct durable__queue events;
   int draining; /* the queue is being delivered */
@@ -329,6 +334,45 @@ void dlua_replies_fail_all(dlua_mesh_t *m, int code, const char *message);
 void dlua_replies_detach(dlua_mesh_t *m);
 void dlua_open_hub(lua_State *L); /* stack: module -> module */
 
+/* ---- the stream a call names (streams.c, reader.c) ---- */
+/* The stream a call names at 2 (namespace) and 3 (key); raises on a name
+ * that is no string or holds a NUL.  Inline: streams.c and reader.c both
+ * take it, and reader.c calls nothing of streams.c (which calls it). */
+static inline durable_stream_id_t dlua_check_stream(lua_State *L) {
+  return (durable_stream_id_t){.ns = dlua_check_text(L, 2, "stream namespace"),
+                               .key = dlua_check_text(L, 3, "stream key")};
+}
+
+/* ---- source.c ---- */
+/* A source for the C reader: a document's parts, or Lua functions. */
+typedef struct dlua_src_s dlua_src_t;
+struct dlua_src_s {
+  dlua_src_t *next; /* in the mesh's list, while bound to a hub */
+  dlua_mesh_t *m;
+  durable_hub_t *hub; /* its hub activation (a reference), or NULL */
+  int seq_ref, payload_ref;
+  char items_ns[DURABLE_PATH_MAX + 1];
+  durable_source_t source;
+};
+/* A source from the table at `idx` ({ items_namespace=, sequence_of=,
+ * payload_of= } or { document= }), or NULL with `err` set.  Never raises. */
+dlua_src_t *dlua_src_new(lua_State *L, int idx, dlua_mesh_t *m, char *err,
+                         size_t errlen);
+/* Release its references, and its hub's when it is bound to one; NULL is
+ * nothing. */
+void dlua_src_free(dlua_src_t *s);
+
+/* ---- reader.c ---- */
+/* Push the item as a table (payload decoded, sequence, raw, stream,
+ * appended_at, path); -1 with nothing pushed when its payload is not JSON
+ * (`err` says why). */
+int dlua_push_item(lua_State *L, const durable_item_t *item, char *err,
+                   size_t errlen);
+/* Close every reader of `m`: no item is delivered after this. */
+void dlua_readers_close(dlua_mesh_t *m);
+/* Hub._read and the subscription's metatable. stack: module -> module */
+void dlua_open_reader(lua_State *L);
+
 /* ---- streams.c ---- */
 /* Let go of what belonged to hub activations that are now dead (sources,
  * a hub's consumers).  After each loop step. */
@@ -337,8 +381,10 @@ void dlua_streams_sweep(dlua_mesh_t *m);
 void dlua_streams_closing(dlua_mesh_t *m);
 /* Release everything (the C mesh is gone). */
 void dlua_streams_release(dlua_mesh_t *m);
-void dlua_open_streams(lua_State *L); /* stack: module -> module */
-void dlua_open_run(lua_State *L);     /* stack: module -> module (run.c) */
+/* The module's stream functions, the Mesh and Hub stream methods (and
+ * reader.c's).  stack: module -> module */
+void dlua_open_streams(lua_State *L);
+void dlua_open_run(lua_State *L); /* stack: module -> module (run.c) */
 
 /* The one symbol core.so exports (it is built with hidden visibility and a
  * version script, core.map): what `require "durable.core"` looks up. */
