@@ -34,6 +34,13 @@
 
 /* ---- publish and read: the stream and the reader ------------------------ */
 
+/* Write `text` on one line: each of the characters `breaks` becomes a
+ * space, the rest is written as it is (so the widths of a table stay). */
+static void put_one_line(FILE *out, const char *text, const char *breaks) {
+  for (const char *p = text; *p; p++)
+    fputc(strchr(breaks, *p) ? ' ' : *p, out);
+}
+
 typedef struct stream_state_s {
   cli_t *cli;
   durable_reader_t *reader;
@@ -214,9 +221,9 @@ static void print_item(const durable_item_t *item) {
   cli_print_time(stdout, item->appended_at);
   fputs(",\"payload\":", stdout);
   /* JSON holds no raw line break inside a string: each one is whitespace
-   * between tokens, and a space keeps the line one line. */
-  for (const char *p = item->payload; *p; p++)
-    putchar(*p == '\n' || *p == '\r' ? ' ' : *p);
+   * between tokens, and a space keeps the line one line.  A tab is kept:
+   * it breaks no line, and the payload is printed as published. */
+  put_one_line(stdout, item->payload, "\r\n");
   fputs("}\n", stdout);
 }
 
@@ -913,12 +920,15 @@ static void print_table(const streams_state_t *st) {
     if (r->attempts > 0)
       snprintf(attempts, sizeof attempts, "%d", r->attempts);
     printf("%-*s  %*" PRId64 "  %*" PRId64 "  %*" PRId64
-           "  %*s  %-*s  %-*s  %*" PRId64 "  %*s  %*" PRId64 "  %-24s  %s\n",
+           "  %*s  %-*s  %-*s  %*" PRId64 "  %*s  %*" PRId64 "  %-24s  ",
            ws, r->stream, wl, r->last, wc, r->checkpoint, wg, r->lag, wo, age,
            wsub, r->subscriber ? r->subscriber : "-", wp, r->process, we,
            r->epoch, wa, attempts, wd, r->dead_letters,
-           r->orphaned_at ? r->orphaned_at : "-",
-           r->last_error ? r->last_error : "-");
+           r->orphaned_at ? r->orphaned_at : "-");
+    /* one line per stream: a handler's error may hold breaks and tabs
+     * (--json keeps it as it is) */
+    put_one_line(stdout, r->last_error ? r->last_error : "-", "\r\n\t");
+    putchar('\n');
   }
 }
 
@@ -941,11 +951,6 @@ static void on_status(const durable_stream_status_t *status, void *data) {
     row_free(&row);
     goto nomem;
   }
-  /* one line per stream in the table: a handler's error may hold breaks
-   * (--json keeps it as it is) */
-  for (char *p = row.last_error; !st->json && p && *p; p++)
-    if (*p == '\n' || *p == '\r' || *p == '\t')
-      *p = ' ';
   if (st->json) {
     print_row_json(st->now, &row);
     row_free(&row);
