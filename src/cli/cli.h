@@ -5,11 +5,13 @@
  * session.c owns the one session a command opens -- a store or a mesh on a
  * fresh loop -- (its close, the exit code and the one line on stderr);
  * input.c reads standard input; print.c writes nodes as JSON; one file per
- * group of commands implements them (nodes.c: put, get, search; streams.c:
- * publish, read, streams; access.c: grant, revoke, grants).  A command
- * validates its arguments first (bad
- * usage costs nothing), then opens the store or the mesh, submits, and runs
- * the loop until its last callback has closed it.
+ * command or family of commands implements them (nodes.c: put, get,
+ * search; publish.c; read.c; dead.c: dead, requeue; operator.c: seek,
+ * trim, delete-stream; streams.c: the streams listing; access.c: grant,
+ * revoke, grants; ...), and stream.c holds what the commands on one
+ * stream share.  A command validates its arguments first (bad usage costs
+ * nothing), then opens the store or the mesh, submits, and runs the loop
+ * until its last callback has closed it.
  */
 #ifndef DURABLE_CLI_H
 #define DURABLE_CLI_H
@@ -130,6 +132,61 @@ void cli_print_node(FILE *out, const durable_node_t *node, int one_line);
 void cli_print_string(FILE *out, const char *s);
 /* Milliseconds since the epoch as a quoted ISO-8601 UTC time; 0 as null. */
 void cli_print_time(FILE *out, int64_t ms);
+
+/* ---- stream.c: what the commands on one durable stream share ---- */
+
+/* A command on the stream NAMESPACE@KEY (publish, read, dead, requeue,
+ * seek, trim, delete-stream): its stream, its mesh session and its reader.
+ * A command may wrap it (first member) in a struct of its own. */
+typedef struct cli_stream_s cli_stream_t;
+struct cli_stream_s {
+  cli_t *cli;
+  durable_reader_t *reader;
+  uv_signal_t signals[2];
+  int signals_open;
+  durable_stream_id_t id;
+  char name[DURABLE_PATH_MAX + 80]; /* "NS@KEY" */
+  char path[DURABLE_PATH_MAX + 1];
+  char items_ns[DURABLE_PATH_MAX + 32];
+  int64_t after, until;
+  int follow;
+  /* Reading it to its end (cli_stream_read_to_end): what is done with each
+   * item (NULL: printed as `durable read` prints it) and at the end (NULL:
+   * finish with CLI_OK); with missing_is_empty a stream that does not exist
+   * has no items rather than fail. */
+  void (*each)(cli_stream_t *s, const durable_item_t *item);
+  void (*at_end)(cli_stream_t *s);
+  int missing_is_empty;
+};
+
+/* NAMESPACE KEY into s->id (it keeps the pointers), s->name, s->path and
+ * s->items_ns: 0, or CLI_USAGE after reporting (durable_stream_check's
+ * message, or a key too long for the stream's paths). */
+int cli_stream_take(cli_t *cli, cli_stream_t *s, char *ns, char *key);
+/* Open the mesh session for `s` (cli->state); its reader and signal
+ * handles are closed before the mesh.  0, or the exit code. */
+int cli_stream_open(cli_stream_t *s, cli_t *cli);
+/* A sequence argument: digits only, a whole number >= 0; 0, or -1. */
+int cli_parse_sequence(const char *text, int64_t *out);
+/* Write `text` on one line: each of the characters `breaks` in it becomes a
+ * space, the rest is written as it is (one byte for one, so the widths of
+ * a table stay). */
+void cli_put_one_line(FILE *out, const char *text, const char *breaks);
+
+/* ---- publish.c ---- */
+
+/* A publish's answer (data: the cli_stream_t): print the sequence and
+ * finish with CLI_OK, or report the failure. */
+void cli_stream_published(int status, int64_t sequence, const char *message,
+                          void *data);
+
+/* ---- read.c ---- */
+
+/* Read what `s`'s stream holds when this starts, then stop: whether it
+ * exists, its last item, then every item after s->after up to it, each
+ * through s->each; at the end s->at_end.  A refusal or failure is reported
+ * and finishes the command. */
+void cli_stream_read_to_end(cli_stream_t *s);
 
 /* ---- the commands ---- */
 

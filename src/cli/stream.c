@@ -1,0 +1,77 @@
+/*
+ * stream.c: what the commands on one durable stream share -- publish
+ * (publish.c), read (read.c), dead and requeue (dead.c), seek, trim and
+ * delete-stream (operator.c): the stream taken from NAMESPACE KEY, a
+ * sequence taken from an argument, and the mesh session they run on; and
+ * how a stream command keeps what it prints on one line (the `streams`
+ * listing, streams.c, too).
+ *
+ * Arguments are checked before anything is opened (durable_stream_check
+ * gives the messages every front end gives), so a bad stream id costs
+ * nothing and exits 2.  Each of them runs on session.c's mesh session
+ * (cli_open_mesh): a fresh loop, the mesh on it, a command that ends by
+ * closing it -- the reader and the signal handles first, through
+ * cli->before_close -- and uv_loop_close proving nothing was left behind.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_put_one_line(FILE *out, const char *text, const char *breaks) {
+  for (const char *p = text; *p; p++)
+    fputc(strchr(breaks, *p) ? ' ' : *p, out);
+}
+
+/* cli->before_close: the reader and the signals go before the mesh. */
+static void close_handles(cli_t *cli) {
+  cli_stream_t *s = cli->state;
+  if (s->reader) {
+    durable_reader_close(s->reader);
+    s->reader = NULL;
+  }
+  if (s->signals_open) {
+    s->signals_open = 0;
+    uv_close((uv_handle_t *)&s->signals[0], NULL);
+    uv_close((uv_handle_t *)&s->signals[1], NULL);
+  }
+}
+
+/* Open the mesh for the command whose state is `s`. */
+int cli_stream_open(cli_stream_t *s, cli_t *cli) {
+  s->cli = cli;
+  cli->state = s;
+  cli->before_close = close_handles;
+  return cli_open_mesh(cli);
+}
+
+/* NAMESPACE KEY: checked, paths derived. */
+int cli_stream_take(cli_t *cli, cli_stream_t *s, char *ns, char *key) {
+  durable_error_t err;
+  memset(&err, 0, sizeof err);
+  s->id.ns = ns;
+  s->id.key = key;
+  if (durable_stream_check(&s->id, &err) < 0)
+    return cli_error(cli, CLI_USAGE, "%s", err.message);
+  if (durable_stream_path(&s->id, s->path, sizeof s->path) < 0 ||
+      durable_stream_items_ns(&s->id, s->items_ns, sizeof s->items_ns) < 0)
+    return cli_error(cli, CLI_USAGE,
+                     "durable stream %s@%s: the key is too "
+                     "long",
+                     ns, key);
+  snprintf(s->name, sizeof s->name, "%s@%s", ns, key);
+  return 0;
+}
+
+int cli_parse_sequence(const char *text, int64_t *out) {
+  char *end;
+  if (text[0] < '0' || text[0] > '9')
+    return -1;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (errno != 0 || *end != '\0' || v < 0)
+    return -1;
+  *out = v;
+  return 0;
+}
