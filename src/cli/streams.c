@@ -5,9 +5,12 @@
  *
  * It needs only the store (like search), not a mesh: durable_stream_statuses
  * reads every DurableStream node and the failure records in pages, and one
- * item per stream with a lag, never the whole backlog.  --json prints each
- * stream as it comes, one JSON line; the table keeps them all to size its
- * columns first, and keeps each stream to one line.
+ * item per stream with a lag, never the whole backlog, and hands over each
+ * stream's durable_stream_status_t, which is what is printed; only the few
+ * texts the status does not carry are read from the stream node it hands
+ * over with it (stored_t).  --json prints each stream as it comes, one JSON
+ * line; the table keeps them all to size its columns first, and keeps each
+ * stream to one line.
  */
 #include "cli.h"
 
@@ -17,25 +20,30 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- streams ------------------------------------------------------------- */
-
 static const cli_option_t streams_options[] = {
     {"--json", 0},
     {NULL, 0},
 };
 
+/* What a listing shows that durable_stream_status_t does not carry, as the
+ * stream node stores it (NULL where it has none): the last lease holder,
+ * when the lease and the checkpoint were taken, and when the last holder
+ * left -- the status has that time parsed, the listing shows the text. */
+typedef struct stored_s {
+  json_t *content; /* the stream node's content; the texts are its own */
+  const char *last_subscriber, *subscribed_at, *checkpoint_at, *orphaned_at;
+} stored_t;
+
+/* A line of the table: what it shows of one stream's status, the strings
+ * copied (the status lends them for its callback only, and the table is
+ * printed after the last). */
 typedef struct stream_row_s {
-  char *stream, *ns, *key, *path;
-  int64_t last, checkpoint, lag, epoch;
-  char *subscriber, *last_subscriber; /* NULL for null */
-  char *instance;                     /* the holder's process, HOST:PID:16hex */
-  char process[DURABLE_INSTANCE_MAX]; /* ... as HOST:PID, or "-" */
-  char *subscribed_at, *checkpoint_at, *orphaned_at; /* as stored, or NULL */
-  /* from durable_stream_statuses: the backlog's age, the dead letters and
-   * a failing consumer's attempts and error (times in ms, 0 for none) */
-  int64_t oldest_at, dead_letters, failed_at;
+  char *stream;                       /* NAMESPACE@KEY */
+  char *subscriber, *orphaned_at;     /* NULL for none */
+  char *last_error;                   /* NULL for none */
+  char process[DURABLE_INSTANCE_MAX]; /* the holder's, as HOST:PID, or "-" */
+  int64_t last, checkpoint, lag, epoch, oldest_at, dead_letters;
   int attempts;
-  char *last_error;
 } stream_row_t;
 
 typedef struct streams_state_s {
@@ -46,78 +54,40 @@ typedef struct streams_state_s {
   size_t nrows, cap;
 } streams_state_t;
 
+static void stored_read(const durable_node_t *node, stored_t *t) {
+  t->content = node && node->content
+                   ? json_loads(node->content, JSON_DECODE_ANY, NULL)
+                   : NULL;
+  t->last_subscriber =
+      json_string_value(json_object_get(t->content, "LastSubscriber"));
+  t->subscribed_at =
+      json_string_value(json_object_get(t->content, "SubscribedAt"));
+  t->checkpoint_at =
+      json_string_value(json_object_get(t->content, "CheckpointAt"));
+  t->orphaned_at = json_string_value(json_object_get(t->content, "OrphanedAt"));
+}
+
 static void row_free(stream_row_t *r) {
   free(r->stream);
-  free(r->ns);
-  free(r->key);
-  free(r->path);
   free(r->subscriber);
-  free(r->instance);
-  free(r->last_subscriber);
-  free(r->subscribed_at);
-  free(r->checkpoint_at);
   free(r->orphaned_at);
   free(r->last_error);
 }
 
-static char *string_field(json_t *obj, const char *name) {
-  const char *v = json_string_value(json_object_get(obj, name));
-  return v ? strdup(v) : NULL;
+/* "NAMESPACE@KEY" (malloc'ed), or NULL. */
+static char *stream_name(const durable_stream_status_t *status) {
+  size_t n = strlen(status->stream.ns) + strlen(status->stream.key) + 2;
+  char *name = malloc(n);
+  if (name)
+    snprintf(name, n, "%s@%s", status->stream.ns, status->stream.key);
+  return name;
 }
 
-static int64_t int_field(json_t *obj, const char *name) {
-  json_t *v = json_object_get(obj, name);
-  if (json_is_integer(v))
-    return json_integer_value(v);
-  if (json_is_real(v))
-    return (int64_t)json_real_value(v);
-  return 0;
-}
-
-/* The stream node's content; what it lacks (a node made by hand) is taken
- * from its path "{Key}/_DurableStream/{Namespace}". */
-static int row_of(const durable_node_t *node, stream_row_t *r) {
-  json_t *j =
-      node->content ? json_loads(node->content, JSON_DECODE_ANY, NULL) : NULL;
-  memset(r, 0, sizeof *r);
-  r->ns = string_field(j, "Namespace");
-  r->key = string_field(j, "Key");
-  if (r->ns == NULL || r->key == NULL) {
-    const char *seg = strstr(node->path, "/_DurableStream/");
-    free(r->ns);
-    free(r->key);
-    r->ns = strdup(seg ? seg + strlen("/_DurableStream/") : node->id);
-    r->key = seg ? strndup(node->path, (size_t)(seg - node->path))
-                 : strdup(node->ns);
-  }
-  r->path = strdup(node->path);
-  r->last = int_field(j, "LastSequence");
-  r->checkpoint = int_field(j, "Checkpoint");
-  /* A custom source's items never pass the stream hub, so its checkpoint
-   * may be ahead of LastSequence: no lag to show then. */
-  r->lag = r->last > r->checkpoint ? r->last - r->checkpoint : 0;
-  r->epoch = int_field(j, "LeaseEpoch");
-  r->subscriber = string_field(j, "Subscriber");
-  r->instance = string_field(j, "SubscriberInstance");
-  /* the random tail tells processes apart, not people: leave it to --json */
-  const char *tail = r->instance ? strrchr(r->instance, ':') : NULL;
-  snprintf(r->process, sizeof r->process, "%.*s",
-           tail ? (int)(tail - r->instance) : 1, tail ? r->instance : "-");
-  r->last_subscriber = string_field(j, "LastSubscriber");
-  r->subscribed_at = string_field(j, "SubscribedAt");
-  r->checkpoint_at = string_field(j, "CheckpointAt");
-  r->orphaned_at = string_field(j, "OrphanedAt");
-  json_decref(j);
-  if (r->ns && r->key) {
-    size_t n = strlen(r->ns) + strlen(r->key) + 2;
-    if ((r->stream = malloc(n)) != NULL)
-      snprintf(r->stream, n, "%s@%s", r->ns, r->key);
-  }
-  if (r->ns == NULL || r->key == NULL || r->path == NULL || r->stream == NULL) {
-    row_free(r);
-    return DURABLE_ENOMEM;
-  }
-  return 0;
+/* A copy of `s` into *out: 0, or -1 when there was no memory (NULL is
+ * copied as NULL). */
+static int copy_text(char **out, const char *s) {
+  *out = s ? strdup(s) : NULL;
+  return s && *out == NULL ? -1 : 0;
 }
 
 static void json_field(const char *name, const char *value, int first) {
@@ -128,14 +98,14 @@ static void json_field(const char *name, const char *value, int first) {
     fputs("null", stdout);
 }
 
-static int64_t age_ms(int64_t now, const stream_row_t *r) {
-  return now > r->oldest_at ? now - r->oldest_at : 0;
+static int64_t age_ms(int64_t now, int64_t at) {
+  return now > at ? now - at : 0;
 }
 
 /* An age for a person: 850ms, 42s, 5m03s, 2h05m, 3d04h; "-" for none. */
-static void format_age(char out[32], int64_t now, const stream_row_t *r) {
-  int64_t ms = age_ms(now, r), s = ms / 1000;
-  if (r->oldest_at == 0)
+static void format_age(char out[32], int64_t now, int64_t at) {
+  int64_t ms = age_ms(now, at), s = ms / 1000;
+  if (at == 0)
     snprintf(out, 32, "-");
   else if (ms < 1000)
     snprintf(out, 32, "%" PRId64 "ms", ms);
@@ -149,37 +119,39 @@ static void format_age(char out[32], int64_t now, const stream_row_t *r) {
     snprintf(out, 32, "%" PRId64 "d%02" PRId64 "h", s / 86400, s / 3600 % 24);
 }
 
-static void print_row_json(int64_t now, const stream_row_t *r) {
-  json_field("stream", r->stream, 1);
-  json_field("namespace", r->ns, 0);
-  json_field("key", r->key, 0);
-  json_field("path", r->path, 0);
+static void print_json(int64_t now, const durable_stream_status_t *s,
+                       const char *stream, const stored_t *t) {
+  json_field("stream", stream, 1);
+  json_field("namespace", s->stream.ns, 0);
+  json_field("key", s->stream.key, 0);
+  json_field("path", s->path, 0);
   printf(",\"last\":%" PRId64 ",\"checkpoint\":%" PRId64 ",\"lag\":%" PRId64,
-         r->last, r->checkpoint, r->lag);
-  json_field("subscriber", r->subscriber, 0);
-  json_field("subscriber_instance", r->instance, 0);
-  printf(",\"epoch\":%" PRId64, r->epoch);
-  json_field("orphaned_at", r->orphaned_at, 0);
-  json_field("last_subscriber", r->last_subscriber, 0);
-  json_field("subscribed_at", r->subscribed_at, 0);
-  json_field("checkpoint_at", r->checkpoint_at, 0);
+         s->last_sequence, s->checkpoint, s->lag);
+  json_field("subscriber", s->subscriber, 0);
+  json_field("subscriber_instance", s->subscriber_instance, 0);
+  printf(",\"epoch\":%" PRId64, s->lease_epoch);
+  json_field("orphaned_at", t->orphaned_at, 0);
+  json_field("last_subscriber", t->last_subscriber, 0);
+  json_field("subscribed_at", t->subscribed_at, 0);
+  json_field("checkpoint_at", t->checkpoint_at, 0);
   fputs(",\"oldest_unacknowledged_at\":", stdout);
-  if (r->oldest_at)
-    cli_print_time(stdout, r->oldest_at);
+  if (s->oldest_appended_at)
+    cli_print_time(stdout, s->oldest_appended_at);
   else
     fputs("null", stdout);
-  if (r->oldest_at)
-    printf(",\"oldest_unacknowledged_age_ms\":%" PRId64, age_ms(now, r));
+  if (s->oldest_appended_at)
+    printf(",\"oldest_unacknowledged_age_ms\":%" PRId64,
+           age_ms(now, s->oldest_appended_at));
   else
     fputs(",\"oldest_unacknowledged_age_ms\":null", stdout);
-  printf(",\"attempts\":%d", r->attempts);
-  json_field("last_error", r->last_error, 0);
+  printf(",\"attempts\":%d", s->attempts);
+  json_field("last_error", s->last_error, 0);
   fputs(",\"failed_at\":", stdout);
-  if (r->failed_at)
-    cli_print_time(stdout, r->failed_at);
+  if (s->failed_at)
+    cli_print_time(stdout, s->failed_at);
   else
     fputs("null", stdout);
-  printf(",\"dead_letters\":%" PRId64 "}\n", r->dead_letters);
+  printf(",\"dead_letters\":%" PRId64 "}\n", s->dead_letters);
 }
 
 static int digits(int64_t v) {
@@ -209,7 +181,7 @@ static void print_table(const streams_state_t *st) {
       wg = digits(r->lag);
     if (digits(r->epoch) > we)
       we = digits(r->epoch);
-    format_age(age, st->now, r);
+    format_age(age, st->now, r->oldest_at);
     wo = width(wo, age);
     if (digits(r->attempts) > wa)
       wa = digits(r->attempts);
@@ -222,7 +194,7 @@ static void print_table(const streams_state_t *st) {
          "ORPHANED_AT", "LAST_ERROR");
   for (size_t i = 0; i < st->nrows; i++) {
     const stream_row_t *r = &st->rows[i];
-    format_age(age, st->now, r);
+    format_age(age, st->now, r->oldest_at);
     char attempts[16] = "-";
     if (r->attempts > 0)
       snprintf(attempts, sizeof attempts, "%d", r->attempts);
@@ -239,44 +211,64 @@ static void print_table(const streams_state_t *st) {
   }
 }
 
-/* One stream of durable_stream_statuses: printed now (--json), else kept
- * to size the table's columns. */
-static void on_status(const durable_stream_status_t *status, void *data) {
-  cli_t *cli = data;
-  streams_state_t *st = cli->state;
-  stream_row_t row;
-  if (st->nomem)
-    return;
-  if (row_of(status->node, &row) < 0)
-    goto nomem;
-  row.oldest_at = status->oldest_appended_at;
-  row.dead_letters = status->dead_letters;
-  row.attempts = status->attempts;
-  row.failed_at = status->failed_at;
-  if (status->last_error &&
-      (row.last_error = strdup(status->last_error)) == NULL) {
+/* Keep the table's line for `status` (it takes `stream`): 0, or -1 when
+ * there was no memory. */
+static int keep_row(streams_state_t *st, const durable_stream_status_t *status,
+                    char *stream, const stored_t *stored) {
+  stream_row_t row = {.stream = stream,
+                      .last = status->last_sequence,
+                      .checkpoint = status->checkpoint,
+                      .lag = status->lag,
+                      .epoch = status->lease_epoch,
+                      .oldest_at = status->oldest_appended_at,
+                      .dead_letters = status->dead_letters,
+                      .attempts = status->attempts};
+  if (copy_text(&row.subscriber, status->subscriber) < 0 ||
+      copy_text(&row.orphaned_at, stored->orphaned_at) < 0 ||
+      copy_text(&row.last_error, status->last_error) < 0) {
     row_free(&row);
-    goto nomem;
+    return -1;
   }
-  if (st->json) {
-    print_row_json(st->now, &row);
-    row_free(&row);
-    return;
-  }
+  /* the random tail tells processes apart, not people: leave it to --json */
+  const char *instance = status->subscriber_instance;
+  const char *tail = instance ? strrchr(instance, ':') : NULL;
+  snprintf(row.process, sizeof row.process, "%.*s",
+           tail ? (int)(tail - instance) : 1, tail ? instance : "-");
   if (st->nrows == st->cap) {
     size_t cap = st->cap ? st->cap * 2 : 64;
     stream_row_t *rows = realloc(st->rows, cap * sizeof *rows);
     if (rows == NULL) {
       row_free(&row);
-      goto nomem;
+      return -1;
     }
     st->rows = rows;
     st->cap = cap;
   }
   st->rows[st->nrows++] = row;
-  return;
-nomem:
-  st->nomem = 1;
+  return 0;
+}
+
+/* One stream of durable_stream_statuses: printed now (--json), else kept
+ * to size the table's columns. */
+static void on_status(const durable_stream_status_t *status, void *data) {
+  cli_t *cli = data;
+  streams_state_t *st = cli->state;
+  if (st->nomem)
+    return;
+  char *stream = stream_name(status);
+  if (stream == NULL) {
+    st->nomem = 1;
+    return;
+  }
+  stored_t stored;
+  stored_read(status->node, &stored);
+  if (st->json) {
+    print_json(st->now, status, stream, &stored);
+    free(stream);
+  } else if (keep_row(st, status, stream, &stored) < 0) {
+    st->nomem = 1;
+  }
+  json_decref(stored.content);
 }
 
 static void on_statuses(int status, const char *message, void *data) {
