@@ -168,10 +168,6 @@ int cli_stream_take(cli_t *cli, cli_stream_t *s, char *ns, char *key);
 int cli_stream_open(cli_stream_t *s, cli_t *cli);
 /* A sequence argument: digits only, a whole number >= 0; 0, or -1. */
 int cli_parse_sequence(const char *text, int64_t *out);
-/* Write `text` on one line: each of the characters `breaks` in it becomes a
- * space, the rest is written as it is (one byte for one, so the widths of
- * a table stay). */
-void cli_put_one_line(FILE *out, const char *text, const char *breaks);
 
 /* ---- publish.c ---- */
 

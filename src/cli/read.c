@@ -12,6 +12,8 @@
  */
 #include "cli.h"
 
+#include <durable_text.h>
+
 #include <inttypes.h>
 #include <signal.h>
 #include <string.h>
@@ -29,7 +31,7 @@ static void print_item(const durable_item_t *item) {
   /* JSON holds no raw line break inside a string: each one is whitespace
    * between tokens, and a space keeps the line one line.  A tab is kept:
    * it breaks no line, and the payload is printed as published. */
-  cli_put_one_line(stdout, item->payload, "\r\n");
+  durable__one_line_fputs(item->payload, stdout);
   fputs("}\n", stdout);
 }
 

@@ -19,11 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void cli_put_one_line(FILE *out, const char *text, const char *breaks) {
-  for (const char *p = text; *p; p++)
-    fputc(strchr(breaks, *p) ? ' ' : *p, out);
-}
-
 /* cli->before_close: the reader and the signals go before the mesh. */
 static void close_handles(cli_t *cli) {
   cli_stream_t *s = cli->state;

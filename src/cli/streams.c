@@ -164,6 +164,14 @@ static int width(int w, const char *s) {
   return n > w ? n : w;
 }
 
+/* The table's last cell: one line per stream, and no tab in a cell, so a
+ * handler's error with breaks or tabs prints on its row (--json keeps it as
+ * it is).  One byte for one. */
+static void put_cell(FILE *out, const char *text) {
+  for (const char *p = text; *p; p++)
+    fputc(*p == '\n' || *p == '\r' || *p == '\t' ? ' ' : *p, out);
+}
+
 static void print_table(const streams_state_t *st) {
   int ws = 6, wl = 4, wc = 10, wg = 3, wsub = 10, wp = 7, we = 5, wo = 6,
       wa = 8, wd = 4;
@@ -204,9 +212,7 @@ static void print_table(const streams_state_t *st) {
            wsub, r->subscriber ? r->subscriber : "-", wp, r->process, we,
            r->epoch, wa, attempts, wd, r->dead_letters,
            r->orphaned_at ? r->orphaned_at : "-");
-    /* one line per stream: a handler's error may hold breaks and tabs
-     * (--json keeps it as it is) */
-    cli_put_one_line(stdout, r->last_error ? r->last_error : "-", "\r\n\t");
+    put_cell(stdout, r->last_error ? r->last_error : "-");
     putchar('\n');
   }
 }
