@@ -279,7 +279,7 @@ function Reply:fail(message, code) end
 ---@return boolean still unfinished
 function Reply:pending() end
 
--- ---- durable streams (bindings/lua/streams.c) -----------------------------------
+-- ---- durable streams (bindings/lua/streams.c; hub.read: reader.c) -----------------
 
 ---true, or nil, message, "EINVAL" with durable_stream_check's message for a
 ---bad stream id ("A durable stream needs a non-empty Namespace without '/' (was '')."
