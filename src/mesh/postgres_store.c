@@ -8,8 +8,7 @@
  *    function except watch_* on its own threads (and connect once more on
  *    the loop thread at open), so plain blocking libpq is the simplest
  *    correct choice there.  Connecting is bounded by our own 5 s
- *    deadline (PQconnectStartParams + poll()), because libpq's
- *    connect_timeout applies per address tried, not to the whole attempt.
+ *    deadline, not libpq's per-address connect_timeout (postgres_conn.c).
  *
  *  - One schema per partition, created lazily by
  *    public.ensure_partition_schema() (schema.c).  Writes ensure their
@@ -49,23 +48,14 @@
  * the store, so a notification lost while the connection was down is never
  * a gap: every watch re-reads from its cursor.
  */
-#include "map.h"
-#include "schema.h"
-#include "store.h"
+#include "postgres.h"
 
-#include <libpq-fe.h>
-
-#include <errno.h>
-#include <poll.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define CHANNEL "durable_changes"
-#define CONNECT_TIMEOUT_MS 5000
 /* NOTIFY payloads must stay under 8000 bytes. */
 #define PAYLOAD_MAX 7999
 /* Advisory lock keys.  The bootstrap uses the one-bigint key space and
@@ -78,15 +68,10 @@
 #define STMT_CACHE_MAX 1024
 #define WATCH_BACKOFF_MIN_MS 100
 #define WATCH_BACKOFF_MAX_MS 5000
-/* How long a machine that vanishes or is cut off keeps its liveness lock
- * at most, and how long any call on a connection can hang (open_pg). */
-#define LIVENESS_BOUND_MS 10000
 /* How long an answer of the liveness lock's session counts (backend.h's
  * fence_ms): a host cut off stops handing items over this long after the
  * last answer, and a takeover waits this long before its first item. */
 #define FENCE_MS 2000
-#define STR_(x) #x
-#define STR(x) STR_(x)
 
 #define NODE_COLS                                                              \
   "namespace, id, path, node_type, content, main_node, version, created_at, "  \
@@ -94,235 +79,12 @@
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static char *format(const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 1, 2)))
-#endif
-    ;
-
-static char *format(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (n < 0)
-    return NULL;
-  char *s = malloc((size_t)n + 1);
-  if (s == NULL)
-    return NULL;
-  va_start(ap, fmt);
-  vsnprintf(s, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  return s;
-}
-
-/* libpq's messages span lines ("...failed: X\n\tIs the server running...");
- * ours are one line. */
-static void one_line(char *dst, size_t size, const char *src) {
-  size_t n = 0;
-  int space = 0;
-  for (; *src && n + 1 < size; src++) {
-    if (*src == '\n' || *src == '\r' || *src == '\t' || *src == ' ') {
-      space = n > 0;
-      continue;
-    }
-    if (space && n + 2 < size)
-      dst[n++] = ' ';
-    space = 0;
-    dst[n++] = *src;
-  }
-  dst[n] = '\0';
-}
-
-/* The URL or conninfo with any password replaced by "***", for messages. */
-static char *mask_password(const char *url) {
-  size_t len = strlen(url);
-  /* each "***" stands for a "password" key or a ':' of at least as many
-   * bytes, so twice the length is always enough */
-  char *out = malloc(len * 2 + 8);
-  if (out == NULL)
-    return NULL;
-  size_t o = 0, i = 0;
-  const char *p = NULL;
-  if (strncmp(url, "postgresql://", 13) == 0)
-    p = url + 13;
-  if (strncmp(url, "postgres://", 11) == 0)
-    p = url + 11;
-  if (p != NULL) {
-    /* URI: user:password@host... and ?password=... */
-    size_t auth = (size_t)(p - url);
-    size_t end = auth + strcspn(p, "/?");
-    size_t at = end, colon = end;
-    for (size_t k = auth; k < end; k++)
-      if (url[k] == '@')
-        at = k;
-    for (size_t k = auth; k < at; k++)
-      if (url[k] == ':') {
-        colon = k;
-        break;
-      }
-    int in_query = 0;
-    while (i < len) {
-      if (i == colon + 1 && colon < at && at < end) {
-        memcpy(out + o, "***", 3);
-        o += 3;
-        i = at;
-        continue;
-      }
-      if (url[i] == '?')
-        in_query = 1;
-      if (in_query && (url[i] == '?' || url[i] == '&') &&
-          strncmp(url + i + 1, "password=", 9) == 0) {
-        memcpy(out + o, url + i, 10);
-        o += 10;
-        memcpy(out + o, "***", 3);
-        o += 3;
-        i += 10;
-        while (i < len && url[i] != '&' && url[i] != '#')
-          i++;
-        continue;
-      }
-      out[o++] = url[i++];
-    }
-    out[o] = '\0';
-    return out;
-  }
-  /* conninfo: key = value pairs, values bare or 'quoted' with \ escapes */
-  while (i < len) {
-    while (i < len && (url[i] == ' ' || url[i] == '\t' || url[i] == '\n'))
-      out[o++] = url[i++];
-    size_t key = i;
-    while (i < len && url[i] != '=' && url[i] != ' ' && url[i] != '\t')
-      out[o++] = url[i++];
-    int is_password = i - key == 8 && strncmp(url + key, "password", 8) == 0;
-    while (i < len && (url[i] == ' ' || url[i] == '\t'))
-      out[o++] = url[i++];
-    if (i < len && url[i] == '=')
-      out[o++] = url[i++];
-    while (i < len && (url[i] == ' ' || url[i] == '\t'))
-      out[o++] = url[i++];
-    size_t value = i;
-    if (i < len && url[i] == '\'') {
-      for (i++; i < len && url[i] != '\''; i++)
-        if (url[i] == '\\' && i + 1 < len)
-          i++;
-      if (i < len)
-        i++;
-    } else {
-      for (; i < len && url[i] != ' ' && url[i] != '\t'; i++)
-        if (url[i] == '\\' && i + 1 < len)
-          i++;
-    }
-    if (is_password && i > value) {
-      memcpy(out + o, "***", 3);
-      o += 3;
-    } else {
-      memcpy(out + o, url + value, i - value);
-      o += i - value;
-    }
-  }
-  out[o] = '\0';
-  return out;
-}
-
 /* "ns/id", or "id" at the top. */
 static void path_of(char *buf, size_t size, const char *ns, const char *id) {
   if (ns == NULL || *ns == '\0')
     snprintf(buf, size, "%s", id);
   else
     snprintf(buf, size, "%s/%s", ns, id);
-}
-
-static void quiet_notices(void *arg, const char *message) {
-  /* "schema ... already exists, skipping" and the like are not news. */
-  (void)arg;
-  (void)message;
-}
-
-/* A connection is gone: libpq says so, or the server said it is going away
- * (class 08 connection exceptions, 57P01..57P03 shutdown / cannot connect).
- */
-static int is_lost(PGconn *pg, const char *sqlstate) {
-  if (pg == NULL || PQstatus(pg) != CONNECTION_OK)
-    return 1;
-  if (sqlstate == NULL)
-    return 0;
-  return strncmp(sqlstate, "08", 2) == 0 || strcmp(sqlstate, "57P01") == 0 ||
-         strcmp(sqlstate, "57P02") == 0 || strcmp(sqlstate, "57P03") == 0;
-}
-
-/* Connect, blocking, within CONNECT_TIMEOUT_MS in all.  `url` may be a URI
- * or a conninfo: expand_dbname hands either to libpq as it is.  Keywords
- * before "dbname" are defaults that the URL may override.  On failure
- * returns NULL with the reason in `why`. */
-static PGconn *open_pg(const char *url, char *why, size_t size) {
-  const char *keys[10], *vals[10];
-  int n = 0;
-  keys[n] = "application_name", vals[n++] = "durable";
-  /* Both ends of every connection give up on the other within
-   * LIVENESS_BOUND_MS, whatever is in flight (all ignored on unix sockets):
-   * an idle connection through keepalives (4 s idle, then 3 probes 2 s
-   * apart), one with data unacknowledged -- a query, a commit, NOTIFYs
-   * the server is pushing -- through TCP_USER_TIMEOUT.  On the server's
-   * side this bounds how long a vanished or cut-off machine keeps its
-   * liveness lock (see pg_alive); on ours, how long a call can hang. */
-  keys[n] = "keepalives_idle", vals[n++] = "4";
-  keys[n] = "keepalives_interval", vals[n++] = "2";
-  keys[n] = "keepalives_count", vals[n++] = "3";
-  keys[n] = "tcp_user_timeout", vals[n++] = STR(LIVENESS_BOUND_MS);
-  keys[n] = "options", vals[n++] =
-                           "-c tcp_keepalives_idle=4 "
-                           "-c tcp_keepalives_interval=2 "
-                           "-c tcp_keepalives_count=3 "
-                           "-c tcp_user_timeout=" STR(LIVENESS_BOUND_MS);
-  keys[n] = "dbname", vals[n++] = url;
-  keys[n] = NULL, vals[n] = NULL;
-
-  PGconn *pg = PQconnectStartParams(keys, vals, 1);
-  if (pg == NULL) {
-    snprintf(why, size, "out of memory");
-    return NULL;
-  }
-  int64_t deadline = mono_ms() + CONNECT_TIMEOUT_MS;
-  /* The documented start: behave as if PQconnectPoll said WRITING. */
-  PostgresPollingStatusType st = PQstatus(pg) == CONNECTION_BAD
-                                     ? PGRES_POLLING_FAILED
-                                     : PGRES_POLLING_WRITING;
-  while (st != PGRES_POLLING_OK) {
-    if (st == PGRES_POLLING_FAILED) {
-      one_line(why, size, PQerrorMessage(pg));
-      if (*why == '\0')
-        snprintf(why, size, "connection failed");
-      PQfinish(pg);
-      return NULL;
-    }
-    if (st == PGRES_POLLING_READING || st == PGRES_POLLING_WRITING) {
-      int64_t left = deadline - mono_ms();
-      struct pollfd p = {PQsocket(pg),
-                         st == PGRES_POLLING_READING ? POLLIN : POLLOUT, 0};
-      int r = left > 0 ? poll(&p, 1, (int)left) : 0;
-      if (r < 0 && errno == EINTR)
-        continue;
-      if (r <= 0) {
-        if (r == 0)
-          snprintf(why, size, "timed out after %d s",
-                   CONNECT_TIMEOUT_MS / 1000);
-        else
-          snprintf(why, size, "poll: %s", strerror(errno));
-        PQfinish(pg);
-        return NULL;
-      }
-    }
-    st = PQconnectPoll(pg);
-  }
-  PQsetNoticeProcessor(pg, quiet_notices, NULL);
-  return pg;
 }
 
 /* The connection's maps (map.h) hold small numbers, never 0, as values. */
@@ -386,11 +148,11 @@ static int pg_error(durable__conn_t *c, const PGresult *res, int code,
     msg = PQerrorMessage(c->pg);
   if (*msg == '\0')
     msg = "unknown error";
-  one_line(line, sizeof(line), msg);
+  durable__pg_one_line(line, sizeof(line), msg);
   if (code == 0 && state && strncmp(state, "40", 2) == 0)
     code = DURABLE_ECANCELED; /* a deadlock or a serialization failure */
   else if (code == 0)
-    code = is_lost(c->pg, state) ? DURABLE_EUNAVAIL : DURABLE_EIO;
+    code = durable__pg_is_lost(c->pg, state) ? DURABLE_EUNAVAIL : DURABLE_EIO;
   const char *sep = subject && *subject ? " " : "";
   if (code == DURABLE_EUNAVAIL)
     return durable__error(err, code, "store '%s' unavailable (%s%s%s): %s",
@@ -926,50 +688,57 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel,
                     const char *table) {
   switch (op) {
   case OP_GET:
-    return format("SELECT " NODE_COLS " FROM %s WHERE namespace = $1 AND "
-                  "id = $2",
-                  rel);
+    return durable__pg_format("SELECT " NODE_COLS
+                              " FROM %s WHERE namespace = $1 AND "
+                              "id = $2",
+                              rel);
   case OP_GET_FOR_UPDATE:
-    return format("SELECT " NODE_COLS " FROM %s WHERE namespace = $1 AND "
-                  "id = $2 FOR UPDATE",
-                  rel);
+    return durable__pg_format("SELECT " NODE_COLS
+                              " FROM %s WHERE namespace = $1 AND "
+                              "id = $2 FOR UPDATE",
+                              rel);
   case OP_LIST:
-    return format("SELECT " NODE_COLS " FROM %s WHERE namespace = $1 AND "
-                  "id > $2 ORDER BY id LIMIT $3",
-                  rel);
+    return durable__pg_format("SELECT " NODE_COLS
+                              " FROM %s WHERE namespace = $1 AND "
+                              "id > $2 ORDER BY id LIMIT $3",
+                              rel);
   case OP_LIST_TYPE:
     /* served by the type index {table}_by_type (schema.h) */
-    return format("SELECT " NODE_COLS " FROM %s WHERE node_type = $1 AND "
-                  "path > $2 ORDER BY path LIMIT $3",
-                  rel);
+    return durable__pg_format("SELECT " NODE_COLS
+                              " FROM %s WHERE node_type = $1 AND "
+                              "path > $2 ORDER BY path LIMIT $3",
+                              rel);
   case OP_LIST_TYPE_SKIP: {
     /* beside a partial type index: its term as a constant, from which the
      * planner proves that the index covers the rows (it proves nothing from
      * $1); never asked for the bulk type itself */
     const char *bulk = durable__bulk_type(table);
-    return format("SELECT " NODE_COLS " FROM %s WHERE node_type = $1 AND "
-                  "node_type <> '%s' AND path > $2 ORDER BY path LIMIT $3",
-                  rel, bulk ? bulk : "");
+    return durable__pg_format(
+        "SELECT " NODE_COLS " FROM %s WHERE node_type = $1 AND "
+        "node_type <> '%s' AND path > $2 ORDER BY path LIMIT $3",
+        rel, bulk ? bulk : "");
   }
   case OP_MAX_ID:
     /* The bounds keep it a backward range scan of the primary key; the
      * length and the pattern only filter the few rows inside the range. */
-    return format("SELECT id FROM %s WHERE namespace = $1 AND id >= $2 AND "
-                  "id <= $3 AND length(id) = $4 AND id ~ '^[0-9]+$' "
-                  "ORDER BY id DESC LIMIT 1",
-                  rel);
+    return durable__pg_format(
+        "SELECT id FROM %s WHERE namespace = $1 AND id >= $2 AND "
+        "id <= $3 AND length(id) = $4 AND id ~ '^[0-9]+$' "
+        "ORDER BY id DESC LIMIT 1",
+        rel);
   case OP_INSERT:
   case OP_INSERT_STRICT:
     /* DO NOTHING: an existing row gives zero rows, not an error, so the
      * transaction stays usable; the strict form fails instead. */
-    return format("INSERT INTO %s (" NODE_COLS ") VALUES ($1, $2, $3, $4, "
-                  "$5, $6, nextval('public.durable_version'), $7, $8) "
-                  "%sRETURNING version, created_at",
-                  rel, op == OP_INSERT ? "ON CONFLICT DO NOTHING " : "");
+    return durable__pg_format(
+        "INSERT INTO %s (" NODE_COLS ") VALUES ($1, $2, $3, $4, "
+        "$5, $6, nextval('public.durable_version'), $7, $8) "
+        "%sRETURNING version, created_at",
+        rel, op == OP_INSERT ? "ON CONFLICT DO NOTHING " : "");
   case OP_UPSERT:
     /* xmax is 0 in a row this statement inserted, our transaction's id in
      * one it updated: the usual way to tell the two apart */
-    return format(
+    return durable__pg_format(
         "INSERT INTO %s (" NODE_COLS ") VALUES ($1, $2, $3, $4, "
         "$5, $6, nextval('public.durable_version'), $7, $8) "
         "ON CONFLICT (namespace, id) DO UPDATE SET "
@@ -984,78 +753,85 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel,
     /* One statement for many rows, each parameter an array: far less work
      * per row for the server than a statement each.  RETURNING names the
      * row, so that each outcome finds its write. */
-    return format("INSERT INTO %s (" NODE_COLS ") SELECT n, i, p, t, c, m, "
-                  "nextval('public.durable_version'), a, u FROM unnest("
-                  "$1::text[], $2::text[], $3::text[], $4::text[], "
-                  "$5::text[], $6::text[], $7::bigint[], $8::bigint[]) "
-                  "AS r(n, i, p, t, c, m, a, u) %s RETURNING namespace, id, "
-                  "version, created_at%s",
-                  rel,
-                  op == OP_INSERT_ROWS ? "ON CONFLICT DO NOTHING"
-                  : op == OP_INSERT_ROWS_STRICT
-                      ? ""
-                      : "ON CONFLICT (namespace, id) DO UPDATE SET "
-                        "path = EXCLUDED.path, node_type = EXCLUDED.node_type, "
-                        "content = EXCLUDED.content, "
-                        "main_node = EXCLUDED.main_node, "
-                        "version = EXCLUDED.version, "
-                        "updated_at = EXCLUDED.updated_at",
-                  op == OP_UPSERT_ROWS ? ", xmax = 0" : "");
+    return durable__pg_format(
+        "INSERT INTO %s (" NODE_COLS ") SELECT n, i, p, t, c, m, "
+        "nextval('public.durable_version'), a, u FROM unnest("
+        "$1::text[], $2::text[], $3::text[], $4::text[], "
+        "$5::text[], $6::text[], $7::bigint[], $8::bigint[]) "
+        "AS r(n, i, p, t, c, m, a, u) %s RETURNING namespace, id, "
+        "version, created_at%s",
+        rel,
+        op == OP_INSERT_ROWS ? "ON CONFLICT DO NOTHING"
+        : op == OP_INSERT_ROWS_STRICT
+            ? ""
+            : "ON CONFLICT (namespace, id) DO UPDATE SET "
+              "path = EXCLUDED.path, node_type = EXCLUDED.node_type, "
+              "content = EXCLUDED.content, "
+              "main_node = EXCLUDED.main_node, "
+              "version = EXCLUDED.version, "
+              "updated_at = EXCLUDED.updated_at",
+        op == OP_UPSERT_ROWS ? ", xmax = 0" : "");
   case OP_UPDATE:
-    return format("UPDATE %s SET path = $3, node_type = $4, content = $5, "
-                  "main_node = $6, version = nextval('public.durable_version'),"
-                  " created_at = $7, updated_at = $8 WHERE namespace = $1 AND "
-                  "id = $2 RETURNING version, created_at",
-                  rel);
+    return durable__pg_format(
+        "UPDATE %s SET path = $3, node_type = $4, content = $5, "
+        "main_node = $6, version = nextval('public.durable_version'),"
+        " created_at = $7, updated_at = $8 WHERE namespace = $1 AND "
+        "id = $2 RETURNING version, created_at",
+        rel);
   case OP_REPLACE:
     /* a compare-and-set without a read before it: $7 (created_at's slot
      * in every node write) carries the expected version.  No row: absent;
      * a row without a version: at another version (or changed meanwhile:
      * the UPDATE re-checks its condition on the row that committed). */
-    return format("WITH was AS (SELECT 1 FROM %s WHERE namespace = $1 AND "
-                  "id = $2), upd AS (UPDATE %s SET path = $3, node_type = $4, "
-                  "content = $5, main_node = $6, version = "
-                  "nextval('public.durable_version'), updated_at = $8 WHERE "
-                  "namespace = $1 AND id = $2 AND version = $7::bigint "
-                  "RETURNING version, created_at) SELECT upd.version, "
-                  "upd.created_at FROM was LEFT JOIN upd ON true",
-                  rel, rel);
+    return durable__pg_format(
+        "WITH was AS (SELECT 1 FROM %s WHERE namespace = $1 AND "
+        "id = $2), upd AS (UPDATE %s SET path = $3, node_type = $4, "
+        "content = $5, main_node = $6, version = "
+        "nextval('public.durable_version'), updated_at = $8 WHERE "
+        "namespace = $1 AND id = $2 AND version = $7::bigint "
+        "RETURNING version, created_at) SELECT upd.version, "
+        "upd.created_at FROM was LEFT JOIN upd ON true",
+        rel, rel);
   case OP_REPLACE_STRICT:
     /* no row updated, absent or at another version: the function raises
      * DURABLE__REFUSED_STATE (schema.c makes it) */
-    return format("WITH upd AS (UPDATE %s SET path = $3, node_type = $4, "
-                  "content = $5, main_node = $6, version = "
-                  "nextval('public.durable_version'), updated_at = $8 WHERE "
-                  "namespace = $1 AND id = $2 AND version = $7::bigint "
-                  "RETURNING version, created_at) SELECT version, created_at "
-                  "FROM upd UNION ALL SELECT public.durable_refused(), NULL "
-                  "WHERE NOT EXISTS (SELECT 1 FROM upd)",
-                  rel);
+    return durable__pg_format(
+        "WITH upd AS (UPDATE %s SET path = $3, node_type = $4, "
+        "content = $5, main_node = $6, version = "
+        "nextval('public.durable_version'), updated_at = $8 WHERE "
+        "namespace = $1 AND id = $2 AND version = $7::bigint "
+        "RETURNING version, created_at) SELECT version, created_at "
+        "FROM upd UNION ALL SELECT public.durable_refused(), NULL "
+        "WHERE NOT EXISTS (SELECT 1 FROM upd)",
+        rel);
   case OP_REPLACE_ROWS_STRICT:
     /* OP_REPLACE_STRICT for many rows: $7 carries the expected versions;
      * fewer rows updated than asked for raises as the one-row form does */
-    return format("WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], "
-                  "$3::text[], $4::text[], $5::text[], $6::text[], "
-                  "$7::bigint[], $8::bigint[]) AS r(n, i, p, t, c, m, e, u)), "
-                  "upd AS (UPDATE %s AS x SET path = r.p, node_type = r.t, "
-                  "content = r.c, main_node = r.m, version = "
-                  "nextval('public.durable_version'), updated_at = r.u FROM r "
-                  "WHERE x.namespace = r.n AND x.id = r.i AND x.version = r.e "
-                  "RETURNING x.namespace, x.id, x.version, x.created_at) "
-                  "SELECT namespace, id, version, created_at FROM upd UNION "
-                  "ALL SELECT NULL, NULL, public.durable_refused(), NULL "
-                  "WHERE (SELECT count(*) FROM upd) <> (SELECT count(*) FROM "
-                  "r)",
-                  rel);
+    return durable__pg_format(
+        "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], "
+        "$3::text[], $4::text[], $5::text[], $6::text[], "
+        "$7::bigint[], $8::bigint[]) AS r(n, i, p, t, c, m, e, u)), "
+        "upd AS (UPDATE %s AS x SET path = r.p, node_type = r.t, "
+        "content = r.c, main_node = r.m, version = "
+        "nextval('public.durable_version'), updated_at = r.u FROM r "
+        "WHERE x.namespace = r.n AND x.id = r.i AND x.version = r.e "
+        "RETURNING x.namespace, x.id, x.version, x.created_at) "
+        "SELECT namespace, id, version, created_at FROM upd UNION "
+        "ALL SELECT NULL, NULL, public.durable_refused(), NULL "
+        "WHERE (SELECT count(*) FROM upd) <> (SELECT count(*) FROM "
+        "r)",
+        rel);
   case OP_LOCK_ROWS:
     /* OP_GET_FOR_UPDATE for many rows, locked in the key's order (the
      * sort runs below the locking) -- the order the group asked for */
-    return format("SELECT " NODE_COLS " FROM %s WHERE (namespace, id) IN "
-                  "(SELECT n, i FROM unnest($1::text[], $2::text[]) AS k(n, "
-                  "i)) ORDER BY namespace, id FOR UPDATE",
-                  rel);
+    return durable__pg_format(
+        "SELECT " NODE_COLS " FROM %s WHERE (namespace, id) IN "
+        "(SELECT n, i FROM unnest($1::text[], $2::text[]) AS k(n, "
+        "i)) ORDER BY namespace, id FOR UPDATE",
+        rel);
   case OP_REMOVE:
-    return format("DELETE FROM %s WHERE namespace = $1 AND id = $2", rel);
+    return durable__pg_format("DELETE FROM %s WHERE namespace = $1 AND id = $2",
+                              rel);
   case OP_CHECK: {
     /* the table names are ours, quoted anyway as literals */
     size_t n = 0, len = 0;
@@ -1075,11 +851,12 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel,
           strcat(list, ", ");
         strcat(list, names[i]);
       }
-      sql = format("SELECT count(*) = %zu FROM pg_catalog.pg_class c JOIN "
-                   "pg_catalog.pg_namespace s ON s.oid = c.relnamespace "
-                   "WHERE s.nspname = $1 AND c.relkind IN ('r', 'p') AND "
-                   "c.relname IN (%s)",
-                   n, list);
+      sql = durable__pg_format(
+          "SELECT count(*) = %zu FROM pg_catalog.pg_class c JOIN "
+          "pg_catalog.pg_namespace s ON s.oid = c.relnamespace "
+          "WHERE s.nspname = $1 AND c.relkind IN ('r', 'p') AND "
+          "c.relname IN (%s)",
+          n, list);
     }
     for (size_t i = 0; i < n; i++)
       PQfreemem(names[i]);
@@ -1087,38 +864,45 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel,
     return sql;
   }
   case OP_LOCK:
-    return format("SELECT pg_advisory_xact_lock(%d, hashtext($1))",
-                  PARTITION_LOCK);
+    return durable__pg_format("SELECT pg_advisory_xact_lock(%d, hashtext($1))",
+                              PARTITION_LOCK);
   case OP_ENSURE:
-    return format("SELECT public.ensure_partition_schema($1)");
+    return durable__pg_format("SELECT public.ensure_partition_schema($1)");
   case OP_NOTIFY:
-    return format("SELECT pg_notify('" CHANNEL "', $1)");
+    return durable__pg_format("SELECT pg_notify('" CHANNEL "', $1)");
   case OP_NOTIFY_ROWS:
-    return format("SELECT pg_notify('" CHANNEL "', p) FROM unnest($1::text[]) "
-                  "AS p");
+    return durable__pg_format("SELECT pg_notify('" CHANNEL
+                              "', p) FROM unnest($1::text[]) "
+                              "AS p");
   case OP_GRANTS:
-    return format("SELECT principal, prefix, modes FROM public.durable_grants "
-                  "WHERE principal = $1 AND modes <> 0 ORDER BY prefix");
+    return durable__pg_format(
+        "SELECT principal, prefix, modes FROM public.durable_grants "
+        "WHERE principal = $1 AND modes <> 0 ORDER BY prefix");
   case OP_GRANTS_ALL:
-    return format("SELECT principal, prefix, modes FROM public.durable_grants "
-                  "WHERE modes <> 0 ORDER BY principal, prefix");
+    return durable__pg_format(
+        "SELECT principal, prefix, modes FROM public.durable_grants "
+        "WHERE modes <> 0 ORDER BY principal, prefix");
   case OP_GRANT_ADD:
-    return format("INSERT INTO public.durable_grants AS g (principal, prefix, "
-                  "modes) VALUES ($1, $2, $3::integer) ON CONFLICT (principal, "
-                  "prefix) DO UPDATE SET modes = g.modes | excluded.modes");
+    return durable__pg_format(
+        "INSERT INTO public.durable_grants AS g (principal, prefix, "
+        "modes) VALUES ($1, $2, $3::integer) ON CONFLICT (principal, "
+        "prefix) DO UPDATE SET modes = g.modes | excluded.modes");
   case OP_GRANT_CLEAR:
-    return format("UPDATE public.durable_grants SET modes = modes & "
-                  "~$3::integer WHERE principal = $1 AND prefix = $2");
+    return durable__pg_format(
+        "UPDATE public.durable_grants SET modes = modes & "
+        "~$3::integer WHERE principal = $1 AND prefix = $2");
   case OP_GRANT_DROP:
-    return format("DELETE FROM public.durable_grants WHERE principal = $1 "
-                  "AND prefix = $2 AND modes = 0");
+    return durable__pg_format(
+        "DELETE FROM public.durable_grants WHERE principal = $1 "
+        "AND prefix = $2 AND modes = 0");
   case OP_ALIVE:
     /* a bigint key shows as classid (high half), objid (low), objsubid 1 */
-    return format("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks "
-                  "WHERE locktype = 'advisory' AND granted AND database = "
-                  "(SELECT oid FROM pg_catalog.pg_database WHERE datname = "
-                  "current_database()) AND classid = $1::oid AND "
-                  "objid = $2::oid AND objsubid = 1)");
+    return durable__pg_format(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks "
+        "WHERE locktype = 'advisory' AND granted AND database = "
+        "(SELECT oid FROM pg_catalog.pg_database WHERE datname = "
+        "current_database()) AND classid = $1::oid AND "
+        "objid = $2::oid AND objsubid = 1)");
   }
   return NULL;
 }
@@ -1127,8 +911,9 @@ static char *op_sql(durable__conn_t *c, int op, const char *rel,
  * NULL for statements outside partitions), preparing it on first use. */
 static int statement(durable__conn_t *c, int op, const durable__place_t *place,
                      char name[32], durable_error_t *err) {
-  char *key = place ? format("%c %s %s", op, place->table, place->partition)
-                    : format("%c", op);
+  char *key =
+      place ? durable__pg_format("%c %s %s", op, place->table, place->partition)
+            : durable__pg_format("%c", op);
   if (key == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   uintptr_t known = (uintptr_t)durable__map_get(&c->stmts, key);
@@ -1163,7 +948,7 @@ static int statement(durable__conn_t *c, int op, const durable__place_t *place,
         PQescapeIdentifier(c->pg, place->partition, strlen(place->partition));
     char *table = PQescapeIdentifier(c->pg, place->table, strlen(place->table));
     if (schema && table)
-      rel = format("%s.%s", schema, table);
+      rel = durable__pg_format("%s.%s", schema, table);
     PQfreemem(schema);
     PQfreemem(table);
   }
@@ -1370,12 +1155,12 @@ static int pg_connect(const char *url, durable__conn_t **out,
                       durable_error_t *err) {
   *out = NULL;
   durable__conn_t *c = calloc(1, sizeof(*c));
-  if (c == NULL || (c->name = mask_password(url)) == NULL) {
+  if (c == NULL || (c->name = durable__pg_mask_password(url)) == NULL) {
     free(c);
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
   char why[400];
-  c->pg = open_pg(url, why, sizeof(why));
+  c->pg = durable__pg_open(url, why, sizeof(why));
   if (c->pg == NULL) {
     durable__error(err, DURABLE_EUNAVAIL, "cannot connect to store '%s': %s",
                    c->name, why);
@@ -1850,7 +1635,8 @@ static int pg_changed(durable__conn_t *c, const durable__strv_t *namespaces,
                                 namespaces->count > 1 ? OP_NOTIFY_ROWS : 0,
                                 NULL, name, rows, err);
   for (size_t i = 0; rc == 0 && i < namespaces->count; i++) {
-    char *payload = format("%s\n%s", instance, namespaces->items[i]);
+    char *payload =
+        durable__pg_format("%s\n%s", instance, namespaces->items[i]);
     if (payload == NULL)
       return durable__error(err, DURABLE_ENOMEM, "out of memory");
     if (strlen(payload) > PAYLOAD_MAX) {
@@ -2139,7 +1925,7 @@ static void watch_readable(uv_poll_t *handle, int status, int events) {
  * `why` (read after). */
 static void watch_connect_work(uv_work_t *work) {
   durable__watch_src_t *src = work->data;
-  src->fresh = open_pg(src->url, src->why, sizeof(src->why));
+  src->fresh = durable__pg_open(src->url, src->why, sizeof(src->why));
   if (src->fresh == NULL)
     return;
   /* An idle LISTEN session must not be cut by a server-wide idle timeout
@@ -2164,7 +1950,8 @@ static void watch_connect_work(uv_work_t *work) {
   }
   if (!ok) {
     if (*PQerrorMessage(src->fresh))
-      one_line(src->why, sizeof(src->why), PQerrorMessage(src->fresh));
+      durable__pg_one_line(src->why, sizeof(src->why),
+                           PQerrorMessage(src->fresh));
     PQfinish(src->fresh);
     src->fresh = NULL;
   }
