@@ -6,6 +6,8 @@
  *
  *   postgres_store.c     the backend's functions: connect, transactions,
  *        |               partitions, reads, writes, grants, the change feed
+ *   postgres_pipeline.c  the queue of statements and its round trip
+ *        |
  *   postgres_conn.c      one libpq session: open, name, errors
  */
 #ifndef DURABLE_MESH_POSTGRES_H
@@ -18,6 +20,132 @@
 #include <libpq-fe.h>
 
 #include <stddef.h>
+#include <stdint.h>
+
+/* ---- the connection -------------------------------------------------- */
+
+/* The connection's maps (map.h) hold small numbers, never 0, as values. */
+#define MAP_NUMBER(n) ((void *)(uintptr_t)(n))
+
+/* A statement waiting to be sent: plain SQL without parameters, or a
+ * prepared statement with its parameters. */
+enum { STEP_PLAIN, STEP_READ, STEP_WRITE, STEP_COMMIT };
+
+typedef struct {
+  int kind;
+  int op;          /* STEP_WRITE: OP_INSERT, OP_UPSERT, OP_UPDATE, ... */
+  const char *sql; /* plain SQL, or NULL for the prepared `name` */
+  char name[32];
+  int n;
+  const char *vals[8];
+  char *buf;               /* owns the copied values, `subject`, `partition` */
+  const char *what;        /* for messages: "insert", "get", ... */
+  const char *subject;     /* for messages: the path */
+  const char *partition;   /* forgotten when its relation is missing */
+  durable__outcome_t *out; /* STEP_WRITE */
+  durable__got_t *got;     /* STEP_READ of get_later */
+  char rows[32];           /* the many-row form of `name`, where one serves:
+                              inserts, upserts, strict replaces, locks and
+                              notifications */
+  int strict;              /* a refusal fails the transaction (backend.h) */
+} step_t;
+
+struct durable__conn_s {
+  PGconn *pg;
+  char *name;    /* the URL with its password masked, for messages */
+  int in_tx;     /* between begin and commit / rollback */
+  int tx_sent;   /* the BEGIN of the open transaction has been sent */
+  int broken;    /* the protocol went astray: only disconnect now */
+  step_t *queue; /* statements not sent yet, in order */
+  size_t queued, queue_cap;
+  durable__map_t stmts; /* "op table partition" -> n of "durable_n" */
+  unsigned next_stmt;
+  unsigned resets; /* DEALLOCATE ALLs so far: names taken before are void */
+  durable__map_t partitions; /* the partitions whose tables all exist */
+  durable__strv_t created;   /* partitions created by the open transaction */
+  char sqlstate[6];          /* of the last error */
+};
+
+/* The operations, each a prepared statement (one per table and partition
+ * for those on a table), made on first use. */
+enum {
+  OP_GET = 'g',
+  OP_GET_FOR_UPDATE = 'u',
+  OP_LIST = 'l',
+  OP_MAX_ID = 'm',
+  OP_INSERT = 'i',
+  OP_UPSERT = 'p',
+  OP_INSERT_ROWS = 'I', /* OP_INSERT for many rows (arrays) */
+  OP_UPSERT_ROWS = 'P', /* OP_UPSERT for many rows (arrays) */
+  OP_UPDATE = 'w',
+  OP_REPLACE = 'r', /* OP_UPDATE if the version is $7 */
+  /* the strict forms (backend.h): a refusal is an error, DURABLE__REFUSED_STATE
+   * (schema.h) for a replace, unique_violation for an insert */
+  OP_INSERT_STRICT = 'j',
+  OP_INSERT_ROWS_STRICT = 'J',
+  OP_REPLACE_STRICT = 's',
+  OP_REPLACE_ROWS_STRICT = 'S', /* OP_REPLACE_STRICT for many rows */
+  OP_LOCK_ROWS = 'U',           /* OP_GET_FOR_UPDATE for many rows */
+  OP_REMOVE = 'd',
+  OP_CHECK = 'c',  /* do all tables of partition $1 exist? */
+  OP_LOCK = 'k',   /* serialise creating partition $1 across processes */
+  OP_ENSURE = 'e', /* create partition $1 */
+  OP_NOTIFY = 'n',
+  OP_NOTIFY_ROWS = 'N', /* OP_NOTIFY of many payloads */
+  OP_GRANTS = 'G',
+  OP_GRANTS_ALL = 'H',
+  OP_GRANT_ADD = 'A',
+  OP_GRANT_CLEAR = 'R', /* clear modes $3 of a grant */
+  OP_GRANT_DROP = 'D',  /* drop it when it is left with none */
+  OP_LIST_TYPE = 'y',
+  OP_LIST_TYPE_SKIP = 'Y', /* OP_LIST_TYPE beside a bulk type (schema.h) */
+  OP_ALIVE = 'v'           /* is advisory lock ($1 high, $2 low half) held? */
+};
+
+/* ---- postgres_pipeline.c: the queue and the round trip ------------------ */
+
+/* Append a step to the connection's queue; its strings must live until it
+ * is sent (a write's are copied into `buf` by the caller).  The step is
+ * zeroed but for `kind`.  NULL when out of memory (`err` says so). */
+step_t *durable__pg_push_step(durable__conn_t *c, int kind,
+                              durable_error_t *err);
+void durable__pg_clear_queue(durable__conn_t *c);
+
+/* Send every queued step in one pipeline and take every result: outcomes
+ * into their writes, answers into their reads, and the last step's result
+ * into *last (may be NULL) when it is a read.  For a queue that ends with
+ * COMMIT, *unknown (may be NULL) tells a failure whose outcome cannot be
+ * known from one that certainly committed nothing. */
+int durable__pg_drain(durable__conn_t *c, PGresult **last, int *unknown,
+                      durable_error_t *err);
+
+/* Run a prepared statement now, after whatever is queued, in the same round
+ * trip.  Returns the result, or NULL with *rc and `err` set; `op` and
+ * `subject` name it in messages. */
+PGresult *durable__pg_run(durable__conn_t *c, const char *name, int n,
+                          const char *const *vals, int *rc,
+                          durable_error_t *err, const char *op,
+                          const char *subject);
+
+/* Fill `err` from a failed result (or from the connection when `res` is
+ * NULL) and return the code: `code`, or when 0 the one the failure says
+ * (DURABLE_EUNAVAIL, DURABLE_ECANCELED or DURABLE_EIO). */
+int durable__pg_error(durable__conn_t *c, const PGresult *res, int code,
+                      durable_error_t *err, const char *op,
+                      const char *subject);
+
+/* The last error said the schema or table is not there. */
+int durable__pg_missing_relation(const durable__conn_t *c);
+/* The partition is not known to exist any more (created again on use). */
+void durable__pg_forget_partition(durable__conn_t *c, const char *partition);
+/* A result that succeeded, with rows or without. */
+int durable__pg_result_ok(const PGresult *res);
+
+/* Row `row` of a result of NODE columns as a node (NULL: out of memory);
+ * every row of it appended to `out`. */
+durable_node_t *durable__pg_node_of_row(const PGresult *res, int row);
+int durable__pg_push_rows(const PGresult *res, durable__nodes_t *out,
+                          durable_error_t *err);
 
 /* ---- postgres_conn.c: one libpq session --------------------------------- */
 

@@ -2,7 +2,7 @@
  * postgres_store.c: the PostgreSQL backend (libpq), durable__postgres_backend.
  *
  * It keeps only SQL and I/O; everything the two stores share lives above
- * backend.h.  Four things shape it:
+ * backend.h.  Three things shape it:
  *
  *  - Blocking connections, one per worker thread.  The engine calls every
  *    function except watch_* on its own threads (and connect once more on
@@ -20,22 +20,12 @@
  *    state has no parsing or planning.
  *
  *  - Round trips are the cost that matters (a commit's fsync is the other).
- *    Inside a transaction nothing is sent until a result is needed: BEGIN,
- *    the writes (whose outcomes are deferred, see backend.h), the NOTIFYs of
- *    changed() and the COMMIT wait in a queue, and go in one pipeline at the
- *    next read (whose result is needed now), flush or commit.  A group of
- *    puts is one round trip in all; a read for update costs one, carrying
- *    whatever was queued before it.  In the pipeline, the writes of one
- *    kind into one table go as one statement over arrays (a group of
- *    appends to many streams: its locks, its items, its stream rows, its
- *    NOTIFYs, a statement each), since the server's cost per statement
- *    outweighs its cost per row.  libpq reads
- *    results while it sends, so a long pipeline cannot deadlock on full
- *    socket buffers.
- *
- *  - A commit whose answer was lost is reported as such only when nothing
- *    the server said proves that it did not happen (drain()); otherwise the
- *    group is retried on a new connection, as if it had failed earlier.
+ *    Inside a transaction nothing is sent until a result is needed: the
+ *    statements wait in the connection's queue and go in one pipeline at
+ *    the next read, flush or commit (postgres_pipeline.c).  A commit whose
+ *    answer was lost is reported as such only when nothing the server said
+ *    proves that it did not happen; otherwise the group is retried on a new
+ *    connection, as if it had failed earlier.
  *
  * The change feed of other processes is a dedicated LISTEN connection owned
  * by the loop thread:
@@ -85,599 +75,6 @@ static void path_of(char *buf, size_t size, const char *ns, const char *id) {
     snprintf(buf, size, "%s", id);
   else
     snprintf(buf, size, "%s/%s", ns, id);
-}
-
-/* The connection's maps (map.h) hold small numbers, never 0, as values. */
-#define MAP_NUMBER(n) ((void *)(uintptr_t)(n))
-
-/* ---- the connection ----------------------------------------------------- */
-
-/* A statement waiting to be sent: plain SQL without parameters, or a
- * prepared statement with its parameters. */
-enum { STEP_PLAIN, STEP_READ, STEP_WRITE, STEP_COMMIT };
-
-typedef struct {
-  int kind;
-  int op;          /* STEP_WRITE: OP_INSERT, OP_UPSERT, OP_UPDATE, ... */
-  const char *sql; /* plain SQL, or NULL for the prepared `name` */
-  char name[32];
-  int n;
-  const char *vals[8];
-  char *buf;               /* owns the copied values, `subject`, `partition` */
-  const char *what;        /* for messages: "insert", "get", ... */
-  const char *subject;     /* for messages: the path */
-  const char *partition;   /* forgotten when its relation is missing */
-  durable__outcome_t *out; /* STEP_WRITE */
-  durable__got_t *got;     /* STEP_READ of get_later */
-  char rows[32];           /* the many-row form of `name`, where one serves:
-                              inserts, upserts, strict replaces, locks and
-                              notifications */
-  int strict;              /* a refusal fails the transaction (backend.h) */
-} step_t;
-
-struct durable__conn_s {
-  PGconn *pg;
-  char *name;    /* the URL with its password masked, for messages */
-  int in_tx;     /* between begin and commit / rollback */
-  int tx_sent;   /* the BEGIN of the open transaction has been sent */
-  int broken;    /* the protocol went astray: only disconnect now */
-  step_t *queue; /* statements not sent yet, in order */
-  size_t queued, queue_cap;
-  durable__map_t stmts; /* "op table partition" -> n of "durable_n" */
-  unsigned next_stmt;
-  unsigned resets; /* DEALLOCATE ALLs so far: names taken before are void */
-  durable__map_t partitions; /* the partitions whose tables all exist */
-  durable__strv_t created;   /* partitions created by the open transaction */
-  char sqlstate[6];          /* of the last error */
-};
-
-/* Fill `err` from a failed result (or from the connection when `res` is
- * NULL).  `code` 0 picks DURABLE_EUNAVAIL for a lost connection,
- * DURABLE_ECANCELED for a transaction the server rolled back on its own
- * (SQLSTATE class 40), else DURABLE_EIO. */
-static int pg_error(durable__conn_t *c, const PGresult *res, int code,
-                    durable_error_t *err, const char *op, const char *subject) {
-  const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-  const char *msg =
-      res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-  char line[400];
-  snprintf(c->sqlstate, sizeof(c->sqlstate), "%s", state ? state : "");
-  if (msg == NULL || *msg == '\0')
-    msg = res ? PQresultErrorMessage(res) : "";
-  if (*msg == '\0')
-    msg = PQerrorMessage(c->pg);
-  if (*msg == '\0')
-    msg = "unknown error";
-  durable__pg_one_line(line, sizeof(line), msg);
-  if (code == 0 && state && strncmp(state, "40", 2) == 0)
-    code = DURABLE_ECANCELED; /* a deadlock or a serialization failure */
-  else if (code == 0)
-    code = durable__pg_is_lost(c->pg, state) ? DURABLE_EUNAVAIL : DURABLE_EIO;
-  const char *sep = subject && *subject ? " " : "";
-  if (code == DURABLE_EUNAVAIL)
-    return durable__error(err, code, "store '%s' unavailable (%s%s%s): %s",
-                          c->name, op, sep, subject ? subject : "", line);
-  return durable__error(err, code, "%s%s%s: %s", op, sep,
-                        subject ? subject : "", line);
-}
-
-/* The last error said the schema or table is not there (dropped behind our
- * back, or a partition created by a transaction that rolled back). */
-static int missing_relation(const durable__conn_t *c) {
-  return strcmp(c->sqlstate, "3F000") == 0 || strcmp(c->sqlstate, "42P01") == 0;
-}
-
-static void forget_partition(durable__conn_t *c, const char *partition) {
-  durable__map_del(&c->partitions, partition);
-}
-
-static int result_ok(const PGresult *res) {
-  ExecStatusType st = PQresultStatus(res);
-  return res != NULL && (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK);
-}
-
-enum {
-  OP_GET = 'g',
-  OP_GET_FOR_UPDATE = 'u',
-  OP_LIST = 'l',
-  OP_MAX_ID = 'm',
-  OP_INSERT = 'i',
-  OP_UPSERT = 'p',
-  OP_INSERT_ROWS = 'I', /* OP_INSERT for many rows (arrays) */
-  OP_UPSERT_ROWS = 'P', /* OP_UPSERT for many rows (arrays) */
-  OP_UPDATE = 'w',
-  OP_REPLACE = 'r', /* OP_UPDATE if the version is $7 */
-  /* the strict forms (backend.h): a refusal is an error, DURABLE__REFUSED_STATE
-   * (schema.h) for a replace, unique_violation for an insert */
-  OP_INSERT_STRICT = 'j',
-  OP_INSERT_ROWS_STRICT = 'J',
-  OP_REPLACE_STRICT = 's',
-  OP_REPLACE_ROWS_STRICT = 'S', /* OP_REPLACE_STRICT for many rows */
-  OP_LOCK_ROWS = 'U',           /* OP_GET_FOR_UPDATE for many rows */
-  OP_REMOVE = 'd',
-  OP_CHECK = 'c',  /* do all tables of partition $1 exist? */
-  OP_LOCK = 'k',   /* serialise creating partition $1 across processes */
-  OP_ENSURE = 'e', /* create partition $1 */
-  OP_NOTIFY = 'n',
-  OP_NOTIFY_ROWS = 'N', /* OP_NOTIFY of many payloads */
-  OP_GRANTS = 'G',
-  OP_GRANTS_ALL = 'H',
-  OP_GRANT_ADD = 'A',
-  OP_GRANT_CLEAR = 'R', /* clear modes $3 of a grant */
-  OP_GRANT_DROP = 'D',  /* drop it when it is left with none */
-  OP_LIST_TYPE = 'y',
-  OP_LIST_TYPE_SKIP = 'Y', /* OP_LIST_TYPE beside a bulk type (schema.h) */
-  OP_ALIVE = 'v'           /* is advisory lock ($1 high, $2 low half) held? */
-};
-
-/* Append a step; its strings must live until it is sent (a write's are
- * copied into `buf` by the caller).  The step is zeroed but for `kind`. */
-static step_t *push_step(durable__conn_t *c, int kind, durable_error_t *err) {
-  if (c->queued == c->queue_cap) {
-    size_t cap = c->queue_cap ? c->queue_cap * 2 : 64;
-    step_t *q = realloc(c->queue, cap * sizeof(*q));
-    if (q == NULL) {
-      durable__error(err, DURABLE_ENOMEM, "out of memory");
-      return NULL;
-    }
-    c->queue = q;
-    c->queue_cap = cap;
-  }
-  step_t *s = &c->queue[c->queued++];
-  memset(s, 0, sizeof(*s));
-  s->kind = kind;
-  return s;
-}
-
-static void clear_queue(durable__conn_t *c) {
-  for (size_t i = 0; i < c->queued; i++)
-    free(c->queue[i].buf);
-  c->queued = 0;
-}
-
-/* A write's result into its outcome. */
-static void take_outcome(const step_t *s, const PGresult *res) {
-  durable__outcome_t *o = s->out;
-  if (o == NULL)
-    return;
-  if (s->op == OP_REMOVE) {
-    o->status =
-        strcmp(PQcmdTuples((PGresult *)res), "0") == 0 ? DURABLE_ENOTFOUND : 0;
-    return;
-  }
-  if (PQntuples(res) != 1) { /* DO NOTHING, or no row to update */
-    o->status = s->op == OP_INSERT ? DURABLE_EEXIST : DURABLE_ENOTFOUND;
-    return;
-  }
-  if (s->op == OP_REPLACE && PQgetisnull(res, 0, 0)) {
-    o->status = DURABLE_ECONFLICT; /* there, at another version */
-    return;
-  }
-  o->status = 0;
-  o->version = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-  o->created_at = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-  o->inserted =
-      s->op == OP_UPSERT ? PQgetvalue(res, 0, 2)[0] == 't' : s->op == OP_INSERT;
-}
-
-static durable_node_t *node_of_row(const PGresult *res, int row);
-
-/* Row `row` of a read's result into its answer (none: ENOTFOUND). */
-static void take_got(durable__got_t *got, const PGresult *res, int row) {
-  if (row >= PQntuples(res)) {
-    got->status = DURABLE_ENOTFOUND;
-    return;
-  }
-  got->node = node_of_row(res, row);
-  got->status = got->node ? 0 : DURABLE_ENOMEM;
-}
-
-/* Whether a step's answer is still to come: its write's outcome, or its
- * read's. */
-static int step_pending(const step_t *s) {
-  return (s->out ? s->out->status : s->got->status) == DURABLE__PENDING;
-}
-
-/* The step of `n` sent as one many-row statement that row `r` of its result
- * answers: the pending one whose parameters $1, $2 are the row's namespace
- * and id (columns 0 and 1).  Rows come back in practice in the steps'
- * order, so the search starts after the last one found (*at). */
-static step_t *step_of_row(step_t *steps, size_t n, size_t *at,
-                           const PGresult *res, int r) {
-  const char *ns = PQgetvalue(res, r, 0), *id = PQgetvalue(res, r, 1);
-  for (size_t k = 0; k < n; k++) {
-    step_t *s = &steps[(*at + k) % n];
-    if (step_pending(s) && strcmp(s->vals[0], ns) == 0 &&
-        strcmp(s->vals[1], id) == 0) {
-      *at = (*at + k + 1) % n;
-      return s;
-    }
-  }
-  return NULL;
-}
-
-/* The outcomes of `n` writes sent as one many-row statement.  An insert
- * with no row met its row (DO NOTHING); an upsert always has one, and a
- * strict replace has one or fails. */
-static void take_rows(step_t *steps, size_t n, const PGresult *res) {
-  size_t at = 0;
-  for (int r = 0, rows = PQntuples(res); r < rows; r++) {
-    step_t *s = step_of_row(steps, n, &at, res, r);
-    if (s == NULL)
-      continue;
-    s->out->status = 0;
-    s->out->version = strtoll(PQgetvalue(res, r, 2), NULL, 10);
-    s->out->created_at = strtoll(PQgetvalue(res, r, 3), NULL, 10);
-    s->out->inserted = s->op == OP_UPSERT   ? PQgetvalue(res, r, 4)[0] == 't'
-                       : s->op == OP_INSERT ? 1
-                                            : 0; /* a replace */
-  }
-  for (size_t k = 0; k < n; k++)
-    if (steps[k].out->status == DURABLE__PENDING)
-      steps[k].out->status =
-          steps[k].op == OP_INSERT ? DURABLE_EEXIST : DURABLE_EIO;
-}
-
-/* The rows a many-row lock read, each into the answer of its step;
- * ENOTFOUND for those it did not find (no row: nothing to lock). */
-static void take_locked(step_t *steps, size_t n, const PGresult *res) {
-  size_t at = 0;
-  for (int r = 0, rows = PQntuples(res); r < rows; r++) {
-    step_t *s = step_of_row(steps, n, &at, res, r);
-    if (s != NULL)
-      take_got(s->got, res, r);
-  }
-  for (size_t k = 0; k < n; k++)
-    if (steps[k].got->status == DURABLE__PENDING)
-      steps[k].got->status = DURABLE_ENOTFOUND;
-}
-
-/* Rows per many-row statement: a bound on one message's size. */
-#define ROWS_MAX 1000
-/* Shorter runs of locks, strict replaces and notifications go one
- * statement each.  Their many-row forms are joins and sorts over arrays,
- * planned again for each set of arrays: for the two rows and two
- * namespaces of a consumer's acknowledgement with its effect they cost
- * more than one-row statements (draining with an effect fell from 0.44x to
- * 0.36x the plain loop); at the runs of a group of many streams they cost
- * far less.  (Inserts and upserts, simple scans of their arrays, go many
- * rows at a time from two.) */
-#define ROWS_MIN 8
-
-/* A statement as sent: `count` steps from `first`, as one many-row
- * statement when `rows`. */
-typedef struct {
-  size_t first, count;
-  int rows;
-} sent_t;
-
-/* How many steps from `first` go as one many-row statement: consecutive
- * steps with the same many-row form (the same operation on one table), up
- * to ROWS_MAX, and for upserts and replaces no row twice (one statement
- * may not update a row twice). */
-/* Whether the row of step `s` is in `rows` already; else it is put there.
- * A row is its partition and path (a path names one table).  Out of
- * memory counts as a repeat: the steps then only go one at a time. */
-static int row_repeated(durable__map_t *rows, const step_t *s) {
-  char key[2 * DURABLE_PATH_MAX + 4];
-  snprintf(key, sizeof key, "%s\n%s", s->partition, s->subject);
-  return durable__map_get(rows, key) != NULL ||
-         durable__map_put(rows, key, MAP_NUMBER(1)) != 0;
-}
-
-static size_t run_length(durable__conn_t *c, size_t first) {
-  const step_t *s = &c->queue[first];
-  size_t j = first + 1;
-  if (s->rows[0] == '\0')
-    return 1;
-  int once = s->op == OP_UPSERT || s->op == OP_REPLACE; /* a row at most */
-  durable__map_t rows = {0};
-  for (; j < c->queued && j - first < ROWS_MAX; j++) {
-    const step_t *t = &c->queue[j];
-    if (t->kind != s->kind || strcmp(t->rows, s->rows) != 0)
-      break;
-    if (once && rows.count == 0) /* the first row, once there is a second */
-      row_repeated(&rows, s);
-    if (once && row_repeated(&rows, t))
-      break;
-  }
-  durable__map_free(&rows);
-  int simple = s->kind == STEP_WRITE && s->op != OP_REPLACE;
-  if (!simple && j - first < ROWS_MIN)
-    return 1;
-  return j - first;
-}
-
-/* Put the writes of one many-row form next to each other, so that a group
- * of jobs -- each an insert into one table and a replace in another, say --
- * goes as one statement per form instead of one per write.  Only within a
- * stretch of writes between two other steps (a read for update sees the
- * writes queued before it, and keeps its place), and only when no row is
- * written twice in the stretch: writes of distinct rows commute, and each
- * outcome is its own row's.  The rows the group updates were locked before
- * (write.c), so their writes wait on nobody; an insert may still wait on
- * another transaction's insert of the same new key, now in another order
- * than the jobs', and a deadlock there is cancelled by the server and the
- * group run again, as any deadlock is.  The order within a form, and of
- * the forms by first appearance, is kept. */
-static void gather_stretch(step_t *steps, size_t n) {
-  durable__map_t rows = {0};
-  int distinct = 1;
-  for (size_t i = 0; i < n && distinct; i++)
-    distinct = !row_repeated(&rows, &steps[i]);
-  durable__map_free(&rows);
-  step_t *sorted = distinct ? malloc(n * sizeof(*sorted)) : NULL;
-  char *taken = sorted ? calloc(n, 1) : NULL;
-  if (taken == NULL) { /* as it is, then: only slower */
-    free(sorted);
-    return;
-  }
-  size_t out = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (taken[i])
-      continue;
-    sorted[out++] = steps[i];
-    taken[i] = 1;
-    if (steps[i].rows[0] == '\0')
-      continue; /* a form of one row: it stays where it is */
-    for (size_t j = i + 1; j < n; j++) /* the later steps of its form */
-      if (!taken[j] && strcmp(steps[j].rows, steps[i].rows) == 0) {
-        sorted[out++] = steps[j];
-        taken[j] = 1;
-      }
-  }
-  memcpy(steps, sorted, n * sizeof(*sorted));
-  free(sorted);
-  free(taken);
-}
-
-/* gather_stretch each stretch of three writes or more in the queue. */
-static void gather_writes(durable__conn_t *c) {
-  size_t a = 0;
-  while (a < c->queued) {
-    size_t b = a;
-    while (b < c->queued && c->queue[b].kind == STEP_WRITE)
-      b++;
-    if (b - a >= 3)
-      gather_stretch(&c->queue[a], b - a);
-    a = b > a ? b : a + 1;
-  }
-}
-
-/* Column `col` of `n` steps as a PostgreSQL array literal: every element
- * quoted, '"' and '\' escaped. */
-static char *array_of(const step_t *steps, size_t n, int col) {
-  size_t len = 3;
-  for (size_t k = 0; k < n; k++) {
-    len += 3;
-    for (const char *p = steps[k].vals[col]; *p; p++)
-      len += 1 + (*p == '"' || *p == '\\');
-  }
-  char *out = malloc(len), *o = out;
-  if (out == NULL)
-    return NULL;
-  *o++ = '{';
-  for (size_t k = 0; k < n; k++) {
-    if (k)
-      *o++ = ',';
-    *o++ = '"';
-    for (const char *p = steps[k].vals[col]; *p; p++) {
-      if (*p == '"' || *p == '\\')
-        *o++ = '\\';
-      *o++ = *p;
-    }
-    *o++ = '"';
-  }
-  *o++ = '}';
-  *o = '\0';
-  return out;
-}
-
-/* Send one planned statement (no wait). */
-static int send_planned(PGconn *pg, step_t *steps, const sent_t *p) {
-  const step_t *s = &steps[p->first];
-  if (!p->rows)
-    return s->sql
-               ? PQsendQueryParams(pg, s->sql, 0, NULL, NULL, NULL, NULL, 0)
-               : PQsendQueryPrepared(pg, s->name, s->n, s->vals, NULL, NULL, 0);
-  /* a column of the steps' parameters per parameter */
-  char *arrays[8];
-  int ok = 1;
-  for (int col = 0; col < s->n; col++)
-    if ((arrays[col] = array_of(s, p->count, col)) == NULL)
-      ok = 0;
-  /* libpq copies the parameters into its buffer at once */
-  if (ok)
-    ok = PQsendQueryPrepared(pg, s->rows, s->n, (const char *const *)arrays,
-                             NULL, NULL, 0);
-  for (int col = 0; col < s->n; col++)
-    free(arrays[col]);
-  return ok;
-}
-
-/* Send every queued step in one pipeline and take every result: outcomes
- * into their writes, and the last step's result into *last when it is a
- * read.  The writes of one form are gathered first (gather_writes), and
- * consecutive steps of one many-row form -- inserts, upserts or strict
- * replaces into one table, locks of one table's rows, notifications -- go
- * as one statement.  The first failure decides the error, naming its
- * statement; the statements after it are not run (the pipeline aborts) and
- * an open transaction is spoiled.  Anything unexpected in the protocol gives
- * DURABLE_EUNAVAIL and marks the connection broken: the engine then drops
- * it instead of trusting its state.
- *
- * For a queue that ends with COMMIT: once the server answered COMMIT, the
- * transaction is saved, and that is success even if the connection breaks
- * right after (it is dropped at the next begin).  Otherwise *unknown (may
- * be NULL) tells a failure whose outcome cannot be known -- COMMIT was sent
- * and nothing the server said proves that it did not take effect -- from
- * one that certainly committed nothing. */
-static int drain(durable__conn_t *c, PGresult **last, int *unknown,
-                 durable_error_t *err) {
-  PGconn *pg = c->pg;
-  size_t count = c->queued, nplan = 0, sent = 0, got = 0;
-  PGresult *bad = NULL;
-  int broken = 0, rc = 0, committed = 0, refused = 0;
-  if (last != NULL)
-    *last = NULL;
-  if (unknown != NULL)
-    *unknown = 0;
-  if (count == 0)
-    return 0;
-  sent_t *plan = malloc(count * sizeof(*plan));
-  if (plan == NULL) {
-    clear_queue(c);
-    return durable__error(err, DURABLE_ENOMEM, "out of memory");
-  }
-  gather_writes(c);
-  for (size_t i = 0; i < count; nplan++) {
-    size_t n = run_length(c, i);
-    plan[nplan] = (sent_t){i, n, n > 1};
-    i += n;
-  }
-  size_t bad_at = nplan, commit_at = nplan;
-  c->sqlstate[0] = '\0';
-  if (c->in_tx)
-    c->tx_sent = 1;
-  if (!PQenterPipelineMode(pg))
-    broken = 1;
-  for (; !broken && sent < nplan; sent++) {
-    if (c->queue[plan[sent].first].kind == STEP_COMMIT)
-      commit_at = sent;
-    if (!send_planned(pg, c->queue, &plan[sent]))
-      broken = 1;
-  }
-  if (!broken && !PQpipelineSync(pg))
-    broken = 1;
-  for (; !broken && got < sent; got++) {
-    const sent_t *p = &plan[got];
-    step_t *s = &c->queue[p->first];
-    PGresult *r = PQgetResult(pg);
-    if (r == NULL) {
-      broken = 1;
-      break;
-    }
-    ExecStatusType st = PQresultStatus(r);
-    if (st == PGRES_FATAL_ERROR) {
-      for (size_t k = 0; k < p->count; k++)
-        if (s[k].got != NULL)
-          s[k].got->status = DURABLE_EIO; /* `bad` below says why */
-      if (bad == NULL) {
-        bad = r;
-        bad_at = got;
-        r = NULL;
-      }
-    } else if (result_ok(r)) {
-      if (p->rows && s->kind == STEP_WRITE) {
-        take_rows(s, p->count, r);
-      } else if (p->rows && s->kind == STEP_READ) {
-        take_locked(s, p->count, r);
-      } else if (p->rows) {
-        /* notifications: nothing comes back */
-      } else if (s->kind == STEP_WRITE) {
-        take_outcome(s, r);
-      } else if (s->kind == STEP_COMMIT) {
-        /* COMMIT of a failed transaction "succeeds" with the tag ROLLBACK */
-        committed = strcmp(PQcmdStatus(r), "COMMIT") == 0;
-        refused = !committed;
-      } else if (s->kind == STEP_READ && s->got != NULL) {
-        take_got(s->got, r, 0);
-      } else if (s->kind == STEP_READ && p->first == count - 1 &&
-                 last != NULL) {
-        *last = r;
-        r = NULL;
-      }
-    } /* else PGRES_PIPELINE_ABORTED: not run, after `bad` */
-    PQclear(r);
-    /* each statement's results end with a NULL */
-    PGresult *x = PQgetResult(pg);
-    if (x != NULL) {
-      PQclear(x);
-      broken = 1;
-    }
-  }
-  if (!broken) {
-    PGresult *r = PQgetResult(pg);
-    if (r == NULL || PQresultStatus(r) != PGRES_PIPELINE_SYNC)
-      broken = 1;
-    PQclear(r);
-  }
-  if (PQpipelineStatus(pg) != PQ_PIPELINE_OFF && !PQexitPipelineMode(pg))
-    broken = 1;
-  if (broken)
-    c->broken = 1;
-
-  if (committed) {
-    rc = 0; /* saved: whatever the connection does now */
-  } else if (bad != NULL) {
-    const step_t *s = &c->queue[plan[bad_at].first];
-    rc = pg_error(c, bad, broken ? DURABLE_EUNAVAIL : 0, err, s->what,
-                  s->subject);
-    if (missing_relation(c) && s->partition)
-      forget_partition(c, s->partition);
-    if (!broken && s->strict &&
-        (strcmp(c->sqlstate, DURABLE__REFUSED_STATE) == 0 ||
-         strcmp(c->sqlstate, "23505") == 0))
-      rc = DURABLE__STRICT_REFUSED; /* unique_violation: the row is there */
-  } else if (broken) {
-    const step_t *s = &c->queue[plan[got < nplan ? got : nplan - 1].first];
-    rc = pg_error(c, NULL, DURABLE_EUNAVAIL, err, s->what, s->subject);
-  } else if (refused) {
-    rc = durable__error(err, DURABLE_EIO,
-                        "commit: the transaction was rolled back");
-  }
-  if (rc != 0 && unknown != NULL && commit_at < sent && !refused) {
-    /* Proof that COMMIT did not take effect: an error the server sent (it
-     * has a SQLSTATE) for a statement before it, or a plain ERROR for the
-     * COMMIT itself.  A FATAL one there may come after the commit. */
-    const char *state = bad ? PQresultErrorField(bad, PG_DIAG_SQLSTATE) : NULL;
-    const char *severity =
-        bad ? PQresultErrorField(bad, PG_DIAG_SEVERITY_NONLOCALIZED) : NULL;
-    int proof = state != NULL && (bad_at < commit_at ||
-                                  (bad_at == commit_at && severity != NULL &&
-                                   strcmp(severity, "ERROR") == 0));
-    *unknown = !proof;
-  }
-  PQclear(bad);
-  free(plan);
-  if (rc != 0 && last != NULL) {
-    PQclear(*last);
-    *last = NULL;
-  }
-  clear_queue(c);
-  return rc;
-}
-
-/* Run a prepared statement now, after whatever is queued, in the same round
- * trip.  Returns the result, or NULL with *rc and `err` set. */
-static PGresult *run(durable__conn_t *c, const char *name, int n,
-                     const char *const *vals, int *rc, durable_error_t *err,
-                     const char *op, const char *subject) {
-  PGresult *res;
-  c->sqlstate[0] = '\0';
-  if (c->queued == 0) {
-    res = PQexecPrepared(c->pg, name, n, vals, NULL, NULL, 0);
-    if (result_ok(res))
-      return res;
-    *rc = pg_error(c, res, 0, err, op, subject);
-    PQclear(res);
-    return NULL;
-  }
-  step_t *s = push_step(c, STEP_READ, err);
-  if (s == NULL) {
-    *rc = err->code;
-    return NULL;
-  }
-  snprintf(s->name, sizeof(s->name), "%s", name);
-  s->n = n;
-  for (int i = 0; i < n && i < 8; i++)
-    s->vals[i] = vals[i];
-  s->what = op;
-  s->subject = subject;
-  *rc = drain(c, &res, NULL, err);
-  if (*rc == 0 && res == NULL)
-    *rc = pg_error(c, NULL, DURABLE_EUNAVAIL, err, op, subject);
-  return *rc == 0 ? res : NULL;
 }
 
 /* ---- prepared statements ------------------------------------------------ */
@@ -926,13 +323,13 @@ static int statement(durable__conn_t *c, int op, const durable__place_t *place,
   int rc = 0;
   if (c->stmts.count >= STMT_CACHE_MAX) {
     /* what is queued names statements about to go */
-    if ((rc = drain(c, NULL, NULL, err)) != 0) {
+    if ((rc = durable__pg_drain(c, NULL, NULL, err)) != 0) {
       free(key);
       return rc;
     }
     PGresult *res = PQexec(c->pg, "DEALLOCATE ALL");
-    if (!result_ok(res))
-      rc = pg_error(c, res, 0, err, "deallocate", "");
+    if (!durable__pg_result_ok(res))
+      rc = durable__pg_error(c, res, 0, err, "deallocate", "");
     PQclear(res);
     if (rc != 0) {
       free(key);
@@ -964,8 +361,9 @@ static int statement(durable__conn_t *c, int op, const durable__place_t *place,
   snprintf(name, 32, "durable_%u", n);
   c->sqlstate[0] = '\0';
   PGresult *res = PQprepare(c->pg, name, sql, 0, NULL);
-  if (!result_ok(res))
-    rc = pg_error(c, res, 0, err, "prepare", place ? place->partition : "");
+  if (!durable__pg_result_ok(res))
+    rc = durable__pg_error(c, res, 0, err, "prepare",
+                           place ? place->partition : "");
   else
     rc = durable__map_put(&c->stmts, key, MAP_NUMBER(n));
   PQclear(res);
@@ -1008,7 +406,8 @@ static int partition_exists(durable__conn_t *c, const char *partition,
   if (rc != 0)
     return rc;
   const char *vals[1] = {partition};
-  PGresult *res = run(c, name, 1, vals, &rc, err, "check partition", partition);
+  PGresult *res =
+      durable__pg_run(c, name, 1, vals, &rc, err, "check partition", partition);
   if (res == NULL)
     return rc;
   *exists = PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
@@ -1033,7 +432,7 @@ static int ensure_partition(durable__conn_t *c, const char *partition,
 
   int own = !c->in_tx; /* not expected, but then it gets its own transaction */
   if (own) {
-    step_t *b = push_step(c, STEP_PLAIN, err);
+    step_t *b = durable__pg_push_step(c, STEP_PLAIN, err);
     if (b == NULL)
       return err->code;
     b->sql = "BEGIN";
@@ -1045,27 +444,30 @@ static int ensure_partition(durable__conn_t *c, const char *partition,
   PGresult *res = NULL;
   rc = statement_pair(c, OP_LOCK, OP_ENSURE, NULL, lock, ensure, err);
   if (rc == 0)
-    res = run(c, lock, 1, vals, &rc, err, "lock partition", partition);
+    res = durable__pg_run(c, lock, 1, vals, &rc, err, "lock partition",
+                          partition);
   PQclear(res);
   res = NULL;
   if (rc == 0)
-    res = run(c, ensure, 1, vals, &rc, err, "create partition", partition);
+    res = durable__pg_run(c, ensure, 1, vals, &rc, err, "create partition",
+                          partition);
   PQclear(res);
   if (rc == 0)
     rc = durable__map_put(&c->partitions, partition, MAP_NUMBER(1));
   if (rc == 0 && !own)
     rc = durable__strv_push(&c->created, partition);
   if (own) {
-    clear_queue(c);
+    durable__pg_clear_queue(c);
     if (c->tx_sent) {
       res = PQexec(c->pg, rc == 0 ? "COMMIT" : "ROLLBACK");
-      if (rc == 0 && (!result_ok(res) || strcmp(PQcmdStatus(res), "COMMIT")))
-        rc = pg_error(c, res, 0, err, "create partition", partition);
+      if (rc == 0 &&
+          (!durable__pg_result_ok(res) || strcmp(PQcmdStatus(res), "COMMIT")))
+        rc = durable__pg_error(c, res, 0, err, "create partition", partition);
       PQclear(res);
     }
     c->in_tx = c->tx_sent = 0;
     if (rc != 0)
-      forget_partition(c, partition);
+      durable__pg_forget_partition(c, partition);
   }
   return rc;
 }
@@ -1075,9 +477,9 @@ static int ensure_partition(durable__conn_t *c, const char *partition,
 static void end_tx(durable__conn_t *c, int committed) {
   if (!committed)
     for (size_t i = 0; i < c->created.count; i++)
-      forget_partition(c, c->created.items[i]);
+      durable__pg_forget_partition(c, c->created.items[i]);
   durable__strv_free(&c->created);
-  clear_queue(c);
+  durable__pg_clear_queue(c);
   c->in_tx = c->tx_sent = 0;
 }
 
@@ -1112,8 +514,8 @@ static int bootstrap(durable__conn_t *c, durable_error_t *err) {
     PGresult *res = NULL;
     if (body != NULL)
       res = PQexecParams(c->pg, current_sql, 1, NULL, vals, NULL, NULL, 0);
-    if (body != NULL && !result_ok(res))
-      rc = pg_error(c, res, 0, err, "bootstrap", "");
+    if (body != NULL && !durable__pg_result_ok(res))
+      rc = durable__pg_error(c, res, 0, err, "bootstrap", "");
     else if (res != NULL && PQntuples(res) == 1)
       current = PQgetvalue(res, 0, 0)[0] == 't';
     PQclear(res);
@@ -1127,8 +529,8 @@ static int bootstrap(durable__conn_t *c, durable_error_t *err) {
                          script, "COMMIT"};
   for (size_t i = 0; rc == 0 && !current && i < 4; i++) {
     PGresult *res = PQexec(c->pg, steps[i]);
-    if (!result_ok(res))
-      rc = pg_error(c, res, 0, err, "bootstrap", "");
+    if (!durable__pg_result_ok(res))
+      rc = durable__pg_error(c, res, 0, err, "bootstrap", "");
     PQclear(res);
   }
   if (rc != 0 && PQtransactionStatus(c->pg) != PQTRANS_IDLE)
@@ -1145,7 +547,7 @@ static void pg_disconnect(durable__conn_t *c) {
   durable__map_free(&c->stmts);
   durable__map_free(&c->partitions);
   durable__strv_free(&c->created);
-  clear_queue(c);
+  durable__pg_clear_queue(c);
   free(c->queue);
   free(c->name);
   free(c);
@@ -1199,12 +601,12 @@ static int pg_begin(durable__conn_t *c, durable_error_t *err) {
   if (!c->broken)
     PQconsumeInput(c->pg);
   if (c->broken || PQstatus(c->pg) != CONNECTION_OK) /* drop it, reconnect */
-    return pg_error(c, NULL, DURABLE_EUNAVAIL, err, "begin", "");
+    return durable__pg_error(c, NULL, DURABLE_EUNAVAIL, err, "begin", "");
   /* Queued: it goes with the first statement that is sent.  PostgreSQL
    * needs no up-front write lock: get(for_update) locks the row, and READ
    * COMMITTED reads the latest commit after the lock is granted. */
-  clear_queue(c);
-  step_t *s = push_step(c, STEP_PLAIN, err);
+  durable__pg_clear_queue(c);
+  step_t *s = durable__pg_push_step(c, STEP_PLAIN, err);
   if (s == NULL)
     return err->code;
   s->sql = "BEGIN";
@@ -1215,7 +617,7 @@ static int pg_begin(durable__conn_t *c, durable_error_t *err) {
 }
 
 static int pg_flush(durable__conn_t *c, durable_error_t *err) {
-  return drain(c, NULL, NULL, err);
+  return durable__pg_drain(c, NULL, NULL, err);
 }
 
 static int pg_commit(durable__conn_t *c, int *unknown, durable_error_t *err) {
@@ -1226,12 +628,12 @@ static int pg_commit(durable__conn_t *c, int *unknown, durable_error_t *err) {
     end_tx(c, 1);
     return 0;
   }
-  step_t *s = push_step(c, STEP_COMMIT, err);
+  step_t *s = durable__pg_push_step(c, STEP_COMMIT, err);
   int rc = s == NULL ? err->code : 0;
   if (s != NULL) {
     s->sql = "COMMIT";
     s->what = "commit";
-    rc = drain(c, NULL, unknown, err);
+    rc = durable__pg_drain(c, NULL, unknown, err);
   }
   if (rc != 0 && !c->broken && PQstatus(c->pg) == CONNECTION_OK &&
       PQtransactionStatus(c->pg) != PQTRANS_IDLE)
@@ -1248,24 +650,6 @@ static void pg_rollback(durable__conn_t *c) {
 
 /* ---- reads -------------------------------------------------------------- */
 
-static void row_text(const PGresult *res, int row,
-                     durable__node_text_t text[6]) {
-  for (int i = 0; i < 6; i++)
-    text[i] = (durable__node_text_t){PQgetvalue(res, row, i),
-                                     (size_t)PQgetlength(res, row, i)};
-}
-
-static int64_t row_int(const PGresult *res, int row, int col) {
-  return strtoll(PQgetvalue(res, row, col), NULL, 10);
-}
-
-static durable_node_t *node_of_row(const PGresult *res, int row) {
-  durable__node_text_t text[6];
-  row_text(res, row, text);
-  return durable__node_pack(text, row_int(res, row, 6), row_int(res, row, 7),
-                            row_int(res, row, 8));
-}
-
 /* Prepare a read on `place` (and its many-row form `rows_op` unless 0, as
  * statement_pair): *absent = 1 when its partition does not exist, which
  * every read answers as "nothing there". */
@@ -1278,8 +662,9 @@ static int prepare_read(durable__conn_t *c, int op, int rows_op,
   if (rc != 0 || *absent)
     return rc;
   rc = statement_pair(c, op, rows_op, &place, name, rows, err);
-  if (rc != 0 && !c->in_tx && missing_relation(c)) {
-    forget_partition(c, place.partition); /* dropped since we looked */
+  if (rc != 0 && !c->in_tx && durable__pg_missing_relation(c)) {
+    durable__pg_forget_partition(c,
+                                 place.partition); /* dropped since we looked */
     *absent = 1;
     return 0;
   }
@@ -1290,9 +675,9 @@ static int prepare_read(durable__conn_t *c, int op, int rows_op,
  * means "absent"; inside one the error stands (the transaction is spoiled). */
 static int read_failed(durable__conn_t *c, durable__place_t place, int rc,
                        int *absent) {
-  if (missing_relation(c))
-    forget_partition(c, place.partition);
-  if (!c->in_tx && missing_relation(c)) {
+  if (durable__pg_missing_relation(c))
+    durable__pg_forget_partition(c, place.partition);
+  if (!c->in_tx && durable__pg_missing_relation(c)) {
     *absent = 1;
     return 0;
   }
@@ -1311,7 +696,7 @@ static int pg_get(durable__conn_t *c, durable__place_t place, const char *ns,
   PGresult *res = NULL;
   if (rc == 0 && !absent) {
     const char *vals[2] = {ns, id};
-    res = run(c, name, 2, vals, &rc, err, "get", path);
+    res = durable__pg_run(c, name, 2, vals, &rc, err, "get", path);
     if (res == NULL)
       rc = read_failed(c, place, rc, &absent);
   }
@@ -1321,7 +706,7 @@ static int pg_get(durable__conn_t *c, durable__place_t place, const char *ns,
     PQclear(res);
     return durable__error(err, DURABLE_ENOTFOUND, "'%s' not found", path);
   }
-  *out = node_of_row(res, 0);
+  *out = durable__pg_node_of_row(res, 0);
   PQclear(res);
   if (*out == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
@@ -1347,7 +732,7 @@ static int queue_read(durable__conn_t *c, int op, durable__place_t place,
   path_of(path, sizeof(path), ns, id);
   size_t lns = strlen(ns) + 1, lid = strlen(id) + 1, lpath = strlen(path) + 1;
   size_t lpart = strlen(place.partition) + 1;
-  step_t *s = push_step(c, STEP_READ, err);
+  step_t *s = durable__pg_push_step(c, STEP_READ, err);
   if (s == NULL)
     return err->code;
   if ((s->buf = malloc(lns + lid + lpath + lpart)) == NULL) {
@@ -1377,19 +762,6 @@ static int pg_get_later(durable__conn_t *c, durable__place_t place,
   return queue_read(c, OP_GET, place, ns, id, got, err);
 }
 
-/* Append every row of `res` to `out` as a node. */
-static int push_rows(const PGresult *res, durable__nodes_t *out,
-                     durable_error_t *err) {
-  for (int i = 0, n = PQntuples(res); i < n; i++) {
-    durable__node_text_t text[6];
-    row_text(res, i, text);
-    if (durable__nodes_add(out, text, row_int(res, i, 6), row_int(res, i, 7),
-                           row_int(res, i, 8)) == NULL)
-      return durable__error(err, DURABLE_ENOMEM, "out of memory");
-  }
-  return 0;
-}
-
 static int pg_list(durable__conn_t *c, durable__place_t place, const char *ns,
                    const char *after, size_t limit, durable__nodes_t *out,
                    durable_error_t *err) {
@@ -1400,10 +772,10 @@ static int pg_list(durable__conn_t *c, durable__place_t place, const char *ns,
     return rc;
   snprintf(lim, sizeof(lim), "%zu", limit);
   const char *vals[3] = {ns, after ? after : "", lim};
-  PGresult *res = run(c, name, 3, vals, &rc, err, "list", ns);
+  PGresult *res = durable__pg_run(c, name, 3, vals, &rc, err, "list", ns);
   if (res == NULL)
     return read_failed(c, place, rc, &absent);
-  rc = push_rows(res, out, err);
+  rc = durable__pg_push_rows(res, out, err);
   PQclear(res);
   return rc;
 }
@@ -1421,10 +793,11 @@ static int pg_list_type(durable__conn_t *c, durable__place_t place,
     return rc;
   snprintf(lim, sizeof(lim), "%zu", limit);
   const char *vals[3] = {node_type, after ? after : "", lim};
-  PGresult *res = run(c, name, 3, vals, &rc, err, "list by type", node_type);
+  PGresult *res =
+      durable__pg_run(c, name, 3, vals, &rc, err, "list by type", node_type);
   if (res == NULL)
     return read_failed(c, place, rc, &absent);
-  rc = push_rows(res, out, err);
+  rc = durable__pg_push_rows(res, out, err);
   PQclear(res);
   return rc;
 }
@@ -1438,8 +811,8 @@ static int pg_partitions(durable__conn_t *c, durable__strv_t *out,
                     "AND t.relname = 'mesh_nodes' AND t.relkind = 'r') "
                     "ORDER BY n.nspname");
   int rc = 0;
-  if (!result_ok(res)) {
-    rc = pg_error(c, res, 0, err, "partitions", "");
+  if (!durable__pg_result_ok(res)) {
+    rc = durable__pg_error(c, res, 0, err, "partitions", "");
   } else {
     for (int i = 0, n = PQntuples(res); rc == 0 && i < n; i++)
       if (durable__strv_push(out, PQgetvalue(res, i, 0)) < 0)
@@ -1464,7 +837,7 @@ static int pg_max_id(durable__conn_t *c, durable__place_t place, const char *ns,
   PGresult *res = NULL;
   if (rc == 0 && !absent) {
     const char *vals[4] = {ns, lo, hi, w};
-    res = run(c, name, 4, vals, &rc, err, "max id", ns);
+    res = durable__pg_run(c, name, 4, vals, &rc, err, "max id", ns);
     if (res == NULL)
       rc = read_failed(c, place, rc, &absent);
   }
@@ -1492,8 +865,8 @@ static int prepare_write(durable__conn_t *c, int op, int rows_op,
 
 /* A write failed on a relation that vanished: create it again next time. */
 static int write_failed(durable__conn_t *c, durable__place_t place, int rc) {
-  if (missing_relation(c))
-    forget_partition(c, place.partition);
+  if (durable__pg_missing_relation(c))
+    durable__pg_forget_partition(c, place.partition);
   return rc;
 }
 
@@ -1549,7 +922,7 @@ static int queue_write(durable__conn_t *c, int op, durable__place_t place,
   for (int i = 0; i < k; i++)
     total += (len[i] = strlen(vals[i])) + 1;
   total += (len[k] = strlen(place.partition)) + 1;
-  step_t *s = push_step(c, STEP_WRITE, err);
+  step_t *s = durable__pg_push_step(c, STEP_WRITE, err);
   if (s == NULL)
     return err->code;
   if ((s->buf = malloc(total)) == NULL) {
@@ -1647,11 +1020,11 @@ static int pg_changed(durable__conn_t *c, const durable__strv_t *namespaces,
     }
     if (!c->in_tx) { /* no transaction: send it now */
       const char *vals[1] = {payload};
-      PQclear(run(c, name, 1, vals, &rc, err, "notify", ""));
+      PQclear(durable__pg_run(c, name, 1, vals, &rc, err, "notify", ""));
       free(payload);
       continue;
     }
-    step_t *s = push_step(c, STEP_PLAIN, err);
+    step_t *s = durable__pg_push_step(c, STEP_PLAIN, err);
     if (s == NULL) {
       free(payload);
       return err->code;
@@ -1676,7 +1049,8 @@ static int pg_grants_of(durable__conn_t *c, const char *principal,
   if (rc != 0)
     return rc;
   const char *vals[1] = {principal};
-  PGresult *res = run(c, name, principal ? 1 : 0, vals, &rc, err, "grants of",
+  PGresult *res =
+      durable__pg_run(c, name, principal ? 1 : 0, vals, &rc, err, "grants of",
                       principal ? principal : "everyone");
   if (res == NULL)
     return rc;
@@ -1701,7 +1075,8 @@ static int pg_grant(durable__conn_t *c, const char *principal,
     int rc = statement(c, ops[i], NULL, name, err);
     if (rc != 0)
       return rc;
-    PGresult *res = run(c, name, ops[i] == OP_GRANT_DROP ? 2 : 3, vals, &rc,
+    PGresult *res =
+        durable__pg_run(c, name, ops[i] == OP_GRANT_DROP ? 2 : 3, vals, &rc,
                         err, add ? "grant" : "revoke", principal);
     PQclear(res);
     if (rc != 0)
@@ -1727,7 +1102,8 @@ static int pg_alive(durable__conn_t *c, uint64_t key, int *alive,
   snprintf(hi, sizeof hi, "%u", (unsigned)(key >> 32));
   snprintf(lo, sizeof lo, "%u", (unsigned)(key & 0xffffffffu));
   const char *vals[2] = {hi, lo};
-  PGresult *res = run(c, name, 2, vals, &rc, err, "liveness of", lo);
+  PGresult *res =
+      durable__pg_run(c, name, 2, vals, &rc, err, "liveness of", lo);
   if (res == NULL)
     return rc;
   *alive = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
