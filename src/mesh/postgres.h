@@ -6,6 +6,8 @@
  *
  *   postgres_store.c     the backend's functions: connect, transactions,
  *        |               partitions, reads, writes, grants, the change feed
+ *   postgres_sql.c       the SQL of every operation, as a table, and the
+ *        |               prepared statements made from it
  *   postgres_pipeline.c  the queue of statements and its round trip
  *        |
  *   postgres_conn.c      one libpq session: open, name, errors
@@ -23,6 +25,10 @@
 #include <stdint.h>
 
 /* ---- the connection -------------------------------------------------- */
+
+/* The channel of the change feed: what commits NOTIFY and the feed's
+ * connection LISTENs to. */
+#define DURABLE__PG_CHANNEL "durable_changes"
 
 /* The connection's maps (map.h) hold small numbers, never 0, as values. */
 #define MAP_NUMBER(n) ((void *)(uintptr_t)(n))
@@ -66,41 +72,61 @@ struct durable__conn_s {
   char sqlstate[6];          /* of the last error */
 };
 
-/* The operations, each a prepared statement (one per table and partition
- * for those on a table), made on first use. */
+/* The operations, each a line of the SQL table (postgres_sql.c) and a
+ * prepared statement made from it on first use: one per table and
+ * partition for those on a table. */
 enum {
-  OP_GET = 'g',
-  OP_GET_FOR_UPDATE = 'u',
-  OP_LIST = 'l',
-  OP_MAX_ID = 'm',
-  OP_INSERT = 'i',
-  OP_UPSERT = 'p',
-  OP_INSERT_ROWS = 'I', /* OP_INSERT for many rows (arrays) */
-  OP_UPSERT_ROWS = 'P', /* OP_UPSERT for many rows (arrays) */
-  OP_UPDATE = 'w',
-  OP_REPLACE = 'r', /* OP_UPDATE if the version is $7 */
+  OP_NONE, /* no statement: "no many-row form", the end of a list */
+  /* on one table of one partition */
+  OP_GET,
+  OP_GET_FOR_UPDATE,
+  OP_LIST,
+  OP_LIST_TYPE,
+  OP_LIST_TYPE_SKIP, /* OP_LIST_TYPE beside a bulk type (schema.h) */
+  OP_MAX_ID,
+  OP_INSERT,
+  OP_UPSERT,
+  OP_INSERT_ROWS, /* OP_INSERT for many rows (arrays) */
+  OP_UPSERT_ROWS, /* OP_UPSERT for many rows (arrays) */
+  OP_UPDATE,
+  OP_REPLACE, /* OP_UPDATE if the version is $7 */
   /* the strict forms (backend.h): a refusal is an error, DURABLE__REFUSED_STATE
    * (schema.h) for a replace, unique_violation for an insert */
-  OP_INSERT_STRICT = 'j',
-  OP_INSERT_ROWS_STRICT = 'J',
-  OP_REPLACE_STRICT = 's',
-  OP_REPLACE_ROWS_STRICT = 'S', /* OP_REPLACE_STRICT for many rows */
-  OP_LOCK_ROWS = 'U',           /* OP_GET_FOR_UPDATE for many rows */
-  OP_REMOVE = 'd',
-  OP_CHECK = 'c',  /* do all tables of partition $1 exist? */
-  OP_LOCK = 'k',   /* serialise creating partition $1 across processes */
-  OP_ENSURE = 'e', /* create partition $1 */
-  OP_NOTIFY = 'n',
-  OP_NOTIFY_ROWS = 'N', /* OP_NOTIFY of many payloads */
-  OP_GRANTS = 'G',
-  OP_GRANTS_ALL = 'H',
-  OP_GRANT_ADD = 'A',
-  OP_GRANT_CLEAR = 'R', /* clear modes $3 of a grant */
-  OP_GRANT_DROP = 'D',  /* drop it when it is left with none */
-  OP_LIST_TYPE = 'y',
-  OP_LIST_TYPE_SKIP = 'Y', /* OP_LIST_TYPE beside a bulk type (schema.h) */
-  OP_ALIVE = 'v'           /* is advisory lock ($1 high, $2 low half) held? */
+  OP_INSERT_STRICT,
+  OP_INSERT_ROWS_STRICT,
+  OP_REPLACE_STRICT,
+  OP_REPLACE_ROWS_STRICT, /* OP_REPLACE_STRICT for many rows */
+  OP_LOCK_ROWS,           /* OP_GET_FOR_UPDATE for many rows */
+  OP_REMOVE,
+  /* outside the partitions */
+  OP_CHECK,  /* do all tables of partition $1 exist? */
+  OP_LOCK,   /* serialise creating partition $1 across processes */
+  OP_ENSURE, /* create partition $1 */
+  OP_NOTIFY,
+  OP_NOTIFY_ROWS, /* OP_NOTIFY of many payloads */
+  OP_GRANTS,
+  OP_GRANTS_ALL,
+  OP_GRANT_ADD,
+  OP_GRANT_CLEAR, /* clear modes $3 of a grant */
+  OP_GRANT_DROP,  /* drop it when it is left with none */
+  OP_ALIVE,       /* is advisory lock ($1 high, $2 low half) held? */
+  OP_COUNT
 };
+
+/* ---- postgres_sql.c: the SQL and the prepared statements --------------- */
+
+/* The name of the prepared statement for `op` on `place` (NULL for the
+ * statements outside partitions), preparing it on first use. */
+int durable__pg_statement(durable__conn_t *c, int op,
+                          const durable__place_t *place, char name[32],
+                          durable_error_t *err);
+
+/* The names of two statements, `op` and (unless `second_op` is OP_NONE)
+ * `second_op`, from one cache generation: preparing one may void the names
+ * taken before. */
+int durable__pg_statement_pair(durable__conn_t *c, int op, int second_op,
+                               const durable__place_t *place, char name[32],
+                               char second[32], durable_error_t *err);
 
 /* ---- postgres_pipeline.c: the queue and the round trip ------------------ */
 

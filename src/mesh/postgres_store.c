@@ -17,7 +17,7 @@
  *    provoking an error, since an error would spoil an open write
  *    transaction.  Each connection remembers which partitions exist and keeps
  *    one prepared statement per (operation, table, partition), so the steady
- *    state has no parsing or planning.
+ *    state has no parsing or planning (postgres_sql.c, which holds the SQL).
  *
  *  - Round trips are the cost that matters (a commit's fsync is the other).
  *    Inside a transaction nothing is sent until a result is needed: the
@@ -45,27 +45,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHANNEL "durable_changes"
 /* NOTIFY payloads must stay under 8000 bytes. */
 #define PAYLOAD_MAX 7999
-/* Advisory lock keys.  The bootstrap uses the one-bigint key space and
- * partition creation the (int, int) one; PostgreSQL keeps the two apart. */
+/* The bootstrap's advisory lock key, in the one-bigint key space
+ * (partition creation uses the (int, int) one, postgres_sql.c; PostgreSQL
+ * keeps the two apart). */
 #define BOOTSTRAP_LOCK "7238817738656605473" /* the bytes "durable!" */
-#define PARTITION_LOCK 1685418593            /* "dura" */
-/* Past this many prepared statements a connection starts over, so a process
- * that touches many partitions does not grow its server sessions without
- * end. */
-#define STMT_CACHE_MAX 1024
 #define WATCH_BACKOFF_MIN_MS 100
 #define WATCH_BACKOFF_MAX_MS 5000
 /* How long an answer of the liveness lock's session counts (backend.h's
  * fence_ms): a host cut off stops handing items over this long after the
  * last answer, and a takeover waits this long before its first item. */
 #define FENCE_MS 2000
-
-#define NODE_COLS                                                              \
-  "namespace, id, path, node_type, content, main_node, version, created_at, "  \
-  "updated_at"
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -75,319 +66,6 @@ static void path_of(char *buf, size_t size, const char *ns, const char *id) {
     snprintf(buf, size, "%s", id);
   else
     snprintf(buf, size, "%s/%s", ns, id);
-}
-
-/* ---- prepared statements ------------------------------------------------ */
-
-/* The SQL of an operation; `rel` is the quoted "partition".table, `table`
- * the table's name (NULL for statements outside partitions). */
-static char *op_sql(durable__conn_t *c, int op, const char *rel,
-                    const char *table) {
-  switch (op) {
-  case OP_GET:
-    return durable__pg_format("SELECT " NODE_COLS
-                              " FROM %s WHERE namespace = $1 AND "
-                              "id = $2",
-                              rel);
-  case OP_GET_FOR_UPDATE:
-    return durable__pg_format("SELECT " NODE_COLS
-                              " FROM %s WHERE namespace = $1 AND "
-                              "id = $2 FOR UPDATE",
-                              rel);
-  case OP_LIST:
-    return durable__pg_format("SELECT " NODE_COLS
-                              " FROM %s WHERE namespace = $1 AND "
-                              "id > $2 ORDER BY id LIMIT $3",
-                              rel);
-  case OP_LIST_TYPE:
-    /* served by the type index {table}_by_type (schema.h) */
-    return durable__pg_format("SELECT " NODE_COLS
-                              " FROM %s WHERE node_type = $1 AND "
-                              "path > $2 ORDER BY path LIMIT $3",
-                              rel);
-  case OP_LIST_TYPE_SKIP: {
-    /* beside a partial type index: its term as a constant, from which the
-     * planner proves that the index covers the rows (it proves nothing from
-     * $1); never asked for the bulk type itself */
-    const char *bulk = durable__bulk_type(table);
-    return durable__pg_format(
-        "SELECT " NODE_COLS " FROM %s WHERE node_type = $1 AND "
-        "node_type <> '%s' AND path > $2 ORDER BY path LIMIT $3",
-        rel, bulk ? bulk : "");
-  }
-  case OP_MAX_ID:
-    /* The bounds keep it a backward range scan of the primary key; the
-     * length and the pattern only filter the few rows inside the range. */
-    return durable__pg_format(
-        "SELECT id FROM %s WHERE namespace = $1 AND id >= $2 AND "
-        "id <= $3 AND length(id) = $4 AND id ~ '^[0-9]+$' "
-        "ORDER BY id DESC LIMIT 1",
-        rel);
-  case OP_INSERT:
-  case OP_INSERT_STRICT:
-    /* DO NOTHING: an existing row gives zero rows, not an error, so the
-     * transaction stays usable; the strict form fails instead. */
-    return durable__pg_format(
-        "INSERT INTO %s (" NODE_COLS ") VALUES ($1, $2, $3, $4, "
-        "$5, $6, nextval('public.durable_version'), $7, $8) "
-        "%sRETURNING version, created_at",
-        rel, op == OP_INSERT ? "ON CONFLICT DO NOTHING " : "");
-  case OP_UPSERT:
-    /* xmax is 0 in a row this statement inserted, our transaction's id in
-     * one it updated: the usual way to tell the two apart */
-    return durable__pg_format(
-        "INSERT INTO %s (" NODE_COLS ") VALUES ($1, $2, $3, $4, "
-        "$5, $6, nextval('public.durable_version'), $7, $8) "
-        "ON CONFLICT (namespace, id) DO UPDATE SET "
-        "path = EXCLUDED.path, node_type = EXCLUDED.node_type, "
-        "content = EXCLUDED.content, main_node = EXCLUDED.main_node, "
-        "version = EXCLUDED.version, updated_at = EXCLUDED.updated_at "
-        "RETURNING version, created_at, xmax = 0",
-        rel);
-  case OP_INSERT_ROWS:
-  case OP_INSERT_ROWS_STRICT:
-  case OP_UPSERT_ROWS:
-    /* One statement for many rows, each parameter an array: far less work
-     * per row for the server than a statement each.  RETURNING names the
-     * row, so that each outcome finds its write. */
-    return durable__pg_format(
-        "INSERT INTO %s (" NODE_COLS ") SELECT n, i, p, t, c, m, "
-        "nextval('public.durable_version'), a, u FROM unnest("
-        "$1::text[], $2::text[], $3::text[], $4::text[], "
-        "$5::text[], $6::text[], $7::bigint[], $8::bigint[]) "
-        "AS r(n, i, p, t, c, m, a, u) %s RETURNING namespace, id, "
-        "version, created_at%s",
-        rel,
-        op == OP_INSERT_ROWS ? "ON CONFLICT DO NOTHING"
-        : op == OP_INSERT_ROWS_STRICT
-            ? ""
-            : "ON CONFLICT (namespace, id) DO UPDATE SET "
-              "path = EXCLUDED.path, node_type = EXCLUDED.node_type, "
-              "content = EXCLUDED.content, "
-              "main_node = EXCLUDED.main_node, "
-              "version = EXCLUDED.version, "
-              "updated_at = EXCLUDED.updated_at",
-        op == OP_UPSERT_ROWS ? ", xmax = 0" : "");
-  case OP_UPDATE:
-    return durable__pg_format(
-        "UPDATE %s SET path = $3, node_type = $4, content = $5, "
-        "main_node = $6, version = nextval('public.durable_version'),"
-        " created_at = $7, updated_at = $8 WHERE namespace = $1 AND "
-        "id = $2 RETURNING version, created_at",
-        rel);
-  case OP_REPLACE:
-    /* a compare-and-set without a read before it: $7 (created_at's slot
-     * in every node write) carries the expected version.  No row: absent;
-     * a row without a version: at another version (or changed meanwhile:
-     * the UPDATE re-checks its condition on the row that committed). */
-    return durable__pg_format(
-        "WITH was AS (SELECT 1 FROM %s WHERE namespace = $1 AND "
-        "id = $2), upd AS (UPDATE %s SET path = $3, node_type = $4, "
-        "content = $5, main_node = $6, version = "
-        "nextval('public.durable_version'), updated_at = $8 WHERE "
-        "namespace = $1 AND id = $2 AND version = $7::bigint "
-        "RETURNING version, created_at) SELECT upd.version, "
-        "upd.created_at FROM was LEFT JOIN upd ON true",
-        rel, rel);
-  case OP_REPLACE_STRICT:
-    /* no row updated, absent or at another version: the function raises
-     * DURABLE__REFUSED_STATE (schema.c makes it) */
-    return durable__pg_format(
-        "WITH upd AS (UPDATE %s SET path = $3, node_type = $4, "
-        "content = $5, main_node = $6, version = "
-        "nextval('public.durable_version'), updated_at = $8 WHERE "
-        "namespace = $1 AND id = $2 AND version = $7::bigint "
-        "RETURNING version, created_at) SELECT version, created_at "
-        "FROM upd UNION ALL SELECT public.durable_refused(), NULL "
-        "WHERE NOT EXISTS (SELECT 1 FROM upd)",
-        rel);
-  case OP_REPLACE_ROWS_STRICT:
-    /* OP_REPLACE_STRICT for many rows: $7 carries the expected versions;
-     * fewer rows updated than asked for raises as the one-row form does */
-    return durable__pg_format(
-        "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], "
-        "$3::text[], $4::text[], $5::text[], $6::text[], "
-        "$7::bigint[], $8::bigint[]) AS r(n, i, p, t, c, m, e, u)), "
-        "upd AS (UPDATE %s AS x SET path = r.p, node_type = r.t, "
-        "content = r.c, main_node = r.m, version = "
-        "nextval('public.durable_version'), updated_at = r.u FROM r "
-        "WHERE x.namespace = r.n AND x.id = r.i AND x.version = r.e "
-        "RETURNING x.namespace, x.id, x.version, x.created_at) "
-        "SELECT namespace, id, version, created_at FROM upd UNION "
-        "ALL SELECT NULL, NULL, public.durable_refused(), NULL "
-        "WHERE (SELECT count(*) FROM upd) <> (SELECT count(*) FROM "
-        "r)",
-        rel);
-  case OP_LOCK_ROWS:
-    /* OP_GET_FOR_UPDATE for many rows, locked in the key's order (the
-     * sort runs below the locking) -- the order the group asked for */
-    return durable__pg_format(
-        "SELECT " NODE_COLS " FROM %s WHERE (namespace, id) IN "
-        "(SELECT n, i FROM unnest($1::text[], $2::text[]) AS k(n, "
-        "i)) ORDER BY namespace, id FOR UPDATE",
-        rel);
-  case OP_REMOVE:
-    return durable__pg_format("DELETE FROM %s WHERE namespace = $1 AND id = $2",
-                              rel);
-  case OP_CHECK: {
-    /* the table names are ours, quoted anyway as literals */
-    size_t n = 0, len = 0;
-    char *names[16];
-    for (const char *const *t = durable__tables(); *t && n < 16; t++) {
-      names[n] = PQescapeLiteral(c->pg, *t, strlen(*t));
-      if (names[n] == NULL)
-        break;
-      len += strlen(names[n++]) + 2;
-    }
-    char *list = malloc(len + 1);
-    char *sql = NULL;
-    if (list != NULL) {
-      list[0] = '\0';
-      for (size_t i = 0; i < n; i++) {
-        if (i)
-          strcat(list, ", ");
-        strcat(list, names[i]);
-      }
-      sql = durable__pg_format(
-          "SELECT count(*) = %zu FROM pg_catalog.pg_class c JOIN "
-          "pg_catalog.pg_namespace s ON s.oid = c.relnamespace "
-          "WHERE s.nspname = $1 AND c.relkind IN ('r', 'p') AND "
-          "c.relname IN (%s)",
-          n, list);
-    }
-    for (size_t i = 0; i < n; i++)
-      PQfreemem(names[i]);
-    free(list);
-    return sql;
-  }
-  case OP_LOCK:
-    return durable__pg_format("SELECT pg_advisory_xact_lock(%d, hashtext($1))",
-                              PARTITION_LOCK);
-  case OP_ENSURE:
-    return durable__pg_format("SELECT public.ensure_partition_schema($1)");
-  case OP_NOTIFY:
-    return durable__pg_format("SELECT pg_notify('" CHANNEL "', $1)");
-  case OP_NOTIFY_ROWS:
-    return durable__pg_format("SELECT pg_notify('" CHANNEL
-                              "', p) FROM unnest($1::text[]) "
-                              "AS p");
-  case OP_GRANTS:
-    return durable__pg_format(
-        "SELECT principal, prefix, modes FROM public.durable_grants "
-        "WHERE principal = $1 AND modes <> 0 ORDER BY prefix");
-  case OP_GRANTS_ALL:
-    return durable__pg_format(
-        "SELECT principal, prefix, modes FROM public.durable_grants "
-        "WHERE modes <> 0 ORDER BY principal, prefix");
-  case OP_GRANT_ADD:
-    return durable__pg_format(
-        "INSERT INTO public.durable_grants AS g (principal, prefix, "
-        "modes) VALUES ($1, $2, $3::integer) ON CONFLICT (principal, "
-        "prefix) DO UPDATE SET modes = g.modes | excluded.modes");
-  case OP_GRANT_CLEAR:
-    return durable__pg_format(
-        "UPDATE public.durable_grants SET modes = modes & "
-        "~$3::integer WHERE principal = $1 AND prefix = $2");
-  case OP_GRANT_DROP:
-    return durable__pg_format(
-        "DELETE FROM public.durable_grants WHERE principal = $1 "
-        "AND prefix = $2 AND modes = 0");
-  case OP_ALIVE:
-    /* a bigint key shows as classid (high half), objid (low), objsubid 1 */
-    return durable__pg_format(
-        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks "
-        "WHERE locktype = 'advisory' AND granted AND database = "
-        "(SELECT oid FROM pg_catalog.pg_database WHERE datname = "
-        "current_database()) AND classid = $1::oid AND "
-        "objid = $2::oid AND objsubid = 1)");
-  }
-  return NULL;
-}
-
-/* The name of the prepared statement for `op` on `place` (place may be
- * NULL for statements outside partitions), preparing it on first use. */
-static int statement(durable__conn_t *c, int op, const durable__place_t *place,
-                     char name[32], durable_error_t *err) {
-  char *key =
-      place ? durable__pg_format("%c %s %s", op, place->table, place->partition)
-            : durable__pg_format("%c", op);
-  if (key == NULL)
-    return durable__error(err, DURABLE_ENOMEM, "out of memory");
-  uintptr_t known = (uintptr_t)durable__map_get(&c->stmts, key);
-  if (known != 0) {
-    snprintf(name, 32, "durable_%u", (unsigned)known);
-    free(key);
-    return 0;
-  }
-
-  int rc = 0;
-  if (c->stmts.count >= STMT_CACHE_MAX) {
-    /* what is queued names statements about to go */
-    if ((rc = durable__pg_drain(c, NULL, NULL, err)) != 0) {
-      free(key);
-      return rc;
-    }
-    PGresult *res = PQexec(c->pg, "DEALLOCATE ALL");
-    if (!durable__pg_result_ok(res))
-      rc = durable__pg_error(c, res, 0, err, "deallocate", "");
-    PQclear(res);
-    if (rc != 0) {
-      free(key);
-      return rc;
-    }
-    durable__map_free(&c->stmts);
-    c->resets++;
-  }
-
-  char *rel = NULL, *sql = NULL;
-  if (place != NULL) {
-    char *schema =
-        PQescapeIdentifier(c->pg, place->partition, strlen(place->partition));
-    char *table = PQescapeIdentifier(c->pg, place->table, strlen(place->table));
-    if (schema && table)
-      rel = durable__pg_format("%s.%s", schema, table);
-    PQfreemem(schema);
-    PQfreemem(table);
-  }
-  if (place == NULL || rel != NULL)
-    sql = op_sql(c, op, rel, place ? place->table : NULL);
-  free(rel);
-  if (sql == NULL) {
-    free(key);
-    return durable__error(err, DURABLE_ENOMEM, "out of memory");
-  }
-
-  unsigned n = ++c->next_stmt;
-  snprintf(name, 32, "durable_%u", n);
-  c->sqlstate[0] = '\0';
-  PGresult *res = PQprepare(c->pg, name, sql, 0, NULL);
-  if (!durable__pg_result_ok(res))
-    rc = durable__pg_error(c, res, 0, err, "prepare",
-                           place ? place->partition : "");
-  else
-    rc = durable__map_put(&c->stmts, key, MAP_NUMBER(n));
-  PQclear(res);
-  free(sql);
-  free(key);
-  return rc;
-}
-
-/* The names of two statements, `op` and (unless `second_op` is 0)
- * `second_op`, from one cache generation: preparing the second may
- * DEALLOCATE ALL (above), which voids the first name, so then both are
- * taken again. */
-static int statement_pair(durable__conn_t *c, int op, int second_op,
-                          const durable__place_t *place, char name[32],
-                          char second[32], durable_error_t *err) {
-  unsigned resets;
-  int rc;
-  do {
-    resets = c->resets;
-    rc = statement(c, op, place, name, err);
-    if (rc == 0 && second_op != 0)
-      rc = statement(c, second_op, place, second, err);
-  } while (rc == 0 && resets != c->resets);
-  return rc;
 }
 
 /* ---- partitions --------------------------------------------------------- */
@@ -402,7 +80,7 @@ static int partition_exists(durable__conn_t *c, const char *partition,
     return 0;
   }
   char name[32];
-  int rc = statement(c, OP_CHECK, NULL, name, err);
+  int rc = durable__pg_statement(c, OP_CHECK, NULL, name, err);
   if (rc != 0)
     return rc;
   const char *vals[1] = {partition};
@@ -442,7 +120,8 @@ static int ensure_partition(durable__conn_t *c, const char *partition,
   char lock[32], ensure[32];
   const char *vals[1] = {partition};
   PGresult *res = NULL;
-  rc = statement_pair(c, OP_LOCK, OP_ENSURE, NULL, lock, ensure, err);
+  rc = durable__pg_statement_pair(c, OP_LOCK, OP_ENSURE, NULL, lock, ensure,
+                                  err);
   if (rc == 0)
     res = durable__pg_run(c, lock, 1, vals, &rc, err, "lock partition",
                           partition);
@@ -650,9 +329,9 @@ static void pg_rollback(durable__conn_t *c) {
 
 /* ---- reads -------------------------------------------------------------- */
 
-/* Prepare a read on `place` (and its many-row form `rows_op` unless 0, as
- * statement_pair): *absent = 1 when its partition does not exist, which
- * every read answers as "nothing there". */
+/* Prepare a read on `place` (and its many-row form `rows_op` unless OP_NONE, as
+ * durable__pg_statement_pair): *absent = 1 when its partition does not exist,
+ * which every read answers as "nothing there". */
 static int prepare_read(durable__conn_t *c, int op, int rows_op,
                         durable__place_t place, char name[32], char rows[32],
                         int *absent, durable_error_t *err) {
@@ -661,7 +340,7 @@ static int prepare_read(durable__conn_t *c, int op, int rows_op,
   *absent = rc == 0 && !exists;
   if (rc != 0 || *absent)
     return rc;
-  rc = statement_pair(c, op, rows_op, &place, name, rows, err);
+  rc = durable__pg_statement_pair(c, op, rows_op, &place, name, rows, err);
   if (rc != 0 && !c->in_tx && durable__pg_missing_relation(c)) {
     durable__pg_forget_partition(c,
                                  place.partition); /* dropped since we looked */
@@ -691,8 +370,8 @@ static int pg_get(durable__conn_t *c, durable__place_t place, const char *ns,
   int absent = 0, rc;
   *out = NULL;
   path_of(path, sizeof(path), ns, id);
-  rc = prepare_read(c, for_update ? OP_GET_FOR_UPDATE : OP_GET, 0, place, name,
-                    NULL, &absent, err);
+  rc = prepare_read(c, for_update ? OP_GET_FOR_UPDATE : OP_GET, OP_NONE, place,
+                    name, NULL, &absent, err);
   PGresult *res = NULL;
   if (rc == 0 && !absent) {
     const char *vals[2] = {ns, id};
@@ -721,7 +400,7 @@ static int queue_read(durable__conn_t *c, int op, durable__place_t place,
                       durable_error_t *err) {
   char name[32], rows[32] = "", path[DURABLE_PATH_MAX + 2];
   int absent = 0;
-  int rc = prepare_read(c, op, op == OP_GET_FOR_UPDATE ? OP_LOCK_ROWS : 0,
+  int rc = prepare_read(c, op, op == OP_GET_FOR_UPDATE ? OP_LOCK_ROWS : OP_NONE,
                         place, name, rows, &absent, err);
   if (rc != 0)
     return rc;
@@ -767,7 +446,7 @@ static int pg_list(durable__conn_t *c, durable__place_t place, const char *ns,
                    durable_error_t *err) {
   char name[32], lim[24];
   int absent = 0;
-  int rc = prepare_read(c, OP_LIST, 0, place, name, NULL, &absent, err);
+  int rc = prepare_read(c, OP_LIST, OP_NONE, place, name, NULL, &absent, err);
   if (rc != 0 || absent)
     return rc;
   snprintf(lim, sizeof(lim), "%zu", limit);
@@ -788,7 +467,7 @@ static int pg_list_type(durable__conn_t *c, durable__place_t place,
   int op = durable__type_query_skips_bulk(place.table, node_type)
                ? OP_LIST_TYPE_SKIP
                : OP_LIST_TYPE;
-  int rc = prepare_read(c, op, 0, place, name, NULL, &absent, err);
+  int rc = prepare_read(c, op, OP_NONE, place, name, NULL, &absent, err);
   if (rc != 0 || absent)
     return rc;
   snprintf(lim, sizeof(lim), "%zu", limit);
@@ -833,7 +512,7 @@ static int pg_max_id(durable__conn_t *c, durable__place_t place, const char *ns,
   memset(hi, '9', (size_t)width);
   lo[width] = hi[width] = '\0';
   snprintf(w, sizeof(w), "%d", width);
-  rc = prepare_read(c, OP_MAX_ID, 0, place, name, NULL, &absent, err);
+  rc = prepare_read(c, OP_MAX_ID, OP_NONE, place, name, NULL, &absent, err);
   PGresult *res = NULL;
   if (rc == 0 && !absent) {
     const char *vals[4] = {ns, lo, hi, w};
@@ -852,14 +531,14 @@ static int pg_max_id(durable__conn_t *c, durable__place_t place, const char *ns,
 
 /* ---- writes ------------------------------------------------------------- */
 
-/* Prepare a write on `place` (and its many-row form `rows_op` unless 0, as
- * statement_pair): its partition first. */
+/* Prepare a write on `place` (and its many-row form `rows_op` unless OP_NONE,
+ * as durable__pg_statement_pair): its partition first. */
 static int prepare_write(durable__conn_t *c, int op, int rows_op,
                          durable__place_t place, char name[32], char rows[32],
                          durable_error_t *err) {
   int rc = ensure_partition(c, place.partition, err);
   if (rc == 0)
-    rc = statement_pair(c, op, rows_op, &place, name, rows, err);
+    rc = durable__pg_statement_pair(c, op, rows_op, &place, name, rows, err);
   return rc;
 }
 
@@ -892,7 +571,8 @@ static int queue_write(durable__conn_t *c, int op, durable__place_t place,
                   : op == OP_REPLACE ? OP_REPLACE_ROWS_STRICT
                   : strict           ? OP_INSERT_ROWS_STRICT
                                      : OP_INSERT_ROWS;
-  rc = prepare_write(c, form, many ? rows_form : 0, place, name, rows, err);
+  rc = prepare_write(c, form, many ? rows_form : OP_NONE, place, name, rows,
+                     err);
   if (rc != 0)
     return write_failed(c, place, rc);
   const char *vals[8];
@@ -1002,11 +682,12 @@ static int pg_changed(durable__conn_t *c, const durable__strv_t *namespaces,
                       durable_error_t *err) {
   *commit_id = 0;
   char name[32], rows[32] = "";
-  int rc = namespaces->count == 0
-               ? 0
-               : statement_pair(c, OP_NOTIFY,
-                                namespaces->count > 1 ? OP_NOTIFY_ROWS : 0,
-                                NULL, name, rows, err);
+  int rc =
+      namespaces->count == 0
+          ? 0
+          : durable__pg_statement_pair(
+                c, OP_NOTIFY, namespaces->count > 1 ? OP_NOTIFY_ROWS : OP_NONE,
+                NULL, name, rows, err);
   for (size_t i = 0; rc == 0 && i < namespaces->count; i++) {
     char *payload =
         durable__pg_format("%s\n%s", instance, namespaces->items[i]);
@@ -1045,7 +726,8 @@ static int pg_changed(durable__conn_t *c, const durable__strv_t *namespaces,
 static int pg_grants_of(durable__conn_t *c, const char *principal,
                         durable__grants_t *out, durable_error_t *err) {
   char name[32];
-  int rc = statement(c, principal ? OP_GRANTS : OP_GRANTS_ALL, NULL, name, err);
+  int rc = durable__pg_statement(c, principal ? OP_GRANTS : OP_GRANTS_ALL, NULL,
+                                 name, err);
   if (rc != 0)
     return rc;
   const char *vals[1] = {principal};
@@ -1069,10 +751,11 @@ static int pg_grant(durable__conn_t *c, const char *principal,
   char mask[16];
   snprintf(mask, sizeof mask, "%d", modes);
   const char *vals[3] = {principal, prefix, mask};
-  int ops[2] = {add ? OP_GRANT_ADD : OP_GRANT_CLEAR, add ? 0 : OP_GRANT_DROP};
-  for (int i = 0; i < 2 && ops[i]; i++) {
+  int ops[2] = {add ? OP_GRANT_ADD : OP_GRANT_CLEAR,
+                add ? OP_NONE : OP_GRANT_DROP};
+  for (int i = 0; i < 2 && ops[i] != OP_NONE; i++) {
     char name[32];
-    int rc = statement(c, ops[i], NULL, name, err);
+    int rc = durable__pg_statement(c, ops[i], NULL, name, err);
     if (rc != 0)
       return rc;
     PGresult *res =
@@ -1096,7 +779,7 @@ static int pg_grant(durable__conn_t *c, const char *principal,
 static int pg_alive(durable__conn_t *c, uint64_t key, int *alive,
                     durable_error_t *err) {
   char name[32], hi[16], lo[16];
-  int rc = statement(c, OP_ALIVE, NULL, name, err);
+  int rc = durable__pg_statement(c, OP_ALIVE, NULL, name, err);
   if (rc != 0)
     return rc;
   snprintf(hi, sizeof hi, "%u", (unsigned)(key >> 32));
@@ -1197,7 +880,7 @@ static void watch_lost(durable__watch_src_t *src) {
 }
 
 static void watch_deliver(durable__watch_src_t *src, PGnotify *n) {
-  if (strcmp(n->relname, CHANNEL) != 0)
+  if (strcmp(n->relname, DURABLE__PG_CHANNEL) != 0)
     return;
   const char *nl = strchr(n->extra, '\n');
   if (nl == NULL) { /* not ours to parse: assume the worst */
@@ -1320,7 +1003,7 @@ static void watch_connect_work(uv_work_t *work) {
              "the liveness lock is still held by a previous session");
   PQclear(res);
   if (ok) {
-    res = PQexec(src->fresh, "LISTEN " CHANNEL);
+    res = PQexec(src->fresh, "LISTEN " DURABLE__PG_CHANNEL);
     ok = PQresultStatus(res) == PGRES_COMMAND_OK;
     PQclear(res);
   }
