@@ -5,7 +5,9 @@
  * downwards:
  *
  *   postgres_store.c     the backend's functions: connect, transactions,
- *        |               partitions, reads, writes, grants, the change feed
+ *        |               partitions, reads, writes, grants
+ *   postgres_feed.c      the LISTEN connection: the change feed of other
+ *        |               processes, the liveness lock and its fencing
  *   postgres_sql.c       the SQL of every operation, as a table, and the
  *        |               prepared statements made from it
  *   postgres_pipeline.c  the queue of statements and its round trip
@@ -112,6 +114,23 @@ enum {
   OP_ALIVE,       /* is advisory lock ($1 high, $2 low half) held? */
   OP_COUNT
 };
+
+/* ---- postgres_feed.c: the change feed and the liveness lock ------------ */
+
+/* How long an answer of the liveness lock's session counts (backend.h's
+ * fence_ms): a host cut off stops handing items over this long after the
+ * last answer, and a takeover waits this long before its first item. */
+#define DURABLE__PG_FENCE_MS 2000
+
+/* backend.h's alive, watch_start, watch_stop and watch_beat. */
+int durable__pg_alive(durable__conn_t *c, uint64_t key, int *alive,
+                      durable_error_t *err);
+int durable__pg_watch_start(durable_store_t *store, const char *url,
+                            const char *instance, durable__watch_src_t **out,
+                            durable_error_t *err);
+void durable__pg_watch_stop(durable__watch_src_t *src, void (*done)(void *data),
+                            void *data);
+void durable__pg_watch_beat(durable__watch_src_t *src);
 
 /* ---- postgres_sql.c: the SQL and the prepared statements --------------- */
 

@@ -193,7 +193,8 @@ PGconn *durable__pg_open(const char *url, char *why, size_t size) {
    * apart), one with data unacknowledged -- a query, a commit, NOTIFYs
    * the server is pushing -- through TCP_USER_TIMEOUT.  On the server's
    * side this bounds how long a vanished or cut-off machine keeps its
-   * liveness lock (see pg_alive); on ours, how long a call can hang. */
+   * liveness lock (see durable__pg_alive); on ours, how long a call can hang.
+   */
   keys[n] = "keepalives_idle", vals[n++] = "4";
   keys[n] = "keepalives_interval", vals[n++] = "2";
   keys[n] = "keepalives_count", vals[n++] = "3";
