@@ -199,8 +199,8 @@ int durable__pg_push_rows(const PGresult *res, durable__nodes_t *out,
  * On failure returns NULL with the reason, one line, in `why`. */
 PGconn *durable__pg_open(const char *url, char *why, size_t size);
 
-/* The URL or conninfo with any password replaced by "***", for messages
- * (malloc'ed; NULL when out of memory). */
+/* The URL or conninfo with any password (any option libpq hides) replaced
+ * by "***", for messages (malloc'ed; NULL when out of memory). */
 char *durable__pg_mask_password(const char *url);
 
 /* A connection is gone: libpq says so, or the server's SQLSTATE (may be

@@ -70,94 +70,76 @@ void durable__pg_one_line(char *dst, size_t size, const char *src) {
   dst[n] = '\0';
 }
 
-/* The URL or conninfo with any password replaced by "***", for messages. */
+/* Whether libpq reads `url` as a connection string (a URI or key=value
+ * pairs) rather than as a database's name: its own test, so that what we
+ * show is what it uses. */
+static int connection_string(const char *url) {
+  return strncmp(url, "postgresql://", 13) == 0 ||
+         strncmp(url, "postgres://", 11) == 0 || strchr(url, '=') != NULL;
+}
+
+/* `value` as a conninfo value: bare, or in quotes with ' and \ escaped
+ * when it is empty or holds white space, a quote or a backslash. */
+static char *put_value(char *o, const char *value) {
+  int quote = *value == '\0' || strpbrk(value, " \t\n\r\f\v'\\") != NULL;
+  if (quote)
+    *o++ = '\'';
+  for (const char *p = value; *p; p++) {
+    if (quote && (*p == '\'' || *p == '\\'))
+      *o++ = '\\';
+    *o++ = *p;
+  }
+  if (quote)
+    *o++ = '\'';
+  return o;
+}
+
+/* An option set to a secret: one libpq itself would never display. */
+static int is_secret(const PQconninfoOption *o) {
+  return o->dispchar[0] == '*' && o->val[0] != '\0';
+}
+
+/* The URL or conninfo with any password replaced by "***", for messages.
+ * libpq parses it, either form, as it will to connect.  Without a secret
+ * (an option libpq displays as one: password, sslpassword) it shows as it
+ * is; with one, as the key=value pairs of what it sets, each secret
+ * "***".  One libpq cannot parse (the connect then fails saying why) shows
+ * as none of it, since where its password would be is not known. */
 char *durable__pg_mask_password(const char *url) {
-  size_t len = strlen(url);
-  /* each "***" stands for a "password" key or a ':' of at least as many
-   * bytes, so twice the length is always enough */
-  char *out = malloc(len * 2 + 8);
-  if (out == NULL)
-    return NULL;
-  size_t o = 0, i = 0;
-  const char *p = NULL;
-  if (strncmp(url, "postgresql://", 13) == 0)
-    p = url + 13;
-  if (strncmp(url, "postgres://", 11) == 0)
-    p = url + 11;
-  if (p != NULL) {
-    /* URI: user:password@host... and ?password=... */
-    size_t auth = (size_t)(p - url);
-    size_t end = auth + strcspn(p, "/?");
-    size_t at = end, colon = end;
-    for (size_t k = auth; k < end; k++)
-      if (url[k] == '@')
-        at = k;
-    for (size_t k = auth; k < at; k++)
-      if (url[k] == ':') {
-        colon = k;
-        break;
-      }
-    int in_query = 0;
-    while (i < len) {
-      if (i == colon + 1 && colon < at && at < end) {
-        memcpy(out + o, "***", 3);
-        o += 3;
-        i = at;
-        continue;
-      }
-      if (url[i] == '?')
-        in_query = 1;
-      if (in_query && (url[i] == '?' || url[i] == '&') &&
-          strncmp(url + i + 1, "password=", 9) == 0) {
-        memcpy(out + o, url + i, 10);
-        o += 10;
-        memcpy(out + o, "***", 3);
-        o += 3;
-        i += 10;
-        while (i < len && url[i] != '&' && url[i] != '#')
-          i++;
-        continue;
-      }
-      out[o++] = url[i++];
-    }
-    out[o] = '\0';
-    return out;
+  if (!connection_string(url))
+    return strdup(url);
+  char *why = NULL;
+  PQconninfoOption *opts = PQconninfoParse(url, &why);
+  if (opts == NULL) {
+    int nomem = why == NULL; /* libpq's way to say so */
+    PQfreemem(why);
+    return nomem ? NULL : strdup("(unparsable conninfo)");
   }
-  /* conninfo: key = value pairs, values bare or 'quoted' with \ escapes */
-  while (i < len) {
-    while (i < len && (url[i] == ' ' || url[i] == '\t' || url[i] == '\n'))
-      out[o++] = url[i++];
-    size_t key = i;
-    while (i < len && url[i] != '=' && url[i] != ' ' && url[i] != '\t')
-      out[o++] = url[i++];
-    int is_password = i - key == 8 && strncmp(url + key, "password", 8) == 0;
-    while (i < len && (url[i] == ' ' || url[i] == '\t'))
-      out[o++] = url[i++];
-    if (i < len && url[i] == '=')
-      out[o++] = url[i++];
-    while (i < len && (url[i] == ' ' || url[i] == '\t'))
-      out[o++] = url[i++];
-    size_t value = i;
-    if (i < len && url[i] == '\'') {
-      for (i++; i < len && url[i] != '\''; i++)
-        if (url[i] == '\\' && i + 1 < len)
-          i++;
-      if (i < len)
-        i++;
-    } else {
-      for (; i < len && url[i] != ' ' && url[i] != '\t'; i++)
-        if (url[i] == '\\' && i + 1 < len)
-          i++;
+  size_t len = 1;
+  int secret = 0;
+  for (const PQconninfoOption *o = opts; o->keyword; o++)
+    if (o->val != NULL) {
+      /* the worst case: every byte escaped, and quotes */
+      len += strlen(o->keyword) + 2 * strlen(o->val) + 4;
+      secret |= is_secret(o);
     }
-    if (is_password && i > value) {
-      memcpy(out + o, "***", 3);
-      o += 3;
-    } else {
-      memcpy(out + o, url + value, i - value);
-      o += i - value;
+  char *out = secret ? malloc(len) : strdup(url);
+  if (secret && out != NULL) {
+    char *p = out;
+    for (const PQconninfoOption *o = opts; o->keyword; o++) {
+      if (o->val == NULL)
+        continue;
+      if (p != out)
+        *p++ = ' ';
+      p += sprintf(p, "%s=", o->keyword);
+      if (is_secret(o))
+        p += sprintf(p, "***");
+      else
+        p = put_value(p, o->val);
     }
+    *p = '\0';
   }
-  out[o] = '\0';
+  PQconninfoFree(opts);
   return out;
 }
 
