@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- the connection -------------------------------------------------- */
+/* ---- the connection ----------------------------------------------------- */
 
 /* The channel of the change feed: what commits NOTIFY and the feed's
  * connection LISTENs to. */
@@ -115,7 +115,7 @@ enum {
   OP_COUNT
 };
 
-/* ---- postgres_feed.c: the change feed and the liveness lock ------------ */
+/* ---- postgres_feed.c: the change feed and the liveness lock ------------- */
 
 /* How long an answer of the liveness lock's session counts (backend.h's
  * fence_ms): a host cut off stops handing items over this long after the
@@ -132,7 +132,7 @@ void durable__pg_watch_stop(durable__watch_src_t *src, void (*done)(void *data),
                             void *data);
 void durable__pg_watch_beat(durable__watch_src_t *src);
 
-/* ---- postgres_sql.c: the SQL and the prepared statements --------------- */
+/* ---- postgres_sql.c: the SQL and the prepared statements ---------------- */
 
 /* The name of the prepared statement for `op` on `place` (NULL for the
  * statements outside partitions), preparing it on first use. */
