@@ -148,6 +148,10 @@ typedef struct durable__backend_s {
   /* 1 when every connection of this URL must be the same one (an in-memory
    * SQLite database): the store then runs reads on its writer thread. */
   int (*single_connection)(const char *url);
+  /* The URL as messages and logs name the store, its secrets (a password)
+   * shown as "***": malloc'ed, NULL when out of memory.  NULL when the URL
+   * holds no secret (it is shown as it is). */
+  char *(*display_name)(const char *url);
 
   /* A write transaction.  begin takes the write lock where the database
    * needs one (SQLite: BEGIN IMMEDIATE), so that a read for update inside

@@ -759,6 +759,7 @@ const durable__backend_t durable__postgres_backend = {
     .connect = pg_connect,
     .disconnect = pg_disconnect,
     .single_connection = pg_single_connection,
+    .display_name = durable__pg_mask_password,
     .begin = pg_begin,
     .commit = pg_commit,
     .rollback = pg_rollback,

@@ -33,29 +33,6 @@ static const durable__backend_t *backend_for(const char *url) {
   return NULL;
 }
 
-/* The URL with any password replaced by "***", for messages and logs. */
-static char *masked(const char *url) {
-  char *s = strdup(url);
-  if (s == NULL)
-    return NULL;
-  /* scheme://user:password@host */
-  char *scheme = strstr(s, "://");
-  char *at = scheme ? strchr(scheme + 3, '@') : NULL;
-  char *colon = scheme ? strchr(scheme + 3, ':') : NULL;
-  if (at && colon && colon < at) {
-    memmove(colon + 4, at, strlen(at) + 1);
-    memcpy(colon, ":***", 4);
-  }
-  /* password=secret in a conninfo or a query string */
-  char *pw = strstr(s, "password=");
-  if (pw) {
-    char *end = pw + 9 + strcspn(pw + 9, " &");
-    memmove(pw + 12, end, strlen(end) + 1);
-    memcpy(pw + 9, "***", 3);
-  }
-  return s;
-}
-
 int durable_store_open(uv_loop_t *loop, const char *url, durable_store_t **out,
                        durable_error_t *err) {
   *out = NULL;
@@ -75,7 +52,7 @@ int durable_store_open(uv_loop_t *loop, const char *url, durable_store_t **out,
   store->loop = loop;
   store->be = be;
   store->url = strdup(url);
-  store->name = masked(url);
+  store->name = be->display_name ? be->display_name(url) : strdup(url);
   store->single = be->single_connection(url);
   durable__instance_make(store->instance, sizeof store->instance);
   if (store->url == NULL || store->name == NULL ||

@@ -105,6 +105,24 @@ describe("refused inputs (" .. KIND .. ")", function()
         "...(3008 bytes)")
     end)
 
+    it("that cannot be reached is named without its password, however short", function()
+      -- nothing listens at this socket: the connect fails and names the store
+      for _, url in ipairs {
+        "postgresql://u:secretpw@/x?host=/nonexistent&connect_timeout=1",
+        "postgresql://u:p@/x?host=/nonexistent",
+        "postgresql://u:@/x?host=/nonexistent",
+        "postgresql:///x?host=/nonexistent&password=secretpw",
+        "host=/nonexistent user=u password=secretpw dbname=x",
+      } do
+        local code, out, err = run { "get", "@a/b", store = url }
+        assert.is_true(code ~= 0, url)
+        says(err, "cannot connect to store")
+        assert.is_nil((out .. err):find("secretpw", 1, true), err)
+        assert.is_nil(err:find("u:p@", 1, true), err)
+        if url:find("pw", 1, true) then says(err, "password=***") end
+      end
+    end)
+
     it("that is somebody else's SQLite database is refused, byte for byte untouched", function()
       local file = cmd.tmpname()
       os.remove(file)
