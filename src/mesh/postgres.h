@@ -17,6 +17,7 @@
 #ifndef DURABLE_MESH_POSTGRES_H
 #define DURABLE_MESH_POSTGRES_H
 
+#include "durable_text.h"
 #include "map.h"
 #include "schema.h"
 #include "store.h"
@@ -206,9 +207,6 @@ char *durable__pg_mask_password(const char *url);
 /* A connection is gone: libpq says so, or the server's SQLSTATE (may be
  * NULL) says it is going away. */
 int durable__pg_is_lost(PGconn *pg, const char *sqlstate);
-
-/* `src` (a libpq message, which may span lines) as one line in `dst`. */
-void durable__pg_one_line(char *dst, size_t size, const char *src);
 
 /* printf into a new string (malloc'ed; NULL when out of memory). */
 char *durable__pg_format(const char *fmt, ...)

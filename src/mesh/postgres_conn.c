@@ -52,24 +52,6 @@ char *durable__pg_format(const char *fmt, ...) {
   return s;
 }
 
-/* libpq's messages span lines ("...failed: X\n\tIs the server running...");
- * ours are one line. */
-void durable__pg_one_line(char *dst, size_t size, const char *src) {
-  size_t n = 0;
-  int space = 0;
-  for (; *src && n + 1 < size; src++) {
-    if (*src == '\n' || *src == '\r' || *src == '\t' || *src == ' ') {
-      space = n > 0;
-      continue;
-    }
-    if (space && n + 2 < size)
-      dst[n++] = ' ';
-    space = 0;
-    dst[n++] = *src;
-  }
-  dst[n] = '\0';
-}
-
 /* Whether libpq reads `url` as a connection string (a URI or key=value
  * pairs) rather than as a database's name: its own test, so that what we
  * show is what it uses. */
@@ -201,7 +183,7 @@ PGconn *durable__pg_open(const char *url, char *why, size_t size) {
                                      : PGRES_POLLING_WRITING;
   while (st != PGRES_POLLING_OK) {
     if (st == PGRES_POLLING_FAILED) {
-      durable__pg_one_line(why, size, PQerrorMessage(pg));
+      durable__one_line_copy(why, size, PQerrorMessage(pg));
       if (*why == '\0')
         snprintf(why, size, "connection failed");
       PQfinish(pg);

@@ -47,7 +47,7 @@ int durable__pg_error(durable__conn_t *c, const PGresult *res, int code,
     msg = PQerrorMessage(c->pg);
   if (*msg == '\0')
     msg = "unknown error";
-  durable__pg_one_line(line, sizeof(line), msg);
+  durable__one_line_copy(line, sizeof(line), msg);
   if (code == 0 && state && strncmp(state, "40", 2) == 0)
     code = DURABLE_ECANCELED; /* a deadlock or a serialization failure */
   else if (code == 0)
