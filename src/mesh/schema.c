@@ -188,7 +188,7 @@ static char *postgres_script(void) {
     sb_add(&b, "', name);\n");
   }
   sb_add(&b, "END\n$fn$;\n");
-  /* A strict replace (postgres_store.c) that updated no row calls it: the
+  /* A strict replace (postgres_sql.c) that updated no row calls it: the
    * error aborts the transaction, which the store then runs again with
    * each outcome learnt before its commit. */
   sb_add(&b, "CREATE OR REPLACE FUNCTION public.durable_refused() RETURNS "

@@ -51,7 +51,8 @@ int durable__type_query_skips_bulk(const char *table, const char *node_type);
 #define DURABLE__TYPE_INDEX_SUFFIX "_by_type"
 
 /* PostgreSQL: the SQLSTATE that public.durable_refused() raises, the
- * refusal of a strict replace (postgres_store.c). */
+ * refusal of a strict replace (postgres_sql.c; postgres_pipeline.c takes
+ * it for a refusal). */
 #define DURABLE__REFUSED_STATE "DU001"
 
 typedef enum { DURABLE__SQLITE, DURABLE__POSTGRES } durable__dialect_t;

@@ -20,7 +20,7 @@
  * without ids never wait for it.  It is only the common case made cheap:
  * a duplicate that gets past it (a retry racing its first attempt, another
  * process) loses on the id node's key in the stream hub's transaction,
- * which then answers the first sequence (stream_hub.c).
+ * which then answers the first sequence (stream_hub_ids.c).
  */
 #include "protocol.h"
 #include "stream.h"

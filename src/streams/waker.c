@@ -1,7 +1,7 @@
 /*
  * waker.c: a host activates the owners whose streams have work.
  *
- * In one process the stream hub wakes an owner itself (stream_hub.c).  When
+ * In one process the stream hub wakes an owner itself (stream_hub_op.c).  When
  * the append comes from another process -- `durable publish` beside a
  * `durable run` on one SQLite file, or producers on PostgreSQL -- it is the
  * change feed that tells this process: each "namespace {key}/_DurableStream

@@ -34,9 +34,9 @@ local read_file, wait_for, spawn, running = cmd.read_file, cmd.wait_for, cmd.spa
 local FIXTURE = "tests/spec/fixtures/processes.lua"
 local PRODUCER = "tests/spec/fixtures/mp_producer.lua"
 local NET_A, NET_B = 201, 202
-local BOUND_S = 10 -- the detection bound: postgres_store.c's LIVENESS_BOUND_MS
+local BOUND_S = 10 -- the detection bound: postgres_conn.c's LIVENESS_BOUND_MS
 local POLL_S = 1   -- a host's liveness poll (liveness_ms)
-local HOLD_S = 2   -- a takeover's hold: postgres_store.c's FENCE_MS
+local HOLD_S = 2   -- a takeover's hold: postgres.h's DURABLE__PG_FENCE_MS
 local SLOW_PORT, SLOW_MS = 15432, 25 -- the slow link: its port, its delay each way
 
 local function sh(line)
