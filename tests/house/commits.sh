@@ -27,6 +27,9 @@ if [[ -z $first ]]; then
   exit 0
 fi
 
+# `area: summary`: the area is what the change is in (a folder, a file, a
+# concept; several may be named, "unix, win"), then a colon and the summary.
+shape='^[A-Za-z0-9_./{}*+-][A-Za-z0-9_./{}, *+-]*: [^ ]'
 bad=0
 while read -r hash; do
   subject=$(git -C "$top" log -1 --format=%s "$hash")
@@ -34,7 +37,7 @@ while read -r hash; do
   why=
   if ((${#subject} > 72)); then
     why="subject of ${#subject} characters (at most 72)"
-  elif ! [[ $subject =~ ^[A-Za-z0-9_./{},*+-]+(\ \[[^]]+\])?:\ [^\ ] ]]; then
+  elif ! [[ $subject =~ $shape ]]; then
     why="subject is not 'area: summary'"
   elif [[ -n $second ]]; then
     why="no blank line after the subject"
