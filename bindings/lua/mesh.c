@@ -192,6 +192,20 @@ static durable_stream_options_t stream_options(lua_State *L, int idx) {
                                     .liveness_ms = v[4]};
 }
 
+/* core.stream_timings_check(streams) -> true, or nil, message, "EINVAL"
+ * naming the options that break the rule between them (the C layer's,
+ * durable_stream_timings.h), so that durable.open raises at its caller's
+ * line before it loads a plugin. */
+static int l_stream_timings_check(lua_State *L) {
+  durable_stream_options_t streams = stream_options(L, 1);
+  durable_error_t bad = {0};
+  int rc = durable__stream_timings_check(&streams, &bad);
+  if (rc < 0)
+    return dlua_fail(L, rc, bad.message);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* core.open{ store=, quiesce_budget_ms=, request_timeout_ms=,
  *            instruction_budget=, log=function(level, line) end,
  *            streams={ holder_probe_ms=, ... } }
@@ -905,4 +919,6 @@ void dlua_open_mesh(lua_State *L) {
   lua_setfield(L, -2, "open");
   lua_pushcfunction(L, l_inside_uv_run);
   lua_setfield(L, -2, "_inside_uv_run");
+  lua_pushcfunction(L, l_stream_timings_check);
+  lua_setfield(L, -2, "stream_timings_check");
 }

@@ -170,8 +170,8 @@ for _, k in ipairs(OPTION_ORDER) do OPTION_KEYS[k] = true end
 ---given to the mesh at open): a table of known names, each an integer
 ---number of milliseconds; raises at the caller's caller.  Their defaults
 ---and the rule between them (backoff_min_ms at most backoff_max_ms) are the
----C layer's (src/include/durable_stream_timings.h): core.open raises for a
----breach of the rule, before anything opens.
+---C layer's (src/include/durable_stream_timings.h), asked here through
+---core.stream_timings_check so that a breach raises at the caller's line.
 ---@param t any
 function M.check_options(t)
   if t == nil then return end
@@ -187,6 +187,8 @@ function M.check_options(t)
       error(("durable.open: streams.%s must be an integer > 0 (milliseconds)"):format(k), 3)
     end
   end
+  local ok, message = core.stream_timings_check(t)
+  if not ok then error("durable.open: " .. message, 3) end
 end
 
 -- ---- producing -----------------------------------------------------------------------

@@ -330,6 +330,13 @@ describe("declaring a durable stream consumer", function()
     } do
       assert.has_error(function() durable.open { store = "sqlite::memory:", streams = streams } end)
     end
+    -- the rule between two timings is the C layer's, raised at this line
+    local ok, err = pcall(function()
+      durable.open { store = "sqlite::memory:", streams = { backoff_min_ms = 500, backoff_max_ms = 100 } }
+    end)
+    assert.is_false(ok)
+    assert.matches("stream_failures_spec.lua:%d+: durable.open: streams.backoff_min_ms %(500%) "
+      .. "is above streams.backoff_max_ms %(100%)", err)
     assert.equal(0, require("durable.core").meshes())
   end)
 end)
