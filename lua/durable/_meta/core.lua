@@ -310,6 +310,15 @@ function core.publish_id_check(id, namespace, key) end
 ---@return string items_namespace "{path}/_DurableStreamItem"
 function core.stream_path(namespace, key) end
 
+---true, or nil, message, "EINVAL" when the stream timings break the rule
+---between them (backoff_min_ms above backoff_max_ms, both given), the
+---message naming both and their values.
+---@param streams? { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer }
+---@return true|nil ok
+---@return string? message
+---@return string? code
+function core.stream_timings_check(streams) end
+
 ---Every hub of node_type consumes the family `namespace`.  spec =
 ---{ key_of = fn(hub) -> key | nil (the hub's address), source_of =
 ---fn(hub) -> source table | nil, run = fn(hub, item, reply) }, each called
