@@ -172,19 +172,17 @@ int durable__store_commits_all_own(durable_store_t *store, int64_t after,
 
 /* ---- workers ------------------------------------------------------------ */
 
+static durable__job_t *job_of(struct durable__queue *q) {
+  return DURABLE__QUEUE_DATA(q, durable__job_t, link);
+}
+
 /* Hand `n` finished jobs back to the loop. */
 static void finish(durable_store_t *store, durable__job_t **jobs, size_t n) {
   if (n == 0)
     return;
-  for (size_t i = 0; i + 1 < n; i++)
-    jobs[i]->next = jobs[i + 1];
-  jobs[n - 1]->next = NULL;
   uv_mutex_lock(&store->lock);
-  if (store->done_tail)
-    store->done_tail->next = jobs[0];
-  else
-    store->done_head = jobs[0];
-  store->done_tail = jobs[n - 1];
+  for (size_t i = 0; i < n; i++)
+    durable__queue_insert_tail(&store->done, &jobs[i]->link);
   uv_mutex_unlock(&store->lock);
   uv_async_send(&store->async);
 }
@@ -223,31 +221,32 @@ static void worker_main(void *arg) {
     if (w == &store->writer)
       spin(w); /* the reader's next page is asked for ahead: it waits */
     uv_mutex_lock(&store->lock);
-    while (w->head == NULL && !store->stopping) {
+    while (durable__queue_empty(&w->jobs) && !store->stopping) {
       w->sleeping = 1;
       uv_cond_wait(&w->wake, &store->lock);
       w->sleeping = 0;
     }
-    if (w->head == NULL) { /* stopping, and nothing left */
+    if (durable__queue_empty(&w->jobs)) { /* stopping, and nothing left */
       uv_mutex_unlock(&store->lock);
       break;
     }
     /* Take one job, or a run of queued jobs of a class that groups (the
      * writes) up to GROUP_MAX. */
     size_t n = 0;
-    durable__job_t *first = w->head;
+    durable__job_t *first = job_of(durable__queue_head(&w->jobs));
     if (!first->cls->groups) {
-      w->head = first->next;
+      durable__queue_remove(&first->link);
       batch[n++] = first;
     } else {
-      while (w->head && w->head->cls == first->cls && n < GROUP_MAX) {
-        batch[n++] = w->head;
-        w->head = w->head->next;
+      struct durable__queue *q;
+      while ((q = durable__queue_head(&w->jobs)) != &w->jobs &&
+             job_of(q)->cls == first->cls && n < GROUP_MAX) {
+        durable__queue_remove(q);
+        batch[n++] = job_of(q);
       }
     }
-    if (w->head == NULL)
-      w->tail = NULL;
-    __atomic_store_n(&w->queued, w->head != NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&w->queued, !durable__queue_empty(&w->jobs),
+                     __ATOMIC_RELEASE);
     uv_mutex_unlock(&store->lock);
 
     first->cls->run(w, batch, n);
@@ -266,13 +265,8 @@ void durable__job_submit(durable__job_t *job) {
   durable_store_t *store = job->store;
   durable__worker_t *w =
       job->cls->on_writer || store->single ? &store->writer : &store->reader;
-  job->next = NULL;
   uv_mutex_lock(&store->lock);
-  if (w->tail)
-    w->tail->next = job;
-  else
-    w->head = job;
-  w->tail = job;
+  durable__queue_insert_tail(&w->jobs, &job->link);
   __atomic_store_n(&w->queued, 1, __ATOMIC_RELEASE);
   if (w->sleeping)
     uv_cond_signal(&w->wake);
@@ -376,17 +370,16 @@ static void deliver(durable__job_t *job) {
 static void on_async(uv_async_t *handle) {
   durable_store_t *store = handle->data;
   for (;;) {
+    /* take the finished jobs aside: the workers add to the list meanwhile,
+     * and a callback may queue (and free) jobs */
+    struct durable__queue done, *q;
     uv_mutex_lock(&store->lock);
-    durable__job_t *job = store->done_head;
-    store->done_head = store->done_tail = NULL;
+    durable__queue_move(&store->done, &done);
     uv_mutex_unlock(&store->lock);
-    if (job == NULL)
+    if (durable__queue_empty(&done))
       break;
-    while (job) {
-      durable__job_t *next = job->next;
-      deliver(job);
-      job = next;
-    }
+    while ((q = durable__queue_pop(&done)) != NULL)
+      deliver(job_of(q));
   }
   if (store->stopped) {
     uv_mutex_lock(&store->lock);
@@ -420,6 +413,9 @@ static int start_worker(durable_store_t *store, durable__worker_t *w) {
 }
 
 int durable__engine_start(durable_store_t *store, durable_error_t *err) {
+  durable__queue_init(&store->writer.jobs);
+  durable__queue_init(&store->reader.jobs);
+  durable__queue_init(&store->done);
   int rc = uv_async_init(store->loop, &store->async, on_async);
   if (rc != 0)
     return durable__error(err, DURABLE_ENOMEM, "cannot start the store: %s",

@@ -14,7 +14,7 @@
 struct durable__worker_s {
   durable_store_t *store;
   uv_thread_t thread;
-  durable__job_t *head, *tail; /* queue, under store->lock */
+  struct durable__queue jobs; /* its queue, oldest first, under store->lock */
   uv_cond_t wake;
   durable__conn_t *conn;
   int running;  /* under store->lock */
@@ -39,7 +39,7 @@ struct durable_store_s {
   uv_mutex_t lock; /* queues, done list, own commits, stopping */
   durable__worker_t writer, reader;
   int stopping;
-  durable__job_t *done_head, *done_tail;
+  struct durable__queue done; /* finished jobs, oldest first */
   uv_async_t async;
   int async_open;
   void (*stopped)(durable_store_t *store); /* durable__engine_stop's */

@@ -20,6 +20,7 @@
 #define DURABLE_MESH_JOB_H
 
 #include "backend.h"
+#include "queue.h"
 
 typedef enum {
   JOB_GET = 1,
@@ -92,7 +93,7 @@ extern const durable__job_class_t durable__write_class;
 extern const durable__job_class_t durable__grant_class;
 
 struct durable__job_s {
-  durable__job_t *next;
+  struct durable__queue link; /* in its worker's queue, then the done list */
   durable_store_t *store;
   durable__job_kind_t kind;
   const durable__job_class_t *cls;
