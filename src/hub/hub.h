@@ -189,7 +189,7 @@ struct durable_mesh_s {
   durable_hub_t *reads;
   durable_mesh_stats_t stats;
 
-  durable_reply_t *replies; /* every reply not finished yet */
+  struct durable__queue replies; /* every reply not finished yet */
   int closing;
   int close_phase; /* see close_step in mesh.c */
   int stepping;

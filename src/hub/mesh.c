@@ -555,6 +555,7 @@ int durable__mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
   durable_mesh_t *mesh = calloc(1, sizeof(*mesh));
   if (mesh == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  durable__queue_init(&mesh->replies);
   mesh->loop = loop;
   mesh->quiesce_budget_ms = options->quiesce_budget_ms
                                 ? options->quiesce_budget_ms

@@ -43,10 +43,10 @@ const durable__body_t *durable__response_body(const durable_response_t *res) {
 }
 
 struct durable_reply_s {
-  struct durable__queue link;     /* in hub->handling */
-  durable_reply_t *mprev, *mnext; /* in mesh->replies */
-  int detached;                   /* the mesh is gone */
-  durable_hub_t *hub; /* the hub whose message this is (a reference) */
+  struct durable__queue link;  /* in hub->handling */
+  struct durable__queue mlink; /* in mesh->replies */
+  int detached;                /* the mesh is gone */
+  durable_hub_t *hub;          /* the hub whose message this is (a reference) */
   uint64_t request_id;
   char *type;
   /* set for an init step instead of a message */
@@ -318,28 +318,14 @@ static durable_reply_t *reply_new(durable_hub_t *hub, uint64_t id,
   durable_hub_ref(hub);
   hub->in_flight++;
   durable__queue_insert_head(&hub->handling, &r->link);
-  durable_mesh_t *mesh = hub->mesh;
-  r->mnext = mesh->replies;
-  if (mesh->replies)
-    mesh->replies->mprev = r;
-  mesh->replies = r;
+  durable__queue_insert_head(&hub->mesh->replies, &r->mlink);
   return r;
 }
 
-static void unlink_from_mesh(durable_mesh_t *mesh, durable_reply_t *r) {
-  if (r->mprev)
-    r->mprev->mnext = r->mnext;
-  else
-    mesh->replies = r->mnext;
-  if (r->mnext)
-    r->mnext->mprev = r->mprev;
-  r->mprev = r->mnext = NULL;
-}
-
 void durable__detach_replies(durable_mesh_t *mesh) {
-  while (mesh->replies) {
-    durable_reply_t *r = mesh->replies;
-    unlink_from_mesh(mesh, r);
+  struct durable__queue *q;
+  while ((q = durable__queue_pop(&mesh->replies)) != NULL) {
+    durable_reply_t *r = DURABLE__QUEUE_DATA(q, durable_reply_t, mlink);
     r->detached = 1;
     durable_hub_unref(r->hub);
     r->hub = NULL;
@@ -374,7 +360,7 @@ static void reply_finish(durable_reply_t *r, int status, const char *payload,
     return;
   }
   durable_hub_t *hub = r->hub;
-  unlink_from_mesh(hub->mesh, r);
+  durable__queue_remove(&r->mlink);
   if (r->step_done) {
     r->step_done(hub, status, message);
   } else if (r->then) {
