@@ -32,11 +32,14 @@
  * owner.  A denial is a failure like any other (logged with its reason,
  * claimed again after the backoff, so a grant made meanwhile is picked
  * up); nothing is claimed or handed over.
+ *
+ * This file is one consumer, from its start to its stop.  The item's turn
+ * and its acknowledgement are turn.c's, the dead letters dead_letter.c's,
+ * and consumers.c declares consumers and keeps the mesh's list of them
+ * (consumer.h).
  */
-#include "protocol.h"
-#include "stream.h"
+#include "consumer.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,179 +47,50 @@
 /* A turn lasts as long as its handler: no timeout of its own. */
 #define TURN_TIMEOUT_MS (24u * 3600u * 1000u)
 
-typedef enum {
-  C_STARTING = 1,
-  C_DORMANT,
-  C_CLAIMING,
-  C_WAITING,
-  C_CONSUMING,
-  C_BACKOFF,
-  C_STOPPED
-} cstate_t;
-
-typedef struct consumer_s {
-  durable_hub_t *hub; /* not a reference: the consumer lives inside the hub */
-  durable_mesh_t *mesh;
-  durable_consumer_t cfg;
-  char *ns, *key;
-  char path[DURABLE_PATH_MAX + 1];
-  char stream_ns[DURABLE_PATH_MAX + 1]; /* {key}/_DurableStream */
-  durable_source_t source;
-  int has_source;
-  char source_ns[DURABLE_PATH_MAX + 1];
-  cstate_t state;
-  uint64_t gen;
-  int64_t epoch, checkpoint;
-  int attempt;
-  int wake_pending; /* a wake came while starting or claiming */
-  durable__pull_t *pull;
-  durable_watch_t *orphan_watch;
-  /* the item of the turn in flight */
-  int64_t turn_seq;
-  durable_node_t *turn_node;
-  char *turn_payload;
-  int64_t turn_appended_at;
-  char msg_turn[DURABLE_PATH_MAX], msg_wake[DURABLE_PATH_MAX],
-      msg_retry[DURABLE_PATH_MAX], msg_reclaim[DURABLE_PATH_MAX];
-  /* durable_consumer_stop: the embedder's handle, and its callback once the
-   * item in flight is done and the lease let go */
-  int stopping, stop_reported;
-  int stop_after_claim; /* stopped while a claim was out: report after it */
-  /* appends of acknowledged items, made one box at a time, in order; after
-   * a failure none is made until the next claim has made what is left */
-  struct outq_s *outq_head, *outq_tail;
-  int outq_sending, outq_blocked;
-  durable_status_cb stop_cb;
-  void *stop_data;
-  /* in the mesh's list (install.c), for a loss of the store's session */
-  struct consumer_s *list_prev, *list_next;
-  void **list_head;
-  int reclaim_after_turn; /* the session was lost during the turn */
-  /* consuming, but no item is handed over until msg_fence says so: a
-   * takeover's hold, or this process's liveness not confirmed (fencing) */
-  enum { WAIT_NONE, WAIT_HOLD, WAIT_FENCE } wait;
-  int turn_fenced;     /* the turn in flight found the liveness unconfirmed */
-  int64_t fenced_seq;  /* WAIT_FENCE: the item not handed over */
-  int fence_logged;    /*   ... and that was logged */
-  uint64_t hold_until; /* uv_hrtime(): no item before (a takeover's hold) */
-  char msg_fence[DURABLE_PATH_MAX];
-  char *held_by; /* the holder last logged as holding the lease */
-  /* the item that failed last, and how many times in a row (max_attempts) */
-  int64_t failed_seq;
-  int failed_times;
-  int turn_ack_failed;     /* the turn's item was handled, its ack failed */
-  int lease_doubt;         /* the lease was let go while a claim was out */
-  durable__sweep_t *sweep; /* retention.c: NULL with a source */
-  int gone_said; /* a claim found the stream gone, and that was logged */
-  char msg_sweep[DURABLE_PATH_MAX];
-  /* the timer of last resort (arm): embedded, so that waiting needs no
-   * memory; open while spare_open, holding a reference to the hub */
-  uv_timer_t spare;
-  int spare_open;
-  const char *spare_type; /* one of the msg_* above */
-  char spare_payload[32];
-} consumer_t;
-
-typedef struct outq_s {
-  struct outq_s *next;
-  durable__outbox_t *box;
-} outq_t;
-
 /* The embedder's handle is the consumer itself. */
 struct durable_consumer_handle_s {
-  consumer_t c;
+  durable__consumer_t c;
 };
 
-static durable_stream_id_t id_of(const consumer_t *c) {
-  return (durable_stream_id_t){.ns = c->ns, .key = c->key};
-}
-
-static const char *name_of(const consumer_t *c, durable__stream_name_t *buf) {
-  durable_stream_id_t id = id_of(c);
-  *buf = durable__stream_name(&id);
-  return buf->text;
-}
-
-static const char *hub_name(const consumer_t *c) {
-  return durable_hub_address(c->hub);
-}
-
-static int leaving(const consumer_t *c) {
-  return c->state == C_STOPPED ||
-         durable_hub_run_level(c->hub) >= DURABLE_HUB_QUIESCING;
-}
-
-/* A request from the read-issuing hub whose answer comes back to `c` if the
- * consumer is still in the round `gen`. */
-typedef struct {
-  consumer_t *c;
-  uint64_t gen;
-  int64_t seq;
-  durable_reply_t *turn;         /* an ack's turn */
-  durable__outbox_t *outbox;     /* an ack's appends, made once it is written */
-  durable__write_set_t *effects; /* held while the appends are checked */
-  int stopped; /* a release that durable_consumer_stop waits for */
-} ask_t;
-
-/* Ask the stream hub `type` (protocol.h) as this consumer's hub, with its
- * lease `epoch` and the item `seq` where they matter. */
-/* ... carrying `effects` (taken, also on failure) for an ack. */
-static int ask_with(consumer_t *c, const char *type, int64_t epoch, int64_t seq,
-                    durable__write_set_t *effects, durable_response_cb cb,
-                    ask_t *a, durable_error_t *err) {
-  durable__stream_req_t *req =
-      durable__stream_req_new(NULL, hub_name(c), epoch, seq);
-  if (req == NULL) {
-    free(effects);
-    return durable__error(err, DURABLE_ENOMEM, "out of memory");
-  }
-  req->effects = effects;
-  a->c = c;
-  durable_hub_ref(c->hub);
-  int rc = durable__hub_request_body(durable__mesh_reads_hub(c->mesh), c->path,
-                                     type, &req->base, 0, cb, a, err);
-  if (rc < 0)
-    durable_hub_unref(c->hub);
-  return rc;
-}
-
-static int ask(consumer_t *c, const char *type, int64_t epoch, int64_t seq,
-               durable_response_cb cb, ask_t *a, durable_error_t *err) {
-  return ask_with(c, type, epoch, seq, NULL, cb, a, err);
+/* A claim or a release (durable__consumer_ask: no effects). */
+static int ask(durable__consumer_t *c, const char *type, int64_t epoch,
+               int64_t seq, durable_response_cb cb, durable__consumer_ask_t *a,
+               durable_error_t *err) {
+  return durable__consumer_ask(c, type, epoch, seq, NULL, cb, a, err);
 }
 
 /* The spare timer fired: its message goes into the hub's mailbox as a hub
  * timer's does (durable__hub_post_own), or, still without memory, it fires
  * again soon. */
 static void on_spare(uv_timer_t *timer) {
-  consumer_t *c = timer->data;
-  if (c->state == C_STOPPED)
+  durable__consumer_t *c = timer->data;
+  if (c->state == DURABLE__CONSUMER_STOPPED)
     return;
   if (durable__hub_post_own(c->hub, c->spare_type, c->spare_payload) < 0)
     uv_timer_start(timer, on_spare, DURABLE__TIMER_RETRY_MS, 0);
 }
 
 static void on_spare_closed(uv_handle_t *handle) {
-  consumer_t *c = handle->data;
+  durable__consumer_t *c = handle->data;
   durable_mesh_t *mesh = c->mesh;
   c->spare_open = 0;
   durable_hub_unref(c->hub); /* c may be gone now */
   durable__sched_handle_closed(&mesh->sched);
 }
 
-static void close_spare(consumer_t *c) {
+static void close_spare(durable__consumer_t *c) {
   if (c->spare_open && !uv_is_closing((uv_handle_t *)&c->spare))
     uv_close((uv_handle_t *)&c->spare, on_spare_closed);
 }
 
 /* Arm a hub timer that posts `type` with the current generation. */
-static void arm(consumer_t *c, const char *type, uint32_t ms) {
+static void arm(durable__consumer_t *c, const char *type, uint32_t ms) {
   char payload[32];
   snprintf(payload, sizeof payload, "%llu", (unsigned long long)c->gen);
   /* refused once leaving */
   if (durable_hub_post_after(c->hub, ms, type, payload, NULL) !=
           DURABLE_ENOMEM ||
-      c->state == C_STOPPED)
+      c->state == DURABLE__CONSUMER_STOPPED)
     return;
   /* No memory for the hub's timer: the spare one, so that a retry is
    * late at worst, never lost (a consumer would stall for good).  It
@@ -236,79 +110,19 @@ static void arm(consumer_t *c, const char *type, uint32_t ms) {
   uv_timer_start(&c->spare, on_spare, ms, 0);
 }
 
-static int current_gen(consumer_t *c, const durable_msg_t *msg) {
+static int current_gen(durable__consumer_t *c, const durable_msg_t *msg) {
   return strtoull(msg->payload, NULL, 10) == c->gen;
 }
 
-static void claim(consumer_t *c);
-static void claim_again(consumer_t *c);
-static void consume_next(consumer_t *c);
-static void start_pulling(consumer_t *c);
-static void finish_stop(consumer_t *c);
-static void stop_done(consumer_t *c);
+static void claim(durable__consumer_t *c);
+static void claim_again(durable__consumer_t *c);
+static void consume_next(durable__consumer_t *c);
+static void start_pulling(durable__consumer_t *c);
+static void finish_stop(durable__consumer_t *c);
+static void stop_done(durable__consumer_t *c);
 static void on_stop_later(int status, const char *message, void *data);
 
-/* The mesh's consumers, a list kept as per-mesh state (stream.c). */
-typedef struct {
-  void *head; /* consumer_t */
-} consumers_t;
-
-static const char consumers_key; /* the state's key: its address */
-
-/* The head of the mesh's list (NULL once the mesh's state is gone). */
-static void **consumers_head(durable_mesh_t *mesh) {
-  consumers_t *list = durable__mesh_state(mesh, &consumers_key);
-  return list ? &list->head : NULL;
-}
-
-/* The list's owner goes: unlink every consumer left in it (the mesh is not
- * to be touched: this may run after it closed, when Lua lets go of the
- * read-issuing hub). */
-static void consumers_free(void *data) {
-  consumers_t *list = data;
-  while (list->head) {
-    consumer_t *c = list->head;
-    list->head = c->list_next;
-    c->list_prev = c->list_next = NULL;
-    c->list_head = NULL;
-  }
-  free(list);
-}
-
-static void on_retention_changed(durable_mesh_t *mesh);
-
-int durable__consumers_install(durable_mesh_t *mesh) {
-  int rc = durable__mesh_state_add(mesh, &consumers_key, sizeof(consumers_t),
-                                   consumers_free);
-  return rc < 0 ? rc : durable__retention_on_change(mesh, on_retention_changed);
-}
-
-static void list_unlink(consumer_t *c) {
-  if (c->list_head == NULL)
-    return;
-  if (c->list_prev)
-    c->list_prev->list_next = c->list_next;
-  else
-    *c->list_head = c->list_next;
-  if (c->list_next)
-    c->list_next->list_prev = c->list_prev;
-  c->list_prev = c->list_next = NULL;
-  c->list_head = NULL;
-}
-
-static void list_link(consumer_t *c) {
-  void **head = consumers_head(c->mesh);
-  if (head == NULL)
-    return;
-  c->list_head = head;
-  c->list_prev = NULL;
-  c->list_next = *head;
-  if (c->list_next)
-    c->list_next->list_prev = c;
-  *head = c;
-}
-
-static void stop_reading(consumer_t *c) {
+static void stop_reading(durable__consumer_t *c) {
   durable__pull_close(c->pull);
   c->pull = NULL;
   durable_watch_close(c->orphan_watch);
@@ -318,17 +132,15 @@ static void stop_reading(consumer_t *c) {
 /* ---- failures
  * ----------------------------------------------------------------------- */
 
-static void dead_letter(consumer_t *c, int64_t seq, const char *why,
-                        const char *payload, int64_t appended_at);
-
 /* An acknowledgement was refused: another holder has the lease now (or it
  * was let go).  Said, and claimed again. */
-static void lease_lost(consumer_t *c) {
+static void lease_lost(durable__consumer_t *c) {
   durable__stream_name_t n;
   durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
                    "Durable stream consumer %s lost the lease of %s; "
                    "claiming again",
-                   hub_name(c), name_of(c, &n));
+                   durable__consumer_hub_name(c),
+                   durable__consumer_name(c, &n));
   stop_reading(c);
   claim(c);
 }
@@ -344,7 +156,7 @@ static uint32_t backoff_ms(int attempt, uint32_t min_ms, uint32_t max_ms) {
   return delay > max_ms ? max_ms : (uint32_t)delay;
 }
 
-static void backoff(consumer_t *c, int64_t seq, const char *why) {
+static void backoff(durable__consumer_t *c, int64_t seq, const char *why) {
   durable_stream_options_t o = durable__stream_options(c->mesh);
   uint64_t delay = backoff_ms(c->attempt, o.backoff_min_ms, o.backoff_max_ms);
   c->attempt++;
@@ -356,11 +168,30 @@ static void backoff(consumer_t *c, int64_t seq, const char *why) {
                    "Durable stream consumer %s stopped on %s%s (%s); the item "
                    "was NOT acknowledged and is retried from the checkpoint "
                    "in %llu ms",
-                   hub_name(c), name_of(c, &n), at, why,
-                   (unsigned long long)delay);
-  c->state = C_BACKOFF;
+                   durable__consumer_hub_name(c), durable__consumer_name(c, &n),
+                   at, why, (unsigned long long)delay);
+  c->state = DURABLE__CONSUMER_BACKOFF;
   c->gen++;
   arm(c, c->msg_retry, (uint32_t)delay);
+}
+
+/* The dead letter of item `seq` (dead_letter.c): moved, the item is done;
+ * the lease gone meanwhile, claim again; not moved, try again after the
+ * backoff. */
+static void on_dead_lettered(durable__consumer_t *c, int64_t seq,
+                             durable__letter_outcome_t outcome,
+                             const char *why) {
+  if (outcome == DURABLE__LETTER_FAILED) {
+    backoff(c, seq, why);
+  } else if (outcome == DURABLE__LETTER_MOVED) {
+    c->checkpoint = seq;
+    c->attempt = 0;
+    c->failed_seq = c->failed_times = 0;
+    durable__failure_clear(durable_mesh_store(c->mesh), c->path);
+    start_pulling(c);
+  } else {
+    lease_lost(c);
+  }
 }
 
 /* Item `seq` failed by its own fault -- its handler failed, its effects
@@ -368,11 +199,12 @@ static void backoff(consumer_t *c, int64_t seq, const char *why) {
  * it counts: once it has failed max_attempts times in a row, it is moved to
  * the dead letters; else back off and retry.  `payload` is the item's text
  * when it was read (NULL: it could not be). */
-static void after_failure_counted(consumer_t *c, int64_t seq, const char *why,
-                                  const char *payload, int64_t appended_at) {
-  if (c->cfg.max_attempts > 0 && c->state == C_CONSUMING &&
+static void after_failure_counted(durable__consumer_t *c, int64_t seq,
+                                  const char *why, const char *payload,
+                                  int64_t appended_at) {
+  if (c->cfg.max_attempts > 0 && c->state == DURABLE__CONSUMER_CONSUMING &&
       c->failed_times >= c->cfg.max_attempts) {
-    dead_letter(c, seq, why, payload, appended_at);
+    durable__dead_letter(c, seq, why, payload, appended_at, on_dead_lettered);
     return;
   }
   backoff(c, seq, why);
@@ -380,7 +212,7 @@ static void after_failure_counted(consumer_t *c, int64_t seq, const char *why,
 
 /* A failed item's record on its way to the store (failure.c). */
 typedef struct {
-  consumer_t *c;
+  durable__consumer_t *c;
   uint64_t gen;
   int64_t seq, appended_at;
   char *why, *payload;
@@ -388,8 +220,9 @@ typedef struct {
 
 static void on_failure_recorded(int attempts, void *data) {
   recording_t *r = data;
-  consumer_t *c = r->c;
-  if (c->state == C_CONSUMING && r->gen == c->gen && !leaving(c)) {
+  durable__consumer_t *c = r->c;
+  if (c->state == DURABLE__CONSUMER_CONSUMING && r->gen == c->gen &&
+      !durable__consumer_leaving(c)) {
     /* the stored count: this process's failures and any earlier one's */
     if (attempts > c->failed_times)
       c->failed_times = attempts;
@@ -401,10 +234,10 @@ static void on_failure_recorded(int attempts, void *data) {
   free(r);
 }
 
-static void fail_item(consumer_t *c, int64_t seq, const char *why,
+static void fail_item(durable__consumer_t *c, int64_t seq, const char *why,
                       const char *payload, int64_t appended_at) {
   stop_reading(c);
-  if (leaving(c))
+  if (durable__consumer_leaving(c))
     return;
   durable__stream_count(c->mesh, c->ns, c->key, DURABLE__COUNT_FAILED, 1);
   if (seq == c->failed_seq) {
@@ -413,7 +246,7 @@ static void fail_item(consumer_t *c, int64_t seq, const char *why,
     c->failed_seq = seq;
     c->failed_times = 1;
   }
-  if (c->state != C_CONSUMING) {
+  if (c->state != DURABLE__CONSUMER_CONSUMING) {
     backoff(c, seq, why);
     return;
   }
@@ -444,378 +277,27 @@ static void fail_item(consumer_t *c, int64_t seq, const char *why,
 /* A failure that is not an item's own (a read, a claim, the store, an
  * append of an earlier item), at `seq` (0: no item) for the log: retried
  * after the backoff, never counted against the item. */
-static void failure(consumer_t *c, int64_t seq, const char *why) {
+static void failure(durable__consumer_t *c, int64_t seq, const char *why) {
   stop_reading(c);
-  if (leaving(c))
+  if (durable__consumer_leaving(c))
     return;
   backoff(c, seq, why);
 }
 
-/* ---- the turn (runs as a message of the hub)
- * -------------------------------------------- */
-
-static void outq_next(consumer_t *c);
-
-static void outq_drop(consumer_t *c) {
-  while (c->outq_head) {
-    outq_t *q = c->outq_head;
-    c->outq_head = q->next;
-    durable__outbox_free(q->box); /* its nodes stay: the next claim */
-    free(q);
-  }
-  c->outq_tail = NULL;
-}
-
-static void on_box_sent(int status, const char *message, void *data) {
-  consumer_t *c = data;
-  c->outq_sending = 0;
-  if (status < 0) {
-    /* what is left goes out, in order, after the next claim */
-    c->outq_blocked = 1;
-    outq_drop(c);
-    if (c->state == C_CONSUMING) {
-      char m[1024];
-      snprintf(m, sizeof m, "an append of an acknowledged item failed: %s",
-               message ? message : durable_strerror(status));
-      failure(c, 0, m);
-    }
-  } else {
-    outq_next(c);
-  }
-  durable_hub_unref(c->hub);
-}
-
-static void outq_next(consumer_t *c) {
-  if (c->outq_sending || c->outq_head == NULL)
-    return;
-  outq_t *q = c->outq_head;
-  c->outq_head = q->next;
-  if (c->outq_head == NULL)
-    c->outq_tail = NULL;
-  c->outq_sending = 1;
-  durable_hub_ref(c->hub);
-  durable__outbox_t *box = q->box;
-  free(q);
-  durable__outbox_send(box, on_box_sent, c);
-}
-
-static void outq_push(consumer_t *c, durable__outbox_t *box) {
-  if (box == NULL)
-    return;
-  outq_t *q = c->outq_blocked ? NULL : malloc(sizeof(*q));
-  if (q == NULL) { /* blocked (or no memory): the next claim makes them */
-    durable__outbox_free(box);
-    return;
-  }
-  q->next = NULL;
-  q->box = box;
-  if (c->outq_tail)
-    c->outq_tail->next = q;
-  else
-    c->outq_head = q;
-  c->outq_tail = q;
-  outq_next(c);
-}
-
-static int effects_refused(int code) {
-  return code == DURABLE_EEXIST || code == DURABLE_ENOTFOUND ||
-         code == DURABLE_EACCES || code == DURABLE_EINVAL;
-}
-
-static void on_ack(const durable_response_t *res, void *data) {
-  ask_t *a = data;
-  consumer_t *c = a->c;
-  durable__stream_name_t n;
-  if (res->status < 0) {
+/* An append of an acknowledged item failed (turn.c): what is left goes out
+ * after the next claim, and, consuming, the consumer backs off to make
+ * that claim. */
+static void on_append_failed(durable__consumer_t *c, int status,
+                             const char *message) {
+  if (c->state == DURABLE__CONSUMER_CONSUMING) {
     char m[1024];
-    snprintf(m, sizeof m, "the acknowledgement of item %lld failed: %s",
-             (long long)a->seq, res->message);
-    /* effects the store refused for what they are count against the item
-     * (a create of a present node, a write the principal may not make);
-     * the store's own failures do not (a lost connection, a conflict with
-     * another writer that a retry decides anew) */
-    c->turn_ack_failed = !effects_refused(res->status);
-    durable_reply_fail(a->turn, DURABLE_EFAILED, m);
-  } else {
-    const durable__stream_ans_t *ans = durable__stream_answer(res);
-    if (ans && ans->ok) {
-      /* committed: now the appends it recorded (in order, each once) */
-      outq_push(c, a->outbox);
-      a->outbox = NULL;
-      durable__stream_count(c->mesh, c->ns, c->key, DURABLE__COUNT_HANDLED, 1);
-      durable_reply_ok(a->turn, NULL);
-    } else {
-      char m[2048];
-      snprintf(m, sizeof m,
-               "Durable stream %s: the acknowledgement of item %lld was "
-               "refused — %s",
-               name_of(c, &n), (long long)a->seq,
-               ans && ans->reason ? ans->reason : "no answer");
-      durable_reply_fail(a->turn, DURABLE_ECONFLICT, m); /* fenced */
-    }
-  }
-  durable__outbox_free(a->outbox); /* not written: nothing to make */
-  durable_hub_unref(c->hub);
-  free(a);
-}
-
-static void send_ack(consumer_t *c, ask_t *a, durable__write_set_t *effects);
-static void on_appends_allowed(int status, const char *message, void *data);
-
-static void on_handler_done(durable_hub_t *hub, int status, const char *payload,
-                            const char *message, durable__commit_t *commit,
-                            void *data) {
-  ask_t *a = data;
-  consumer_t *c = a->c;
-  (void)hub;
-  (void)payload;
-  durable__stream_name_t n;
-  if (status < 0) {
-    char m[2048];
-    /* the turn fails EFAILED whatever the handler said (ECONFLICT there
-     * means a lost lease); the handler's own code stays in the message */
-    snprintf(m, sizeof m, "Durable stream %s item %lld failed (%s): %s",
-             name_of(c, &n), (long long)a->seq, durable_err_name(status),
+    snprintf(m, sizeof m, "an append of an acknowledged item failed: %s",
              message ? message : durable_strerror(status));
-    durable_reply_fail(a->turn, DURABLE_EFAILED, m);
-    durable__commit_free(commit);
-    free(a);
-    return;
-  }
-  /* the item's effects: its writes, and an outbox node per append */
-  durable_error_t err = {0};
-  durable__write_set_t *effects = NULL;
-  if (commit && commit->npublishes > 0) {
-    effects = durable__outbox_writes(hub, c->key, commit, &a->outbox, &err);
-    if (effects == NULL) {
-      char m[2048];
-      snprintf(m, sizeof m, "Durable stream %s item %lld: %s", name_of(c, &n),
-               (long long)a->seq, err.message);
-      durable__commit_free(commit);
-      durable_reply_fail(a->turn, DURABLE_EFAILED, m);
-      free(a);
-      return;
-    }
-  } else if (commit) {
-    effects = commit->writes;
-    commit->writes = NULL;
-  }
-  durable__commit_free(commit);
-  if (a->outbox && durable_mesh_principal(c->mesh) != NULL) {
-    /* the appends are made after the commit: may the principal make them?
-     * asked first, so that a refusal fails the item, not the append */
-    a->effects = effects;
-    durable__outbox_check(a->outbox, on_appends_allowed, a);
-    return;
-  }
-  send_ack(c, a, effects);
-}
-
-/* done: acknowledge from the read-issuing hub (this hub may be quiescing),
- * with the item's effects if it has any, and only then answer the turn */
-static void send_ack(consumer_t *c, ask_t *a, durable__write_set_t *effects) {
-  durable_error_t err = {0};
-  if (ask_with(c, DURABLE__MSG_ACK, c->epoch, a->seq, effects, on_ack, a,
-               &err) < 0) {
-    durable_reply_fail(a->turn, DURABLE_EFAILED, err.message);
-    durable__outbox_free(a->outbox);
-    free(a);
+    failure(c, 0, m);
   }
 }
 
-static void on_appends_allowed(int status, const char *message, void *data) {
-  ask_t *a = data;
-  durable__write_set_t *effects = a->effects;
-  a->effects = NULL;
-  if (status < 0) {
-    char m[2048];
-    durable__stream_name_t n;
-    snprintf(m, sizeof m, "Durable stream %s item %lld: %s", name_of(a->c, &n),
-             (long long)a->seq, message);
-    free(effects);
-    durable__outbox_free(a->outbox);
-    durable_reply_fail(a->turn, DURABLE_EFAILED, m);
-    free(a);
-    return;
-  }
-  send_ack(a->c, a, effects);
-}
-
-/* ---- dead letters
- * ---------------------------------------------------------------------- */
-
-/* The dead-letter stream of `ns`: {ns}.dead, of the same owner. */
-#define DEAD_SUFFIX ".dead"
-
-typedef struct {
-  ask_t base; /* seq, gen, outbox */
-  char *why;
-  int attempts;
-} dead_t;
-
-static void on_dead_letter_acked(const durable_response_t *res, void *data) {
-  dead_t *d = data;
-  consumer_t *c = d->base.c;
-  durable__stream_name_t n;
-  const durable__stream_ans_t *ans =
-      res->status < 0 ? NULL : durable__stream_answer(res);
-  int current = c->state == C_CONSUMING && d->base.gen == c->gen && !leaving(c);
-  if (ans && ans->ok) {
-    /* committed: the letter's append, and the line, whatever came since (a
-     * stop waits for neither; the append goes out before its release) */
-    outq_push(c, d->base.outbox);
-    d->base.outbox = NULL;
-    durable__stream_count(c->mesh, c->ns, c->key, DURABLE__COUNT_DEAD_LETTERED,
-                          1);
-    durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
-                     "Durable stream consumer %s: item %lld of %s failed "
-                     "%d times (%s); moved to the dead letters %s" DEAD_SUFFIX
-                     "@%s and acknowledged",
-                     hub_name(c), (long long)d->base.seq, name_of(c, &n),
-                     d->attempts, d->why, c->ns, c->key);
-  }
-  if (current) {
-    if (res->status < 0) {
-      char m[2048];
-      snprintf(m, sizeof m, "moving it to the dead letters failed: %s",
-               res->message ? res->message : durable_strerror(res->status));
-      backoff(c, d->base.seq, m); /* tried again after the backoff */
-    } else if (ans && ans->ok) {
-      c->checkpoint = d->base.seq;
-      c->attempt = 0;
-      c->failed_seq = c->failed_times = 0;
-      durable__failure_clear(durable_mesh_store(c->mesh), c->path);
-      start_pulling(c);
-    } else {
-      lease_lost(c);
-    }
-  }
-  durable__outbox_free(d->base.outbox); /* not written: nothing to make */
-  durable_hub_unref(c->hub);
-  free(d->why);
-  free(d);
-}
-
-/* Item `seq` failed max_attempts times: acknowledge it, and in the same
- * transaction (an outbox node, appended once committed, as a handler's
- * tx:publish_durable) record it in {ns}.dead@{key}: the stream, the
- * sequence, the attempts, the reason, the payload text (null when it could
- * not be read) and when it was appended.  Lease lost meanwhile: nothing is
- * written, the consumer claims again. */
-static void dead_letter(consumer_t *c, int64_t seq, const char *why,
-                        const char *payload, int64_t appended_at) {
-  char dead_ns[DURABLE_PATH_MAX + 8], when[32] = "";
-  durable__stream_name_t n;
-  snprintf(dead_ns, sizeof dead_ns, "%s" DEAD_SUFFIX, c->ns);
-  if (appended_at > 0)
-    durable__iso_time(appended_at, when);
-  json_t *reason = json_string(why ? why : "");
-  if (reason == NULL) { /* a handler's message need not be UTF-8 */
-    char *ascii = strdup(why);
-    for (char *q = ascii; q && *q; q++)
-      if ((unsigned char)*q >= 0x80)
-        *q = '?';
-    reason = json_string(ascii ? ascii : "");
-    free(ascii);
-  }
-  json_t *letter = json_pack(
-      "{s:s, s:I, s:i, s:o, s:o, s:o}", "Stream", name_of(c, &n), "Sequence",
-      (json_int_t)seq, "Attempts", c->failed_times, "Reason", reason,
-      "PayloadJson", payload ? json_string(payload) : json_null(), "AppendedAt",
-      *when ? json_string(when) : json_null());
-  char *text =
-      letter ? json_dumps(letter, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-  json_decref(letter);
-  dead_t *d = calloc(1, sizeof(*d));
-  durable__commit_t *commit =
-      calloc(1, sizeof(*commit) + sizeof(durable_publish_t));
-  durable_error_t err = {0};
-  durable__write_set_t *effects = NULL;
-  if (text && d && commit && (d->why = strdup(why ? why : "")) != NULL) {
-    commit->npublishes = 1;
-    commit->publishes[0] = (durable_publish_t){
-        .stream = {.ns = dead_ns, .key = c->key}, .payload = text};
-    effects =
-        durable__outbox_writes(c->hub, c->key, commit, &d->base.outbox, &err);
-  } else {
-    durable__error(&err, DURABLE_ENOMEM,
-                   text ? "out of memory"
-                        : "the letter could not be made (a payload or a "
-                          "reason that is not UTF-8?)");
-  }
-  durable__commit_free(commit);
-  free(text);
-  if (effects == NULL) {
-    char m[2048];
-    snprintf(m, sizeof m, "%s; moving it to the dead letters failed: %s",
-             why ? why : "", err.message);
-    if (d)
-      free(d->why);
-    free(d);
-    backoff(c, seq, m);
-    return;
-  }
-  c->gen++; /* retire what the last round has out */
-  d->base.gen = c->gen;
-  d->base.seq = seq;
-  d->attempts = c->failed_times;
-  if (ask_with(c, DURABLE__MSG_ACK, c->epoch, seq, effects,
-               on_dead_letter_acked, &d->base, &err) < 0) {
-    char m[2048];
-    snprintf(m, sizeof m, "%s; moving it to the dead letters failed: %s",
-             d->why, err.message);
-    durable__outbox_free(d->base.outbox);
-    free(d->why);
-    free(d);
-    backoff(c, seq, m);
-  }
-}
-
-static void on_turn(durable_hub_t *hub, const durable_msg_t *msg,
-                    durable_reply_t *reply, void *data) {
-  consumer_t *c = data;
-  long long seq = 0; /* the turn consume_one sent itself */
-  if (sscanf(msg->payload, "{\"Sequence\":%lld}", &seq) != 1)
-    seq = 0;
-  if (c->turn_node == NULL || seq != c->turn_seq) {
-    char m[DURABLE_PATH_MAX + 80];
-    snprintf(m, sizeof m,
-             "durable stream turn %s#%lld arrived without its item", c->ns,
-             (long long)seq);
-    durable_reply_fail(reply, DURABLE_EFAILED, m);
-    return;
-  }
-  if (!durable__store_live(durable_mesh_store(c->mesh))) {
-    /* cut off from the store, maybe: another process may hold the lease by
-     * now, so this item is not handed over (on_turn_done waits) */
-    c->turn_fenced = 1;
-    durable_reply_fail(reply, DURABLE_EUNAVAIL, "liveness not confirmed");
-    return;
-  }
-  ask_t *a = calloc(1, sizeof(*a));
-  durable_reply_t *done =
-      a ? durable__reply_callback(hub, on_handler_done, a) : NULL;
-  if (done == NULL) {
-    free(a);
-    durable_reply_fail(reply, DURABLE_ENOMEM, "out of memory");
-    return;
-  }
-  a->c = c;
-  a->seq = seq;
-  a->turn = reply;
-  durable_item_t item = {.stream = id_of(c),
-                         .sequence = seq,
-                         .payload = c->turn_payload,
-                         .appended_at = c->turn_appended_at,
-                         .node = c->turn_node};
-  durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
-                   "Durable stream consumer %s: item %lld of %s", hub_name(c),
-                   (long long)seq, c->ns);
-  durable__stream_handed(c->mesh, c->ns, c->key, seq);
-  c->cfg.handler(hub, &item, done, c->cfg.data);
-}
-
-static void clear_turn(consumer_t *c) {
+static void clear_turn(durable__consumer_t *c) {
   durable_node_free(c->turn_node);
   free(c->turn_payload);
   c->turn_node = NULL;
@@ -832,7 +314,7 @@ static void clear_turn(consumer_t *c) {
  * the session's loss instead makes it claim again, which verifies the
  * lease in the database (durable__consumers_session_lost).  A wait longer
  * than the fence is logged (on_fence). */
-static void wait_for_liveness(consumer_t *c, int64_t seq) {
+static void wait_for_liveness(durable__consumer_t *c, int64_t seq) {
   stop_reading(c);
   c->gen++; /* retire what the last round has out */
   if (durable__store_live(durable_mesh_store(c->mesh))) {
@@ -844,13 +326,13 @@ static void wait_for_liveness(consumer_t *c, int64_t seq) {
   arm(c, c->msg_fence, durable__store_fence_ms(durable_mesh_store(c->mesh)));
 }
 
-static void turn_done(consumer_t *c, const durable_response_t *res,
+static void turn_done(durable__consumer_t *c, const durable_response_t *res,
                       uint64_t gen, int64_t seq, const char *payload,
                       int64_t appended_at, int ack_failed);
 
 static void on_turn_done(const durable_response_t *res, void *data) {
-  ask_t *a = data;
-  consumer_t *c = a->c;
+  durable__consumer_ask_t *a = data;
+  durable__consumer_t *c = a->c;
   uint64_t gen = a->gen;
   int64_t seq = a->seq;
   free(a);
@@ -865,7 +347,7 @@ static void on_turn_done(const durable_response_t *res, void *data) {
   free(payload);
 }
 
-static void turn_done(consumer_t *c, const durable_response_t *res,
+static void turn_done(durable__consumer_t *c, const durable_response_t *res,
                       uint64_t gen, int64_t seq, const char *payload,
                       int64_t appended_at, int ack_failed) {
   if (c->stopping) {
@@ -876,7 +358,7 @@ static void turn_done(consumer_t *c, const durable_response_t *res,
   int fenced = c->turn_fenced;
   c->reclaim_after_turn = 0;
   c->turn_fenced = 0;
-  if (c->state != C_CONSUMING || gen != c->gen)
+  if (c->state != DURABLE__CONSUMER_CONSUMING || gen != c->gen)
     return;
   if (reclaim) {
     /* the session was lost meanwhile: verify the lease in the database
@@ -903,7 +385,7 @@ static void turn_done(consumer_t *c, const durable_response_t *res,
     consume_next(c);
   } else if (res->status == DURABLE_ECONFLICT) {
     lease_lost(c);
-  } else if (res->status == DURABLE_ESHUTDOWN && leaving(c)) {
+  } else if (res->status == DURABLE_ESHUTDOWN && durable__consumer_leaving(c)) {
     stop_reading(c); /* the hub is leaving: the release follows */
   } else if (ack_failed) {
     stop_reading(c);
@@ -920,7 +402,7 @@ static void turn_done(consumer_t *c, const durable_response_t *res,
 static void on_pulled(durable__pull_t *pull, int status,
                       const durable_item_t *item, const char *message,
                       void *data) {
-  consumer_t *c = data;
+  durable__consumer_t *c = data;
   (void)pull;
   if (status < 0 && item != NULL && status != DURABLE_ENOMEM)
     fail_item(c, item->sequence, message, NULL, 0); /* it cannot be read */
@@ -928,13 +410,13 @@ static void on_pulled(durable__pull_t *pull, int status,
     failure(c, c->checkpoint + 1, message);
   if (status < 0)
     return;
-  if (leaving(c))
+  if (durable__consumer_leaving(c))
     return; /* an item boundary: nothing new starts */
   c->turn_seq = item->sequence;
   c->turn_node = durable_node_dup(item->node);
   c->turn_payload = strdup(item->payload);
   c->turn_appended_at = item->appended_at;
-  ask_t *a = calloc(1, sizeof(*a));
+  durable__consumer_ask_t *a = calloc(1, sizeof(*a));
   char payload[48];
   snprintf(payload, sizeof payload, "{\"Sequence\":%lld}",
            (long long)item->sequence);
@@ -955,13 +437,13 @@ static void on_pulled(durable__pull_t *pull, int status,
                           &err) < 0) {
     free(a);
     clear_turn(c);
-    if (!leaving(c))
+    if (!durable__consumer_leaving(c))
       failure(c, item->sequence, err.message);
   }
 }
 
-static void consume_next(consumer_t *c) {
-  if (leaving(c) || c->pull == NULL)
+static void consume_next(durable__consumer_t *c) {
+  if (durable__consumer_leaving(c) || c->pull == NULL)
     return;
   durable__pull_next(c->pull, on_pulled, c);
 }
@@ -972,10 +454,10 @@ static void consume_next(consumer_t *c) {
 
 static void on_orphan_signal(durable_watch_t *w, durable_change_kind_t kind,
                              const durable_node_t *node, void *data) {
-  consumer_t *c = data;
+  durable__consumer_t *c = data;
   (void)w;
-  if (c->state != C_WAITING || kind == DURABLE_CHANGE_REMOVED || node == NULL ||
-      strcmp(node->id, c->ns) != 0)
+  if (c->state != DURABLE__CONSUMER_WAITING || kind == DURABLE_CHANGE_REMOVED ||
+      node == NULL || strcmp(node->id, c->ns) != 0)
     return;
   durable__stream_state_t s;
   if (durable__state_decode(node->content, node->path, &s) < 0)
@@ -986,10 +468,10 @@ static void on_orphan_signal(durable_watch_t *w, durable_change_kind_t kind,
     claim(c); /* the orphan event */
 }
 
-static void release_granted(consumer_t *c, int64_t epoch);
+static void release_granted(durable__consumer_t *c, int64_t epoch);
 
 /* Read the items after the checkpoint: the lease is held. */
-static void start_pulling(consumer_t *c) {
+static void start_pulling(durable__consumer_t *c) {
   durable_error_t err = {0};
   c->pull =
       durable__pull_new(c->mesh, &(durable_stream_id_t){c->ns, c->key},
@@ -1001,7 +483,7 @@ static void start_pulling(consumer_t *c) {
 }
 
 typedef struct {
-  consumer_t *c;
+  durable__consumer_t *c;
   uint64_t gen;
 } resume_t;
 
@@ -1009,10 +491,11 @@ typedef struct {
  * claim tries again): on to the items, if still the same round. */
 static void on_outbox_resumed(int status, const char *message, void *data) {
   resume_t *r = data;
-  consumer_t *c = r->c;
+  durable__consumer_t *c = r->c;
   (void)status;
   (void)message;
-  if (c->state == C_CONSUMING && r->gen == c->gen && c->pull == NULL)
+  if (c->state == DURABLE__CONSUMER_CONSUMING && r->gen == c->gen &&
+      c->pull == NULL)
     start_pulling(c);
   durable_hub_unref(c->hub);
   free(r);
@@ -1020,7 +503,7 @@ static void on_outbox_resumed(int status, const char *message, void *data) {
 
 /* The lease is held: first the appends an earlier holder committed but did
  * not get to make (this one's too, after a failure), then the items. */
-static void begin_consuming(consumer_t *c) {
+static void begin_consuming(durable__consumer_t *c) {
   c->outq_blocked = 0;
   durable__sweep_claimed(c->sweep, c->checkpoint); /* what is due now */
   resume_t *r = malloc(sizeof(*r));
@@ -1039,8 +522,8 @@ static void begin_consuming(consumer_t *c) {
 }
 
 static void on_claim(const durable_response_t *res, void *data) {
-  ask_t *a = data;
-  consumer_t *c = a->c;
+  durable__consumer_ask_t *a = data;
+  durable__consumer_t *c = a->c;
   uint64_t gen = a->gen;
   free(a);
   const durable__stream_ans_t *ans = durable__stream_answer(res);
@@ -1051,13 +534,13 @@ static void on_claim(const durable_response_t *res, void *data) {
   const char *holder_instance = ans ? ans->holder_instance : NULL;
   const char *took = ans ? ans->took_over_from : NULL;
   durable__stream_name_t n;
-  if (c->state == C_STOPPED || gen != c->gen) {
+  if (c->state == DURABLE__CONSUMER_STOPPED || gen != c->gen) {
     /* the hub left (or the consumer was stopped) while the claim was out:
      * give a lease it got back, and only then tell the stopper */
-    int report = c->stop_after_claim && c->state == C_STOPPED;
+    int report = c->stop_after_claim && c->state == DURABLE__CONSUMER_STOPPED;
     c->stop_after_claim = 0;
     if (granted && report) {
-      c->state = C_CONSUMING;
+      c->state = DURABLE__CONSUMER_CONSUMING;
       c->epoch = epoch;
       finish_stop(c); /* releases, then reports */
     } else if (granted) {
@@ -1074,9 +557,9 @@ static void on_claim(const durable_response_t *res, void *data) {
     durable_mesh_log(c->mesh,
                      c->gone_said ? DURABLE_LOG_DEBUG : DURABLE_LOG_INFO,
                      "Durable stream consumer %s: %s — dormant until a wake",
-                     hub_name(c), res->message);
+                     durable__consumer_hub_name(c), res->message);
     c->gone_said = 1;
-    c->state = C_DORMANT;
+    c->state = DURABLE__CONSUMER_DORMANT;
     if (c->wake_pending) {
       c->wake_pending = 0;
       claim(c);
@@ -1089,7 +572,7 @@ static void on_claim(const durable_response_t *res, void *data) {
     /* let go behind it while the claim was out (a seek): ask again, so
      * that it resumes from the checkpoint stored now */
     c->lease_doubt = 0;
-    c->state = C_CONSUMING;
+    c->state = DURABLE__CONSUMER_CONSUMING;
     c->epoch = epoch;
     if (ans->hold_ms > 0) { /* a takeover's hold outlives the claim again */
       uint64_t until = uv_hrtime() + (uint64_t)ans->hold_ms * 1000000u;
@@ -1108,9 +591,10 @@ static void on_claim(const durable_response_t *res, void *data) {
     durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
                      "Durable stream consumer %s holds %s (epoch %lld%s); "
                      "resuming after acknowledged sequence %lld",
-                     hub_name(c), name_of(c, &n), (long long)epoch, takeover,
+                     durable__consumer_hub_name(c),
+                     durable__consumer_name(c, &n), (long long)epoch, takeover,
                      (long long)checkpoint);
-    c->state = C_CONSUMING;
+    c->state = DURABLE__CONSUMER_CONSUMING;
     c->wait = WAIT_NONE;
     free(c->held_by); /* a holder after this one is news again */
     c->held_by = NULL;
@@ -1126,15 +610,15 @@ static void on_claim(const durable_response_t *res, void *data) {
        * fence, so the first item waits as long (a claim again meanwhile
        * does not shorten that, nor does the taker letting go: the stream
        * node keeps the hold for whoever holds it next) */
-      durable_mesh_log(c->mesh, DURABLE_LOG_INFO,
-                       "Durable stream consumer %s holds %s, %s a process "
-                       "that is gone; its first item waits %u ms, until that "
-                       "process, if it still runs cut off, has stopped "
-                       "handing items over",
-                       hub_name(c), name_of(c, &n),
-                       took ? "taken over from"
-                            : "within the hold of a takeover from",
-                       ans->hold_ms);
+      durable_mesh_log(
+          c->mesh, DURABLE_LOG_INFO,
+          "Durable stream consumer %s holds %s, %s a process "
+          "that is gone; its first item waits %u ms, until that "
+          "process, if it still runs cut off, has stopped "
+          "handing items over",
+          durable__consumer_hub_name(c), durable__consumer_name(c, &n),
+          took ? "taken over from" : "within the hold of a takeover from",
+          ans->hold_ms);
       uint64_t until = now + (uint64_t)ans->hold_ms * 1000000u;
       if (until > c->hold_until)
         c->hold_until = until;
@@ -1161,8 +645,9 @@ static void on_claim(const durable_response_t *res, void *data) {
     durable_mesh_log(c->mesh, said ? DURABLE_LOG_DEBUG : DURABLE_LOG_INFO,
                      "Durable stream consumer %s: %s is held by %s; "
                      "waiting for it to be released",
-                     hub_name(c), name_of(c, &n), who);
-    c->state = C_WAITING;
+                     durable__consumer_hub_name(c),
+                     durable__consumer_name(c, &n), who);
+    c->state = DURABLE__CONSUMER_WAITING;
     if (c->wake_pending) { /* released meanwhile? ask again at once */
       c->wake_pending = 0;
       claim(c);
@@ -1178,7 +663,7 @@ static void on_claim(const durable_response_t *res, void *data) {
   durable_hub_unref(c->hub);
 }
 
-static void send_claim(consumer_t *c, ask_t *a) {
+static void send_claim(durable__consumer_t *c, durable__consumer_ask_t *a) {
   durable_error_t err = {0};
   if (ask(c, DURABLE__MSG_CLAIM, 0, 0, on_claim, a, &err) < 0) {
     free(a);
@@ -1188,11 +673,12 @@ static void send_claim(consumer_t *c, ask_t *a) {
 
 /* The principal's right to consume, asked before its claim. */
 static void on_claim_allowed(const durable_result_t *res, void *data) {
-  ask_t *a = data;
-  consumer_t *c = a->c;
-  if (c->state != C_CLAIMING || a->gen != c->gen || leaving(c)) {
+  durable__consumer_ask_t *a = data;
+  durable__consumer_t *c = a->c;
+  if (c->state != DURABLE__CONSUMER_CLAIMING || a->gen != c->gen ||
+      durable__consumer_leaving(c)) {
     free(a); /* stopped, or a newer round began meanwhile */
-    if (c->stop_after_claim && c->state == C_STOPPED) {
+    if (c->stop_after_claim && c->state == DURABLE__CONSUMER_STOPPED) {
       /* stopped while only the access check was out: nothing was claimed */
       c->stop_after_claim = 0;
       durable__sched_later(&c->mesh->sched, on_stop_later, 0, NULL, c);
@@ -1205,15 +691,15 @@ static void on_claim_allowed(const durable_result_t *res, void *data) {
   durable_hub_unref(c->hub);
 }
 
-static void claim(consumer_t *c) {
-  if (leaving(c))
+static void claim(durable__consumer_t *c) {
+  if (durable__consumer_leaving(c))
     return;
   stop_reading(c);
   c->wait = WAIT_NONE;
   c->fence_logged = 0;
-  c->state = C_CLAIMING;
+  c->state = DURABLE__CONSUMER_CLAIMING;
   c->gen++;
-  ask_t *a = calloc(1, sizeof(*a));
+  durable__consumer_ask_t *a = calloc(1, sizeof(*a));
   durable_error_t err = {0};
   if (a == NULL) {
     failure(c, 0, "out of memory");
@@ -1239,15 +725,16 @@ static void claim(consumer_t *c) {
  * ------------------------------------------------------------------ */
 
 static void on_exists(const durable_result_t *res, void *data) {
-  consumer_t *c = data;
+  durable__consumer_t *c = data;
   durable__stream_name_t n;
-  if (c->state == C_STARTING) {
+  if (c->state == DURABLE__CONSUMER_STARTING) {
     if (res->status < 0) {
       failure(c, 0, res->message);
     } else if (res->value) {
       durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
                        "Durable stream consumer %s: %s exists — claiming",
-                       hub_name(c), name_of(c, &n));
+                       durable__consumer_hub_name(c),
+                       durable__consumer_name(c, &n));
       claim(c);
     } else if (c->wake_pending) {
       c->wake_pending = 0; /* the stream appeared after we looked */
@@ -1257,19 +744,19 @@ static void on_exists(const durable_result_t *res, void *data) {
           c->mesh, DURABLE_LOG_DEBUG,
           "Durable stream consumer %s: %s does not exist — dormant "
           "until a wake",
-          hub_name(c), name_of(c, &n));
-      c->state = C_DORMANT;
+          durable__consumer_hub_name(c), durable__consumer_name(c, &n));
+      c->state = DURABLE__CONSUMER_DORMANT;
     }
   }
   durable_hub_unref(c->hub);
 }
 
-static void start(consumer_t *c) {
+void durable__consumer_start(durable__consumer_t *c) {
   durable__stream_name_t n;
-  durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
-                   "Durable stream consumer %s starting on %s", hub_name(c),
-                   name_of(c, &n));
-  c->state = C_STARTING;
+  durable_mesh_log(
+      c->mesh, DURABLE_LOG_DEBUG, "Durable stream consumer %s starting on %s",
+      durable__consumer_hub_name(c), durable__consumer_name(c, &n));
+  c->state = DURABLE__CONSUMER_STARTING;
   durable_error_t err = {0};
   durable_hub_ref(c->hub);
   /* a listing read, never a point read, and never a create */
@@ -1283,12 +770,12 @@ static void start(consumer_t *c) {
 
 /* Verify the lease in the database (a claim) before the next item: after
  * the item in flight, if one is. */
-static void claim_again(consumer_t *c) {
-  if (c->state == C_CLAIMING) {
+static void claim_again(durable__consumer_t *c) {
+  if (c->state == DURABLE__CONSUMER_CLAIMING) {
     c->lease_doubt = 1; /* the grant on its way may predate the change */
     return;
   }
-  if (c->state != C_CONSUMING || leaving(c))
+  if (c->state != DURABLE__CONSUMER_CONSUMING || durable__consumer_leaving(c))
     return;
   if (c->turn_seq != 0) {
     c->reclaim_after_turn = 1;
@@ -1299,27 +786,23 @@ static void claim_again(consumer_t *c) {
   claim(c);
 }
 
-void durable__consumers_lease_gone(durable_mesh_t *mesh, const char *ns,
-                                   const char *key, int claiming) {
-  void **head = consumers_head(mesh);
-  for (consumer_t *c = head ? *head : NULL, *next; c; c = next) {
-    next = c->list_next; /* a claim may not unlink, but be safe */
-    if (strcmp(c->ns, ns) == 0 && strcmp(c->key, key) == 0 &&
-        (claiming || c->state != C_CLAIMING))
-      claim_again(c);
-  }
+void durable__consumer_lease_gone(durable__consumer_t *c, int claiming) {
+  if (claiming || c->state != DURABLE__CONSUMER_CLAIMING)
+    claim_again(c);
 }
 
 static void on_wake(durable_hub_t *hub, const durable_msg_t *msg,
                     durable_reply_t *reply, void *data) {
-  consumer_t *c = data;
+  durable__consumer_t *c = data;
   (void)hub;
   (void)msg;
-  if (c->state == C_DORMANT || c->state == C_WAITING) {
+  if (c->state == DURABLE__CONSUMER_DORMANT ||
+      c->state == DURABLE__CONSUMER_WAITING) {
     claim(c);
-  } else if (c->state == C_STARTING || c->state == C_CLAIMING) {
+  } else if (c->state == DURABLE__CONSUMER_STARTING ||
+             c->state == DURABLE__CONSUMER_CLAIMING) {
     c->wake_pending = 1; /* its existence check or claim may predate it */
-  } else if (c->state == C_CONSUMING) {
+  } else if (c->state == DURABLE__CONSUMER_CONSUMING) {
     /* owners are woken for streams nobody holds: the lease this consumer
      * holds was let go behind it (an operator's seek, in another process) */
     claim_again(c);
@@ -1329,9 +812,9 @@ static void on_wake(durable_hub_t *hub, const durable_msg_t *msg,
 
 static void on_retry(durable_hub_t *hub, const durable_msg_t *msg,
                      durable_reply_t *reply, void *data) {
-  consumer_t *c = data;
+  durable__consumer_t *c = data;
   (void)hub;
-  if (c->state == C_BACKOFF && current_gen(c, msg))
+  if (c->state == DURABLE__CONSUMER_BACKOFF && current_gen(c, msg))
     claim(c);
   durable_reply_ok(reply, NULL);
 }
@@ -1341,32 +824,35 @@ static void on_retry(durable_hub_t *hub, const durable_msg_t *msg,
  * stored checkpoint, so neither a backoff nor a lost lease matters. */
 static void on_sweep(durable_hub_t *hub, const durable_msg_t *msg,
                      durable_reply_t *reply, void *data) {
-  consumer_t *c = data;
+  durable__consumer_t *c = data;
   (void)hub;
-  if (c->state != C_STOPPED)
+  if (c->state != DURABLE__CONSUMER_STOPPED)
     durable__sweep_run(c->sweep, msg->payload);
   durable_reply_ok(reply, NULL);
 }
 
 static void on_reclaim(durable_hub_t *hub, const durable_msg_t *msg,
                        durable_reply_t *reply, void *data) {
-  consumer_t *c = data;
+  durable__consumer_t *c = data;
   (void)hub;
   /* dormant: armed only when a claim found the stream deleted */
-  if ((c->state == C_WAITING || c->state == C_DORMANT) && current_gen(c, msg))
+  if ((c->state == DURABLE__CONSUMER_WAITING ||
+       c->state == DURABLE__CONSUMER_DORMANT) &&
+      current_gen(c, msg))
     claim(c);
   durable_reply_ok(reply, NULL);
 }
 
 /* The session answered: the lock was held all along; read on from the
  * checkpoint. */
-static void fence_over(consumer_t *c) {
+static void fence_over(durable__consumer_t *c) {
   if (c->fence_logged) {
     durable__stream_name_t n;
     durable_mesh_log(c->mesh, DURABLE_LOG_INFO,
                      "Durable stream consumer %s: this process's liveness is "
                      "confirmed again; %s goes on",
-                     hub_name(c), name_of(c, &n));
+                     durable__consumer_hub_name(c),
+                     durable__consumer_name(c, &n));
   }
   c->wait = WAIT_NONE;
   c->fence_logged = 0;
@@ -1377,10 +863,11 @@ static void fence_over(consumer_t *c) {
  * (wait_for_liveness). */
 static void on_fence(durable_hub_t *hub, const durable_msg_t *msg,
                      durable_reply_t *reply, void *data) {
-  consumer_t *c = data;
+  durable__consumer_t *c = data;
   (void)hub;
   durable_reply_ok(reply, NULL);
-  if (c->state != C_CONSUMING || !current_gen(c, msg) || leaving(c))
+  if (c->state != DURABLE__CONSUMER_CONSUMING || !current_gen(c, msg) ||
+      durable__consumer_leaving(c))
     return;
   if (c->wait == WAIT_HOLD) {
     c->wait = WAIT_NONE;
@@ -1398,25 +885,16 @@ static void on_fence(durable_hub_t *hub, const durable_msg_t *msg,
                      "Durable stream consumer %s: this process's liveness in "
                      "the store is not confirmed (no answer within %u ms); "
                      "item %lld of %s is not handed over until it is",
-                     hub_name(c),
+                     durable__consumer_hub_name(c),
                      durable__store_fence_ms(durable_mesh_store(c->mesh)),
-                     (long long)c->fenced_seq, name_of(c, &n));
+                     (long long)c->fenced_seq, durable__consumer_name(c, &n));
   }
 }
 
-void durable__consumers_families(durable_mesh_t *mesh,
-                                 void (*cb)(const char *family, void *data),
-                                 void *data) {
-  void **head = consumers_head(mesh);
-  for (consumer_t *c = head ? *head : NULL; c; c = c->list_next)
-    cb(c->ns, data);
-}
-
-void durable__consumers_live(durable_mesh_t *mesh) {
-  void **head = consumers_head(mesh);
-  for (consumer_t *c = head ? *head : NULL; c; c = c->list_next)
-    if (c->state == C_CONSUMING && c->wait == WAIT_FENCE && !leaving(c))
-      fence_over(c);
+void durable__consumer_live(durable__consumer_t *c) {
+  if (c->state == DURABLE__CONSUMER_CONSUMING && c->wait == WAIT_FENCE &&
+      !durable__consumer_leaving(c))
+    fence_over(c);
 }
 
 /* ---- leaving
@@ -1424,32 +902,33 @@ void durable__consumers_live(durable_mesh_t *mesh) {
  */
 
 /* A release that did not go out, or failed: nothing is lost, only time. */
-static void say_not_released(consumer_t *c, const char *why) {
+static void say_not_released(durable__consumer_t *c, const char *why) {
   durable__stream_name_t n;
   durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
                    "Durable stream consumer %s could not release %s; the next "
                    "claimant takes it over once this address stops answering "
                    "(%s)",
-                   hub_name(c), name_of(c, &n), why);
+                   durable__consumer_hub_name(c), durable__consumer_name(c, &n),
+                   why);
 }
 
 /* The same for a release that could not be sent; one refused because the
  * mesh is closing is not news (every lease of a closing process ends so). */
-static void say_not_sent(consumer_t *c, const durable_error_t *err) {
+static void say_not_sent(durable__consumer_t *c, const durable_error_t *err) {
   if (err->code != DURABLE_ESHUTDOWN)
     say_not_released(c, err->message[0] ? err->message : "out of memory");
 }
 
 static void on_released(const durable_response_t *res, void *data) {
-  ask_t *a = data;
-  consumer_t *c = a->c;
+  durable__consumer_ask_t *a = data;
+  durable__consumer_t *c = a->c;
   durable__stream_name_t n;
   const durable__stream_ans_t *ans = durable__stream_answer(res);
   if (res->status == 0)
-    durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
-                     "Durable stream consumer %s released %s%s", hub_name(c),
-                     name_of(c, &n),
-                     ans && ans->ok ? "" : " (it was not its lease any more)");
+    durable_mesh_log(
+        c->mesh, DURABLE_LOG_DEBUG, "Durable stream consumer %s released %s%s",
+        durable__consumer_hub_name(c), durable__consumer_name(c, &n),
+        ans && ans->ok ? "" : " (it was not its lease any more)");
   else
     say_not_released(c, res->message);
   if (a->stopped)
@@ -1458,8 +937,8 @@ static void on_released(const durable_response_t *res, void *data) {
   free(a);
 }
 
-static void release_granted(consumer_t *c, int64_t epoch) {
-  ask_t *a = calloc(1, sizeof(*a));
+static void release_granted(durable__consumer_t *c, int64_t epoch) {
+  durable__consumer_ask_t *a = calloc(1, sizeof(*a));
   durable_error_t err = {0};
   if (a == NULL ||
       ask(c, DURABLE__MSG_RELEASE, epoch, 0, on_released, a, &err) < 0) {
@@ -1471,7 +950,7 @@ static void release_granted(consumer_t *c, int64_t epoch) {
 /* ---- stopping (durable_consumer_stop)
  * --------------------------------------------------------------------- */
 
-static void stop_done(consumer_t *c) {
+static void stop_done(durable__consumer_t *c) {
   if (c->stop_reported)
     return;
   c->stop_reported = 1;
@@ -1490,16 +969,18 @@ static void on_stop_later(int status, const char *message, void *data) {
  * backoff after a failed item (which keeps it, to retry from the
  * checkpoint).  A stop lets it go in either; a release whose epoch has
  * gone meanwhile is refused by the stream hub, harmlessly. */
-static int holds_lease(const consumer_t *c) {
-  return (c->state == C_CONSUMING || c->state == C_BACKOFF) && c->epoch > 0;
+static int holds_lease(const durable__consumer_t *c) {
+  return (c->state == DURABLE__CONSUMER_CONSUMING ||
+          c->state == DURABLE__CONSUMER_BACKOFF) &&
+         c->epoch > 0;
 }
 
 /* No item is in flight: stop reading and let go of the lease, if held;
  * the stopper hears once the release is answered. */
-static void finish_stop(consumer_t *c) {
+static void finish_stop(durable__consumer_t *c) {
   int held = holds_lease(c);
-  int claiming = c->state == C_CLAIMING;
-  c->state = C_STOPPED;
+  int claiming = c->state == DURABLE__CONSUMER_CLAIMING;
+  c->state = DURABLE__CONSUMER_STOPPED;
   c->gen++; /* retire the timers and answers of the last round */
   stop_reading(c);
   close_spare(c);
@@ -1507,7 +988,7 @@ static void finish_stop(consumer_t *c) {
     c->stop_after_claim = 1;
     return;
   }
-  ask_t *a = held ? calloc(1, sizeof(*a)) : NULL;
+  durable__consumer_ask_t *a = held ? calloc(1, sizeof(*a)) : NULL;
   durable_error_t err = {0};
   if (a != NULL) {
     a->stopped = 1;
@@ -1522,13 +1003,13 @@ static void finish_stop(consumer_t *c) {
 
 void durable_consumer_stop(durable_consumer_handle_t *handle,
                            durable_status_cb cb, void *data) {
-  consumer_t *c = &handle->c;
+  durable__consumer_t *c = &handle->c;
   if (c->stopping)
     return; /* stopped once already */
   c->stopping = 1;
   c->stop_cb = cb;
   c->stop_data = data;
-  if (c->state == C_STOPPED) {
+  if (c->state == DURABLE__CONSUMER_STOPPED) {
     /* the hub left first (its mesh may be closed and gone): nothing is
      * held, nothing to wait for */
     stop_done(c);
@@ -1540,11 +1021,11 @@ void durable_consumer_stop(durable_consumer_handle_t *handle,
 }
 
 static void on_dispose(durable_hub_t *hub, void *data) {
-  consumer_t *c = data;
+  durable__consumer_t *c = data;
   (void)hub;
-  list_unlink(c);
+  durable__consumer_unlink(c);
   int held = holds_lease(c);
-  c->state = C_STOPPED;
+  c->state = DURABLE__CONSUMER_STOPPED;
   stop_reading(c);
   close_spare(c);
   clear_turn(c);
@@ -1554,10 +1035,10 @@ static void on_dispose(durable_hub_t *hub, void *data) {
 }
 
 static void consumer_free(void *data) {
-  consumer_t *c = data;
-  list_unlink(c);
+  durable__consumer_t *c = data;
+  durable__consumer_unlink(c);
   durable__sweep_free(c->sweep);
-  outq_drop(c);
+  durable__consumer_appends_drop(c);
   stop_reading(c);
   clear_turn(c);
   free(c->ns);
@@ -1566,68 +1047,27 @@ static void consumer_free(void *data) {
   free(c);
 }
 
-/* An operator's retention policy changed here (retention.c). */
-static void on_retention_changed(durable_mesh_t *mesh) {
-  void **head = consumers_head(mesh);
-  for (consumer_t *c = head ? *head : NULL; c; c = c->list_next)
-    if (c->state == C_CONSUMING)
-      durable__sweep_acked(c->sweep, c->checkpoint);
+/* An operator's retention policy changed here (retention.c): a consumer
+ * holding its lease looks at what is due now, an idle stream too. */
+void durable__consumer_retention_changed(durable__consumer_t *c) {
+  if (c->state == DURABLE__CONSUMER_CONSUMING)
+    durable__sweep_acked(c->sweep, c->checkpoint);
 }
 
-/* ---- the store's session lost
- * ---------------------------------------------------------------------- */
+/* ---- making one (consumers.c declares it)
+ * ------------------------------------------------------------------ */
 
-/* Another process may take this one's leases over while the store is
- * reconnecting: a consumer that holds one claims again before it hands out
- * another item (the stream hub grants it back if nobody took it, else the
- * consumer waits for it like any refused one).  The item in flight
- * finishes first; its acknowledgement is fenced if the lease went. */
-void durable__consumers_session_lost(durable_mesh_t *mesh) {
-  void **head = consumers_head(mesh);
-  for (consumer_t *c = head ? *head : NULL; c; c = c->list_next) {
-    if (c->state != C_CONSUMING || leaving(c))
-      continue;
-    if (c->turn_seq != 0) {
-      c->reclaim_after_turn = 1;
-      continue;
-    }
-    c->gen++; /* retire what the last round has out */
-    stop_reading(c);
-    claim(c);
-  }
-}
-
-/* ---- declaring
- * ----------------------------------------------------------------------------------
- */
-
-/* With max_attempts, the dead-letter stream must be one that can be made
- * (its longer name may pass a limit the stream's own does not). */
-static int check_dead_letters(const consumer_t *c, durable_error_t *err) {
-  if (c->cfg.max_attempts <= 0)
-    return 0;
-  char dead_ns[DURABLE_PATH_MAX + 8];
-  snprintf(dead_ns, sizeof dead_ns, "%s" DEAD_SUFFIX, c->ns);
-  durable_stream_id_t dead = {.ns = dead_ns, .key = c->key};
-  durable_error_t why = {0};
-  if (durable_stream_check(&dead, &why) == 0)
-    return 0;
-  return durable__error(err, DURABLE_EINVAL,
-                        "the consumer of '%s' at hub '%s' cannot keep dead "
-                        "letters (max_attempts): %s",
-                        c->ns, durable_hub_address(c->hub), why.message);
-}
-
-static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
-                          consumer_t **out, durable_error_t *err) {
+int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
+                          durable__consumer_t **out, durable_error_t *err) {
   /* allocated as the handle, so that durable_hub_consume can hand it out */
   durable_consumer_handle_t *h = calloc(1, sizeof(*h));
-  consumer_t *c = h ? &h->c : NULL;
+  durable__consumer_t *c = h ? &h->c : NULL;
   if (c == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   c->hub = hub;
   c->mesh = durable_hub_mesh(hub);
   c->cfg = *cfg;
+  c->append_failed = on_append_failed;
   char key[DURABLE_PATH_MAX + 1];
   int rc = 0;
   if (cfg->key_of)
@@ -1643,7 +1083,7 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
     durable__error(err, rc, "the consumer of '%s' at hub '%s' has no key",
                    cfg->ns, durable_hub_address(hub));
   } else if ((rc = durable_stream_check(&id, err)) == 0 &&
-             (rc = check_dead_letters(c, err)) == 0) {
+             (rc = durable__dead_letters_check(c, err)) == 0) {
     durable_stream_path(&id, c->path, sizeof c->path);
     snprintf(c->stream_ns, sizeof c->stream_ns, "%.*s",
              (int)(strrchr(c->path, '/') - c->path), c->path);
@@ -1685,7 +1125,8 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
     consumer_free(c);
     return durable__error(err, rc, "out of memory");
   }
-  if ((rc = durable__hub_on(hub, c->msg_turn, on_turn, c, err)) < 0 ||
+  durable_handler_cb turn = durable__consumer_turn; /* turn.c */
+  if ((rc = durable__hub_on(hub, c->msg_turn, turn, c, err)) < 0 ||
       (rc = durable__hub_on(hub, c->msg_wake, on_wake, c, err)) < 0 ||
       (rc = durable__hub_on(hub, c->msg_retry, on_retry, c, err)) < 0 ||
       (rc = durable__hub_on(hub, c->msg_reclaim, on_reclaim, c, err)) < 0 ||
@@ -1699,81 +1140,11 @@ static int start_consumer(durable_hub_t *hub, const durable_consumer_t *cfg,
                            c->msg_reclaim, c->msg_fence, c->msg_sweep};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
       durable__hub_off(hub, types[i], c);
-    c->state = C_STOPPED;
+    c->state = DURABLE__CONSUMER_STOPPED;
     if (rc == DURABLE_ENOMEM)
       durable__error(err, rc, "out of memory");
     return rc;
   }
-  if (out)
-    *out = c;
-  list_link(c);
-  start(c);
-  return 0;
-}
-
-static void consumer_init(durable_hub_t *hub, durable_reply_t *done,
-                          void *data) {
-  durable_error_t err = {0};
-  if (start_consumer(hub, data, NULL, &err) < 0)
-    durable_reply_fail(done, err.code, err.message);
-  else
-    durable_reply_ok(done, NULL);
-}
-
-static int check_consumer(const durable_consumer_t *cfg, durable_error_t *err) {
-  if (cfg == NULL || cfg->handler == NULL)
-    return durable__error(err, DURABLE_EINVAL, "a consumer needs a handler");
-  if (cfg->max_attempts < 0)
-    return durable__error(err, DURABLE_EINVAL,
-                          "max_attempts is %d: 0 retries an item for ever, "
-                          "N > 0 moves it to the dead letters after N failures",
-                          cfg->max_attempts);
-  int rc = durable__retention_check(&cfg->retention, err);
-  durable_stream_id_t probe = {.ns = cfg->ns, .key = "x"};
-  return rc < 0 ? rc : durable_stream_check(&probe, err);
-}
-
-int durable_node_type_consume(durable_node_type_t *type,
-                              const durable_consumer_t *consumer,
-                              durable_error_t *err) {
-  int rc = check_consumer(consumer, err);
-  if (rc < 0)
-    return rc;
-  if (type == NULL)
-    return durable__error(err, DURABLE_EINVAL, "no node type");
-  /* the configuration lives as long as the mesh: keep a copy with it */
-  durable_consumer_t *copy = malloc(sizeof(*copy));
-  char *ns = strdup(consumer->ns);
-  if (copy == NULL || ns == NULL) {
-    free(copy);
-    free(ns);
-    return durable__error(err, DURABLE_ENOMEM, "out of memory");
-  }
-  *copy = *consumer;
-  copy->ns = ns;
-  rc = durable_node_type_on_init(type, consumer_init, copy);
-  if (rc == 0)
-    rc = durable__node_type_keep(type, copy, ns);
-  if (rc == 0)
-    rc = durable__consumed_add(type->mesh, type->name, ns);
-  return rc < 0 ? durable__error(err, rc, "out of memory") : 0;
-}
-
-int durable_hub_consume(durable_hub_t *hub, const durable_consumer_t *consumer,
-                        durable_consumer_handle_t **out, durable_error_t *err) {
-  int rc = check_consumer(consumer, err);
-  if (rc < 0)
-    return rc;
-  if (durable_hub_run_level(hub) != DURABLE_HUB_STARTED)
-    return durable__error(err, DURABLE_ESHUTDOWN,
-                          "hub '%s' is not started and cannot consume",
-                          durable_hub_address(hub));
-  consumer_t *c = NULL;
-  if ((rc = start_consumer(hub, consumer, out ? &c : NULL, err)) < 0)
-    return rc;
-  if (out) {
-    durable_hub_ref(hub); /* the handle keeps the consumer's memory */
-    *out = (durable_consumer_handle_t *)c;
-  }
+  *out = c;
   return 0;
 }

@@ -108,10 +108,10 @@ int durable__metrics_install(durable_mesh_t *mesh);
 
 /* directory.c: the mesh's stream settings (defaults filled in). */
 durable_stream_options_t durable__stream_options(durable_mesh_t *mesh);
-/* consumer.c: the store lost its liveness session: every consumer holding
+/* consumers.c: the store lost its liveness session: every consumer holding
  * a lease claims again before its next item (the one in flight finishes). */
 void durable__consumers_session_lost(durable_mesh_t *mesh);
-/* consumer.c: the store confirmed this process's liveness again: every
+/* consumers.c: the store confirmed this process's liveness again: every
  * consumer that stopped for want of it (wait_for_liveness) goes on. */
 void durable__consumers_live(durable_mesh_t *mesh);
 /* The lease of ns@key was let go behind its holder (a seek, a forced
@@ -179,7 +179,7 @@ int durable__consumed_add(durable_mesh_t *mesh, const char *type,
 int durable__consumed_has(durable_mesh_t *mesh, const char *type,
                           const char *family);
 /* directory.c: every family a NodeType consumes here (a family twice when
- * two do); consumer.c: the family of every consumer running here (those of
+ * two do); consumers.c: the family of every consumer running here (those of
  * hub:consume too). */
 void durable__consumed_families(durable_mesh_t *mesh,
                                 void (*cb)(const char *family, void *data),
@@ -241,7 +241,7 @@ int durable__stream_sweep(durable_mesh_t *mesh, const durable_stream_id_t *id,
                           int64_t through, durable_sequence_cb cb, void *data,
                           durable_error_t *err);
 /* retention.c: `fn` hears that an operator's retention policy changed here
- * (consumer.c: every consumer looks at what is due now, an idle stream
+ * (consumers.c: every consumer looks at what is due now, an idle stream
  * too).  One per mesh; 0 or DURABLE_ENOMEM. */
 int durable__retention_on_change(durable_mesh_t *mesh,
                                  void (*fn)(durable_mesh_t *mesh));

@@ -1,0 +1,231 @@
+/*
+ * consumer.h: what the files of the leased consumer share: the consumer
+ * itself, the request it sends the stream hub, and the entry points between
+ * its files.
+ *
+ * consumers.c declares consumers and keeps each mesh's list of them;
+ * consumer.c is one consumer, from its start to its stop (its states, its
+ * claim, its items, its failures); dead_letter.c moves an item that failed
+ * max_attempts times to the dead letters; turn.c runs one item's turn (the
+ * handler, the acknowledgement with the item's effects, the appends made
+ * after it).  Each file calls only those after it in that list, so that no
+ * two call each other (tests/house/circles.sh): a lower one answers through
+ * a callback that it is handed.
+ */
+#ifndef DURABLE_STREAMS_CONSUMER_H
+#define DURABLE_STREAMS_CONSUMER_H
+
+#include "protocol.h"
+#include "stream.h"
+
+#include <stdlib.h>
+
+typedef enum {
+  DURABLE__CONSUMER_STARTING = 1,
+  DURABLE__CONSUMER_DORMANT,
+  DURABLE__CONSUMER_CLAIMING,
+  DURABLE__CONSUMER_WAITING,
+  DURABLE__CONSUMER_CONSUMING,
+  DURABLE__CONSUMER_BACKOFF,
+  DURABLE__CONSUMER_STOPPED
+} durable__consumer_state_t;
+
+typedef struct durable__consumer_s durable__consumer_t;
+
+struct durable__consumer_s {
+  durable_hub_t *hub; /* not a reference: the consumer lives inside the hub */
+  durable_mesh_t *mesh;
+  durable_consumer_t cfg;
+  char *ns, *key;
+  char path[DURABLE_PATH_MAX + 1];
+  char stream_ns[DURABLE_PATH_MAX + 1]; /* {key}/_DurableStream */
+  durable_source_t source;
+  int has_source;
+  char source_ns[DURABLE_PATH_MAX + 1];
+  durable__consumer_state_t state;
+  uint64_t gen;
+  int64_t epoch, checkpoint;
+  int attempt;
+  int wake_pending; /* a wake came while starting or claiming */
+  durable__pull_t *pull;
+  durable_watch_t *orphan_watch;
+  /* the item of the turn in flight */
+  int64_t turn_seq;
+  durable_node_t *turn_node;
+  char *turn_payload;
+  int64_t turn_appended_at;
+  char msg_turn[DURABLE_PATH_MAX], msg_wake[DURABLE_PATH_MAX],
+      msg_retry[DURABLE_PATH_MAX], msg_reclaim[DURABLE_PATH_MAX];
+  /* durable_consumer_stop: the embedder's handle, and its callback once the
+   * item in flight is done and the lease let go */
+  int stopping, stop_reported;
+  int stop_after_claim; /* stopped while a claim was out: report after it */
+  /* appends of acknowledged items, made one box at a time, in order; after
+   * a failure none is made until the next claim has made what is left
+   * (turn.c); append_failed is consumer.c's word on that failure */
+  struct durable__outq_s *outq_head, *outq_tail;
+  int outq_sending, outq_blocked;
+  void (*append_failed)(durable__consumer_t *c, int status,
+                        const char *message);
+  durable_status_cb stop_cb;
+  void *stop_data;
+  /* in the mesh's list (consumers.c), for a loss of the store's session */
+  durable__consumer_t *list_prev, *list_next;
+  void **list_head;
+  int reclaim_after_turn; /* the session was lost during the turn */
+  /* consuming, but no item is handed over until msg_fence says so: a
+   * takeover's hold, or this process's liveness not confirmed (fencing) */
+  enum { WAIT_NONE, WAIT_HOLD, WAIT_FENCE } wait;
+  int turn_fenced;     /* the turn in flight found the liveness unconfirmed */
+  int64_t fenced_seq;  /* WAIT_FENCE: the item not handed over */
+  int fence_logged;    /*   ... and that was logged */
+  uint64_t hold_until; /* uv_hrtime(): no item before (a takeover's hold) */
+  char msg_fence[DURABLE_PATH_MAX];
+  char *held_by; /* the holder last logged as holding the lease */
+  /* the item that failed last, and how many times in a row (max_attempts) */
+  int64_t failed_seq;
+  int failed_times;
+  int turn_ack_failed;     /* the turn's item was handled, its ack failed */
+  int lease_doubt;         /* the lease was let go while a claim was out */
+  durable__sweep_t *sweep; /* retention.c: NULL with a source */
+  int gone_said; /* a claim found the stream gone, and that was logged */
+  char msg_sweep[DURABLE_PATH_MAX];
+  /* the timer of last resort (arm): embedded, so that waiting needs no
+   * memory; open while spare_open, holding a reference to the hub */
+  uv_timer_t spare;
+  int spare_open;
+  const char *spare_type; /* one of the msg_* above */
+  char spare_payload[32];
+};
+
+static inline durable_stream_id_t
+durable__consumer_id(const durable__consumer_t *c) {
+  return (durable_stream_id_t){.ns = c->ns, .key = c->key};
+}
+
+/* "{ns}@{key}" of the consumed stream, for logs. */
+static inline const char *durable__consumer_name(const durable__consumer_t *c,
+                                                 durable__stream_name_t *buf) {
+  durable_stream_id_t id = durable__consumer_id(c);
+  *buf = durable__stream_name(&id);
+  return buf->text;
+}
+
+static inline const char *
+durable__consumer_hub_name(const durable__consumer_t *c) {
+  return durable_hub_address(c->hub);
+}
+
+/* Stopped, or its hub is leaving: nothing new starts. */
+static inline int durable__consumer_leaving(const durable__consumer_t *c) {
+  return c->state == DURABLE__CONSUMER_STOPPED ||
+         durable_hub_run_level(c->hub) >= DURABLE_HUB_QUIESCING;
+}
+
+/* A request from the read-issuing hub whose answer comes back to `c` if the
+ * consumer is still in the round `gen`. */
+typedef struct {
+  durable__consumer_t *c;
+  uint64_t gen;
+  int64_t seq;
+  durable_reply_t *turn;         /* an ack's turn */
+  durable__outbox_t *outbox;     /* an ack's appends, made once it is written */
+  durable__write_set_t *effects; /* held while the appends are checked */
+  int stopped; /* a release that durable_consumer_stop waits for */
+} durable__consumer_ask_t;
+
+/* Ask the stream hub `type` (protocol.h) as this consumer's hub, with its
+ * lease `epoch` and the item `seq` where they matter, carrying `effects`
+ * (taken, also on failure) for an ack.  Claim, ack and release go out from
+ * the read-issuing hub, naming this hub as subscriber, because a quiescing
+ * hub sends no new requests. */
+static inline int
+durable__consumer_ask(durable__consumer_t *c, const char *type, int64_t epoch,
+                      int64_t seq, durable__write_set_t *effects,
+                      durable_response_cb cb, durable__consumer_ask_t *a,
+                      durable_error_t *err) {
+  durable__stream_req_t *req =
+      durable__stream_req_new(NULL, durable__consumer_hub_name(c), epoch, seq);
+  if (req == NULL) {
+    free(effects);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  req->effects = effects;
+  a->c = c;
+  durable_hub_ref(c->hub);
+  int rc = durable__hub_request_body(durable__mesh_reads_hub(c->mesh), c->path,
+                                     type, &req->base, 0, cb, a, err);
+  if (rc < 0)
+    durable_hub_unref(c->hub);
+  return rc;
+}
+
+/* The consumer leaves the mesh's list (consumers.c), touching only its
+ * neighbours: the list itself may be gone. */
+static inline void durable__consumer_unlink(durable__consumer_t *c) {
+  if (c->list_head == NULL)
+    return;
+  if (c->list_prev)
+    c->list_prev->list_next = c->list_next;
+  else
+    *c->list_head = c->list_next;
+  if (c->list_next)
+    c->list_next->list_prev = c->list_prev;
+  c->list_prev = c->list_next = NULL;
+  c->list_head = NULL;
+}
+
+/* ---- consumer.c: one consumer ----------------------------------------- */
+
+/* A consumer of `cfg` on `hub`, attached to it, its messages handled, not
+ * started: 0 and *out, or a failure (with nothing left to undo). */
+int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
+                          durable__consumer_t **out, durable_error_t *err);
+/* Look for the stream, and claim it if it is there. */
+void durable__consumer_start(durable__consumer_t *c);
+/* The lease may have gone behind it (durable__consumers_lease_gone); also
+ * while its claim is out when `claiming`. */
+void durable__consumer_lease_gone(durable__consumer_t *c, int claiming);
+/* This process's liveness is confirmed again (durable__consumers_live). */
+void durable__consumer_live(durable__consumer_t *c);
+/* An operator's retention policy changed: look at what is due now. */
+void durable__consumer_retention_changed(durable__consumer_t *c);
+
+/* ---- dead_letter.c: the dead letters of max_attempts ------------------ */
+
+/* DURABLE_EINVAL, saying why, when the dead-letter stream of `c`'s stream
+ * could not be made (its longer name may pass a limit the stream's own does
+ * not); 0 without max_attempts. */
+int durable__dead_letters_check(const durable__consumer_t *c,
+                                durable_error_t *err);
+
+typedef enum {
+  DURABLE__LETTER_MOVED,   /* acknowledged, the letter written */
+  DURABLE__LETTER_REFUSED, /* the lease is not the consumer's any more */
+  DURABLE__LETTER_FAILED   /* not made, not sent, or failed: `why` */
+} durable__letter_outcome_t;
+typedef void (*durable__letter_cb)(durable__consumer_t *c, int64_t seq,
+                                   durable__letter_outcome_t outcome,
+                                   const char *why);
+
+/* Item `seq` failed max_attempts times: acknowledge it and write its letter
+ * in the same transaction, in a new round.  `done` hears at once that it
+ * could not be made or sent, or later the answer, if the consumer is still
+ * consuming in that round. */
+void durable__dead_letter(durable__consumer_t *c, int64_t seq, const char *why,
+                          const char *payload, int64_t appended_at,
+                          durable__letter_cb done);
+
+/* ---- turn.c: one item's turn ------------------------------------------ */
+
+/* The handler of the consumer's turn message (msg_turn): hand the item of
+ * the turn in flight to the user's handler, and acknowledge it once the
+ * handler is done; the turn is answered after the acknowledgement. */
+void durable__consumer_turn(durable_hub_t *hub, const durable_msg_t *msg,
+                            durable_reply_t *reply, void *data);
+/* Make the appends of `box` (taken; NULL is none) after those before it. */
+void durable__consumer_append(durable__consumer_t *c, durable__outbox_t *box);
+/* Forget the appends not made yet (their nodes stay: the next claim). */
+void durable__consumer_appends_drop(durable__consumer_t *c);
+
+#endif

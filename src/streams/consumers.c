@@ -1,0 +1,200 @@
+/*
+ * consumers.c: the consumers of a mesh: how they are declared, the list the
+ * mesh keeps of them, and what reaches all of them at once.
+ *
+ * A consumer is declared on a NodeType (durable_node_type_consume: every
+ * activation of a hub of that type starts one) or on a started hub
+ * (durable_hub_consume); either way it joins its mesh's list, per-mesh state
+ * kept here (install.c installs it), and leaves it when its hub disposes or
+ * frees it.  Through the list, this process's events reach every consumer:
+ * the store lost the session that says this process is alive (its leases
+ * may be taken over meanwhile, so each consumer holding one claims again
+ * before it hands out another item), the store confirmed that liveness
+ * again, a lease was let go behind its holder (a seek, a forced trim), an
+ * operator changed a retention policy; and the families consumed here are
+ * listed for the metrics.  What each consumer then does is consumer.c's.
+ */
+#include "consumer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the mesh's list
+ * ------------------------------------------------------------------ */
+
+/* The mesh's consumers, a list kept as per-mesh state (stream.c). */
+typedef struct {
+  void *head; /* durable__consumer_t */
+} consumers_t;
+
+static const char consumers_key; /* the state's key: its address */
+
+/* The head of the mesh's list (NULL once the mesh's state is gone). */
+static void **consumers_head(durable_mesh_t *mesh) {
+  consumers_t *list = durable__mesh_state(mesh, &consumers_key);
+  return list ? &list->head : NULL;
+}
+
+/* The list's owner goes: unlink every consumer left in it (the mesh is not
+ * to be touched: this may run after it closed, when Lua lets go of the
+ * read-issuing hub). */
+static void consumers_free(void *data) {
+  consumers_t *list = data;
+  while (list->head) {
+    durable__consumer_t *c = list->head;
+    list->head = c->list_next;
+    c->list_prev = c->list_next = NULL;
+    c->list_head = NULL;
+  }
+  free(list);
+}
+
+/* An operator's retention policy changed here (retention.c). */
+static void on_retention_changed(durable_mesh_t *mesh) {
+  void **head = consumers_head(mesh);
+  for (durable__consumer_t *c = head ? *head : NULL; c; c = c->list_next)
+    durable__consumer_retention_changed(c);
+}
+
+int durable__consumers_install(durable_mesh_t *mesh) {
+  int rc = durable__mesh_state_add(mesh, &consumers_key, sizeof(consumers_t),
+                                   consumers_free);
+  return rc < 0 ? rc : durable__retention_on_change(mesh, on_retention_changed);
+}
+
+/* (a consumer leaves the list itself: durable__consumer_unlink) */
+static void list_link(durable__consumer_t *c) {
+  void **head = consumers_head(c->mesh);
+  if (head == NULL)
+    return;
+  c->list_head = head;
+  c->list_prev = NULL;
+  c->list_next = *head;
+  if (c->list_next)
+    c->list_next->list_prev = c;
+  *head = c;
+}
+
+/* ---- what reaches every consumer
+ * ------------------------------------------------------------------ */
+
+void durable__consumers_lease_gone(durable_mesh_t *mesh, const char *ns,
+                                   const char *key, int claiming) {
+  void **head = consumers_head(mesh);
+  for (durable__consumer_t *c = head ? *head : NULL, *next; c; c = next) {
+    next = c->list_next; /* a claim may not unlink, but be safe */
+    if (strcmp(c->ns, ns) == 0 && strcmp(c->key, key) == 0)
+      durable__consumer_lease_gone(c, claiming);
+  }
+}
+
+void durable__consumers_families(durable_mesh_t *mesh,
+                                 void (*cb)(const char *family, void *data),
+                                 void *data) {
+  void **head = consumers_head(mesh);
+  for (durable__consumer_t *c = head ? *head : NULL; c; c = c->list_next)
+    cb(c->ns, data);
+}
+
+void durable__consumers_live(durable_mesh_t *mesh) {
+  void **head = consumers_head(mesh);
+  for (durable__consumer_t *c = head ? *head : NULL; c; c = c->list_next)
+    durable__consumer_live(c);
+}
+
+/* Another process may take this one's leases over while the store is
+ * reconnecting: a consumer that holds one claims again before it hands out
+ * another item, as when its lease is let go behind it (the stream hub
+ * grants it back if nobody took it, else the consumer waits for it like any
+ * refused one).  The item in flight finishes first; its acknowledgement is
+ * fenced if the lease went. */
+void durable__consumers_session_lost(durable_mesh_t *mesh) {
+  void **head = consumers_head(mesh);
+  for (durable__consumer_t *c = head ? *head : NULL; c; c = c->list_next)
+    durable__consumer_lease_gone(c, 0);
+}
+
+/* ---- declaring
+ * ------------------------------------------------------------------ */
+
+/* A consumer of `cfg` on `hub`, in the mesh's list, started. */
+static int declare(durable_hub_t *hub, const durable_consumer_t *cfg,
+                   durable__consumer_t **out, durable_error_t *err) {
+  durable__consumer_t *c = NULL;
+  int rc = durable__consumer_new(hub, cfg, &c, err);
+  if (rc < 0)
+    return rc;
+  if (out)
+    *out = c;
+  list_link(c);
+  durable__consumer_start(c);
+  return 0;
+}
+
+static void consumer_init(durable_hub_t *hub, durable_reply_t *done,
+                          void *data) {
+  durable_error_t err = {0};
+  if (declare(hub, data, NULL, &err) < 0)
+    durable_reply_fail(done, err.code, err.message);
+  else
+    durable_reply_ok(done, NULL);
+}
+
+static int check_consumer(const durable_consumer_t *cfg, durable_error_t *err) {
+  if (cfg == NULL || cfg->handler == NULL)
+    return durable__error(err, DURABLE_EINVAL, "a consumer needs a handler");
+  if (cfg->max_attempts < 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "max_attempts is %d: 0 retries an item for ever, "
+                          "N > 0 moves it to the dead letters after N failures",
+                          cfg->max_attempts);
+  int rc = durable__retention_check(&cfg->retention, err);
+  durable_stream_id_t probe = {.ns = cfg->ns, .key = "x"};
+  return rc < 0 ? rc : durable_stream_check(&probe, err);
+}
+
+int durable_node_type_consume(durable_node_type_t *type,
+                              const durable_consumer_t *consumer,
+                              durable_error_t *err) {
+  int rc = check_consumer(consumer, err);
+  if (rc < 0)
+    return rc;
+  if (type == NULL)
+    return durable__error(err, DURABLE_EINVAL, "no node type");
+  /* the configuration lives as long as the mesh: keep a copy with it */
+  durable_consumer_t *copy = malloc(sizeof(*copy));
+  char *ns = strdup(consumer->ns);
+  if (copy == NULL || ns == NULL) {
+    free(copy);
+    free(ns);
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
+  }
+  *copy = *consumer;
+  copy->ns = ns;
+  rc = durable_node_type_on_init(type, consumer_init, copy);
+  if (rc == 0)
+    rc = durable__node_type_keep(type, copy, ns);
+  if (rc == 0)
+    rc = durable__consumed_add(type->mesh, type->name, ns);
+  return rc < 0 ? durable__error(err, rc, "out of memory") : 0;
+}
+
+int durable_hub_consume(durable_hub_t *hub, const durable_consumer_t *consumer,
+                        durable_consumer_handle_t **out, durable_error_t *err) {
+  int rc = check_consumer(consumer, err);
+  if (rc < 0)
+    return rc;
+  if (durable_hub_run_level(hub) != DURABLE_HUB_STARTED)
+    return durable__error(err, DURABLE_ESHUTDOWN,
+                          "hub '%s' is not started and cannot consume",
+                          durable_hub_address(hub));
+  durable__consumer_t *c = NULL;
+  if ((rc = declare(hub, consumer, out ? &c : NULL, err)) < 0)
+    return rc;
+  if (out) {
+    durable_hub_ref(hub); /* the handle keeps the consumer's memory */
+    /* the handle is the consumer (durable__consumer_new allocates it so) */
+    *out = (durable_consumer_handle_t *)c;
+  }
+  return 0;
+}
