@@ -1,23 +1,40 @@
 /*
  * consumer.c: the leased consumer, one per stream family per hub
- * activation.
+ * activation, as one state machine: c->state says what it is doing,
+ * c->flags what it remembers meanwhile (consumer.h names both).
  *
- *   start --stream exists?--no--> dormant --wake--+
- *     |yes                                         |
- *     v                                            v
- *   claim --refused--> waiting (orphan event | wake | reclaim timer) --> claim
- *     |granted
- *     v
- *   consume: pull the next item after the checkpoint
- *     -> turn: a request the hub sends itself; its handler runs the user's
- *        handler on the hub's loop; when that finishes, the ack goes out
- *        from the read-issuing hub; the turn's answer says how it went
- *     -> answered ok: the next item (never before)
- *     -> fenced: claim again at once
- *     -> failed: log "... was NOT acknowledged ...", claim again after a
- *        backoff (1 s doubling to 60 s); the item is retried, never skipped
- *   the hub leaves: no new item starts; the item in flight is a pending
- *   request, so the quiesce waits for it; then the lease is released.
+ *   STARTING  --the stream exists---------------------------> CLAIMING
+ *             --no stream-----------------------------------> DORMANT
+ *   DORMANT   --wake; reclaim timer (armed after a delete)--> CLAIMING
+ *   CLAIMING  --granted-------------------------------------> CONSUMING
+ *             --granted within a takeover's hold------------> CONSUMING_HELD
+ *             --granted, but let go behind it meanwhile-----> CLAIMING
+ *             --held by another-----------------------------> WAITING
+ *             --the stream is gone (deleted)----------------> DORMANT
+ *      (a wake while STARTING or CLAIMING: CLAIMING again at once rather
+ *      than DORMANT or WAITING)
+ *   WAITING   --orphan event; wake; reclaim timer-----------> CLAIMING
+ *   CONSUMING_HELD  --the hold is over----------------------> CONSUMING
+ *   CONSUMING: the outbox first, then the next item after the checkpoint,
+ *      handed over in a turn (turn.c: a request the hub sends itself, which
+ *      runs the user's handler and acknowledges the item); its answer says
+ *      how it went:
+ *             --acknowledged: the next item (never before)
+ *             --the acknowledgement fenced------------------> CLAIMING
+ *             --this process's liveness not confirmed-------> CONSUMING_FENCED
+ *             --failed ("... was NOT acknowledged ...")-----> BACKOFF
+ *             --failed max_attempts times: to the dead letters
+ *               (dead_letter.c), then the next item
+ *   CONSUMING_FENCED  --the liveness confirmed--------------> CONSUMING
+ *   CONSUMING, _HELD, _FENCED  --the lease let go behind it, the store's
+ *      session lost: after the item in flight---------------> CLAIMING
+ *   STARTING, CLAIMING, CONSUMING, _HELD, _FENCED  --a failure (a read,
+ *      a claim, the store, an append)-----------------------> BACKOFF
+ *   BACKOFF   --retry timer (1 s doubling to 60 s)----------> CLAIMING
+ *   any       --durable_consumer_stop, or the hub leaves----> STOPPED
+ *      (no new item starts; the item in flight finishes -- the recycle's
+ *      quiesce waits for its turn like any pending request -- and then the
+ *      lease is released; a claim still out is released when it answers)
  *
  * The consumer never creates a stream: it looks with an existence query (a
  * listing read) and otherwise waits for the wake that a producer's append
@@ -73,13 +90,14 @@ static void on_spare(uv_timer_t *timer) {
 static void on_spare_closed(uv_handle_t *handle) {
   durable__consumer_t *c = handle->data;
   durable_mesh_t *mesh = c->mesh;
-  c->spare_open = 0;
+  c->flags &= ~DURABLE__CONSUMER_SPARE_OPEN;
   durable_hub_unref(c->hub); /* c may be gone now */
   durable__sched_handle_closed(&mesh->sched);
 }
 
 static void close_spare(durable__consumer_t *c) {
-  if (c->spare_open && !uv_is_closing((uv_handle_t *)&c->spare))
+  if ((c->flags & DURABLE__CONSUMER_SPARE_OPEN) &&
+      !uv_is_closing((uv_handle_t *)&c->spare))
     uv_close((uv_handle_t *)&c->spare, on_spare_closed);
 }
 
@@ -96,12 +114,13 @@ static void arm(durable__consumer_t *c, const char *type, uint32_t ms) {
    * late at worst, never lost (a consumer would stall for good).  It
    * keeps one message: a newer one replaces it (the gen retires it
    * anyway). */
-  if (c->spare_open && uv_is_closing((uv_handle_t *)&c->spare))
+  if ((c->flags & DURABLE__CONSUMER_SPARE_OPEN) &&
+      uv_is_closing((uv_handle_t *)&c->spare))
     return;
-  if (!c->spare_open) {
+  if (!(c->flags & DURABLE__CONSUMER_SPARE_OPEN)) {
     uv_timer_init(durable_mesh_loop(c->mesh), &c->spare);
     c->spare.data = c;
-    c->spare_open = 1;
+    c->flags |= DURABLE__CONSUMER_SPARE_OPEN;
     durable_hub_ref(c->hub);
     durable__sched_handle_opened(&c->mesh->sched);
   }
@@ -202,7 +221,7 @@ static void on_dead_lettered(durable__consumer_t *c, int64_t seq,
 static void after_failure_counted(durable__consumer_t *c, int64_t seq,
                                   const char *why, const char *payload,
                                   int64_t appended_at) {
-  if (c->cfg.max_attempts > 0 && c->state == DURABLE__CONSUMER_CONSUMING &&
+  if (c->cfg.max_attempts > 0 && durable__consumer_consuming(c) &&
       c->failed_times >= c->cfg.max_attempts) {
     durable__dead_letter(c, seq, why, payload, appended_at, on_dead_lettered);
     return;
@@ -221,7 +240,7 @@ typedef struct {
 static void on_failure_recorded(int attempts, void *data) {
   recording_t *r = data;
   durable__consumer_t *c = r->c;
-  if (c->state == DURABLE__CONSUMER_CONSUMING && r->gen == c->gen &&
+  if (durable__consumer_consuming(c) && r->gen == c->gen &&
       !durable__consumer_leaving(c)) {
     /* the stored count: this process's failures and any earlier one's */
     if (attempts > c->failed_times)
@@ -246,7 +265,7 @@ static void fail_item(durable__consumer_t *c, int64_t seq, const char *why,
     c->failed_seq = seq;
     c->failed_times = 1;
   }
-  if (c->state != DURABLE__CONSUMER_CONSUMING) {
+  if (!durable__consumer_consuming(c)) {
     backoff(c, seq, why);
     return;
   }
@@ -289,7 +308,7 @@ static void failure(durable__consumer_t *c, int64_t seq, const char *why) {
  * that claim. */
 static void on_append_failed(durable__consumer_t *c, int status,
                              const char *message) {
-  if (c->state == DURABLE__CONSUMER_CONSUMING) {
+  if (durable__consumer_consuming(c)) {
     char m[1024];
     snprintf(m, sizeof m, "an append of an acknowledged item failed: %s",
              message ? message : durable_strerror(status));
@@ -321,7 +340,7 @@ static void wait_for_liveness(durable__consumer_t *c, int64_t seq) {
     start_pulling(c); /* answered while the turn came back */
     return;
   }
-  c->wait = WAIT_FENCE;
+  c->state = DURABLE__CONSUMER_CONSUMING_FENCED;
   c->fenced_seq = seq;
   arm(c, c->msg_fence, durable__store_fence_ms(durable_mesh_store(c->mesh)));
 }
@@ -339,9 +358,9 @@ static void on_turn_done(const durable_response_t *res, void *data) {
   /* what a dead letter would carry of the item */
   char *payload = c->turn_payload;
   int64_t appended_at = c->turn_appended_at;
-  int ack_failed = c->turn_ack_failed;
+  int ack_failed = (c->flags & DURABLE__CONSUMER_TURN_ACK_FAILED) != 0;
   c->turn_payload = NULL;
-  c->turn_ack_failed = 0;
+  c->flags &= ~DURABLE__CONSUMER_TURN_ACK_FAILED;
   clear_turn(c);
   turn_done(c, res, gen, seq, payload, appended_at, ack_failed);
   free(payload);
@@ -350,15 +369,15 @@ static void on_turn_done(const durable_response_t *res, void *data) {
 static void turn_done(durable__consumer_t *c, const durable_response_t *res,
                       uint64_t gen, int64_t seq, const char *payload,
                       int64_t appended_at, int ack_failed) {
-  if (c->stopping) {
+  if (c->flags & DURABLE__CONSUMER_STOPPING) {
     finish_stop(c); /* the item in flight is done: now let go */
     return;
   }
-  int reclaim = c->reclaim_after_turn;
-  int fenced = c->turn_fenced;
-  c->reclaim_after_turn = 0;
-  c->turn_fenced = 0;
-  if (c->state != DURABLE__CONSUMER_CONSUMING || gen != c->gen)
+  int reclaim = (c->flags & DURABLE__CONSUMER_RECLAIM_AFTER_TURN) != 0;
+  int fenced = (c->flags & DURABLE__CONSUMER_TURN_FENCED) != 0;
+  c->flags &=
+      ~(DURABLE__CONSUMER_RECLAIM_AFTER_TURN | DURABLE__CONSUMER_TURN_FENCED);
+  if (!durable__consumer_consuming(c) || gen != c->gen)
     return;
   if (reclaim) {
     /* the session was lost meanwhile: verify the lease in the database
@@ -473,9 +492,9 @@ static void release_granted(durable__consumer_t *c, int64_t epoch);
 /* Read the items after the checkpoint: the lease is held. */
 static void start_pulling(durable__consumer_t *c) {
   durable_error_t err = {0};
-  c->pull =
-      durable__pull_new(c->mesh, &(durable_stream_id_t){c->ns, c->key},
-                        c->checkpoint, c->has_source ? &c->source : NULL, &err);
+  c->pull = durable__pull_new(
+      c->mesh, &(durable_stream_id_t){c->ns, c->key}, c->checkpoint,
+      (c->flags & DURABLE__CONSUMER_HAS_SOURCE) ? &c->source : NULL, &err);
   if (c->pull == NULL)
     failure(c, c->checkpoint + 1, err.message);
   else
@@ -494,8 +513,7 @@ static void on_outbox_resumed(int status, const char *message, void *data) {
   durable__consumer_t *c = r->c;
   (void)status;
   (void)message;
-  if (c->state == DURABLE__CONSUMER_CONSUMING && r->gen == c->gen &&
-      c->pull == NULL)
+  if (durable__consumer_consuming(c) && r->gen == c->gen && c->pull == NULL)
     start_pulling(c);
   durable_hub_unref(c->hub);
   free(r);
@@ -504,7 +522,7 @@ static void on_outbox_resumed(int status, const char *message, void *data) {
 /* The lease is held: first the appends an earlier holder committed but did
  * not get to make (this one's too, after a failure), then the items. */
 static void begin_consuming(durable__consumer_t *c) {
-  c->outq_blocked = 0;
+  c->flags &= ~DURABLE__CONSUMER_OUTQ_BLOCKED;
   durable__sweep_claimed(c->sweep, c->checkpoint); /* what is due now */
   resume_t *r = malloc(sizeof(*r));
   durable_error_t err = {0};
@@ -537,8 +555,9 @@ static void on_claim(const durable_response_t *res, void *data) {
   if (c->state == DURABLE__CONSUMER_STOPPED || gen != c->gen) {
     /* the hub left (or the consumer was stopped) while the claim was out:
      * give a lease it got back, and only then tell the stopper */
-    int report = c->stop_after_claim && c->state == DURABLE__CONSUMER_STOPPED;
-    c->stop_after_claim = 0;
+    int report = (c->flags & DURABLE__CONSUMER_STOP_AFTER_CLAIM) &&
+                 c->state == DURABLE__CONSUMER_STOPPED;
+    c->flags &= ~DURABLE__CONSUMER_STOP_AFTER_CLAIM;
     if (granted && report) {
       c->state = DURABLE__CONSUMER_CONSUMING;
       c->epoch = epoch;
@@ -555,23 +574,25 @@ static void on_claim(const durable_response_t *res, void *data) {
      * reclaim_ms too (said once, the repeats at debug) */
     durable__stream_renewed(c->mesh, c->ns, c->key);
     durable_mesh_log(c->mesh,
-                     c->gone_said ? DURABLE_LOG_DEBUG : DURABLE_LOG_INFO,
+                     (c->flags & DURABLE__CONSUMER_GONE_SAID)
+                         ? DURABLE_LOG_DEBUG
+                         : DURABLE_LOG_INFO,
                      "Durable stream consumer %s: %s — dormant until a wake",
                      durable__consumer_hub_name(c), res->message);
-    c->gone_said = 1;
+    c->flags |= DURABLE__CONSUMER_GONE_SAID;
     c->state = DURABLE__CONSUMER_DORMANT;
-    if (c->wake_pending) {
-      c->wake_pending = 0;
+    if (c->flags & DURABLE__CONSUMER_WAKE_PENDING) {
+      c->flags &= ~DURABLE__CONSUMER_WAKE_PENDING;
       claim(c);
     } else {
       arm(c, c->msg_reclaim, durable__stream_options(c->mesh).reclaim_ms);
     }
   } else if (res->status < 0) {
     failure(c, 0, res->message);
-  } else if (granted && c->lease_doubt) {
+  } else if (granted && (c->flags & DURABLE__CONSUMER_LEASE_DOUBT)) {
     /* let go behind it while the claim was out (a seek): ask again, so
      * that it resumes from the checkpoint stored now */
-    c->lease_doubt = 0;
+    c->flags &= ~DURABLE__CONSUMER_LEASE_DOUBT;
     c->state = DURABLE__CONSUMER_CONSUMING;
     c->epoch = epoch;
     if (ans->hold_ms > 0) { /* a takeover's hold outlives the claim again */
@@ -581,7 +602,7 @@ static void on_claim(const durable_response_t *res, void *data) {
     }
     claim_again(c);
   } else if (granted) {
-    c->wake_pending = 0;
+    c->flags &= ~DURABLE__CONSUMER_WAKE_PENDING;
     c->epoch = epoch;
     c->checkpoint = checkpoint;
     char takeover[DURABLE_PATH_MAX + 32] = "";
@@ -595,10 +616,9 @@ static void on_claim(const durable_response_t *res, void *data) {
                      durable__consumer_name(c, &n), (long long)epoch, takeover,
                      (long long)checkpoint);
     c->state = DURABLE__CONSUMER_CONSUMING;
-    c->wait = WAIT_NONE;
     free(c->held_by); /* a holder after this one is news again */
     c->held_by = NULL;
-    c->gone_said = 0;
+    c->flags &= ~DURABLE__CONSUMER_GONE_SAID;
     /* a new lease may resume below what failed (a seek back) or on a new
      * stream (deleted and made anew): the count of a failing item is the
      * stored record's from here (fail_item), not this memory's */
@@ -624,7 +644,7 @@ static void on_claim(const durable_response_t *res, void *data) {
         c->hold_until = until;
     }
     if (now < c->hold_until) {
-      c->wait = WAIT_HOLD;
+      c->state = DURABLE__CONSUMER_CONSUMING_HELD;
       arm(c, c->msg_fence, (uint32_t)((c->hold_until - now) / 1000000u + 1));
     } else {
       begin_consuming(c);
@@ -648,8 +668,9 @@ static void on_claim(const durable_response_t *res, void *data) {
                      durable__consumer_hub_name(c),
                      durable__consumer_name(c, &n), who);
     c->state = DURABLE__CONSUMER_WAITING;
-    if (c->wake_pending) { /* released meanwhile? ask again at once */
-      c->wake_pending = 0;
+    /* released meanwhile? ask again at once */
+    if (c->flags & DURABLE__CONSUMER_WAKE_PENDING) {
+      c->flags &= ~DURABLE__CONSUMER_WAKE_PENDING;
       claim(c);
       durable_hub_unref(c->hub);
       return;
@@ -678,9 +699,10 @@ static void on_claim_allowed(const durable_result_t *res, void *data) {
   if (c->state != DURABLE__CONSUMER_CLAIMING || a->gen != c->gen ||
       durable__consumer_leaving(c)) {
     free(a); /* stopped, or a newer round began meanwhile */
-    if (c->stop_after_claim && c->state == DURABLE__CONSUMER_STOPPED) {
+    if ((c->flags & DURABLE__CONSUMER_STOP_AFTER_CLAIM) &&
+        c->state == DURABLE__CONSUMER_STOPPED) {
       /* stopped while only the access check was out: nothing was claimed */
-      c->stop_after_claim = 0;
+      c->flags &= ~DURABLE__CONSUMER_STOP_AFTER_CLAIM;
       durable__sched_later(&c->mesh->sched, on_stop_later, 0, NULL, c);
     }
   } else if (res->status < 0) {
@@ -695,8 +717,7 @@ static void claim(durable__consumer_t *c) {
   if (durable__consumer_leaving(c))
     return;
   stop_reading(c);
-  c->wait = WAIT_NONE;
-  c->fence_logged = 0;
+  c->flags &= ~DURABLE__CONSUMER_FENCE_LOGGED;
   c->state = DURABLE__CONSUMER_CLAIMING;
   c->gen++;
   durable__consumer_ask_t *a = calloc(1, sizeof(*a));
@@ -736,8 +757,9 @@ static void on_exists(const durable_result_t *res, void *data) {
                        durable__consumer_hub_name(c),
                        durable__consumer_name(c, &n));
       claim(c);
-    } else if (c->wake_pending) {
-      c->wake_pending = 0; /* the stream appeared after we looked */
+    } else if (c->flags & DURABLE__CONSUMER_WAKE_PENDING) {
+      /* the stream appeared after we looked */
+      c->flags &= ~DURABLE__CONSUMER_WAKE_PENDING;
       claim(c);
     } else {
       durable_mesh_log(
@@ -772,13 +794,14 @@ void durable__consumer_start(durable__consumer_t *c) {
  * the item in flight, if one is. */
 static void claim_again(durable__consumer_t *c) {
   if (c->state == DURABLE__CONSUMER_CLAIMING) {
-    c->lease_doubt = 1; /* the grant on its way may predate the change */
+    /* the grant on its way may predate the change */
+    c->flags |= DURABLE__CONSUMER_LEASE_DOUBT;
     return;
   }
-  if (c->state != DURABLE__CONSUMER_CONSUMING || durable__consumer_leaving(c))
+  if (!durable__consumer_consuming(c) || durable__consumer_leaving(c))
     return;
   if (c->turn_seq != 0) {
-    c->reclaim_after_turn = 1;
+    c->flags |= DURABLE__CONSUMER_RECLAIM_AFTER_TURN;
     return;
   }
   c->gen++; /* retire what the last round has out */
@@ -801,8 +824,9 @@ static void on_wake(durable_hub_t *hub, const durable_msg_t *msg,
     claim(c);
   } else if (c->state == DURABLE__CONSUMER_STARTING ||
              c->state == DURABLE__CONSUMER_CLAIMING) {
-    c->wake_pending = 1; /* its existence check or claim may predate it */
-  } else if (c->state == DURABLE__CONSUMER_CONSUMING) {
+    /* its existence check or claim may predate it */
+    c->flags |= DURABLE__CONSUMER_WAKE_PENDING;
+  } else if (durable__consumer_consuming(c)) {
     /* owners are woken for streams nobody holds: the lease this consumer
      * holds was let go behind it (an operator's seek, in another process) */
     claim_again(c);
@@ -846,7 +870,7 @@ static void on_reclaim(durable_hub_t *hub, const durable_msg_t *msg,
 /* The session answered: the lock was held all along; read on from the
  * checkpoint. */
 static void fence_over(durable__consumer_t *c) {
-  if (c->fence_logged) {
+  if (c->flags & DURABLE__CONSUMER_FENCE_LOGGED) {
     durable__stream_name_t n;
     durable_mesh_log(c->mesh, DURABLE_LOG_INFO,
                      "Durable stream consumer %s: this process's liveness is "
@@ -854,8 +878,8 @@ static void fence_over(durable__consumer_t *c) {
                      durable__consumer_hub_name(c),
                      durable__consumer_name(c, &n));
   }
-  c->wait = WAIT_NONE;
-  c->fence_logged = 0;
+  c->state = DURABLE__CONSUMER_CONSUMING;
+  c->flags &= ~DURABLE__CONSUMER_FENCE_LOGGED;
   start_pulling(c);
 }
 
@@ -866,21 +890,21 @@ static void on_fence(durable_hub_t *hub, const durable_msg_t *msg,
   durable__consumer_t *c = data;
   (void)hub;
   durable_reply_ok(reply, NULL);
-  if (c->state != DURABLE__CONSUMER_CONSUMING || !current_gen(c, msg) ||
+  if (!durable__consumer_consuming(c) || !current_gen(c, msg) ||
       durable__consumer_leaving(c))
     return;
-  if (c->wait == WAIT_HOLD) {
-    c->wait = WAIT_NONE;
+  if (c->state == DURABLE__CONSUMER_CONSUMING_HELD) {
+    c->state = DURABLE__CONSUMER_CONSUMING;
     begin_consuming(c);
-  } else if (c->wait == WAIT_FENCE &&
+  } else if (c->state == DURABLE__CONSUMER_CONSUMING_FENCED &&
              durable__store_live(durable_mesh_store(c->mesh))) {
     fence_over(c);
-  } else if (c->wait == WAIT_FENCE) {
+  } else if (c->state == DURABLE__CONSUMER_CONSUMING_FENCED) {
     durable__stream_name_t n;
     arm(c, c->msg_fence, durable__store_fence_ms(durable_mesh_store(c->mesh)));
-    if (c->fence_logged)
+    if (c->flags & DURABLE__CONSUMER_FENCE_LOGGED)
       return;
-    c->fence_logged = 1;
+    c->flags |= DURABLE__CONSUMER_FENCE_LOGGED;
     durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
                      "Durable stream consumer %s: this process's liveness in "
                      "the store is not confirmed (no answer within %u ms); "
@@ -892,7 +916,7 @@ static void on_fence(durable_hub_t *hub, const durable_msg_t *msg,
 }
 
 void durable__consumer_live(durable__consumer_t *c) {
-  if (c->state == DURABLE__CONSUMER_CONSUMING && c->wait == WAIT_FENCE &&
+  if (c->state == DURABLE__CONSUMER_CONSUMING_FENCED &&
       !durable__consumer_leaving(c))
     fence_over(c);
 }
@@ -951,9 +975,9 @@ static void release_granted(durable__consumer_t *c, int64_t epoch) {
  * --------------------------------------------------------------------- */
 
 static void stop_done(durable__consumer_t *c) {
-  if (c->stop_reported)
+  if (c->flags & DURABLE__CONSUMER_STOP_REPORTED)
     return;
-  c->stop_reported = 1;
+  c->flags |= DURABLE__CONSUMER_STOP_REPORTED;
   if (c->stop_cb)
     c->stop_cb(0, NULL, c->stop_data);
   durable_hub_unref(c->hub); /* the handle's reference: c may be gone now */
@@ -970,7 +994,7 @@ static void on_stop_later(int status, const char *message, void *data) {
  * checkpoint).  A stop lets it go in either; a release whose epoch has
  * gone meanwhile is refused by the stream hub, harmlessly. */
 static int holds_lease(const durable__consumer_t *c) {
-  return (c->state == DURABLE__CONSUMER_CONSUMING ||
+  return (durable__consumer_consuming(c) ||
           c->state == DURABLE__CONSUMER_BACKOFF) &&
          c->epoch > 0;
 }
@@ -985,7 +1009,7 @@ static void finish_stop(durable__consumer_t *c) {
   stop_reading(c);
   close_spare(c);
   if (claiming) { /* on_claim lets go of what it gets, then reports */
-    c->stop_after_claim = 1;
+    c->flags |= DURABLE__CONSUMER_STOP_AFTER_CLAIM;
     return;
   }
   durable__consumer_ask_t *a = held ? calloc(1, sizeof(*a)) : NULL;
@@ -1004,9 +1028,9 @@ static void finish_stop(durable__consumer_t *c) {
 void durable_consumer_stop(durable_consumer_handle_t *handle,
                            durable_status_cb cb, void *data) {
   durable__consumer_t *c = &handle->c;
-  if (c->stopping)
+  if (c->flags & DURABLE__CONSUMER_STOPPING)
     return; /* stopped once already */
-  c->stopping = 1;
+  c->flags |= DURABLE__CONSUMER_STOPPING;
   c->stop_cb = cb;
   c->stop_data = data;
   if (c->state == DURABLE__CONSUMER_STOPPED) {
@@ -1050,7 +1074,7 @@ static void consumer_free(void *data) {
 /* An operator's retention policy changed here (retention.c): a consumer
  * holding its lease looks at what is due now, an idle stream too. */
 void durable__consumer_retention_changed(durable__consumer_t *c) {
-  if (c->state == DURABLE__CONSUMER_CONSUMING)
+  if (durable__consumer_consuming(c))
     durable__sweep_acked(c->sweep, c->checkpoint);
 }
 
@@ -1093,10 +1117,12 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
         durable__error(err, rc,
                        "the consumer of '%s' at hub '%s' has no source",
                        cfg->ns, durable_hub_address(hub));
-      c->has_source = rc == 0;
+      if (rc == 0)
+        c->flags |= DURABLE__CONSUMER_HAS_SOURCE;
       /* every claim reads from the source again: keep its namespace here,
        * not wherever source_of happened to write it */
-      if (c->has_source && c->source.items_ns != NULL) {
+      if ((c->flags & DURABLE__CONSUMER_HAS_SOURCE) &&
+          c->source.items_ns != NULL) {
         snprintf(c->source_ns, sizeof c->source_ns, "%s", c->source.items_ns);
         c->source.items_ns = c->source_ns;
       }
@@ -1115,7 +1141,7 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
            c->ns);
   snprintf(c->msg_fence, sizeof c->msg_fence, DURABLE__MSG_FENCE "%s", c->ns);
   snprintf(c->msg_sweep, sizeof c->msg_sweep, DURABLE__MSG_SWEEP "%s", c->ns);
-  if (!c->has_source &&
+  if (!(c->flags & DURABLE__CONSUMER_HAS_SOURCE) &&
       (c->sweep = durable__sweep_new(hub, c->msg_sweep, &id,
                                      &cfg->retention)) == NULL) {
     consumer_free(c);

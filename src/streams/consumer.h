@@ -20,15 +20,54 @@
 
 #include <stdlib.h>
 
+/* What a consumer is doing: one state at a time (the diagram at the top of
+ * consumer.c says how one leads to another). */
 typedef enum {
-  DURABLE__CONSUMER_STARTING = 1,
-  DURABLE__CONSUMER_DORMANT,
-  DURABLE__CONSUMER_CLAIMING,
-  DURABLE__CONSUMER_WAITING,
-  DURABLE__CONSUMER_CONSUMING,
-  DURABLE__CONSUMER_BACKOFF,
-  DURABLE__CONSUMER_STOPPED
+  DURABLE__CONSUMER_STARTING = 1, /* asking whether its stream exists */
+  DURABLE__CONSUMER_DORMANT,      /* no stream: waiting for a wake */
+  DURABLE__CONSUMER_CLAIMING,     /* its claim (or the access check) is out */
+  DURABLE__CONSUMER_WAITING,      /* another holds the lease: waiting */
+  DURABLE__CONSUMER_CONSUMING,    /* the lease held: handing items over */
+  /* the lease held, but no item is handed over until msg_fence says so: */
+  DURABLE__CONSUMER_CONSUMING_HELD,   /*   a takeover's hold (hold_until) */
+  DURABLE__CONSUMER_CONSUMING_FENCED, /*   this process's liveness is not
+                                           confirmed (item fenced_seq) */
+  DURABLE__CONSUMER_BACKOFF, /* after a failure: claims again after a delay */
+  DURABLE__CONSUMER_STOPPED  /* stopped, or its hub left */
 } durable__consumer_state_t;
+
+/* What a consumer remembers, whatever it is doing: bits of its `flags`, as
+ * libuv keeps a handle's. */
+enum {
+  /* it reads a source (durable_consumer_t.source_of), not its own items */
+  DURABLE__CONSUMER_HAS_SOURCE = 1u << 0,
+  /* a wake came while starting or claiming: look again after */
+  DURABLE__CONSUMER_WAKE_PENDING = 1u << 1,
+  /* the lease was let go behind it while its claim was out */
+  DURABLE__CONSUMER_LEASE_DOUBT = 1u << 2,
+  /* a claim found the stream gone, and that was logged */
+  DURABLE__CONSUMER_GONE_SAID = 1u << 3,
+  /* CONSUMING_FENCED longer than the fence, and that was logged */
+  DURABLE__CONSUMER_FENCE_LOGGED = 1u << 4,
+  /* the turn in flight found this process's liveness unconfirmed */
+  DURABLE__CONSUMER_TURN_FENCED = 1u << 5,
+  /* the turn's item was handled, its acknowledgement failed */
+  DURABLE__CONSUMER_TURN_ACK_FAILED = 1u << 6,
+  /* the lease may have gone during the turn: claim again after it */
+  DURABLE__CONSUMER_RECLAIM_AFTER_TURN = 1u << 7,
+  /* a box of appends is being made (turn.c) */
+  DURABLE__CONSUMER_OUTQ_SENDING = 1u << 8,
+  /* an append failed: none is made until the next claim */
+  DURABLE__CONSUMER_OUTQ_BLOCKED = 1u << 9,
+  /* durable_consumer_stop was called */
+  DURABLE__CONSUMER_STOPPING = 1u << 10,
+  /* stopped while a claim was out: report after its answer */
+  DURABLE__CONSUMER_STOP_AFTER_CLAIM = 1u << 11,
+  /* the stopper was told */
+  DURABLE__CONSUMER_STOP_REPORTED = 1u << 12,
+  /* the spare timer is open, holding a reference to the hub */
+  DURABLE__CONSUMER_SPARE_OPEN = 1u << 13
+};
 
 typedef struct durable__consumer_s durable__consumer_t;
 
@@ -39,14 +78,13 @@ struct durable__consumer_s {
   char *ns, *key;
   char path[DURABLE_PATH_MAX + 1];
   char stream_ns[DURABLE_PATH_MAX + 1]; /* {key}/_DurableStream */
-  durable_source_t source;
-  int has_source;
+  durable_source_t source;              /* with DURABLE__CONSUMER_HAS_SOURCE */
   char source_ns[DURABLE_PATH_MAX + 1];
   durable__consumer_state_t state;
+  unsigned flags; /* DURABLE__CONSUMER_HAS_SOURCE, ... */
   uint64_t gen;
   int64_t epoch, checkpoint;
   int attempt;
-  int wake_pending; /* a wake came while starting or claiming */
   durable__pull_t *pull;
   durable_watch_t *orphan_watch;
   /* the item of the turn in flight */
@@ -56,47 +94,41 @@ struct durable__consumer_s {
   int64_t turn_appended_at;
   char msg_turn[DURABLE_PATH_MAX], msg_wake[DURABLE_PATH_MAX],
       msg_retry[DURABLE_PATH_MAX], msg_reclaim[DURABLE_PATH_MAX];
-  /* durable_consumer_stop: the embedder's handle, and its callback once the
-   * item in flight is done and the lease let go */
-  int stopping, stop_reported;
-  int stop_after_claim; /* stopped while a claim was out: report after it */
+  /* durable_consumer_stop: the embedder's callback once the item in flight
+   * is done and the lease let go */
+  durable_status_cb stop_cb;
+  void *stop_data;
   /* appends of acknowledged items, made one box at a time, in order; after
    * a failure none is made until the next claim has made what is left
    * (turn.c); append_failed is consumer.c's word on that failure */
   struct durable__outq_s *outq_head, *outq_tail;
-  int outq_sending, outq_blocked;
   void (*append_failed)(durable__consumer_t *c, int status,
                         const char *message);
-  durable_status_cb stop_cb;
-  void *stop_data;
   /* in the mesh's list (consumers.c), for a loss of the store's session */
   durable__consumer_t *list_prev, *list_next;
   void **list_head;
-  int reclaim_after_turn; /* the session was lost during the turn */
-  /* consuming, but no item is handed over until msg_fence says so: a
-   * takeover's hold, or this process's liveness not confirmed (fencing) */
-  enum { WAIT_NONE, WAIT_HOLD, WAIT_FENCE } wait;
-  int turn_fenced;     /* the turn in flight found the liveness unconfirmed */
-  int64_t fenced_seq;  /* WAIT_FENCE: the item not handed over */
-  int fence_logged;    /*   ... and that was logged */
+  int64_t fenced_seq;  /* CONSUMING_FENCED: the item not handed over */
   uint64_t hold_until; /* uv_hrtime(): no item before (a takeover's hold) */
   char msg_fence[DURABLE_PATH_MAX];
   char *held_by; /* the holder last logged as holding the lease */
   /* the item that failed last, and how many times in a row (max_attempts) */
   int64_t failed_seq;
   int failed_times;
-  int turn_ack_failed;     /* the turn's item was handled, its ack failed */
-  int lease_doubt;         /* the lease was let go while a claim was out */
   durable__sweep_t *sweep; /* retention.c: NULL with a source */
-  int gone_said; /* a claim found the stream gone, and that was logged */
   char msg_sweep[DURABLE_PATH_MAX];
   /* the timer of last resort (arm): embedded, so that waiting needs no
-   * memory; open while spare_open, holding a reference to the hub */
+   * memory; open with DURABLE__CONSUMER_SPARE_OPEN */
   uv_timer_t spare;
-  int spare_open;
   const char *spare_type; /* one of the msg_* above */
   char spare_payload[32];
 };
+
+/* The lease is granted to it in this round: consuming, held or fenced. */
+static inline int durable__consumer_consuming(const durable__consumer_t *c) {
+  return c->state == DURABLE__CONSUMER_CONSUMING ||
+         c->state == DURABLE__CONSUMER_CONSUMING_HELD ||
+         c->state == DURABLE__CONSUMER_CONSUMING_FENCED;
+}
 
 static inline durable_stream_id_t
 durable__consumer_id(const durable__consumer_t *c) {

@@ -36,8 +36,8 @@ static void on_dead_letter_acked(const durable_response_t *res, void *data) {
   durable__stream_name_t n;
   const durable__stream_ans_t *ans =
       res->status < 0 ? NULL : durable__stream_answer(res);
-  int current = c->state == DURABLE__CONSUMER_CONSUMING &&
-                d->base.gen == c->gen && !durable__consumer_leaving(c);
+  int current = durable__consumer_consuming(c) && d->base.gen == c->gen &&
+                !durable__consumer_leaving(c);
   if (ans && ans->ok) {
     /* committed: the letter's append, and the line, whatever came since (a
      * stop waits for neither; the append goes out before its release) */

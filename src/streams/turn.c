@@ -41,10 +41,10 @@ void durable__consumer_appends_drop(durable__consumer_t *c) {
 
 static void on_box_sent(int status, const char *message, void *data) {
   durable__consumer_t *c = data;
-  c->outq_sending = 0;
+  c->flags &= ~DURABLE__CONSUMER_OUTQ_SENDING;
   if (status < 0) {
     /* what is left goes out, in order, after the next claim */
-    c->outq_blocked = 1;
+    c->flags |= DURABLE__CONSUMER_OUTQ_BLOCKED;
     durable__consumer_appends_drop(c);
     c->append_failed(c, status, message);
   } else {
@@ -54,13 +54,13 @@ static void on_box_sent(int status, const char *message, void *data) {
 }
 
 static void outq_next(durable__consumer_t *c) {
-  if (c->outq_sending || c->outq_head == NULL)
+  if ((c->flags & DURABLE__CONSUMER_OUTQ_SENDING) || c->outq_head == NULL)
     return;
   outq_t *q = c->outq_head;
   c->outq_head = q->next;
   if (c->outq_head == NULL)
     c->outq_tail = NULL;
-  c->outq_sending = 1;
+  c->flags |= DURABLE__CONSUMER_OUTQ_SENDING;
   durable_hub_ref(c->hub);
   durable__outbox_t *box = q->box;
   free(q);
@@ -70,7 +70,8 @@ static void outq_next(durable__consumer_t *c) {
 void durable__consumer_append(durable__consumer_t *c, durable__outbox_t *box) {
   if (box == NULL)
     return;
-  outq_t *q = c->outq_blocked ? NULL : malloc(sizeof(*q));
+  outq_t *q =
+      (c->flags & DURABLE__CONSUMER_OUTQ_BLOCKED) ? NULL : malloc(sizeof(*q));
   if (q == NULL) { /* blocked (or no memory): the next claim makes them */
     durable__outbox_free(box);
     return;
@@ -105,7 +106,10 @@ static void on_ack(const durable_response_t *res, void *data) {
      * (a create of a present node, a write the principal may not make);
      * the store's own failures do not (a lost connection, a conflict with
      * another writer that a retry decides anew) */
-    c->turn_ack_failed = !effects_refused(res->status);
+    if (effects_refused(res->status))
+      c->flags &= ~DURABLE__CONSUMER_TURN_ACK_FAILED;
+    else
+      c->flags |= DURABLE__CONSUMER_TURN_ACK_FAILED;
     durable_reply_fail(a->turn, DURABLE_EFAILED, m);
   } else {
     const durable__stream_ans_t *ans = durable__stream_answer(res);
@@ -235,7 +239,7 @@ void durable__consumer_turn(durable_hub_t *hub, const durable_msg_t *msg,
   if (!durable__store_live(durable_mesh_store(c->mesh))) {
     /* cut off from the store, maybe: another process may hold the lease by
      * now, so this item is not handed over (on_turn_done waits) */
-    c->turn_fenced = 1;
+    c->flags |= DURABLE__CONSUMER_TURN_FENCED;
     durable_reply_fail(reply, DURABLE_EUNAVAIL, "liveness not confirmed");
     return;
   }
