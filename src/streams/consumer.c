@@ -148,8 +148,7 @@ static void stop_reading(durable__consumer_t *c) {
   c->orphan_watch = NULL;
 }
 
-/* ---- failures
- * ----------------------------------------------------------------------- */
+/* ---- failures ------------------------------------------------------------ */
 
 /* An acknowledgement was refused: another holder has the lease now (or it
  * was let go).  Said, and claimed again. */
@@ -414,9 +413,7 @@ static void turn_done(durable__consumer_t *c, const durable_response_t *res,
   }
 }
 
-/* ---- consuming
- * ------------------------------------------------------------------------------
- */
+/* ---- consuming ----------------------------------------------------------- */
 
 static void on_pulled(durable__pull_t *pull, int status,
                       const durable_item_t *item, const char *message,
@@ -467,9 +464,7 @@ static void consume_next(durable__consumer_t *c) {
   durable__pull_next(c->pull, on_pulled, c);
 }
 
-/* ---- claiming
- * ----------------------------------------------------------------------------------
- */
+/* ---- claiming ------------------------------------------------------------ */
 
 static void on_orphan_signal(durable_watch_t *w, durable_change_kind_t kind,
                              const durable_node_t *node, void *data) {
@@ -539,6 +534,160 @@ static void begin_consuming(durable__consumer_t *c) {
   }
 }
 
+/* ---- the claim's answer: one function per outcome, on_claim picks it */
+
+/* The hub left (or the consumer was stopped) while the claim was out, or a
+ * newer round began: give a lease it got back, and only then tell the
+ * stopper.  `ans` is the grant, or NULL. */
+static void claim_stale(durable__consumer_t *c,
+                        const durable__stream_ans_t *ans) {
+  int report = (c->flags & DURABLE__CONSUMER_STOP_AFTER_CLAIM) &&
+               c->state == DURABLE__CONSUMER_STOPPED;
+  c->flags &= ~DURABLE__CONSUMER_STOP_AFTER_CLAIM;
+  if (ans && report) {
+    c->state = DURABLE__CONSUMER_CONSUMING;
+    c->epoch = ans->epoch;
+    finish_stop(c); /* releases, then reports */
+  } else if (ans) {
+    release_granted(c, ans->epoch);
+  } else if (report) {
+    durable__sched_later(&c->mesh->sched, on_stop_later, 0, NULL, c);
+  }
+}
+
+/* The stream is gone: deleted (or being deleted, durable_stream_delete).
+ * As at a start on a stream that is not there, wait for the wake of its
+ * next publish -- which goes to the owner: a consumer on another hub looks
+ * again every reclaim_ms too (said once, the repeats at debug). */
+static void claim_gone(durable__consumer_t *c, const char *message) {
+  durable__stream_renewed(c->mesh, c->ns, c->key);
+  durable_mesh_log(c->mesh,
+                   (c->flags & DURABLE__CONSUMER_GONE_SAID) ? DURABLE_LOG_DEBUG
+                                                            : DURABLE_LOG_INFO,
+                   "Durable stream consumer %s: %s — dormant until a wake",
+                   durable__consumer_hub_name(c), message);
+  c->flags |= DURABLE__CONSUMER_GONE_SAID;
+  c->state = DURABLE__CONSUMER_DORMANT;
+  if (c->flags & DURABLE__CONSUMER_WAKE_PENDING) {
+    c->flags &= ~DURABLE__CONSUMER_WAKE_PENDING;
+    claim(c);
+  } else {
+    arm(c, c->msg_reclaim, durable__stream_options(c->mesh).reclaim_ms);
+  }
+}
+
+/* A takeover's hold of `hold_ms` from `now` (uv_hrtime()): no item is
+ * handed over before it ends, nor before an earlier hold's end. */
+static void extend_hold(durable__consumer_t *c, uint64_t now,
+                        uint32_t hold_ms) {
+  uint64_t until = now + (uint64_t)hold_ms * 1000000u;
+  if (until > c->hold_until)
+    c->hold_until = until;
+}
+
+/* Granted, but let go behind it while the claim was out (a seek): ask
+ * again, so that it resumes from the checkpoint stored now. */
+static void claim_doubted(durable__consumer_t *c,
+                          const durable__stream_ans_t *ans) {
+  c->flags &= ~DURABLE__CONSUMER_LEASE_DOUBT;
+  c->state = DURABLE__CONSUMER_CONSUMING;
+  c->epoch = ans->epoch;
+  if (ans->hold_ms > 0) /* a takeover's hold outlives the claim again */
+    extend_hold(c, uv_hrtime(), ans->hold_ms);
+  claim_again(c);
+}
+
+/* Granted: consume from the checkpoint, once a takeover's hold is over. */
+static void claim_granted(durable__consumer_t *c,
+                          const durable__stream_ans_t *ans) {
+  durable__stream_name_t n;
+  c->flags &= ~DURABLE__CONSUMER_WAKE_PENDING;
+  c->epoch = ans->epoch;
+  c->checkpoint = ans->checkpoint;
+  const char *took = ans->took_over_from;
+  char takeover[DURABLE_PATH_MAX + 32] = "";
+  if (took)
+    snprintf(takeover, sizeof takeover, ", taken over from %s", took);
+  /* the stream hub logs the grant at info: one line per lease */
+  durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
+                   "Durable stream consumer %s holds %s (epoch %lld%s); "
+                   "resuming after acknowledged sequence %lld",
+                   durable__consumer_hub_name(c), durable__consumer_name(c, &n),
+                   (long long)ans->epoch, takeover, (long long)ans->checkpoint);
+  c->state = DURABLE__CONSUMER_CONSUMING;
+  free(c->held_by); /* a holder after this one is news again */
+  c->held_by = NULL;
+  c->flags &= ~DURABLE__CONSUMER_GONE_SAID;
+  /* a new lease may resume below what failed (a seek back) or on a new
+   * stream (deleted and made anew): the count of a failing item is the
+   * stored record's from here (fail_item), not this memory's */
+  c->failed_seq = c->failed_times = 0;
+  uint64_t now = uv_hrtime();
+  if (ans->hold_ms > 0) {
+    /* taken over from a process that is gone to the database, but that
+     * may still run, cut off: it stops handing items over within the
+     * fence, so the first item waits as long (a claim again meanwhile
+     * does not shorten that, nor does the taker letting go: the stream
+     * node keeps the hold for whoever holds it next) */
+    durable_mesh_log(
+        c->mesh, DURABLE_LOG_INFO,
+        "Durable stream consumer %s holds %s, %s a process "
+        "that is gone; its first item waits %u ms, until that "
+        "process, if it still runs cut off, has stopped "
+        "handing items over",
+        durable__consumer_hub_name(c), durable__consumer_name(c, &n),
+        took ? "taken over from" : "within the hold of a takeover from",
+        ans->hold_ms);
+    extend_hold(c, now, ans->hold_ms);
+  }
+  if (now < c->hold_until) {
+    c->state = DURABLE__CONSUMER_CONSUMING_HELD;
+    arm(c, c->msg_fence, (uint32_t)((c->hold_until - now) / 1000000u + 1));
+  } else {
+    begin_consuming(c);
+  }
+}
+
+/* Refused: another holds the lease.  Wait for it to be let go (the orphan
+ * event, a wake, the reclaim timer).  `ans` may be NULL (an answer that
+ * says no more). */
+static void claim_refused(durable__consumer_t *c,
+                          const durable__stream_ans_t *ans) {
+  durable__stream_name_t n;
+  const char *holder = ans ? ans->holder : NULL;
+  const char *holder_instance = ans ? ans->holder_instance : NULL;
+  /* said once per holder: every reclaim_ms again would fill the log of
+   * two hosts that share streams (the repeats are at debug) */
+  char who[2 * DURABLE_PATH_MAX + 16];
+  snprintf(who, sizeof who, "%s%s%s%s", holder ? holder : "another",
+           holder_instance ? " (process " : "",
+           holder_instance ? holder_instance : "", holder_instance ? ")" : "");
+  int said = c->held_by != NULL && strcmp(c->held_by, who) == 0;
+  if (!said) {
+    free(c->held_by);
+    c->held_by = strdup(who);
+  }
+  durable_mesh_log(c->mesh, said ? DURABLE_LOG_DEBUG : DURABLE_LOG_INFO,
+                   "Durable stream consumer %s: %s is held by %s; "
+                   "waiting for it to be released",
+                   durable__consumer_hub_name(c), durable__consumer_name(c, &n),
+                   who);
+  c->state = DURABLE__CONSUMER_WAITING;
+  /* released meanwhile? ask again at once */
+  if (c->flags & DURABLE__CONSUMER_WAKE_PENDING) {
+    c->flags &= ~DURABLE__CONSUMER_WAKE_PENDING;
+    claim(c);
+    return;
+  }
+  durable_error_t err = {0};
+  if (durable_store_watch(durable_mesh_store(c->mesh), c->stream_ns, 0,
+                          on_orphan_signal, c, &c->orphan_watch, &err) < 0)
+    c->orphan_watch = NULL; /* the wake and the timer still come */
+  arm(c, c->msg_reclaim, durable__stream_options(c->mesh).reclaim_ms);
+}
+
+/* The claim answered: too late for this round, the stream gone, the claim
+ * failed, granted (in doubt, or not), or refused. */
 static void on_claim(const durable_response_t *res, void *data) {
   durable__consumer_ask_t *a = data;
   durable__consumer_t *c = a->c;
@@ -546,141 +695,18 @@ static void on_claim(const durable_response_t *res, void *data) {
   free(a);
   const durable__stream_ans_t *ans = durable__stream_answer(res);
   int granted = ans && ans->ok;
-  int64_t epoch = ans ? ans->epoch : 0;
-  int64_t checkpoint = ans ? ans->checkpoint : 0;
-  const char *holder = ans ? ans->holder : NULL;
-  const char *holder_instance = ans ? ans->holder_instance : NULL;
-  const char *took = ans ? ans->took_over_from : NULL;
-  durable__stream_name_t n;
-  if (c->state == DURABLE__CONSUMER_STOPPED || gen != c->gen) {
-    /* the hub left (or the consumer was stopped) while the claim was out:
-     * give a lease it got back, and only then tell the stopper */
-    int report = (c->flags & DURABLE__CONSUMER_STOP_AFTER_CLAIM) &&
-                 c->state == DURABLE__CONSUMER_STOPPED;
-    c->flags &= ~DURABLE__CONSUMER_STOP_AFTER_CLAIM;
-    if (granted && report) {
-      c->state = DURABLE__CONSUMER_CONSUMING;
-      c->epoch = epoch;
-      finish_stop(c); /* releases, then reports */
-    } else if (granted) {
-      release_granted(c, epoch);
-    } else if (report) {
-      durable__sched_later(&c->mesh->sched, on_stop_later, 0, NULL, c);
-    }
-  } else if (res->status == DURABLE_ENOTFOUND) {
-    /* deleted (or being deleted, durable_stream_delete): as at a start on
-     * a stream that is not there, wait for the wake of its next publish --
-     * which goes to the owner: a consumer on another hub looks again every
-     * reclaim_ms too (said once, the repeats at debug) */
-    durable__stream_renewed(c->mesh, c->ns, c->key);
-    durable_mesh_log(c->mesh,
-                     (c->flags & DURABLE__CONSUMER_GONE_SAID)
-                         ? DURABLE_LOG_DEBUG
-                         : DURABLE_LOG_INFO,
-                     "Durable stream consumer %s: %s — dormant until a wake",
-                     durable__consumer_hub_name(c), res->message);
-    c->flags |= DURABLE__CONSUMER_GONE_SAID;
-    c->state = DURABLE__CONSUMER_DORMANT;
-    if (c->flags & DURABLE__CONSUMER_WAKE_PENDING) {
-      c->flags &= ~DURABLE__CONSUMER_WAKE_PENDING;
-      claim(c);
-    } else {
-      arm(c, c->msg_reclaim, durable__stream_options(c->mesh).reclaim_ms);
-    }
-  } else if (res->status < 0) {
-    failure(c, 0, res->message);
-  } else if (granted && (c->flags & DURABLE__CONSUMER_LEASE_DOUBT)) {
-    /* let go behind it while the claim was out (a seek): ask again, so
-     * that it resumes from the checkpoint stored now */
-    c->flags &= ~DURABLE__CONSUMER_LEASE_DOUBT;
-    c->state = DURABLE__CONSUMER_CONSUMING;
-    c->epoch = epoch;
-    if (ans->hold_ms > 0) { /* a takeover's hold outlives the claim again */
-      uint64_t until = uv_hrtime() + (uint64_t)ans->hold_ms * 1000000u;
-      if (until > c->hold_until)
-        c->hold_until = until;
-    }
-    claim_again(c);
-  } else if (granted) {
-    c->flags &= ~DURABLE__CONSUMER_WAKE_PENDING;
-    c->epoch = epoch;
-    c->checkpoint = checkpoint;
-    char takeover[DURABLE_PATH_MAX + 32] = "";
-    if (took)
-      snprintf(takeover, sizeof takeover, ", taken over from %s", took);
-    /* the stream hub logs the grant at info: one line per lease */
-    durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,
-                     "Durable stream consumer %s holds %s (epoch %lld%s); "
-                     "resuming after acknowledged sequence %lld",
-                     durable__consumer_hub_name(c),
-                     durable__consumer_name(c, &n), (long long)epoch, takeover,
-                     (long long)checkpoint);
-    c->state = DURABLE__CONSUMER_CONSUMING;
-    free(c->held_by); /* a holder after this one is news again */
-    c->held_by = NULL;
-    c->flags &= ~DURABLE__CONSUMER_GONE_SAID;
-    /* a new lease may resume below what failed (a seek back) or on a new
-     * stream (deleted and made anew): the count of a failing item is the
-     * stored record's from here (fail_item), not this memory's */
-    c->failed_seq = c->failed_times = 0;
-    uint64_t now = uv_hrtime();
-    if (ans->hold_ms > 0) {
-      /* taken over from a process that is gone to the database, but that
-       * may still run, cut off: it stops handing items over within the
-       * fence, so the first item waits as long (a claim again meanwhile
-       * does not shorten that, nor does the taker letting go: the stream
-       * node keeps the hold for whoever holds it next) */
-      durable_mesh_log(
-          c->mesh, DURABLE_LOG_INFO,
-          "Durable stream consumer %s holds %s, %s a process "
-          "that is gone; its first item waits %u ms, until that "
-          "process, if it still runs cut off, has stopped "
-          "handing items over",
-          durable__consumer_hub_name(c), durable__consumer_name(c, &n),
-          took ? "taken over from" : "within the hold of a takeover from",
-          ans->hold_ms);
-      uint64_t until = now + (uint64_t)ans->hold_ms * 1000000u;
-      if (until > c->hold_until)
-        c->hold_until = until;
-    }
-    if (now < c->hold_until) {
-      c->state = DURABLE__CONSUMER_CONSUMING_HELD;
-      arm(c, c->msg_fence, (uint32_t)((c->hold_until - now) / 1000000u + 1));
-    } else {
-      begin_consuming(c);
-    }
-  } else {
-    /* said once per holder: every reclaim_ms again would fill the log of
-     * two hosts that share streams (the repeats are at debug) */
-    char who[2 * DURABLE_PATH_MAX + 16];
-    snprintf(who, sizeof who, "%s%s%s%s", holder ? holder : "another",
-             holder_instance ? " (process " : "",
-             holder_instance ? holder_instance : "",
-             holder_instance ? ")" : "");
-    int said = c->held_by != NULL && strcmp(c->held_by, who) == 0;
-    if (!said) {
-      free(c->held_by);
-      c->held_by = strdup(who);
-    }
-    durable_mesh_log(c->mesh, said ? DURABLE_LOG_DEBUG : DURABLE_LOG_INFO,
-                     "Durable stream consumer %s: %s is held by %s; "
-                     "waiting for it to be released",
-                     durable__consumer_hub_name(c),
-                     durable__consumer_name(c, &n), who);
-    c->state = DURABLE__CONSUMER_WAITING;
-    /* released meanwhile? ask again at once */
-    if (c->flags & DURABLE__CONSUMER_WAKE_PENDING) {
-      c->flags &= ~DURABLE__CONSUMER_WAKE_PENDING;
-      claim(c);
-      durable_hub_unref(c->hub);
-      return;
-    }
-    durable_error_t err = {0};
-    if (durable_store_watch(durable_mesh_store(c->mesh), c->stream_ns, 0,
-                            on_orphan_signal, c, &c->orphan_watch, &err) < 0)
-      c->orphan_watch = NULL; /* the wake and the timer still come */
-    arm(c, c->msg_reclaim, durable__stream_options(c->mesh).reclaim_ms);
-  }
+  if (c->state == DURABLE__CONSUMER_STOPPED || gen != c->gen)
+    claim_stale(c, granted ? ans : NULL);
+  else if (res->status == DURABLE_ENOTFOUND)
+    claim_gone(c, res->message);
+  else if (res->status < 0)
+    failure(c, 0, res->message); /* backs off */
+  else if (granted && (c->flags & DURABLE__CONSUMER_LEASE_DOUBT))
+    claim_doubted(c, ans);
+  else if (granted)
+    claim_granted(c, ans);
+  else
+    claim_refused(c, ans);
   durable_hub_unref(c->hub);
 }
 
@@ -742,8 +768,7 @@ static void claim(durable__consumer_t *c) {
   }
 }
 
-/* ---- start, wake, timers
- * ------------------------------------------------------------------ */
+/* ---- start, wake, timers ------------------------------------------------- */
 
 static void on_exists(const durable_result_t *res, void *data) {
   durable__consumer_t *c = data;
@@ -921,9 +946,7 @@ void durable__consumer_live(durable__consumer_t *c) {
     fence_over(c);
 }
 
-/* ---- leaving
- * ----------------------------------------------------------------------------------
- */
+/* ---- leaving ------------------------------------------------------------- */
 
 /* A release that did not go out, or failed: nothing is lost, only time. */
 static void say_not_released(durable__consumer_t *c, const char *why) {
@@ -971,8 +994,7 @@ static void release_granted(durable__consumer_t *c, int64_t epoch) {
   }
 }
 
-/* ---- stopping (durable_consumer_stop)
- * --------------------------------------------------------------------- */
+/* ---- stopping (durable_consumer_stop) ------------------------------------ */
 
 static void stop_done(durable__consumer_t *c) {
   if (c->flags & DURABLE__CONSUMER_STOP_REPORTED)
@@ -1078,8 +1100,7 @@ void durable__consumer_retention_changed(durable__consumer_t *c) {
     durable__sweep_acked(c->sweep, c->checkpoint);
 }
 
-/* ---- making one (consumers.c declares it)
- * ------------------------------------------------------------------ */
+/* ---- making one (consumers.c declares it) -------------------------------- */
 
 int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
                           durable__consumer_t **out, durable_error_t *err) {

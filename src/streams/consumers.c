@@ -19,8 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the mesh's list
- * ------------------------------------------------------------------ */
+/* ---- the mesh's list ----------------------------------------------------- */
 
 /* The mesh's consumers, a list kept as per-mesh state (stream.c). */
 typedef struct {
@@ -75,8 +74,7 @@ static void list_link(durable__consumer_t *c) {
   *head = c;
 }
 
-/* ---- what reaches every consumer
- * ------------------------------------------------------------------ */
+/* ---- what reaches every consumer ----------------------------------------- */
 
 void durable__consumers_lease_gone(durable_mesh_t *mesh, const char *ns,
                                    const char *key, int claiming) {
@@ -114,8 +112,7 @@ void durable__consumers_session_lost(durable_mesh_t *mesh) {
     durable__consumer_lease_gone(c, 0);
 }
 
-/* ---- declaring
- * ------------------------------------------------------------------ */
+/* ---- declaring ----------------------------------------------------------- */
 
 /* A consumer of `cfg` on `hub`, in the mesh's list, started. */
 static int declare(durable_hub_t *hub, const durable_consumer_t *cfg,

@@ -19,8 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the appends of acknowledged items
- * ------------------------------------------------------------------ */
+/* ---- the appends of acknowledged items ----------------------------------- */
 
 typedef struct durable__outq_s {
   struct durable__outq_s *next;
@@ -86,8 +85,7 @@ void durable__consumer_append(durable__consumer_t *c, durable__outbox_t *box) {
   outq_next(c);
 }
 
-/* ---- the acknowledgement
- * ------------------------------------------------------------------ */
+/* ---- the acknowledgement ------------------------------------------------- */
 
 static int effects_refused(int code) {
   return code == DURABLE_EEXIST || code == DURABLE_ENOTFOUND ||
@@ -219,8 +217,7 @@ static void on_appends_allowed(int status, const char *message, void *data) {
   send_ack(a->c, a, effects);
 }
 
-/* ---- the turn (runs as a message of the hub)
- * ------------------------------------------------------------------ */
+/* ---- the turn (runs as a message of the hub) ----------------------------- */
 
 void durable__consumer_turn(durable_hub_t *hub, const durable_msg_t *msg,
                             durable_reply_t *reply, void *data) {
