@@ -52,8 +52,8 @@
  *
  * This file is one consumer, from its start to its stop.  The item's turn
  * and its acknowledgement are turn.c's, the dead letters dead_letter.c's,
- * and consumers.c declares consumers and keeps the mesh's list of them
- * (consumer.h).
+ * the timers consumer_timer.c's, and consumers.c declares consumers and
+ * keeps the mesh's list of them (consumer.h).
  */
 #include "consumer.h"
 
@@ -74,63 +74,6 @@ static int ask(durable__consumer_t *c, const char *type, int64_t epoch,
                int64_t seq, durable_response_cb cb, durable__consumer_ask_t *a,
                durable_error_t *err) {
   return durable__consumer_ask(c, type, epoch, seq, NULL, cb, a, err);
-}
-
-/* The spare timer fired: its message goes into the hub's mailbox as a hub
- * timer's does (durable__hub_post_own), or, still without memory, it fires
- * again soon. */
-static void on_spare(uv_timer_t *timer) {
-  durable__consumer_t *c = timer->data;
-  if (c->state == DURABLE__CONSUMER_STOPPED)
-    return;
-  if (durable__hub_post_own(c->hub, c->spare_type, c->spare_payload) < 0)
-    uv_timer_start(timer, on_spare, DURABLE__TIMER_RETRY_MS, 0);
-}
-
-static void on_spare_closed(uv_handle_t *handle) {
-  durable__consumer_t *c = handle->data;
-  durable_mesh_t *mesh = c->mesh;
-  c->flags &= ~DURABLE__CONSUMER_SPARE_OPEN;
-  durable_hub_unref(c->hub); /* c may be gone now */
-  durable__sched_handle_closed(&mesh->sched);
-}
-
-static void close_spare(durable__consumer_t *c) {
-  if ((c->flags & DURABLE__CONSUMER_SPARE_OPEN) &&
-      !uv_is_closing((uv_handle_t *)&c->spare))
-    uv_close((uv_handle_t *)&c->spare, on_spare_closed);
-}
-
-/* Arm a hub timer that posts `type` with the current generation. */
-static void arm(durable__consumer_t *c, const char *type, uint32_t ms) {
-  char payload[32];
-  snprintf(payload, sizeof payload, "%llu", (unsigned long long)c->gen);
-  /* refused once leaving */
-  if (durable_hub_post_after(c->hub, ms, type, payload, NULL) !=
-          DURABLE_ENOMEM ||
-      c->state == DURABLE__CONSUMER_STOPPED)
-    return;
-  /* No memory for the hub's timer: the spare one, so that a retry is
-   * late at worst, never lost (a consumer would stall for good).  It
-   * keeps one message: a newer one replaces it (the gen retires it
-   * anyway). */
-  if ((c->flags & DURABLE__CONSUMER_SPARE_OPEN) &&
-      uv_is_closing((uv_handle_t *)&c->spare))
-    return;
-  if (!(c->flags & DURABLE__CONSUMER_SPARE_OPEN)) {
-    uv_timer_init(durable_mesh_loop(c->mesh), &c->spare);
-    c->spare.data = c;
-    c->flags |= DURABLE__CONSUMER_SPARE_OPEN;
-    durable_hub_ref(c->hub);
-    durable__sched_handle_opened(&c->mesh->sched);
-  }
-  c->spare_type = type;
-  snprintf(c->spare_payload, sizeof c->spare_payload, "%s", payload);
-  uv_timer_start(&c->spare, on_spare, ms, 0);
-}
-
-static int current_gen(durable__consumer_t *c, const durable_msg_t *msg) {
-  return strtoull(msg->payload, NULL, 10) == c->gen;
 }
 
 static void claim(durable__consumer_t *c);
@@ -190,7 +133,7 @@ static void backoff(durable__consumer_t *c, int64_t seq, const char *why) {
                    at, why, (unsigned long long)delay);
   c->state = DURABLE__CONSUMER_BACKOFF;
   c->gen++;
-  arm(c, c->msg_retry, (uint32_t)delay);
+  durable__consumer_arm(c, c->msg_retry, (uint32_t)delay);
 }
 
 /* The dead letter of item `seq` (dead_letter.c): moved, the item is done;
@@ -341,7 +284,8 @@ static void wait_for_liveness(durable__consumer_t *c, int64_t seq) {
   }
   c->state = DURABLE__CONSUMER_CONSUMING_FENCED;
   c->fenced_seq = seq;
-  arm(c, c->msg_fence, durable__store_fence_ms(durable_mesh_store(c->mesh)));
+  durable__consumer_arm(c, c->msg_fence,
+                        durable__store_fence_ms(durable_mesh_store(c->mesh)));
 }
 
 static void turn_done(durable__consumer_t *c, const durable_response_t *res,
@@ -572,7 +516,8 @@ static void claim_gone(durable__consumer_t *c, const char *message) {
     c->flags &= ~DURABLE__CONSUMER_WAKE_PENDING;
     claim(c);
   } else {
-    arm(c, c->msg_reclaim, durable__stream_options(c->mesh).reclaim_ms);
+    durable__consumer_arm(c, c->msg_reclaim,
+                          durable__stream_options(c->mesh).reclaim_ms);
   }
 }
 
@@ -642,7 +587,8 @@ static void claim_granted(durable__consumer_t *c,
   }
   if (now < c->hold_until) {
     c->state = DURABLE__CONSUMER_CONSUMING_HELD;
-    arm(c, c->msg_fence, (uint32_t)((c->hold_until - now) / 1000000u + 1));
+    durable__consumer_arm(c, c->msg_fence,
+                          (uint32_t)((c->hold_until - now) / 1000000u + 1));
   } else {
     begin_consuming(c);
   }
@@ -683,7 +629,8 @@ static void claim_refused(durable__consumer_t *c,
   if (durable_store_watch(durable_mesh_store(c->mesh), c->stream_ns, 0,
                           on_orphan_signal, c, &c->orphan_watch, &err) < 0)
     c->orphan_watch = NULL; /* the wake and the timer still come */
-  arm(c, c->msg_reclaim, durable__stream_options(c->mesh).reclaim_ms);
+  durable__consumer_arm(c, c->msg_reclaim,
+                        durable__stream_options(c->mesh).reclaim_ms);
 }
 
 /* The claim answered: too late for this round, the stream gone, the claim
@@ -863,7 +810,8 @@ static void on_retry(durable_hub_t *hub, const durable_msg_t *msg,
                      durable_reply_t *reply, void *data) {
   durable__consumer_t *c = data;
   (void)hub;
-  if (c->state == DURABLE__CONSUMER_BACKOFF && current_gen(c, msg))
+  if (c->state == DURABLE__CONSUMER_BACKOFF &&
+      durable__consumer_current_gen(c, msg))
     claim(c);
   durable_reply_ok(reply, NULL);
 }
@@ -887,7 +835,7 @@ static void on_reclaim(durable_hub_t *hub, const durable_msg_t *msg,
   /* dormant: armed only when a claim found the stream deleted */
   if ((c->state == DURABLE__CONSUMER_WAITING ||
        c->state == DURABLE__CONSUMER_DORMANT) &&
-      current_gen(c, msg))
+      durable__consumer_current_gen(c, msg))
     claim(c);
   durable_reply_ok(reply, NULL);
 }
@@ -915,8 +863,8 @@ static void on_fence(durable_hub_t *hub, const durable_msg_t *msg,
   durable__consumer_t *c = data;
   (void)hub;
   durable_reply_ok(reply, NULL);
-  if (!durable__consumer_consuming(c) || !current_gen(c, msg) ||
-      durable__consumer_leaving(c))
+  if (!durable__consumer_consuming(c) ||
+      !durable__consumer_current_gen(c, msg) || durable__consumer_leaving(c))
     return;
   if (c->state == DURABLE__CONSUMER_CONSUMING_HELD) {
     c->state = DURABLE__CONSUMER_CONSUMING;
@@ -926,7 +874,8 @@ static void on_fence(durable_hub_t *hub, const durable_msg_t *msg,
     fence_over(c);
   } else if (c->state == DURABLE__CONSUMER_CONSUMING_FENCED) {
     durable__stream_name_t n;
-    arm(c, c->msg_fence, durable__store_fence_ms(durable_mesh_store(c->mesh)));
+    durable__consumer_arm(c, c->msg_fence,
+                          durable__store_fence_ms(durable_mesh_store(c->mesh)));
     if (c->flags & DURABLE__CONSUMER_FENCE_LOGGED)
       return;
     c->flags |= DURABLE__CONSUMER_FENCE_LOGGED;
@@ -1029,7 +978,7 @@ static void finish_stop(durable__consumer_t *c) {
   c->state = DURABLE__CONSUMER_STOPPED;
   c->gen++; /* retire the timers and answers of the last round */
   stop_reading(c);
-  close_spare(c);
+  durable__consumer_close_spare(c);
   if (claiming) { /* on_claim lets go of what it gets, then reports */
     c->flags |= DURABLE__CONSUMER_STOP_AFTER_CLAIM;
     return;
@@ -1073,7 +1022,7 @@ static void on_dispose(durable_hub_t *hub, void *data) {
   int held = holds_lease(c);
   c->state = DURABLE__CONSUMER_STOPPED;
   stop_reading(c);
-  close_spare(c);
+  durable__consumer_close_spare(c);
   clear_turn(c);
   /* the item in flight is done (the quiesce waited for its turn): let go */
   if (held)

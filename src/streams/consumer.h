@@ -5,12 +5,13 @@
  *
  * consumers.c declares consumers and keeps each mesh's list of them;
  * consumer.c is one consumer, from its start to its stop (its states, its
- * claim, its items, its failures); dead_letter.c moves an item that failed
- * max_attempts times to the dead letters; turn.c runs one item's turn (the
- * handler, the acknowledgement with the item's effects, the appends made
- * after it).  Each file calls only those after it in that list, so that no
- * two call each other (tests/house/circles.sh): a lower one answers through
- * a callback that it is handed.
+ * claim, its items, its failures); consumer_timer.c arms its timers;
+ * dead_letter.c moves an item that failed max_attempts times to the dead
+ * letters; turn.c runs one item's turn (the handler, the acknowledgement
+ * with the item's effects, the appends made after it).  Each file calls
+ * only those after it in that list, so that no two call each other
+ * (tests/house/circles.sh): a lower one answers through a callback that it
+ * is handed.
  */
 #ifndef DURABLE_STREAMS_CONSUMER_H
 #define DURABLE_STREAMS_CONSUMER_H
@@ -222,6 +223,18 @@ void durable__consumer_lease_gone(durable__consumer_t *c, int claiming);
 void durable__consumer_live(durable__consumer_t *c);
 /* An operator's retention policy changed: look at what is due now. */
 void durable__consumer_retention_changed(durable__consumer_t *c);
+
+/* ---- consumer_timer.c: the consumer's timers -------------------------- */
+
+/* Post the consumer's hub `type` after `ms`, with the generation now as
+ * its payload; late at worst, never lost (the spare timer). */
+void durable__consumer_arm(durable__consumer_t *c, const char *type,
+                           uint32_t ms);
+/* The message of a timer armed in the round now (not an earlier one's). */
+int durable__consumer_current_gen(const durable__consumer_t *c,
+                                  const durable_msg_t *msg);
+/* Close the spare timer, if open (stopping: nothing is armed any more). */
+void durable__consumer_close_spare(durable__consumer_t *c);
 
 /* ---- dead_letter.c: the dead letters of max_attempts ------------------ */
 
