@@ -1,8 +1,8 @@
 /*
  * stats.c: what this process did with each stream -- appended, handled,
  * failed, redelivered, dead-lettered, trimmed -- counted where it happens
- * (publish.c, consumer.c, operator.c) and read by durable_mesh_stream_stats
- * (mesh:stats().streams, the metrics endpoint).
+ * (publish.c, consumer.c, turn.c, dead_letter.c, operator.c) and read by
+ * durable_mesh_stream_stats (mesh:stats().streams, the metrics endpoint).
  *
  * The counters live in the streams layer's per-mesh state (install.c), one
  * entry per stream in a hash map keyed "{ns}\n{key}" (a family has no '/',

@@ -679,9 +679,9 @@ static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
   const char *principal = durable_mesh_principal(durable_hub_mesh(hub));
   if (!typed && principal != NULL) {
     /* The runtime's own requests are typed and were checked where they
-     * were made (publish.c, consumer.c); a JSON one comes from user code,
-     * and the stream hub acts as the platform: a principal must not reach
-     * it that way. */
+     * were made (publish.c, the consumer's files); a JSON one comes from
+     * user code, and the stream hub acts as the platform: a principal must
+     * not reach it that way. */
     char message[DURABLE_PATH_MAX + 256];
     snprintf(message, sizeof message,
              "principal '%s' may not send '%s' to '%s': the stream protocol "
