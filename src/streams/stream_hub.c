@@ -141,7 +141,7 @@ static void batch_written(durable__shub_t *sh, const durable_result_t *res) {
       (sh->flags & DURABLE__SHUB_HAVE_STATE)) {
     /* another process wrote first: decide again on what won, read under
      * the row lock (run_batch goes on after its tail) */
-    if (++sh->head->attempts >= MAX_CONTENDED) {
+    if (++durable__shub_head(sh)->attempts >= MAX_CONTENDED) {
       durable__shub_fail(sh, res->status, res->message);
       return;
     }
@@ -208,7 +208,7 @@ static void commit_written(durable__shub_t *sh, const durable_result_t *res) {
  * acknowledgement already written writes nothing again (its effects went
  * with the first). */
 static void run_commit(durable__shub_t *sh) {
-  durable__shub_op_t *op = sh->head;
+  durable__shub_op_t *op = durable__shub_head(sh);
   durable__stream_state_t next;
   if (!decide_ack(sh, op) && !op->refused) {
     /* a repeat: acknowledged already, and its effects went with that --
@@ -247,13 +247,13 @@ static void run_commit(durable__shub_t *sh) {
 static void run_batch(durable__shub_t *sh) {
   size_t n = 0, appends = 0, ids = 0;
   int deleting = sh->state.deleting_at != 0;
-  if (deleting && sh->head->kind == DURABLE__OP_APPEND &&
+  if (deleting && durable__shub_head(sh)->kind == DURABLE__OP_APPEND &&
       durable__shub_refuse_deleting(sh, "appended to"))
     return;
-  for (durable__shub_op_t *op = sh->head;
+  for (durable__shub_op_t *op = durable__shub_head(sh);
        op && (op->kind == DURABLE__OP_APPEND || op->kind == DURABLE__OP_ACK) &&
        n < APPEND_BATCH;
-       op = op->next) {
+       op = durable__shub_after(sh, op)) {
     if (deleting && op->kind == DURABLE__OP_APPEND)
       break; /* refused when it comes to the head */
     if (op->kind == DURABLE__OP_ACK && op->req->effects) {
@@ -291,8 +291,8 @@ static void run_batch(durable__shub_t *sh) {
   int part = appends ? DURABLE__PART_TAIL : 0;
   int64_t now = durable__now_ms();
   size_t k = 0, w = 0, nid = 0;
-  durable__shub_op_t *op = sh->head;
-  for (size_t i = 0; ok && i < n; i++, op = op->next) {
+  durable__shub_op_t *op = durable__shub_head(sh);
+  for (size_t i = 0; ok && i < n; i++, op = durable__shub_after(sh, op)) {
     if (op->kind == DURABLE__OP_ACK) {
       if (decide_ack(sh, op) && op->req->sequence > next.checkpoint) {
         next.checkpoint = op->req->sequence;
@@ -397,14 +397,15 @@ static void granted(durable__shub_t *sh, const durable_result_t *res) {
       ans->hold_ms = (uint32_t)(s->hold_until - now);
   }
   forget_holder(sh);
-  durable__shub_answer(sh->head, ans);
+  durable__shub_answer(durable__shub_head(sh), ans);
   durable__shub_next(sh);
 }
 
 static void grant(durable__shub_t *sh) {
   durable__stream_state_t next;
   if (durable__state_copy(&sh->state, &next) < 0 ||
-      durable__str_set(&next.subscriber, sh->head->req->subscriber) < 0 ||
+      durable__str_set(&next.subscriber,
+                       durable__shub_head(sh)->req->subscriber) < 0 ||
       durable__str_set(&next.subscriber_instance, here(sh)) < 0) {
     durable__state_free(&next); /* the copy, when it was made */
     durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
@@ -440,7 +441,7 @@ static void refuse(durable__shub_t *sh) {
     }
   }
   forget_holder(sh);
-  durable__shub_answer(sh->head, ans);
+  durable__shub_answer(durable__shub_head(sh), ans);
   durable__shub_next(sh);
 }
 
@@ -485,8 +486,8 @@ static void run_claim(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   if (durable__shub_refuse_deleting(sh, "claimed"))
     return;
-  durable__claim_t meets =
-      durable__lease_claim(s, sh->head->req->subscriber, here(sh));
+  durable__claim_t meets = durable__lease_claim(
+      s, durable__shub_head(sh)->req->subscriber, here(sh));
   if (meets == DURABLE__CLAIM_GRANT) {
     grant(sh);
     return;
@@ -533,7 +534,7 @@ static void released(durable__shub_t *sh, const durable_result_t *res) {
   if (!durable__shub_lease_saved(sh, res, 0))
     return;
   durable__lease_log_released(sh->mesh, &sh->state);
-  durable__shub_answer_ok(sh->head, 1, NULL);
+  durable__shub_answer_ok(durable__shub_head(sh), 1, NULL);
   sh->flags &= ~DURABLE__SHUB_WOKEN; /* a new orphan period */
   if (durable__lease_waiting(&sh->state))
     durable__shub_wake_owner(sh);
@@ -541,7 +542,7 @@ static void released(durable__shub_t *sh, const durable_result_t *res) {
 }
 
 static void run_release(durable__shub_t *sh) {
-  durable__shub_op_t *op = sh->head;
+  durable__shub_op_t *op = durable__shub_head(sh);
   if (fenced(sh, op)) { /* a stale release is ignored */
     durable__shub_answer_ok(op, 0, NULL);
     durable__shub_next(sh);
@@ -566,7 +567,7 @@ static void run_release(durable__shub_t *sh) {
 
 /* The head's turn, its state known. */
 static void run_head(durable__shub_t *sh) {
-  switch (sh->head->kind) {
+  switch (durable__shub_head(sh)->kind) {
   case DURABLE__OP_APPEND:
   case DURABLE__OP_ACK:
     run_batch(sh); /* with the appends and acks queued behind */
@@ -640,7 +641,7 @@ static void on_state_read(const durable_result_t *res, void *data) {
 static void pump(durable__shub_t *sh) {
   if (sh->flags & DURABLE__SHUB_BUSY)
     return;
-  while ((sh->flags & DURABLE__SHUB_DEAD) && sh->head) {
+  while ((sh->flags & DURABLE__SHUB_DEAD) && !durable__queue_empty(&sh->ops)) {
     /* Left (its quiesce budget ran out): what was queued never ran and was
      * answered ShuttingDown already; running it now would duplicate what a
      * producer resends to the next activation. */
@@ -648,7 +649,7 @@ static void pump(durable__shub_t *sh) {
     durable_reply_fail(op->reply, DURABLE_ESHUTDOWN, "the stream hub left");
     durable__shub_op_free(op);
   }
-  if (sh->head == NULL)
+  if (durable__queue_empty(&sh->ops))
     return;
   sh->flags |= DURABLE__SHUB_BUSY;
   if (!(sh->flags & DURABLE__SHUB_HAVE_STATE)) {
@@ -727,17 +728,13 @@ static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
   op->reply = reply;
   op->req = req;
   op->typed = typed;
-  if (sh->tail)
-    sh->tail->next = op;
-  else
-    sh->head = op;
-  sh->tail = op;
+  durable__queue_insert_tail(&sh->ops, &op->link);
   pump(sh);
 }
 
 static void shub_free(void *data) {
   durable__shub_t *sh = data;
-  while (sh->head) /* their replies ended with the hub */
+  while (!durable__queue_empty(&sh->ops)) /* their replies ended with the hub */
     durable__shub_op_free(durable__shub_pop(sh));
   durable__state_free(&sh->state);
   forget_holder(sh);
@@ -749,6 +746,8 @@ static void stream_hub_init(durable_hub_t *hub, durable_reply_t *done,
                             void *data) {
   (void)data;
   durable__shub_t *sh = calloc(1, sizeof(*sh));
+  if (sh)
+    durable__queue_init(&sh->ops); /* before shub_free can see it */
   if (sh == NULL || (sh->path = strdup(durable_hub_address(hub))) == NULL) {
     free(sh);
     durable_reply_fail(done, DURABLE_ENOMEM, "out of memory");

@@ -31,11 +31,12 @@
 #define DURABLE_STREAMS_STREAM_HUB_H
 
 #include "protocol.h"
+#include "queue.h"
 #include "stream.h"
 
 typedef struct durable__shub_op_s durable__shub_op_t;
 struct durable__shub_op_s {
-  durable__shub_op_t *next;
+  struct durable__queue link; /* in its hub's chain (sh->ops) */
   durable__stream_op_t kind;
   durable_reply_t *reply;
   durable__stream_req_t *req; /* what was asked (protocol.h) */
@@ -98,7 +99,9 @@ struct durable__shub_s {
    * node at that version, unread (0: not known, so read-modify-write) */
   int64_t version;
   uint64_t contended_until; /* uv_now: another process writes here too */
-  durable__shub_op_t *head, *tail;
+  /* the serial chain (durable__shub_op_t), first in first out: its first
+   * operation is the head, whose turn it is (durable__shub_head) */
+  struct durable__queue ops;
   char *holder;          /* a claim's probe in flight: the holder probed */
   char *holder_instance; /* ... when it is in another process: which */
   size_t batch;    /* operations in the transaction in flight (the head's) */
@@ -115,6 +118,24 @@ struct durable__shub_s {
    * durable__shub_go_on) */
   void (*pump)(durable__shub_t *sh);
 };
+
+/* The chain's head (NULL: the chain is empty). */
+static inline durable__shub_op_t *
+durable__shub_head(const durable__shub_t *sh) {
+  return durable__queue_empty(&sh->ops)
+             ? NULL
+             : DURABLE__QUEUE_DATA(durable__queue_head(&sh->ops),
+                                   durable__shub_op_t, link);
+}
+
+/* The operation after `op` on the chain (NULL: `op` is the last).  A batch
+ * is the head and those after it, walked with this. */
+static inline durable__shub_op_t *
+durable__shub_after(const durable__shub_t *sh, const durable__shub_op_t *op) {
+  return op->link.next == &sh->ops
+             ? NULL
+             : DURABLE__QUEUE_DATA(op->link.next, durable__shub_op_t, link);
+}
 
 /* ---- stream_hub_ids.c: publish ids found stored ------------------------- */
 

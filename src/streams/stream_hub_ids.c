@@ -30,21 +30,16 @@ typedef struct {
  * again from a fresh state. */
 static void ids_read(durable__shub_t *sh, size_t n) {
   size_t found = 0;
-  durable__shub_op_t **link = &sh->head, *last = NULL;
-  for (size_t i = 0; i < n && *link; i++) {
-    durable__shub_op_t *op = *link;
+  durable__shub_op_t *op = durable__shub_head(sh), *after;
+  for (size_t i = 0; i < n && op; i++, op = after) {
+    after = durable__shub_after(sh, op); /* before op may go */
     if (op->kind == DURABLE__OP_APPEND && op->known > 0) {
-      *link = op->next;
+      durable__queue_remove(&op->link);
       durable__shub_answer_seq(op, op->known);
       durable__shub_op_free(op);
       found++;
-    } else {
-      last = op;
-      link = &op->next;
     }
   }
-  if (*link == NULL)
-    sh->tail = last;
   if (found == 0) {
     /* not an id: an item in the way, say */
     durable__shub_retry(sh, sh->failed_code, sh->failed_message);
@@ -74,8 +69,8 @@ void durable__shub_read_ids(durable__shub_t *sh, size_t n,
            res->message ? res->message : durable_strerror(res->status));
   sh->batch = n;
   sh->looking = 1; /* held until every read is out */
-  durable__shub_op_t *op = sh->head;
-  for (size_t i = 0; i < n && op; i++, op = op->next) {
+  durable__shub_op_t *op = durable__shub_head(sh);
+  for (size_t i = 0; i < n && op; i++, op = durable__shub_after(sh, op)) {
     op->known = 0;
     if (op->kind != DURABLE__OP_APPEND || op->req->id == NULL)
       continue;

@@ -30,12 +30,9 @@ void durable__shub_op_free(durable__shub_op_t *op) {
 }
 
 durable__shub_op_t *durable__shub_pop(durable__shub_t *sh) {
-  durable__shub_op_t *op = sh->head;
-  if (op) {
-    sh->head = op->next;
-    if (sh->head == NULL)
-      sh->tail = NULL;
-  }
+  durable__shub_op_t *op = durable__shub_head(sh);
+  if (op)
+    durable__queue_remove(&op->link);
   return op;
 }
 
@@ -106,13 +103,13 @@ void durable__shub_next(durable__shub_t *sh) {
 }
 
 void durable__shub_fail(durable__shub_t *sh, int code, const char *message) {
-  durable_reply_fail(sh->head->reply, code, message);
+  durable_reply_fail(durable__shub_head(sh)->reply, code, message);
   durable__shub_next(sh);
 }
 
 void durable__shub_retry(durable__shub_t *sh, int code, const char *message) {
   durable__shub_forget_state(sh);
-  if (++sh->head->attempts >= MAX_ATTEMPTS) {
+  if (++durable__shub_head(sh)->attempts >= MAX_ATTEMPTS) {
     durable__shub_fail(sh, code, message);
     return;
   }
@@ -120,7 +117,7 @@ void durable__shub_retry(durable__shub_t *sh, int code, const char *message) {
 }
 
 int durable__shub_read_again_first(durable__shub_t *sh, int beyond) {
-  if (!beyond || sh->head->attempts > 0)
+  if (!beyond || durable__shub_head(sh)->attempts > 0)
     return 0;
   durable__shub_retry(sh, DURABLE_EINVAL, "read again");
   return 1;

@@ -77,6 +77,7 @@ static void seeked(durable__shub_t *sh, const durable_result_t *res) {
   int64_t was = sh->op_was;
   if (!durable__shub_lease_saved(sh, res, 0))
     return;
+  durable__shub_op_t *op = durable__shub_head(sh);
   const durable__stream_state_t *s = &sh->state;
   durable_stream_id_t id = durable__shub_id(sh);
   durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
@@ -84,9 +85,9 @@ static void seeked(durable__shub_t *sh, const durable_result_t *res) {
                    "%s; the lease is free (epoch %lld), and the next holder "
                    "resumes after %lld",
                    durable__stream_name(&id).text, (long long)was,
-                   (long long)s->checkpoint, sh->head->req->subscriber,
+                   (long long)s->checkpoint, op->req->subscriber,
                    (long long)s->lease_epoch, (long long)s->checkpoint);
-  answer_was(sh->head, was);
+  answer_was(op, was);
   after_let_go(sh);
   durable__shub_next(sh);
 }
@@ -95,7 +96,7 @@ static void seeked(durable__shub_t *sh, const durable_result_t *res) {
  * forward: skip), the lease let go. */
 void durable__shub_seek(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
-  int64_t to = sh->head->req->sequence;
+  int64_t to = durable__shub_head(sh)->req->sequence;
   if (durable__shub_refuse_deleting(sh, "sought") ||
       durable__shub_read_again_first(sh, to > s->last_sequence))
     return;
@@ -139,19 +140,19 @@ static void trimmed(durable__shub_t *sh, const durable_result_t *res) {
   int forced = (sh->flags & DURABLE__SHUB_TRIM_FORCED) != 0;
   if (!durable__shub_lease_saved(sh, res, 0))
     return;
+  durable__shub_op_t *op = durable__shub_head(sh);
   const durable__stream_state_t *s = &sh->state;
   durable_stream_id_t id = durable__shub_id(sh);
   /* retention's trims (Epoch 2) come every few hundred ms on a busy
    * stream: the operator's own are the news */
   durable_mesh_log(
-      sh->mesh,
-      sh->head->req->epoch == 2 ? DURABLE_LOG_DEBUG : DURABLE_LOG_INFO,
+      sh->mesh, op->req->epoch == 2 ? DURABLE_LOG_DEBUG : DURABLE_LOG_INFO,
       "[DurableStreams] %s: items up to %lld trimmed by %s "
       "(checkpoint %lld%s)",
       durable__stream_name(&id).text, (long long)s->trimmed_through,
-      sh->head->req->subscriber, (long long)s->checkpoint,
+      op->req->subscriber, (long long)s->checkpoint,
       forced ? ", moved there with the trim: the lease is free" : "");
-  answer_was(sh->head, was);
+  answer_was(op, was);
   if (forced)
     after_let_go(sh);
   durable__shub_next(sh);
@@ -162,7 +163,7 @@ static void trimmed(durable__shub_t *sh, const durable_result_t *res) {
  * Never past the checkpoint, unless forced (Epoch 1): then the checkpoint
  * moves to N as by a seek. */
 void durable__shub_trim(durable__shub_t *sh) {
-  durable__shub_op_t *op = sh->head;
+  durable__shub_op_t *op = durable__shub_head(sh);
   const durable__stream_state_t *s = &sh->state;
   int64_t to = op->req->sequence;
   int force = op->req->epoch == 1; /* 2: retention's, never forced */
@@ -229,14 +230,15 @@ void durable__shub_trim(durable__shub_t *sh) {
 static void delete_marked(durable__shub_t *sh, const durable_result_t *res) {
   if (!durable__shub_lease_saved(sh, res, 0))
     return;
+  durable__shub_op_t *op = durable__shub_head(sh);
   const durable__stream_state_t *s = &sh->state;
   durable_stream_id_t id = durable__shub_id(sh);
   durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
                    "[DurableStreams] %s: being deleted by %s, with its items "
                    "1 to %lld; the lease is free (epoch %lld)",
-                   durable__stream_name(&id).text, sh->head->req->subscriber,
+                   durable__stream_name(&id).text, op->req->subscriber,
                    (long long)s->last_sequence, (long long)s->lease_epoch);
-  answer_was(sh->head, s->last_sequence);
+  answer_was(op, s->last_sequence);
   /* the stream's next life wakes its owner afresh */
   sh->flags &= ~DURABLE__SHUB_WOKEN;
   durable__consumers_lease_gone(sh->mesh, s->ns, s->key, 1);
@@ -276,12 +278,13 @@ static void on_node_deleted(const durable_result_t *res, void *data) {
   } else if (res->status < 0 && res->status != DURABLE_ENOTFOUND) {
     durable__shub_fail(sh, res->status, res->message);
   } else {
+    durable__shub_op_t *op = durable__shub_head(sh);
     durable_stream_id_t id = durable__shub_id(sh);
     durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
                      "[DurableStreams] %s: deleted by %s; a publish makes it "
                      "anew, from sequence 1",
-                     durable__stream_name(&id).text, sh->head->req->subscriber);
-    answer_was(sh->head, sh->state.last_sequence);
+                     durable__stream_name(&id).text, op->req->subscriber);
+    answer_was(op, sh->state.last_sequence);
     durable__shub_forget_state(sh);
     sh->flags &= ~DURABLE__SHUB_WOKEN;
     durable__directory_forget(sh->mesh, sh->path);
@@ -291,7 +294,7 @@ static void on_node_deleted(const durable_result_t *res, void *data) {
 }
 
 void durable__shub_delete(durable__shub_t *sh) {
-  durable__shub_op_t *op = sh->head;
+  durable__shub_op_t *op = durable__shub_head(sh);
   const durable__stream_state_t *s = &sh->state;
   durable_stream_id_t id = durable__shub_id(sh);
   char message[sizeof(durable__stream_name_t) + DURABLE_PATH_MAX + 200];

@@ -172,8 +172,9 @@ static void on_written(const durable_result_t *res, void *data) {
     if (w->shift != 0 && !w->replace) {
       /* the mutator took later sequences (remake_write): so do the
        * answers of the batch's appends */
-      durable__shub_op_t *op = sh->head;
-      for (size_t i = 0; op && i < sh->batch; i++, op = op->next)
+      durable__shub_op_t *op = durable__shub_head(sh);
+      for (size_t i = 0; op && i < sh->batch;
+           i++, op = durable__shub_after(sh, op))
         if (op->kind == DURABLE__OP_APPEND)
           op->seq += w->shift;
     }
