@@ -134,7 +134,9 @@ typedef struct dlua_mesh_s {
   struct dlua_dropped_s *dropped; /* replies collected unfinished: failed
                                      at the next safe point */
   struct dlua_streams_s *streams; /* consumers, their sources (streams.c) */
-  struct dlua_sub_s *readers;     /* readers open, newest first (reader.c) */
+  /* readers open (reader.c's dlua_sub_t), newest first; set up at the
+   * first reader (reader.c: mesh.c only zeroes it) */
+  struct durable__queue readers;
   /* dlua_event_t, first in first out: delivered after uv_run */
   struct durable__queue events;
   int draining; /* the queue is being delivered */

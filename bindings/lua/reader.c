@@ -40,7 +40,7 @@ typedef struct {
 } dlua_subud_t;
 
 struct dlua_sub_s {
-  dlua_sub_t *prev, *next; /* in the mesh's readers */
+  struct durable__queue link; /* in the mesh's readers while open */
   dlua_mesh_t *m;
   durable_reader_t *reader;
   int item_ref, error_ref;
@@ -108,6 +108,14 @@ int dlua_push_item(lua_State *L, const durable_item_t *item, char *err,
 
 /* ---- the reader and its subscription ------------------------------------- */
 
+/* The mesh's readers.  The mesh is made zeroed, and a zeroed head is no
+ * queue: it is set up here, at its first use. */
+static struct durable__queue *readers_of(dlua_mesh_t *m) {
+  if (m->readers.next == NULL)
+    durable__queue_init(&m->readers);
+  return &m->readers;
+}
+
 static void sub_free(dlua_sub_t *s) {
   dlua_src_free(s->src);
   free(s);
@@ -122,12 +130,7 @@ static void sub_close(dlua_sub_t *s, sub_state_t how) {
   s->reader = NULL;
   dlua_unref(s->m->S->main, s->m->S, &s->item_ref);
   dlua_unref(s->m->S->main, s->m->S, &s->error_ref);
-  if (s->prev)
-    s->prev->next = s->next;
-  else if (s->m->readers == s)
-    s->m->readers = s->next;
-  if (s->next)
-    s->next->prev = s->prev;
+  durable__queue_remove(&s->link); /* nothing when it was never listed */
   if (s->ud) {
     if (s->ud->state == SUB_OPEN)
       s->ud->state = how;
@@ -299,6 +302,7 @@ static int h_read(lua_State *L) {
   dlua_sub_t *s = calloc(1, sizeof(*s));
   if (s == NULL)
     return luaL_error(L, "out of memory");
+  durable__queue_init(&s->link); /* listed below, once it reads */
   s->m = m;
   s->item_ref = s->error_ref = LUA_NOREF;
   snprintf(s->name, sizeof s->name, "%s@%s", id.ns, id.key);
@@ -331,10 +335,7 @@ static int h_read(lua_State *L) {
   }
   /* durable_stream_read asks for the first item at once, but the store answers
    * later: nothing has been delivered yet */
-  s->next = m->readers;
-  if (m->readers)
-    m->readers->prev = s;
-  m->readers = s;
+  durable__queue_insert_head(readers_of(m), &s->link);
   s->ud = ud;
   ud->sub = s;
   ud->state = SUB_OPEN;
@@ -390,8 +391,11 @@ static int s_tostring(lua_State *L) {
 /* ---- the mesh's side ----------------------------------------------------- */
 
 void dlua_readers_close(dlua_mesh_t *m) {
-  while (m->readers)
-    sub_close(m->readers, SUB_CLOSED);
+  struct durable__queue *readers = readers_of(m);
+  while (!durable__queue_empty(readers)) /* each close unlinks its reader */
+    sub_close(
+        DURABLE__QUEUE_DATA(durable__queue_head(readers), dlua_sub_t, link),
+        SUB_CLOSED);
 }
 
 void dlua_open_reader(lua_State *L) {
