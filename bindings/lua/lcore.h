@@ -349,7 +349,7 @@ static inline durable_stream_id_t dlua_check_stream(lua_State *L) {
 /* A source for the C reader: a document's parts, or Lua functions. */
 typedef struct dlua_src_s dlua_src_t;
 struct dlua_src_s {
-  dlua_src_t *next; /* in the mesh's list, while bound to a hub */
+  struct durable__queue link; /* in the mesh's list, while bound to a hub */
   dlua_mesh_t *m;
   durable_hub_t *hub; /* its hub activation (a reference), or NULL */
   int seq_ref, payload_ref;

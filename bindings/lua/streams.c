@@ -55,13 +55,20 @@ struct dlua_cspec_s {
 /* The mesh's consumers and the sources bound to hub activations. */
 typedef struct dlua_streams_s {
   dlua_cspec_t *cspecs;
-  dlua_src_t *srcs; /* consumers' sources bound to a hub activation */
+  /* consumers' sources bound to a hub activation (dlua_src_t), newest
+   * first */
+  struct durable__queue srcs;
 } dlua_streams_t;
 
 static dlua_streams_t *streams_of(dlua_mesh_t *m) {
-  if (m->streams == NULL)
-    m->streams = calloc(1, sizeof(dlua_streams_t));
+  if (m->streams == NULL &&
+      (m->streams = calloc(1, sizeof(dlua_streams_t))) != NULL)
+    durable__queue_init(&m->streams->srcs);
   return m->streams;
+}
+
+static dlua_src_t *src_of(struct durable__queue *q) {
+  return DURABLE__QUEUE_DATA(q, dlua_src_t, link);
 }
 
 /* ---- consumers ----------------------------------------------------------- */
@@ -153,9 +160,7 @@ static int tramp_source(durable_hub_t *hub, durable_source_t *out, void *data) {
       /* bound to this activation: released once the hub is dead */
       durable_hub_ref(hub);
       s->hub = hub;
-      dlua_streams_t *st = streams_of(m);
-      s->next = st->srcs;
-      st->srcs = s;
+      durable__queue_insert_head(&streams_of(m)->srcs, &s->link);
       *out = s->source;
       rc = 0;
     }
@@ -436,13 +441,12 @@ void dlua_streams_sweep(dlua_mesh_t *m) {
   dlua_streams_t *st = m->streams;
   if (st == NULL)
     return;
-  for (dlua_src_t **p = &st->srcs; *p;) {
-    dlua_src_t *s = *p;
+  struct durable__queue *q, *next;
+  DURABLE__QUEUE_FOREACH_SAFE(q, next, &st->srcs) {
+    dlua_src_t *s = src_of(q);
     if (durable_hub_run_level(s->hub) == DURABLE_HUB_DEAD) {
-      *p = s->next;
+      durable__queue_remove(&s->link);
       dlua_src_free(s);
-    } else {
-      p = &s->next;
     }
   }
   for (dlua_cspec_t **p = &st->cspecs; *p;) {
@@ -465,11 +469,9 @@ void dlua_streams_release(dlua_mesh_t *m) {
   dlua_streams_t *st = m->streams;
   if (st == NULL)
     return;
-  while (st->srcs) {
-    dlua_src_t *s = st->srcs;
-    st->srcs = s->next;
-    dlua_src_free(s);
-  }
+  struct durable__queue *q;
+  while ((q = durable__queue_pop(&st->srcs)) != NULL)
+    dlua_src_free(src_of(q));
   while (st->cspecs) {
     dlua_cspec_t *cs = st->cspecs;
     st->cspecs = cs->next;
