@@ -43,7 +43,7 @@ typedef struct dlua_cspec_s dlua_cspec_t;
 
 /* A consumer's configuration, as the C consumer's `data`. */
 struct dlua_cspec_s {
-  dlua_cspec_t *next;
+  struct durable__queue link; /* in the mesh's consumers */
   dlua_mesh_t *m;
   int ref; /* the spec table */
   char *ns;
@@ -54,7 +54,7 @@ struct dlua_cspec_s {
 
 /* The mesh's consumers and the sources bound to hub activations. */
 typedef struct dlua_streams_s {
-  dlua_cspec_t *cspecs;
+  struct durable__queue cspecs; /* dlua_cspec_t, newest first */
   /* consumers' sources bound to a hub activation (dlua_src_t), newest
    * first */
   struct durable__queue srcs;
@@ -62,9 +62,15 @@ typedef struct dlua_streams_s {
 
 static dlua_streams_t *streams_of(dlua_mesh_t *m) {
   if (m->streams == NULL &&
-      (m->streams = calloc(1, sizeof(dlua_streams_t))) != NULL)
+      (m->streams = calloc(1, sizeof(dlua_streams_t))) != NULL) {
+    durable__queue_init(&m->streams->cspecs);
     durable__queue_init(&m->streams->srcs);
+  }
   return m->streams;
+}
+
+static dlua_cspec_t *cspec_of(struct durable__queue *q) {
+  return DURABLE__QUEUE_DATA(q, dlua_cspec_t, link);
 }
 
 static dlua_src_t *src_of(struct durable__queue *q) {
@@ -271,9 +277,7 @@ static int m_consume_type(lua_State *L) {
     cspec_free(cs);
     return luaL_error(L, "%s", err.message);
   }
-  dlua_streams_t *st = streams_of(m);
-  cs->next = st->cspecs;
-  st->cspecs = cs;
+  durable__queue_insert_head(&streams_of(m)->cspecs, &cs->link);
   return 0;
 }
 
@@ -326,9 +330,7 @@ static int h_consume(lua_State *L) {
       return luaL_error(L, "consume: %s", err.message);
     return dlua_fail(L, rc, err.message);
   }
-  dlua_streams_t *st = streams_of(m);
-  cs->next = st->cspecs;
-  st->cspecs = cs;
+  durable__queue_insert_head(&streams_of(m)->cspecs, &cs->link);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -449,13 +451,11 @@ void dlua_streams_sweep(dlua_mesh_t *m) {
       dlua_src_free(s);
     }
   }
-  for (dlua_cspec_t **p = &st->cspecs; *p;) {
-    dlua_cspec_t *cs = *p;
+  DURABLE__QUEUE_FOREACH_SAFE(q, next, &st->cspecs) {
+    dlua_cspec_t *cs = cspec_of(q);
     if (cs->hub && durable_hub_run_level(cs->hub) == DURABLE_HUB_DEAD) {
-      *p = cs->next;
+      durable__queue_remove(&cs->link);
       cspec_free(cs);
-    } else {
-      p = &cs->next;
     }
   }
 }
@@ -472,11 +472,8 @@ void dlua_streams_release(dlua_mesh_t *m) {
   struct durable__queue *q;
   while ((q = durable__queue_pop(&st->srcs)) != NULL)
     dlua_src_free(src_of(q));
-  while (st->cspecs) {
-    dlua_cspec_t *cs = st->cspecs;
-    st->cspecs = cs->next;
-    cspec_free(cs);
-  }
+  while ((q = durable__queue_pop(&st->cspecs)) != NULL)
+    cspec_free(cspec_of(q));
   free(st);
   m->streams = NULL;
 }
