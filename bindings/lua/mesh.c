@@ -260,6 +260,7 @@ static int l_open(lua_State *L) {
   memset(m, 0, sizeof(*m));
   durable__queue_init(&m->replies);
   durable__queue_init(&m->events);
+  durable__queue_init(&m->readers);
   m->S = S;
   m->log_ref = LUA_NOREF;
   m->budget = budget;

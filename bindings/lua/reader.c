@@ -108,14 +108,6 @@ int dlua_push_item(lua_State *L, const durable_item_t *item, char *err,
 
 /* ---- the reader and its subscription ------------------------------------- */
 
-/* The mesh's readers.  The mesh is made zeroed, and a zeroed head is no
- * queue: it is set up here, at its first use. */
-static struct durable__queue *readers_of(dlua_mesh_t *m) {
-  if (m->readers.next == NULL)
-    durable__queue_init(&m->readers);
-  return &m->readers;
-}
-
 static void sub_free(dlua_sub_t *s) {
   dlua_src_free(s->src);
   free(s);
@@ -335,7 +327,7 @@ static int h_read(lua_State *L) {
   }
   /* durable_stream_read asks for the first item at once, but the store answers
    * later: nothing has been delivered yet */
-  durable__queue_insert_head(readers_of(m), &s->link);
+  durable__queue_insert_head(&m->readers, &s->link);
   s->ud = ud;
   ud->sub = s;
   ud->state = SUB_OPEN;
@@ -391,7 +383,7 @@ static int s_tostring(lua_State *L) {
 /* ---- the mesh's side ----------------------------------------------------- */
 
 void dlua_readers_close(dlua_mesh_t *m) {
-  struct durable__queue *readers = readers_of(m);
+  struct durable__queue *readers = &m->readers;
   while (!durable__queue_empty(readers)) /* each close unlinks its reader */
     sub_close(
         DURABLE__QUEUE_DATA(durable__queue_head(readers), dlua_sub_t, link),
