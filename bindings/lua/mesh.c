@@ -846,7 +846,9 @@ static int m_log(lua_State *L) {
   return 0;
 }
 
-/* mesh:store_name() -> the store URL, any password masked. */
+/* mesh:store_name() -> the store as messages name it
+ * (durable_store_name: the URL, or with a password its key=value pairs,
+ * every secret "***"). */
 static int m_store_name(lua_State *L) {
   lua_pushstring(L, dlua_to_mesh(L, 1)->store_name);
   return 1;

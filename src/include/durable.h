@@ -213,7 +213,10 @@ int durable_store_open(uv_loop_t *loop, const char *url, durable_store_t **out,
 void durable_store_close(durable_store_t *store, void (*cb)(void *data),
                          void *data);
 
-/* The URL the store was opened with, with any password masked. */
+/* The store as messages and logs name it: the URL it was opened with, as
+ * it is when it holds no secret; a PostgreSQL URL that holds a password is
+ * shown as libpq's key=value pairs with every secret "***" (so it is a name
+ * to show, not a URL to connect with). */
 const char *durable_store_name(const durable_store_t *store);
 
 /* This open store's process instance, "HOST:PID:16hex" (at most

@@ -149,8 +149,9 @@ typedef struct durable__backend_s {
    * SQLite database): the store then runs reads on its writer thread. */
   int (*single_connection)(const char *url);
   /* The URL as messages and logs name the store, its secrets (a password)
-   * shown as "***": malloc'ed, NULL when out of memory.  NULL when the URL
-   * holds no secret (it is shown as it is). */
+   * shown as "***": malloc'ed, NULL when out of memory.  A backend whose
+   * URLs hold no secret leaves this member NULL, and the URL is shown as
+   * it is. */
   char *(*display_name)(const char *url);
 
   /* A write transaction.  begin takes the write lock where the database

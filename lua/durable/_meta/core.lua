@@ -178,7 +178,7 @@ function core.Mesh:stats() end
 ---@param level "error"|"warn"|"info"|"debug"
 ---@param line string
 function core.Mesh:log(level, line) end
----@return string the store URL, a password masked
+---@return string the store URL; with a password, libpq's key=value pairs, every secret "***"
 function core.Mesh:store_name() end
 ---@return boolean
 function core.Mesh:is_open() end
