@@ -17,6 +17,7 @@
 #define DURABLE_STREAMS_CONSUMER_H
 
 #include "protocol.h"
+#include "queue.h"
 #include "stream.h"
 
 #include <stdlib.h>
@@ -102,7 +103,7 @@ struct durable__consumer_s {
   /* appends of acknowledged items, made one box at a time, in order; after
    * a failure none is made until the next claim has made what is left
    * (turn.c); append_failed is consumer.c's word on that failure */
-  struct durable__outq_s *outq_head, *outq_tail;
+  struct durable__queue outq; /* of turn.c's boxes, oldest first */
   void (*append_failed)(durable__consumer_t *c, int status,
                         const char *message);
   /* in the mesh's list (consumers.c), for a loss of the store's session */

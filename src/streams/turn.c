@@ -21,21 +21,21 @@
 
 /* ---- the appends of acknowledged items ----------------------------------- */
 
-typedef struct durable__outq_s {
-  struct durable__outq_s *next;
+/* A box of appends waiting on c->outq for the boxes before it. */
+typedef struct {
+  struct durable__queue link; /* in c->outq */
   durable__outbox_t *box;
 } outq_t;
 
 static void outq_next(durable__consumer_t *c);
 
 void durable__consumer_appends_drop(durable__consumer_t *c) {
-  while (c->outq_head) {
-    outq_t *q = c->outq_head;
-    c->outq_head = q->next;
+  struct durable__queue *l;
+  while ((l = durable__queue_pop(&c->outq)) != NULL) {
+    outq_t *q = DURABLE__QUEUE_DATA(l, outq_t, link);
     durable__outbox_free(q->box); /* its nodes stay: the next claim */
     free(q);
   }
-  c->outq_tail = NULL;
 }
 
 static void on_box_sent(int status, const char *message, void *data) {
@@ -53,12 +53,12 @@ static void on_box_sent(int status, const char *message, void *data) {
 }
 
 static void outq_next(durable__consumer_t *c) {
-  if ((c->flags & DURABLE__CONSUMER_OUTQ_SENDING) || c->outq_head == NULL)
+  if (c->flags & DURABLE__CONSUMER_OUTQ_SENDING)
     return;
-  outq_t *q = c->outq_head;
-  c->outq_head = q->next;
-  if (c->outq_head == NULL)
-    c->outq_tail = NULL;
+  struct durable__queue *l = durable__queue_pop(&c->outq);
+  if (l == NULL)
+    return;
+  outq_t *q = DURABLE__QUEUE_DATA(l, outq_t, link);
   c->flags |= DURABLE__CONSUMER_OUTQ_SENDING;
   durable_hub_ref(c->hub);
   durable__outbox_t *box = q->box;
@@ -75,13 +75,8 @@ void durable__consumer_append(durable__consumer_t *c, durable__outbox_t *box) {
     durable__outbox_free(box);
     return;
   }
-  q->next = NULL;
   q->box = box;
-  if (c->outq_tail)
-    c->outq_tail->next = q;
-  else
-    c->outq_head = q;
-  c->outq_tail = q;
+  durable__queue_insert_tail(&c->outq, &q->link);
   outq_next(c);
 }
 
