@@ -1058,7 +1058,9 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
   durable__consumer_t *c = h ? &h->c : NULL;
   if (c == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
-  /* before anything can fail: consumer_free drops the appends */
+  /* before anything can fail: consumer_free leaves the mesh's list and
+   * drops the appends */
+  durable__queue_init(&c->link);
   durable__queue_init(&c->outq);
   c->hub = hub;
   c->mesh = durable_hub_mesh(hub);

@@ -106,9 +106,9 @@ struct durable__consumer_s {
   struct durable__queue outq; /* of turn.c's boxes, oldest first */
   void (*append_failed)(durable__consumer_t *c, int status,
                         const char *message);
-  /* in the mesh's list (consumers.c), for a loss of the store's session */
-  durable__consumer_t *list_prev, *list_next;
-  void **list_head;
+  /* in the mesh's list (consumers.c), for what reaches every consumer (a
+   * loss of the store's session, ...); linked to itself when on none */
+  struct durable__queue link;
   int64_t fenced_seq;  /* CONSUMING_FENCED: the item not handed over */
   uint64_t hold_until; /* uv_hrtime(): no item before (a takeover's hold) */
   char msg_fence[DURABLE_PATH_MAX];
@@ -195,18 +195,10 @@ durable__consumer_ask(durable__consumer_t *c, const char *type, int64_t epoch,
 }
 
 /* The consumer leaves the mesh's list (consumers.c), touching only its
- * neighbours: the list itself may be gone. */
+ * neighbours: the list itself may be gone (it took every consumer off
+ * first), and a consumer on no list stays so. */
 static inline void durable__consumer_unlink(durable__consumer_t *c) {
-  if (c->list_head == NULL)
-    return;
-  if (c->list_prev)
-    c->list_prev->list_next = c->list_next;
-  else
-    *c->list_head = c->list_next;
-  if (c->list_next)
-    c->list_next->list_prev = c->list_prev;
-  c->list_prev = c->list_next = NULL;
-  c->list_head = NULL;
+  durable__queue_remove(&c->link);
 }
 
 /* ---- consumer.c: one consumer ----------------------------------------- */

@@ -21,66 +21,74 @@
 
 /* ---- the mesh's list ----------------------------------------------------- */
 
-/* The mesh's consumers, a list kept as per-mesh state (stream.c). */
+/* The mesh's consumers, a list kept as per-mesh state (stream.c), set up
+ * where the state is made (durable__consumers_install). */
 typedef struct {
-  void *head; /* durable__consumer_t */
+  struct durable__queue all; /* of durable__consumer_t.link, newest first */
 } consumers_t;
 
 static const char consumers_key; /* the state's key: its address */
 
-/* The head of the mesh's list (NULL once the mesh's state is gone). */
-static void **consumers_head(durable_mesh_t *mesh) {
+/* The mesh's list (NULL once the mesh's state is gone). */
+static struct durable__queue *consumers_of(durable_mesh_t *mesh) {
   consumers_t *list = durable__mesh_state(mesh, &consumers_key);
-  return list ? &list->head : NULL;
+  return list ? &list->all : NULL;
 }
 
-/* The list's owner goes: unlink every consumer left in it (the mesh is not
- * to be touched: this may run after it closed, when Lua lets go of the
- * read-issuing hub). */
+static durable__consumer_t *consumer_of(struct durable__queue *q) {
+  return DURABLE__QUEUE_DATA(q, durable__consumer_t, link);
+}
+
+/* The list's owner goes: take every consumer left off it, each then linked
+ * to itself, so that its own durable__consumer_unlink later does nothing
+ * (the mesh is not to be touched: this may run after it closed, when Lua
+ * lets go of the read-issuing hub). */
 static void consumers_free(void *data) {
   consumers_t *list = data;
-  while (list->head) {
-    durable__consumer_t *c = list->head;
-    list->head = c->list_next;
-    c->list_prev = c->list_next = NULL;
-    c->list_head = NULL;
-  }
+  while (durable__queue_pop(&list->all) != NULL)
+    ;
   free(list);
 }
 
 /* An operator's retention policy changed here (retention.c). */
 static void on_retention_changed(durable_mesh_t *mesh) {
-  void **head = consumers_head(mesh);
-  for (durable__consumer_t *c = head ? *head : NULL; c; c = c->list_next)
-    durable__consumer_retention_changed(c);
+  struct durable__queue *all = consumers_of(mesh), *q;
+  if (all == NULL)
+    return;
+  DURABLE__QUEUE_FOREACH(q, all) {
+    durable__consumer_retention_changed(consumer_of(q));
+  }
 }
 
+/* The list is set up here, as soon as its zeroed state is made (a zeroed
+ * head is not an empty list): install runs inside durable_mesh_open, before
+ * the mesh is handed out, so no consumer can join or walk it earlier. */
 int durable__consumers_install(durable_mesh_t *mesh) {
   int rc = durable__mesh_state_add(mesh, &consumers_key, sizeof(consumers_t),
                                    consumers_free);
-  return rc < 0 ? rc : durable__retention_on_change(mesh, on_retention_changed);
+  if (rc < 0)
+    return rc;
+  durable__queue_init(consumers_of(mesh));
+  return durable__retention_on_change(mesh, on_retention_changed);
 }
 
 /* (a consumer leaves the list itself: durable__consumer_unlink) */
 static void list_link(durable__consumer_t *c) {
-  void **head = consumers_head(c->mesh);
-  if (head == NULL)
-    return;
-  c->list_head = head;
-  c->list_prev = NULL;
-  c->list_next = *head;
-  if (c->list_next)
-    c->list_next->list_prev = c;
-  *head = c;
+  struct durable__queue *all = consumers_of(c->mesh);
+  if (all != NULL)
+    durable__queue_insert_head(all, &c->link);
 }
 
 /* ---- what reaches every consumer ----------------------------------------- */
 
 void durable__consumers_lease_gone(durable_mesh_t *mesh, const char *ns,
                                    const char *key, int claiming) {
-  void **head = consumers_head(mesh);
-  for (durable__consumer_t *c = head ? *head : NULL, *next; c; c = next) {
-    next = c->list_next; /* a claim may not unlink, but be safe */
+  struct durable__queue *all = consumers_of(mesh), *q, *next;
+  if (all == NULL)
+    return;
+  /* the next taken first: a claim may not unlink, but be safe */
+  DURABLE__QUEUE_FOREACH_SAFE(q, next, all) {
+    durable__consumer_t *c = consumer_of(q);
     if (strcmp(c->ns, ns) == 0 && strcmp(c->key, key) == 0)
       durable__consumer_lease_gone(c, claiming);
   }
@@ -89,15 +97,21 @@ void durable__consumers_lease_gone(durable_mesh_t *mesh, const char *ns,
 void durable__consumers_families(durable_mesh_t *mesh,
                                  void (*cb)(const char *family, void *data),
                                  void *data) {
-  void **head = consumers_head(mesh);
-  for (durable__consumer_t *c = head ? *head : NULL; c; c = c->list_next)
-    cb(c->ns, data);
+  struct durable__queue *all = consumers_of(mesh), *q;
+  if (all == NULL)
+    return;
+  DURABLE__QUEUE_FOREACH(q, all) {
+    cb(consumer_of(q)->ns, data);
+  }
 }
 
 void durable__consumers_live(durable_mesh_t *mesh) {
-  void **head = consumers_head(mesh);
-  for (durable__consumer_t *c = head ? *head : NULL; c; c = c->list_next)
-    durable__consumer_live(c);
+  struct durable__queue *all = consumers_of(mesh), *q;
+  if (all == NULL)
+    return;
+  DURABLE__QUEUE_FOREACH(q, all) {
+    durable__consumer_live(consumer_of(q));
+  }
 }
 
 /* Another process may take this one's leases over while the store is
@@ -107,9 +121,12 @@ void durable__consumers_live(durable_mesh_t *mesh) {
  * refused one).  The item in flight finishes first; its acknowledgement is
  * fenced if the lease went. */
 void durable__consumers_session_lost(durable_mesh_t *mesh) {
-  void **head = consumers_head(mesh);
-  for (durable__consumer_t *c = head ? *head : NULL; c; c = c->list_next)
-    durable__consumer_lease_gone(c, 0);
+  struct durable__queue *all = consumers_of(mesh), *q;
+  if (all == NULL)
+    return;
+  DURABLE__QUEUE_FOREACH(q, all) {
+    durable__consumer_lease_gone(consumer_of(q), 0);
+  }
 }
 
 /* ---- declaring ----------------------------------------------------------- */
