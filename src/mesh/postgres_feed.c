@@ -268,7 +268,7 @@ static void watch_connect_work(uv_work_t *work) {
   if (!ok) {
     if (*PQerrorMessage(src->fresh))
       durable__one_line_copy(src->why, sizeof(src->why),
-                           PQerrorMessage(src->fresh));
+                             PQerrorMessage(src->fresh));
     PQfinish(src->fresh);
     src->fresh = NULL;
   }
