@@ -54,8 +54,7 @@ static void put_string(FILE *out, const char *s) {
   fputc('"', out);
 }
 
-/* Milliseconds since the epoch as "2025-01-31T12:34:56.789Z". */
-static void put_time(FILE *out, int64_t ms) {
+int cli_format_time(char out[CLI_TIME_MAX], int64_t ms) {
   int64_t secs = ms / 1000, frac = ms % 1000;
   if (frac < 0) {
     frac += 1000;
@@ -65,11 +64,18 @@ static void put_time(FILE *out, int64_t ms) {
   struct tm tm;
   char buf[64];
   if (gmtime_r(&t, &tm) == NULL ||
-      strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
-    fprintf(out, "null");
-    return;
-  }
-  fprintf(out, "\"%s.%03dZ\"", buf, (int)frac);
+      strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+    return -1;
+  snprintf(out, CLI_TIME_MAX, "%s.%03dZ", buf, (int)frac);
+  return 0;
+}
+
+static void put_time(FILE *out, int64_t ms) {
+  char when[CLI_TIME_MAX];
+  if (cli_format_time(when, ms) < 0)
+    fputs("null", out);
+  else
+    fprintf(out, "\"%s\"", when);
 }
 
 void cli_print_node(FILE *out, const durable_node_t *node, int one_line) {

@@ -6,16 +6,14 @@
  * It needs only the store (like search), not a mesh: durable_stream_statuses
  * reads every DurableStream node and the failure records in pages, and one
  * item per stream with a lag, never the whole backlog, and hands over each
- * stream's durable_stream_status_t, which is what is printed; only the few
- * texts the status does not carry are read from the stream node it hands
- * over with it (stored_t).  --json prints each stream as it comes, one JSON
+ * stream's durable_stream_status_t, which is what is printed.  --json
+ * prints each stream as it comes, one JSON
  * line; the table keeps them all to size its columns first, and keeps each
  * stream to one line.
  */
 #include "cli.h"
 
 #include <inttypes.h>
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,21 +23,13 @@ static const cli_option_t streams_options[] = {
     {NULL, 0},
 };
 
-/* What a listing shows that durable_stream_status_t does not carry, as the
- * stream node stores it (NULL where it has none): the last lease holder,
- * when the lease and the checkpoint were taken, and when the last holder
- * left -- the status has that time parsed, the listing shows the text. */
-typedef struct stored_s {
-  json_t *content; /* the stream node's content; the texts are its own */
-  const char *last_subscriber, *subscribed_at, *checkpoint_at, *orphaned_at;
-} stored_t;
-
 /* A line of the table: what it shows of one stream's status, the strings
  * copied (the status lends them for its callback only, and the table is
  * printed after the last). */
 typedef struct stream_row_s {
   char *stream;                       /* NAMESPACE@KEY */
-  char *subscriber, *orphaned_at;     /* NULL for none */
+  char *subscriber;                   /* NULL for none */
+  char orphaned_at[CLI_TIME_MAX];     /* "-" for none */
   char *last_error;                   /* NULL for none */
   char process[DURABLE_INSTANCE_MAX]; /* the holder's, as HOST:PID, or "-" */
   int64_t last, checkpoint, lag, epoch, oldest_at, dead_letters;
@@ -54,23 +44,9 @@ typedef struct streams_state_s {
   size_t nrows, cap;
 } streams_state_t;
 
-static void stored_read(const durable_node_t *node, stored_t *t) {
-  t->content = node && node->content
-                   ? json_loads(node->content, JSON_DECODE_ANY, NULL)
-                   : NULL;
-  t->last_subscriber =
-      json_string_value(json_object_get(t->content, "LastSubscriber"));
-  t->subscribed_at =
-      json_string_value(json_object_get(t->content, "SubscribedAt"));
-  t->checkpoint_at =
-      json_string_value(json_object_get(t->content, "CheckpointAt"));
-  t->orphaned_at = json_string_value(json_object_get(t->content, "OrphanedAt"));
-}
-
 static void row_free(stream_row_t *r) {
   free(r->stream);
   free(r->subscriber);
-  free(r->orphaned_at);
   free(r->last_error);
 }
 
@@ -119,8 +95,13 @@ static void format_age(char out[32], int64_t now, int64_t at) {
     snprintf(out, 32, "%" PRId64 "d%02" PRId64 "h", s / 86400, s / 3600 % 24);
 }
 
+static void time_field(const char *name, int64_t ms) {
+  printf(",\"%s\":", name);
+  cli_print_time(stdout, ms);
+}
+
 static void print_json(int64_t now, const durable_stream_status_t *s,
-                       const char *stream, const stored_t *t) {
+                       const char *stream) {
   json_field("stream", stream, 1);
   json_field("namespace", s->stream.ns, 0);
   json_field("key", s->stream.key, 0);
@@ -130,10 +111,10 @@ static void print_json(int64_t now, const durable_stream_status_t *s,
   json_field("subscriber", s->subscriber, 0);
   json_field("subscriber_instance", s->subscriber_instance, 0);
   printf(",\"epoch\":%" PRId64, s->lease_epoch);
-  json_field("orphaned_at", t->orphaned_at, 0);
-  json_field("last_subscriber", t->last_subscriber, 0);
-  json_field("subscribed_at", t->subscribed_at, 0);
-  json_field("checkpoint_at", t->checkpoint_at, 0);
+  time_field("orphaned_at", s->orphaned_at);
+  json_field("last_subscriber", s->last_subscriber, 0);
+  time_field("subscribed_at", s->subscribed_at);
+  time_field("checkpoint_at", s->checkpoint_at);
   fputs(",\"oldest_unacknowledged_at\":", stdout);
   if (s->oldest_appended_at)
     cli_print_time(stdout, s->oldest_appended_at);
@@ -210,8 +191,7 @@ static void print_table(const streams_state_t *st) {
            "  %*s  %-*s  %-*s  %*" PRId64 "  %*s  %*" PRId64 "  %-24s  ",
            ws, r->stream, wl, r->last, wc, r->checkpoint, wg, r->lag, wo, age,
            wsub, r->subscriber ? r->subscriber : "-", wp, r->process, we,
-           r->epoch, wa, attempts, wd, r->dead_letters,
-           r->orphaned_at ? r->orphaned_at : "-");
+           r->epoch, wa, attempts, wd, r->dead_letters, r->orphaned_at);
     put_cell(stdout, r->last_error ? r->last_error : "-");
     putchar('\n');
   }
@@ -220,7 +200,7 @@ static void print_table(const streams_state_t *st) {
 /* Keep the table's line for `status` (it takes `stream`): 0, or -1 when
  * there was no memory. */
 static int keep_row(streams_state_t *st, const durable_stream_status_t *status,
-                    char *stream, const stored_t *stored) {
+                    char *stream) {
   stream_row_t row = {.stream = stream,
                       .last = status->last_sequence,
                       .checkpoint = status->checkpoint,
@@ -230,11 +210,13 @@ static int keep_row(streams_state_t *st, const durable_stream_status_t *status,
                       .dead_letters = status->dead_letters,
                       .attempts = status->attempts};
   if (copy_text(&row.subscriber, status->subscriber) < 0 ||
-      copy_text(&row.orphaned_at, stored->orphaned_at) < 0 ||
       copy_text(&row.last_error, status->last_error) < 0) {
     row_free(&row);
     return -1;
   }
+  if (status->orphaned_at == 0 ||
+      cli_format_time(row.orphaned_at, status->orphaned_at) < 0)
+    snprintf(row.orphaned_at, sizeof row.orphaned_at, "-");
   /* the random tail tells processes apart, not people: leave it to --json */
   const char *instance = status->subscriber_instance;
   const char *tail = instance ? strrchr(instance, ':') : NULL;
@@ -266,15 +248,12 @@ static void on_status(const durable_stream_status_t *status, void *data) {
     st->nomem = 1;
     return;
   }
-  stored_t stored;
-  stored_read(status->node, &stored);
   if (st->json) {
-    print_json(st->now, status, stream, &stored);
+    print_json(st->now, status, stream);
     free(stream);
-  } else if (keep_row(st, status, stream, &stored) < 0) {
+  } else if (keep_row(st, status, stream) < 0) {
     st->nomem = 1;
   }
-  json_decref(stored.content);
 }
 
 static void on_statuses(int status, const char *message, void *data) {

@@ -866,6 +866,11 @@ typedef struct durable_stream_status_s {
   int attempts;
   const char *last_error;
   int64_t failed_at;
+  /* The lease's history: the last holder (NULL for none; it stays after
+   * the lease is let go, when `subscriber` is NULL), when the lease was
+   * last granted, and when the checkpoint last moved. */
+  const char *last_subscriber;
+  int64_t subscribed_at, checkpoint_at;
 } durable_stream_status_t;
 
 typedef void (*durable_stream_status_cb)(const durable_stream_status_t *status,

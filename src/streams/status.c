@@ -95,6 +95,9 @@ static void emit(listing_t *l) {
         .subscriber_instance = s->subscriber_instance,
         .orphaned_at = s->orphaned_at,
         .oldest_appended_at = r->oldest_appended_at,
+        .last_subscriber = s->last_subscriber,
+        .subscribed_at = s->subscribed_at,
+        .checkpoint_at = s->checkpoint_at,
     };
     snprintf(dead, sizeof dead, "%s.dead", r->node->path);
     const row_t *d = row_at(l, dead);

@@ -165,6 +165,22 @@ describe("seeing streams (" .. cmd.KIND .. ")", function()
     assert.equal(0, row.attempts)
     assert.equal(json.null, row.last_error)
     assert.equal(1, row.dead_letters)
+    -- the lease's history, as the stream node keeps it: host B held it last
+    -- and let it go when it stopped
+    local node_code, node_out, node_err = run{ "get", "@" .. KEY .. "/_DurableStream/" .. FAMILY }
+    assert.equal(0, node_code, node_err)
+    local stored = assert(json.decode(node_out, 1, json.null), node_out).content
+    assert.equal(json.null, row.subscriber)
+    assert.equal(KEY, row.last_subscriber)
+    assert.equal(stored.LastSubscriber, row.last_subscriber)
+    for field, name in pairs { subscribed_at = "SubscribedAt", checkpoint_at = "CheckpointAt",
+                               orphaned_at = "OrphanedAt" } do
+      assert.matches("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d%d%dZ$", row[field], field)
+      assert.equal(stored[name], row[field], field)
+    end
+    local _, table_out = run{ "streams" }
+    local table_line = table_out:match("[^\n]*" .. (FAMILY .. "@" .. KEY):gsub("%p", "%%%0") .. "[^\n]*")
+    assert.truthy(table_line:find("  " .. row.orphaned_at .. "  ", 1, true), table_line)
   end)
 
   it("a failure recorded by a host that stopped is not shown once another host handled "
