@@ -132,10 +132,6 @@ void cli_print_node(FILE *out, const durable_node_t *node, int one_line);
 void cli_print_string(FILE *out, const char *s);
 /* Milliseconds since the epoch as a quoted ISO-8601 UTC time; 0 as null. */
 void cli_print_time(FILE *out, int64_t ms);
-/* The same time bare, "2025-01-31T12:34:56.789Z", into `out`: 0, or -1
- * when it is past what the C library can say (out is then unset). */
-#define CLI_TIME_MAX 72
-int cli_format_time(char out[CLI_TIME_MAX], int64_t ms);
 
 /* ---- stream.c: what the commands on one durable stream share ---- */
 

@@ -13,7 +13,6 @@
 
 #include <inttypes.h>
 #include <string.h>
-#include <time.h>
 
 static void put_string(FILE *out, const char *s) {
   static const char hex[] = "0123456789abcdef";
@@ -54,25 +53,9 @@ static void put_string(FILE *out, const char *s) {
   fputc('"', out);
 }
 
-int cli_format_time(char out[CLI_TIME_MAX], int64_t ms) {
-  int64_t secs = ms / 1000, frac = ms % 1000;
-  if (frac < 0) {
-    frac += 1000;
-    secs -= 1;
-  }
-  time_t t = (time_t)secs;
-  struct tm tm;
-  char buf[64];
-  if (gmtime_r(&t, &tm) == NULL ||
-      strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm) == 0)
-    return -1;
-  snprintf(out, CLI_TIME_MAX, "%s.%03dZ", buf, (int)frac);
-  return 0;
-}
-
 static void put_time(FILE *out, int64_t ms) {
-  char when[CLI_TIME_MAX];
-  if (cli_format_time(when, ms) < 0)
+  char when[DURABLE_ISO_TIME_MAX];
+  if (durable__iso_time(ms, when) < 0)
     fputs("null", out);
   else
     fprintf(out, "\"%s\"", when);

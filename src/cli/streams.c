@@ -13,6 +13,8 @@
  */
 #include "cli.h"
 
+#include <durable_text.h>
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +29,10 @@ static const cli_option_t streams_options[] = {
  * copied (the status lends them for its callback only, and the table is
  * printed after the last). */
 typedef struct stream_row_s {
-  char *stream;                       /* NAMESPACE@KEY */
-  char *subscriber;                   /* NULL for none */
-  char orphaned_at[CLI_TIME_MAX];     /* "-" for none */
-  char *last_error;                   /* NULL for none */
+  char *stream;                           /* NAMESPACE@KEY */
+  char *subscriber;                       /* NULL for none */
+  char orphaned_at[DURABLE_ISO_TIME_MAX]; /* "-" for none */
+  char *last_error;                       /* NULL for none */
   char process[DURABLE_INSTANCE_MAX]; /* the holder's, as HOST:PID, or "-" */
   int64_t last, checkpoint, lag, epoch, oldest_at, dead_letters;
   int attempts;
@@ -215,7 +217,7 @@ static int keep_row(streams_state_t *st, const durable_stream_status_t *status,
     return -1;
   }
   if (status->orphaned_at == 0 ||
-      cli_format_time(row.orphaned_at, status->orphaned_at) < 0)
+      durable__iso_time(status->orphaned_at, row.orphaned_at) < 0)
     snprintf(row.orphaned_at, sizeof row.orphaned_at, "-");
   /* the random tail tells processes apart, not people: leave it to --json */
   const char *instance = status->subscriber_instance;

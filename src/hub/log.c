@@ -10,6 +10,7 @@
  */
 #include "hub.h"
 
+#include "clock.h"
 #include "durable_text.h"
 
 #include <stdio.h>
@@ -17,7 +18,6 @@
 #include <string.h>
 #include <ctype.h>
 #include <strings.h>
-#include <time.h>
 
 int durable__log_level_parse(const char *value, durable_log_level_t *out) {
   static const struct {
@@ -79,14 +79,9 @@ void durable__log_stderr(durable_log_level_t level, const char *line) {
   for (; name[i] && i < sizeof upper - 1; i++)
     upper[i] = (char)toupper((unsigned char)name[i]);
   upper[i] = '\0';
-  struct timespec ts;
-  struct tm tm;
-  char when[32];
-  clock_gettime(CLOCK_REALTIME, &ts);
-  gmtime_r(&ts.tv_sec, &tm);
-  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-  fprintf(stderr, "%s.%03ldZ %-5s %s\n", when, ts.tv_nsec / 1000000, upper,
-          line);
+  char when[DURABLE_ISO_TIME_MAX];
+  durable__iso_time(durable__now_ms(), when);
+  fprintf(stderr, "%s %-5s %s\n", when, upper, line);
 }
 
 void durable__logv(durable_mesh_t *mesh, durable_log_level_t level,

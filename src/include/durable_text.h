@@ -33,6 +33,8 @@
 extern "C" {
 #endif
 
+#include <stdint.h>
+
 /* Each line break ('\n', '\r') of `s` replaced by a space, in place; tabs
  * and every other byte are kept.  Returns `s` (NULL stays NULL). */
 char *durable__one_line(char *s);
@@ -62,6 +64,14 @@ size_t durable__utf8_len(const char *s);
  * may be a buffer being filled.  Cut there, a text that was UTF-8 still
  * is. */
 size_t durable__utf8_cut(const char *s, size_t n);
+
+/* A time as text: milliseconds since the epoch as ISO-8601 UTC with
+ * milliseconds, "2025-01-31T12:34:56.789Z" -- how the mesh stores times
+ * in node contents and how the command and the log show them.  0, or -1
+ * with `out` empty for a year the C library cannot write (src/common/
+ * clock.c). */
+#define DURABLE_ISO_TIME_MAX 32
+int durable__iso_time(int64_t ms, char out[DURABLE_ISO_TIME_MAX]);
 
 #ifdef __cplusplus
 }

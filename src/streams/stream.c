@@ -76,14 +76,6 @@ durable__stream_name_t durable__stream_name(const durable_stream_id_t *id) {
 /* ---- times and ids ----------------------------------------------------------
  */
 
-void durable__iso_time(int64_t ms, char out[32]) {
-  time_t secs = (time_t)(ms / 1000);
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
-}
-
 /* Days from 1970-01-01 to y-m-d (proleptic Gregorian), without timegm. */
 static int64_t days_from_civil(int64_t y, int m, int d) {
   y -= m <= 2;

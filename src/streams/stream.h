@@ -7,6 +7,7 @@
 #ifndef DURABLE_STREAMS_STREAM_H
 #define DURABLE_STREAMS_STREAM_H
 
+#include "durable_text.h"
 #include "hub.h"
 
 #define DURABLE__STREAM_SEGMENT "_DurableStream"
@@ -87,8 +88,8 @@ int64_t durable__publish_id_sequence(const char *content);
 void durable__item_id(int64_t sequence, char out[13]);
 int64_t durable__item_sequence(const char *id);
 
-/* ISO-8601 UTC with milliseconds; 0 <-> null. */
-void durable__iso_time(int64_t ms, char out[32]);
+/* ISO-8601 UTC with milliseconds (durable__iso_time writes it,
+ * durable_text.h) back to milliseconds; 0 for null or not a time. */
 int64_t durable__parse_time(const char *text);
 
 /* Per-mesh state of a unit of this layer (stream.c): a zeroed block of

@@ -1,6 +1,7 @@
 /*
  * text_test.c: the text rules of durable_text.h (src/common/oneline.c,
- * utf8.c) and the cuts of error messages (src/common/error.c).
+ * utf8.c, a time as text in clock.c) and the cuts of error messages
+ * (src/common/error.c).
  *
  * Every log line, error and line of the command's output goes through
  * these, so a slip shows everywhere at once: a log line split in two, a
@@ -19,6 +20,7 @@
 
 #include "check.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,6 +234,26 @@ static void test_one_line_copy_every_text(void) {
   }
 }
 
+/* The one form a time takes as text, stored or shown; it reads back to the
+ * same milliseconds (durable__parse_time is the streams layer's: checked
+ * there), and a time before 1970 counts its milliseconds forward. */
+static void test_iso_time(void) {
+  char when[DURABLE_ISO_TIME_MAX];
+  CHECK(durable__iso_time(0, when) == 0);
+  CHECK_EQ_STR(when, "1970-01-01T00:00:00.000Z");
+  CHECK(durable__iso_time(1738326896789, when) == 0);
+  CHECK_EQ_STR(when, "2025-01-31T12:34:56.789Z");
+  CHECK(durable__iso_time(-1, when) == 0);
+  CHECK_EQ_STR(when, "1969-12-31T23:59:59.999Z");
+  CHECK(durable__iso_time(253402300799999, when) == 0); /* the last of 9999 */
+  CHECK_EQ_STR(when, "9999-12-31T23:59:59.999Z");
+  /* the farthest time is written whole or refused whole, never cut */
+  if (durable__iso_time(INT64_MAX, when) == 0)
+    CHECK(strlen(when) > 5 && strcmp(when + strlen(when) - 5, ".807Z") == 0);
+  else
+    CHECK_EQ_STR(when, "");
+}
+
 static const check_test_t tests[] = {
     {"one_line", test_one_line},
     {"one_line_fputs", test_one_line_fputs},
@@ -240,6 +262,7 @@ static const check_test_t tests[] = {
     {"utf8_len", test_utf8_len},
     {"utf8_cut", test_utf8_cut},
     {"format_cuts", test_format_cuts},
+    {"iso_time", test_iso_time},
 };
 
 int main(int argc, char **argv) {
