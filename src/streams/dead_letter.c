@@ -80,15 +80,7 @@ void durable__dead_letter(durable__consumer_t *c, int64_t seq, const char *why,
   snprintf(dead_ns, sizeof dead_ns, "%s" DEAD_SUFFIX, c->ns);
   if (appended_at > 0)
     durable__iso_time(appended_at, when);
-  json_t *reason = json_string(why ? why : "");
-  if (reason == NULL) { /* a handler's message need not be UTF-8 */
-    char *ascii = strdup(why);
-    for (char *q = ascii; q && *q; q++)
-      if ((unsigned char)*q >= 0x80)
-        *q = '?';
-    reason = json_string(ascii ? ascii : "");
-    free(ascii);
-  }
+  json_t *reason = durable__json_message(why);
   json_t *letter = json_pack(
       "{s:s, s:I, s:i, s:o, s:o, s:o}", "Stream", durable__consumer_name(c, &n),
       "Sequence", (json_int_t)seq, "Attempts", c->failed_times, "Reason",

@@ -84,15 +84,7 @@ static int mutate(const durable_node_t *current, char **content,
   }
   char when[32];
   durable__iso_time(r->failed_at, when);
-  json_t *error = json_string(r->error);
-  if (error == NULL) { /* a handler's message need not be UTF-8 */
-    char *ascii = strdup(r->error);
-    for (char *q = ascii; q && *q; q++)
-      if ((unsigned char)*q >= 0x80)
-        *q = '?';
-    error = json_string(ascii ? ascii : "");
-    free(ascii);
-  }
+  json_t *error = durable__json_message(r->error);
   json_t *j =
       json_pack("{s:I, s:i, s:o, s:s}", "Sequence", (json_int_t)r->sequence,
                 "Attempts", attempts, "Error", error, "FailedAt", when);

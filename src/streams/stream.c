@@ -157,6 +157,19 @@ int durable__str_set(char **field, const char *value) {
   return 0;
 }
 
+json_t *durable__json_message(const char *message) {
+  json_t *text = json_string(message ? message : "");
+  if (text != NULL)
+    return text;
+  char *ascii = strdup(message ? message : "");
+  for (char *q = ascii; q && *q; q++)
+    if ((unsigned char)*q >= 0x80)
+      *q = '?';
+  text = json_string(ascii ? ascii : "");
+  free(ascii);
+  return text;
+}
+
 void durable__state_free(durable__stream_state_t *s) {
   free(s->ns);
   free(s->key);

@@ -65,6 +65,11 @@ int durable__state_copy(const durable__stream_state_t *from,
 void durable__state_free(durable__stream_state_t *s);
 int durable__str_set(char **field, const char *value); /* NULL clears */
 
+/* A handler's message (NULL: "") as a JSON string for a stored record: it
+ * need not be UTF-8, and one that is not is kept with each byte above 0x7F
+ * written '?'.  NULL when out of memory. */
+struct json_t *durable__json_message(const char *message);
+
 /* An item node's content {Sequence, PayloadJson, AppendedAt} (malloc'ed). */
 char *durable__item_encode(int64_t sequence, const char *payload,
                            int64_t appended_at);

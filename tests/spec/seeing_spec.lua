@@ -30,7 +30,11 @@ return {
         namespace = FAMILY,
         max_attempts = 2,
         handler = function(hub, item, tx)
-          if item.payload.bad then durable.fail("EINVAL", "item " .. item.sequence .. " is bad") end
+          if item.payload.bad then
+            -- bad = "latin1": a message that is not UTF-8, as a handler may raise
+            durable.fail("EINVAL", "item " .. item.sequence .. " is bad"
+              .. (item.payload.bad == "latin1" and " caf\xE9" or ""))
+          end
           tx:update_node(hub.address, function(node)
             local seen = node.content.seen or {}
             seen[#seen + 1] = item.payload.i
@@ -181,6 +185,19 @@ describe("seeing streams (" .. cmd.KIND .. ")", function()
     local _, table_out = run{ "streams" }
     local table_line = table_out:match("[^\n]*" .. (FAMILY .. "@" .. KEY):gsub("%p", "%%%0") .. "[^\n]*")
     assert.truthy(table_line:find("  " .. row.orphaned_at .. "  ", 1, true), table_line)
+  end)
+
+  it("a handler's message that is not UTF-8 is recorded with '?' for each byte past ASCII",
+    function()
+    publish{ i = 1, bad = "latin1" }
+    local a = host{ "run", PLUGIN }
+    local row = wait_for(function()
+      local r = listed()
+      return r and r.attempts == 1 and r
+    end, 10)
+    stop(a)
+    assert.truthy(row, "no failure was shown")
+    assert.matches("item 1 is bad caf%?$", row.last_error)
   end)
 
   it("a failure recorded by a host that stopped is not shown once another host handled "
