@@ -313,7 +313,9 @@ void durable__commit_free(durable__commit_t *commit);
 /* A completion handle that calls `fn` when finished: for work a layer
  * above hands to a handler (a consumer's item).  It counts as a message in
  * a handler, so a recycle waits for it.  `commit` is what the handler
- * committed (durable_reply_commit_with), NULL for none; `fn` owns it. */
+ * committed (durable_reply_commit_with), NULL for none; `fn` owns it.  A
+ * failure's `payload` is the sequence durable_reply_fail_at named, as
+ * decimal text, or NULL. */
 typedef void (*durable__reply_fn)(durable_hub_t *hub, int status,
                                   const char *payload, const char *message,
                                   durable__commit_t *commit, void *data);

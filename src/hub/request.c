@@ -405,6 +405,20 @@ void durable_reply_fail(durable_reply_t *reply, int code, const char *message) {
                message ? message : durable_strerror(code), NULL);
 }
 
+void durable_reply_fail_at(durable_reply_t *reply, int64_t sequence, int code,
+                           const char *message) {
+  if (reply == NULL)
+    return;
+  if (code >= 0)
+    code = DURABLE_EFAILED;
+  /* a continuation (a batch's turn) hears the item as the payload's
+   * number; anyone else, the failure alone */
+  char at[24];
+  snprintf(at, sizeof at, "%lld", (long long)sequence);
+  reply_finish(reply, code, reply->then && sequence > 0 ? at : NULL, NULL,
+               message ? message : durable_strerror(code), NULL);
+}
+
 /* durable_reply_commit of a message: the writes first, then the answer. */
 typedef struct {
   durable_reply_t *reply;

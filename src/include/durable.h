@@ -900,6 +900,8 @@ typedef struct durable_stream_stats_s {
                              claim again, a replay) */
   uint64_t dead_lettered; /* items moved to its dead letters (max_attempts) */
   uint64_t trimmed;       /* items a trim made here deleted */
+  uint64_t batches;       /* acknowledgements of a batch handler's calls
+                             here: `handled` / `batches` is the mean batch */
 } durable_stream_stats_t;
 
 typedef void (*durable_stream_stats_cb)(const durable_stream_id_t *stream,
@@ -1082,8 +1084,9 @@ int durable_mesh_set_retention(durable_mesh_t *mesh, const char *family,
                                void *data, durable_error_t *err);
 
 /* A leased consumer: the hub holding it claims the stream, handles each item
- * after the acknowledged checkpoint in order, one at a time, as a turn of
- * the hub, acknowledges it after `handler` finishes `done`, and releases
+ * after the acknowledged checkpoint in order, one at a time (or in batches:
+ * durable_batch_handler_cb), as a turn of the hub, acknowledges it after
+ * `handler` finishes `done`, and releases
  * the lease when the hub leaves (after the item in flight).  Dormant until
  * the stream exists.  A failure stops at the item, is logged ("... was NOT
  * acknowledged ..."), and the consumer starts over from the claim after a
@@ -1093,6 +1096,46 @@ int durable_mesh_set_retention(durable_mesh_t *mesh, const char *family,
 typedef void (*durable_item_handler_cb)(durable_hub_t *hub,
                                         const durable_item_t *item,
                                         durable_reply_t *done, void *data);
+
+/* A batch handler: `count` (>= 1) consecutive items of the stream, in
+ * order, with no gap (items[i].sequence == items[0].sequence + i), borrowed
+ * for the call.  `done` is finished as for one item, and covers them all:
+ * durable_reply_ok or durable_reply_commit(_with) acknowledges the batch's
+ * last item, with the writes and appends, in ONE transaction under the
+ * lease -- a lost lease writes nothing, a process killed before the commit
+ * hands the whole batch over again, its effects never written.
+ * durable_reply_fail, or durable_reply_fail_at naming the item that
+ * failed, writes nothing of the batch; then the failure stops at the item,
+ * not at the batch: the items before the named one are handed again as a
+ * batch and acknowledged without it, and the named one is handed alone and
+ * gets what one failing item gets (the backoff, max_attempts, the dead
+ * letters).  A failure that names no item (or one outside the batch) hands
+ * the batch's items over one at a time to find it.  Batches resume after
+ * the failing item. */
+typedef void (*durable_batch_handler_cb)(durable_hub_t *hub,
+                                         const durable_item_t *items,
+                                         size_t count, durable_reply_t *done,
+                                         void *data);
+
+/* How a batch is formed: from the items already read after the checkpoint,
+ * up to `items` of them and `bytes` of payload (a first item larger than
+ * `bytes` goes alone); with nothing more read, the batch goes as it is,
+ * unless `wait_ms` asks to wait that long for more (while it waits, items
+ * that arrive join it until it is full).  Zero `bytes` is no byte bound. */
+typedef struct durable_batch_s {
+  uint32_t items; /* 1 to DURABLE_BATCH_ITEMS_MAX */
+  size_t bytes;
+  uint32_t wait_ms; /* at most DURABLE_BATCH_WAIT_MAX_MS */
+} durable_batch_t;
+#define DURABLE_BATCH_ITEMS_MAX 10000
+#define DURABLE_BATCH_WAIT_MAX_MS 60000
+
+/* Fail a batch handler's `done` at item `sequence` (see
+ * durable_batch_handler_cb).  For any other reply it is durable_reply_fail
+ * (the sequence is not used). */
+void durable_reply_fail_at(durable_reply_t *reply, int64_t sequence, int code,
+                           const char *message);
+
 typedef struct durable_consumer_s {
   const char *ns; /* the stream family */
   /* the owner whose stream this hub consumes, written into `out`; NULL:
@@ -1112,6 +1155,12 @@ typedef struct durable_consumer_s {
    * operator's policy for the family wins (durable_mesh_set_retention).  A
    * consumer with a source keeps everything: its items are the source's. */
   durable_retention_t retention;
+  /* Batches (set `batch_handler` INSTEAD of `handler`, and `batch.items`):
+   * up to that many consecutive items per call, acknowledged together (see
+   * durable_batch_handler_cb).  Without it, one item per call, the next
+   * handed over only once its acknowledgement is saved. */
+  durable_batch_handler_cb batch_handler;
+  durable_batch_t batch;
 } durable_consumer_t;
 
 /* Every hub of NodeType `type` consumes (several families per type are

@@ -15,16 +15,19 @@
  *      than DORMANT or WAITING)
  *   WAITING   --orphan event; wake; reclaim timer-----------> CLAIMING
  *   CONSUMING_HELD  --the hold is over----------------------> CONSUMING
- *   CONSUMING: the outbox first, then the next item after the checkpoint,
- *      handed over in a turn (turn.c: a request the hub sends itself, which
- *      runs the user's handler and acknowledges the item); its answer says
- *      how it went:
- *             --acknowledged: the next item (never before)
+ *   CONSUMING: the outbox first, then the next item after the checkpoint
+ *      -- or, for a batch handler, the next items read already, up to its
+ *      bounds -- handed over in a turn (turn.c: a request the hub sends
+ *      itself, which runs the user's handler and acknowledges the turn's
+ *      last item); its answer says how it went:
+ *             --acknowledged: the next turn (never before)
  *             --the acknowledgement fenced------------------> CLAIMING
  *             --this process's liveness not confirmed-------> CONSUMING_FENCED
- *             --failed ("... was NOT acknowledged ...")-----> BACKOFF
- *             --failed max_attempts times: to the dead letters
- *               (dead_letter.c), then the next item
+ *             --an item failed ("... was NOT acknowledged ...")--> BACKOFF
+ *             --an item failed max_attempts times: to the dead letters
+ *               (dead_letter.c), then the next turn
+ *             --a batch failed: nothing of it written; its items again
+ *               from the checkpoint, the one that failed alone (batch_failed)
  *   CONSUMING_FENCED  --the liveness confirmed--------------> CONSUMING
  *   CONSUMING, _HELD, _FENCED  --the lease let go behind it, the store's
  *      session lost: after the item in flight---------------> CLAIMING
@@ -61,9 +64,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A turn lasts as long as its handler: no timeout of its own. */
-#define TURN_TIMEOUT_MS (24u * 3600u * 1000u)
-
 /* The embedder's handle is the consumer itself. */
 struct durable_consumer_handle_s {
   durable__consumer_t c;
@@ -78,17 +78,20 @@ static int ask(durable__consumer_t *c, const char *type, int64_t epoch,
 
 static void claim(durable__consumer_t *c);
 static void claim_again(durable__consumer_t *c);
-static void consume_next(durable__consumer_t *c);
 static void start_pulling(durable__consumer_t *c);
 static void finish_stop(durable__consumer_t *c);
 static void stop_done(durable__consumer_t *c);
 static void on_stop_later(int status, const char *message, void *data);
 
+/* The reader goes, and with it what was taken from it ahead of the turn
+ * out: a batch being gathered, the item carried over (all read again from
+ * the checkpoint next time). */
 static void stop_reading(durable__consumer_t *c) {
   durable__pull_close(c->pull);
   c->pull = NULL;
   durable_watch_close(c->orphan_watch);
   c->orphan_watch = NULL;
+  durable__consumer_turn_drop(c);
 }
 
 /* ---- failures ------------------------------------------------------------ */
@@ -136,6 +139,14 @@ static void backoff(durable__consumer_t *c, int64_t seq, const char *why) {
   durable__consumer_arm(c, c->msg_retry, (uint32_t)delay);
 }
 
+/* Acknowledged through `seq`: the checkpoint, and the end of the items
+ * handed over alone once they are all passed. */
+static void passed(durable__consumer_t *c, int64_t seq) {
+  c->checkpoint = seq;
+  if (c->alone_to > 0 && seq >= c->alone_to)
+    c->alone_from = c->alone_to = 0;
+}
+
 /* The dead letter of item `seq` (dead_letter.c): moved, the item is done;
  * the lease gone meanwhile, claim again; not moved, try again after the
  * backoff. */
@@ -145,7 +156,7 @@ static void on_dead_lettered(durable__consumer_t *c, int64_t seq,
   if (outcome == DURABLE__LETTER_FAILED) {
     backoff(c, seq, why);
   } else if (outcome == DURABLE__LETTER_MOVED) {
-    c->checkpoint = seq;
+    passed(c, seq);
     c->attempt = 0;
     c->failed_seq = c->failed_times = 0;
     durable__failure_clear(durable_mesh_store(c->mesh), c->path);
@@ -245,6 +256,16 @@ static void failure(durable__consumer_t *c, int64_t seq, const char *why) {
   backoff(c, seq, why);
 }
 
+/* No turn could be made (turn.c): item `seq` could not be read (its own
+ * fault: counted), or a read or the memory failed (`seq` for the log). */
+static void on_no_turn(durable__consumer_t *c, int64_t seq, int items_fault,
+                       const char *why) {
+  if (items_fault)
+    fail_item(c, seq, why, NULL, 0);
+  else
+    failure(c, seq, why);
+}
+
 /* An append of an acknowledged item failed (turn.c): what is left goes out
  * after the next claim, and, consuming, the consumer backs off to make
  * that claim. */
@@ -256,14 +277,6 @@ static void on_append_failed(durable__consumer_t *c, int status,
              message ? message : durable_strerror(status));
     failure(c, 0, m);
   }
-}
-
-static void clear_turn(durable__consumer_t *c) {
-  durable_node_free(c->turn_node);
-  free(c->turn_payload);
-  c->turn_node = NULL;
-  c->turn_payload = NULL;
-  c->turn_seq = 0;
 }
 
 /* The store cannot confirm that this process still holds its liveness lock
@@ -288,32 +301,85 @@ static void wait_for_liveness(durable__consumer_t *c, int64_t seq) {
                         durable__store_fence_ms(durable_mesh_store(c->mesh)));
 }
 
-static void turn_done(durable__consumer_t *c, const durable_response_t *res,
-                      uint64_t gen, int64_t seq, const char *payload,
-                      int64_t appended_at, int ack_failed);
+/* What a turn that came back was, once its items are gone. */
+typedef struct {
+  int64_t first, last;
+  size_t count;
+  int64_t failed_at; /* the item its failure named, 0: none */
+  int ack_failed;    /* handled, the acknowledgement failed */
+  char *payload;     /* one item's: what a dead letter would carry */
+  int64_t appended_at;
+} outcome_t;
 
-static void on_turn_done(const durable_response_t *res, void *data) {
-  durable__consumer_ask_t *a = data;
-  durable__consumer_t *c = a->c;
-  uint64_t gen = a->gen;
-  int64_t seq = a->seq;
-  free(a);
-  /* what a dead letter would carry of the item */
-  char *payload = c->turn_payload;
-  int64_t appended_at = c->turn_appended_at;
-  int ack_failed = (c->flags & DURABLE__CONSUMER_TURN_ACK_FAILED) != 0;
-  c->turn_payload = NULL;
+static void turn_done(durable__consumer_t *c, const durable_response_t *res,
+                      uint64_t gen, const outcome_t *t);
+
+/* A turn came back (turn.c): what it was, and then what follows. */
+static void on_turn_back(durable__consumer_t *c, const durable_response_t *res,
+                         uint64_t gen) {
+  outcome_t t = {.first = c->nturn ? c->turn[0].seq : 0,
+                 .last = c->nturn ? c->turn[c->nturn - 1].seq : 0,
+                 .count = c->nturn,
+                 .failed_at = c->turn_failed_at,
+                 .ack_failed =
+                     (c->flags & DURABLE__CONSUMER_TURN_ACK_FAILED) != 0};
+  if (c->nturn == 1) {
+    t.payload = c->turn[0].payload;
+    t.appended_at = c->turn[0].appended_at;
+    c->turn[0].payload = NULL;
+  }
   c->flags &= ~DURABLE__CONSUMER_TURN_ACK_FAILED;
-  clear_turn(c);
-  turn_done(c, res, gen, seq, payload, appended_at, ack_failed);
-  free(payload);
+  c->turn_failed_at = 0;
+  durable__consumer_turn_clear(c);
+  turn_done(c, res, gen, &t);
+  free(t.payload);
+}
+
+/* A batch failed: nothing of it was written.  The failure stops at the
+ * item, not at the batch: the item it named is handed over alone (the
+ * items before it again as a batch first), or, with none named, each of
+ * the batch's items alone until they are passed, which finds it.  Either
+ * way the one that fails alone gets what one failing item gets (fail_item:
+ * the backoff, max_attempts, the dead letters).  Counted as one failure,
+ * never against an item: that is the lone hand-over's to do. */
+static void batch_failed(durable__consumer_t *c, const outcome_t *t,
+                         const char *why) {
+  durable__stream_name_t n;
+  durable__stream_count(c->mesh, c->ns, c->key, DURABLE__COUNT_FAILED, 1);
+  int64_t from = t->failed_at ? t->failed_at : t->first;
+  int64_t to = t->failed_at ? t->failed_at : t->last;
+  if (c->alone_to > to) /* a range found before, not passed yet */
+    to = c->alone_to;
+  c->alone_from = from;
+  c->alone_to = to;
+  char next[160];
+  if (t->failed_at > t->first)
+    snprintf(next, sizeof next,
+             "items %lld..%lld are handed again as a batch, then item %lld "
+             "alone",
+             (long long)t->first, (long long)t->failed_at - 1,
+             (long long)t->failed_at);
+  else if (t->failed_at)
+    snprintf(next, sizeof next, "item %lld is handed again alone",
+             (long long)t->failed_at);
+  else
+    snprintf(next, sizeof next,
+             "its items are handed again one at a time to find the failing "
+             "one");
+  durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
+                   "Durable stream consumer %s: a batch of %s (items "
+                   "%lld..%lld) failed and was NOT acknowledged; %s (%s)",
+                   durable__consumer_hub_name(c), durable__consumer_name(c, &n),
+                   (long long)t->first, (long long)t->last, next, why);
+  c->gen++; /* retire what the round has out */
+  stop_reading(c);
+  start_pulling(c);
 }
 
 static void turn_done(durable__consumer_t *c, const durable_response_t *res,
-                      uint64_t gen, int64_t seq, const char *payload,
-                      int64_t appended_at, int ack_failed) {
+                      uint64_t gen, const outcome_t *t) {
   if (c->flags & DURABLE__CONSUMER_STOPPING) {
-    finish_stop(c); /* the item in flight is done: now let go */
+    finish_stop(c); /* the items in flight are done: now let go */
     return;
   }
   int reclaim = (c->flags & DURABLE__CONSUMER_RECLAIM_AFTER_TURN) != 0;
@@ -326,16 +392,16 @@ static void turn_done(durable__consumer_t *c, const durable_response_t *res,
     /* the session was lost meanwhile: verify the lease in the database
      * first, whatever the turn did (a fenced one handed nothing over) */
     if (res->status == 0)
-      c->checkpoint = seq; /* acknowledged: the lease was still ours */
+      passed(c, t->last); /* acknowledged: the lease was still ours */
     c->gen++;
     stop_reading(c);
     claim(c);
   } else if (fenced) {
-    wait_for_liveness(c, seq);
+    wait_for_liveness(c, t->first);
   } else if (res->status == 0) {
-    c->checkpoint = seq;
+    passed(c, t->last);
     c->attempt = 0; /* the next failure's backoff starts short again */
-    if (c->failed_seq > 0 && seq >= c->failed_seq) {
+    if (c->failed_seq > 0 && t->last >= c->failed_seq) {
       /* the item that failed passed; a record another process left for an
        * item this one handled names an item at or below the checkpoint,
        * which is never shown, and which only a seek or a delete -- both
@@ -343,70 +409,26 @@ static void turn_done(durable__consumer_t *c, const durable_response_t *res,
       c->failed_seq = c->failed_times = 0;
       durable__failure_clear(durable_mesh_store(c->mesh), c->path);
     }
-    durable__sweep_acked(c->sweep, seq);
-    consume_next(c);
+    durable__sweep_acked(c->sweep, t->last);
+    if (c->pull == NULL) /* a read failed behind the batch: meet it again */
+      start_pulling(c);
+    else
+      durable__consumer_next_turn(c);
   } else if (res->status == DURABLE_ECONFLICT) {
     lease_lost(c);
   } else if (res->status == DURABLE_ESHUTDOWN && durable__consumer_leaving(c)) {
     stop_reading(c); /* the hub is leaving: the release follows */
-  } else if (ack_failed) {
+  } else if (t->ack_failed) {
     stop_reading(c);
-    backoff(c, seq, res->message); /* not counted against the item */
+    backoff(c, t->first, res->message); /* not counted against the item */
+  } else if (t->count > 1) {
+    batch_failed(c, t, res->message);
   } else {
-    fail_item(c, seq, res->message, payload, appended_at);
+    fail_item(c, t->first, res->message, t->payload, t->appended_at);
   }
 }
 
 /* ---- consuming ----------------------------------------------------------- */
-
-static void on_pulled(durable__pull_t *pull, int status,
-                      const durable_item_t *item, const char *message,
-                      void *data) {
-  durable__consumer_t *c = data;
-  (void)pull;
-  if (status < 0 && item != NULL && status != DURABLE_ENOMEM)
-    fail_item(c, item->sequence, message, NULL, 0); /* it cannot be read */
-  else if (status < 0) /* the read failed, or had no memory: not the item's */
-    failure(c, c->checkpoint + 1, message);
-  if (status < 0)
-    return;
-  if (durable__consumer_leaving(c))
-    return; /* an item boundary: nothing new starts */
-  c->turn_seq = item->sequence;
-  c->turn_node = durable_node_dup(item->node);
-  c->turn_payload = strdup(item->payload);
-  c->turn_appended_at = item->appended_at;
-  durable__consumer_ask_t *a = calloc(1, sizeof(*a));
-  char payload[48];
-  snprintf(payload, sizeof payload, "{\"Sequence\":%lld}",
-           (long long)item->sequence);
-  durable_error_t err = {0};
-  if (a == NULL || c->turn_node == NULL || c->turn_payload == NULL) {
-    free(a);
-    clear_turn(c);
-    failure(c, item->sequence, "out of memory");
-    return;
-  }
-  a->c = c;
-  a->gen = c->gen;
-  a->seq = item->sequence;
-  /* a request to itself: the handler runs as a turn of this hub, and the
-   * recycle's quiesce waits for it like any pending request */
-  if (durable_hub_request(c->hub, durable_hub_address(c->hub), c->msg_turn,
-                          payload, TURN_TIMEOUT_MS, on_turn_done, a,
-                          &err) < 0) {
-    free(a);
-    clear_turn(c);
-    if (!durable__consumer_leaving(c))
-      failure(c, item->sequence, err.message);
-  }
-}
-
-static void consume_next(durable__consumer_t *c) {
-  if (durable__consumer_leaving(c) || c->pull == NULL)
-    return;
-  durable__pull_next(c->pull, on_pulled, c);
-}
 
 /* ---- claiming ------------------------------------------------------------ */
 
@@ -437,7 +459,7 @@ static void start_pulling(durable__consumer_t *c) {
   if (c->pull == NULL)
     failure(c, c->checkpoint + 1, err.message);
   else
-    consume_next(c);
+    durable__consumer_next_turn(c);
 }
 
 typedef struct {
@@ -772,7 +794,7 @@ static void claim_again(durable__consumer_t *c) {
   }
   if (!durable__consumer_consuming(c) || durable__consumer_leaving(c))
     return;
-  if (c->turn_seq != 0) {
+  if (c->flags & DURABLE__CONSUMER_TURN_OUT) {
     c->flags |= DURABLE__CONSUMER_RECLAIM_AFTER_TURN;
     return;
   }
@@ -1010,9 +1032,9 @@ void durable_consumer_stop(durable_consumer_handle_t *handle,
     stop_done(c);
     return;
   }
-  if (c->turn_seq == 0)
+  if (!(c->flags & DURABLE__CONSUMER_TURN_OUT))
     finish_stop(c);
-  /* else on_turn_done finishes the stop after the item's turn */
+  /* else turn_done finishes the stop after the turn out */
 }
 
 static void on_dispose(durable_hub_t *hub, void *data) {
@@ -1023,7 +1045,7 @@ static void on_dispose(durable_hub_t *hub, void *data) {
   c->state = DURABLE__CONSUMER_STOPPED;
   stop_reading(c);
   durable__consumer_close_spare(c);
-  clear_turn(c);
+  durable__consumer_turn_clear(c);
   /* the item in flight is done (the quiesce waited for its turn): let go */
   if (held)
     release_granted(c, c->epoch);
@@ -1035,7 +1057,8 @@ static void consumer_free(void *data) {
   durable__sweep_free(c->sweep);
   durable__consumer_appends_drop(c);
   stop_reading(c);
-  clear_turn(c);
+  durable__consumer_turn_clear(c);
+  free(c->turn);
   free(c->ns);
   free(c->key);
   free(c->held_by);
@@ -1066,6 +1089,8 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
   c->mesh = durable_hub_mesh(hub);
   c->cfg = *cfg;
   c->append_failed = on_append_failed;
+  c->turn_back = on_turn_back;
+  c->no_turn = on_no_turn;
   char key[DURABLE_PATH_MAX + 1];
   int rc = 0;
   if (cfg->key_of)
@@ -1115,6 +1140,8 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
            c->ns);
   snprintf(c->msg_fence, sizeof c->msg_fence, DURABLE__MSG_FENCE "%s", c->ns);
   snprintf(c->msg_sweep, sizeof c->msg_sweep, DURABLE__MSG_SWEEP "%s", c->ns);
+  snprintf(c->msg_gather, sizeof c->msg_gather, DURABLE__MSG_GATHER "%s",
+           c->ns);
   if (!(c->flags & DURABLE__CONSUMER_HAS_SOURCE) &&
       (c->sweep = durable__sweep_new(hub, c->msg_sweep, &id,
                                      &cfg->retention)) == NULL) {
@@ -1132,12 +1159,15 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
       (rc = durable__hub_on(hub, c->msg_reclaim, on_reclaim, c, err)) < 0 ||
       (rc = durable__hub_on(hub, c->msg_fence, on_fence, c, err)) < 0 ||
       (rc = durable__hub_on(hub, c->msg_sweep, on_sweep, c, err)) < 0 ||
+      (rc = durable__hub_on(hub, c->msg_gather, durable__consumer_gathered, c,
+                            err)) < 0 ||
       (rc = durable__hub_on_dispose(hub, on_dispose, c)) < 0) {
     /* the handlers made go again, so that the hub may consume the family
      * later (a second consumer would be refused: "already handles");
      * `c` stays attached, stopped, and goes with the hub */
     const char *types[] = {c->msg_turn,    c->msg_wake,  c->msg_retry,
-                           c->msg_reclaim, c->msg_fence, c->msg_sweep};
+                           c->msg_reclaim, c->msg_fence, c->msg_sweep,
+                           c->msg_gather};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
       durable__hub_off(hub, types[i], c);
     c->state = DURABLE__CONSUMER_STOPPED;

@@ -7,9 +7,9 @@
  * consumer.c is one consumer, from its start to its stop (its states, its
  * claim, its items, its failures); consumer_timer.c arms its timers;
  * dead_letter.c moves an item that failed max_attempts times to the dead
- * letters; turn.c runs one item's turn (the handler, the acknowledgement
- * with the item's effects, the appends made after it).  Each file calls
- * only those after it in that list, so that no two call each other
+ * letters; turn.c makes and runs a turn (an item, or a batch: the handler,
+ * the acknowledgement with the effects, the appends made after it).  Each file
+ * calls only those after it in that list, so that no two call each other
  * (tests/house/circles.sh): a lower one answers through a callback that it
  * is handed.
  */
@@ -20,6 +20,7 @@
 #include "queue.h"
 #include "stream.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* What a consumer is doing: one state at a time (the diagram at the top of
@@ -68,8 +69,22 @@ enum {
   /* the stopper was told */
   DURABLE__CONSUMER_STOP_REPORTED = 1u << 12,
   /* the spare timer is open, holding a reference to the hub */
-  DURABLE__CONSUMER_SPARE_OPEN = 1u << 13
+  DURABLE__CONSUMER_SPARE_OPEN = 1u << 13,
+  /* a turn is out: its items are being handled (turn.c) */
+  DURABLE__CONSUMER_TURN_OUT = 1u << 14,
+  /* a batch is being gathered: its first items are taken, more may join
+   * until the batch is full or its wait_ms is over */
+  DURABLE__CONSUMER_GATHERING = 1u << 15
 };
+
+/* One item of the turn: taken from the reader, kept until the turn is
+ * done. */
+typedef struct {
+  int64_t seq;
+  durable_node_t *node;
+  char *payload;
+  int64_t appended_at;
+} durable__turn_item_t;
 
 typedef struct durable__consumer_s durable__consumer_t;
 
@@ -89,13 +104,22 @@ struct durable__consumer_s {
   int attempt;
   durable__pull_t *pull;
   durable_watch_t *orphan_watch;
-  /* the item of the turn in flight */
-  int64_t turn_seq;
-  durable_node_t *turn_node;
-  char *turn_payload;
-  int64_t turn_appended_at;
+  /* the items of the turn (out, or a batch being gathered): consecutive,
+   * turn[0] the first; one at a time without a batch handler */
+  durable__turn_item_t *turn;
+  size_t nturn, turn_cap, turn_bytes;
+  /* an item taken from the reader that would have made the batch gathered
+   * larger than its bytes: the first of the next one */
+  durable__turn_item_t carry;
+  /* the item the turn's failure named (durable_reply_fail_at), 0: none */
+  int64_t turn_failed_at;
+  uint64_t gather_until; /* uv_now: a batch waits for more until then */
+  /* items handed over one at a time, a batch having failed on them: a
+   * batch never reaches into this range (0, 0: none) */
+  int64_t alone_from, alone_to;
   char msg_turn[DURABLE_PATH_MAX], msg_wake[DURABLE_PATH_MAX],
-      msg_retry[DURABLE_PATH_MAX], msg_reclaim[DURABLE_PATH_MAX];
+      msg_retry[DURABLE_PATH_MAX], msg_reclaim[DURABLE_PATH_MAX],
+      msg_gather[DURABLE_PATH_MAX];
   /* durable_consumer_stop: the embedder's callback once the item in flight
    * is done and the lease let go */
   durable_status_cb stop_cb;
@@ -106,6 +130,13 @@ struct durable__consumer_s {
   struct durable__queue outq; /* of turn.c's boxes, oldest first */
   void (*append_failed)(durable__consumer_t *c, int status,
                         const char *message);
+  /* consumer.c's word on a turn (turn.c): it came back with `res` (`gen`:
+   * the round it was sent in), or none could be made -- item `seq` could
+   * not be read (items_fault), or a read or the memory failed */
+  void (*turn_back)(durable__consumer_t *c, const durable_response_t *res,
+                    uint64_t gen);
+  void (*no_turn)(durable__consumer_t *c, int64_t seq, int items_fault,
+                  const char *why);
   /* in the mesh's list (consumers.c), for what reaches every consumer (a
    * loss of the store's session, ...); linked to itself when on none */
   struct durable__queue link;
@@ -148,6 +179,22 @@ static inline const char *durable__consumer_name(const durable__consumer_t *c,
 static inline const char *
 durable__consumer_hub_name(const durable__consumer_t *c) {
   return durable_hub_address(c->hub);
+}
+
+/* Batches: a batch handler was given. */
+static inline int durable__consumer_batches(const durable__consumer_t *c) {
+  return c->cfg.batch_handler != NULL;
+}
+
+/* "item 7" or "items 7..12" of the turn, for logs. */
+static inline void durable__consumer_turn_items(const durable__consumer_t *c,
+                                                char *out, size_t size) {
+  if (c->nturn > 1)
+    snprintf(out, size, "items %lld..%lld", (long long)c->turn[0].seq,
+             (long long)c->turn[c->nturn - 1].seq);
+  else
+    snprintf(out, size, "item %lld",
+             (long long)(c->nturn ? c->turn[0].seq : 0));
 }
 
 /* Stopped, or its hub is leaving: nothing new starts. */
@@ -254,13 +301,27 @@ void durable__dead_letter(durable__consumer_t *c, int64_t seq, const char *why,
                           const char *payload, int64_t appended_at,
                           durable__letter_cb done);
 
-/* ---- turn.c: one item's turn ------------------------------------------ */
+/* ---- turn.c: a turn -------------------------------------------------- */
 
-/* The handler of the consumer's turn message (msg_turn): hand the item of
- * the turn in flight to the user's handler, and acknowledge it once the
- * handler is done; the turn is answered after the acknowledgement. */
+/* The next turn, once the reader has its items: the item carried over
+ * first, then what is read already, up to the batch's bounds (one item
+ * without a batch handler); sent to the hub itself, and c->turn_back hears
+ * how it went.  Nothing while leaving or without a reader. */
+void durable__consumer_next_turn(durable__consumer_t *c);
+/* The handler of msg_gather: a batch's wait_ms is over, it goes. */
+void durable__consumer_gathered(durable_hub_t *hub, const durable_msg_t *msg,
+                                durable_reply_t *reply, void *data);
+/* The handler of the consumer's turn message (msg_turn): hand the turn's
+ * items to the user's handler, and acknowledge the last once the handler
+ * is done; the turn is answered after the acknowledgement. */
 void durable__consumer_turn(durable_hub_t *hub, const durable_msg_t *msg,
                             durable_reply_t *reply, void *data);
+/* The turn's items go (it is done). */
+void durable__consumer_turn_clear(durable__consumer_t *c);
+/* What was taken from the reader ahead of a turn out goes (a batch being
+ * gathered, the item carried over): the reader is closed, and reads them
+ * again from the checkpoint. */
+void durable__consumer_turn_drop(durable__consumer_t *c);
 /* Make the appends of `box` (taken; NULL is none) after those before it. */
 void durable__consumer_append(durable__consumer_t *c, durable__outbox_t *box);
 /* Forget the appends not made yet (their nodes stay: the next claim). */

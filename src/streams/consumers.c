@@ -155,8 +155,21 @@ static void consumer_init(durable_hub_t *hub, durable_reply_t *done,
 }
 
 static int check_consumer(const durable_consumer_t *cfg, durable_error_t *err) {
-  if (cfg == NULL || cfg->handler == NULL)
-    return durable__error(err, DURABLE_EINVAL, "a consumer needs a handler");
+  if (cfg == NULL || (cfg->handler == NULL) == (cfg->batch_handler == NULL))
+    return durable__error(err, DURABLE_EINVAL,
+                          "a consumer needs a handler or a batch handler "
+                          "(one of them)");
+  if (cfg->batch_handler &&
+      (cfg->batch.items < 1 || cfg->batch.items > DURABLE_BATCH_ITEMS_MAX))
+    return durable__error(err, DURABLE_EINVAL,
+                          "batch.items is %u: a batch handler takes 1 to %d "
+                          "items a call",
+                          cfg->batch.items, DURABLE_BATCH_ITEMS_MAX);
+  if (cfg->batch_handler && cfg->batch.wait_ms > DURABLE_BATCH_WAIT_MAX_MS)
+    return durable__error(err, DURABLE_EINVAL,
+                          "batch.wait_ms is %u: a batch waits at most %d ms "
+                          "for more items",
+                          cfg->batch.wait_ms, DURABLE_BATCH_WAIT_MAX_MS);
   if (cfg->max_attempts < 0)
     return durable__error(err, DURABLE_EINVAL,
                           "max_attempts is %d: 0 retries an item for ever, "

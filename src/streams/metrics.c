@@ -126,6 +126,7 @@ static void on_counted(const durable_stream_id_t *id,
   f->counts.redelivered += c->redelivered;
   f->counts.dead_lettered += c->dead_lettered;
   f->counts.trimmed += c->trimmed;
+  f->counts.batches += c->batches;
 }
 
 static void add_counted_family(const durable_stream_id_t *id,
@@ -213,6 +214,10 @@ static void put_text(scrape_t *s, FILE *out) {
   put_family_metric(out, s, "durable_stream_trimmed_total", "counter",
                     "Items trims made by this process deleted.", COUNT(trimmed),
                     V_UINT);
+  put_family_metric(out, s, "durable_stream_batches_total", "counter",
+                    "Batches a batch handler of this process handled and "
+                    "acknowledged.",
+                    COUNT(batches), V_UINT);
   durable_mesh_stats_t ms;
   durable_mesh_stats(s->m->mesh, &ms);
   put_one(out, "durable_active_hubs", "gauge", "Hubs active in this mesh.",

@@ -58,6 +58,7 @@
 #define DURABLE__MSG_RECLAIM "durable.reclaim:"
 #define DURABLE__MSG_FENCE "durable.fence:"
 #define DURABLE__MSG_SWEEP "durable.sweep:"
+#define DURABLE__MSG_GATHER "durable.gather:"
 
 typedef enum {
   DURABLE__OP_APPEND = 1,

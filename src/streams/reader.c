@@ -10,6 +10,9 @@
  * a change signal says the stream moved: a new item row (for the stream's
  * own items: a signal watch, which costs no read) or a change of the items
  * namespace (for a custom source).
+ * A signal that comes while no item is asked for (the consumer's handler
+ * runs) reads ahead all the same, up to a page: the next item is there
+ * when it is asked for.
  * A signal may be lost or repeated: the cursor makes a repeat harmless (an
  * item below it is a duplicate and is dropped) and the next read after any
  * later signal finds what a lost one announced.  An item ahead of a missing
@@ -471,6 +474,8 @@ static void on_signal(durable_watch_t *w, durable_change_kind_t kind,
   }
   if (!p->reading && p->cb != NULL)
     try_deliver(p);
+  else if (!p->reading && !p->read_status && p->nbuf - p->first < PAGE)
+    read_more(p); /* ahead, while the last item is being handled */
 }
 
 durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
@@ -528,6 +533,19 @@ void durable__pull_next(durable__pull_t *p, durable__pull_cb cb, void *data) {
   p->cb = cb;
   p->cb_data = data;
   try_deliver(p);
+}
+
+int durable__pull_ready(durable__pull_t *p) {
+  if (p->closed || p->failed)
+    return 0;
+  while (p->first < p->nbuf && p->buf[p->first].seq < p->next)
+    durable_node_free(p->buf[p->first++].node); /* passed: duplicates */
+  return p->first < p->nbuf && p->buf[p->first].seq == p->next;
+}
+
+void durable__pull_cancel(durable__pull_t *p) {
+  if (p != NULL)
+    p->cb = NULL;
 }
 
 void durable__pull_close(durable__pull_t *p) {

@@ -1,8 +1,8 @@
 /*
  * stats.c: what this process did with each stream -- appended, handled,
- * failed, redelivered, dead-lettered, trimmed -- counted where it happens
- * (publish.c, consumer.c, turn.c, dead_letter.c, operator.c) and read by
- * durable_mesh_stream_stats (mesh:stats().streams, the metrics endpoint).
+ * failed, redelivered, dead-lettered, trimmed, batches -- counted where it
+ * happens (publish.c, consumer.c, turn.c, dead_letter.c, operator.c) and read
+ * by durable_mesh_stream_stats (mesh:stats().streams, the metrics endpoint).
  *
  * The counters live in the streams layer's per-mesh state (install.c), one
  * entry per stream in a hash map keyed "{ns}\n{key}" (a family has no '/',
@@ -73,6 +73,9 @@ void durable__stream_count(durable_mesh_t *mesh, const char *ns,
     break;
   case DURABLE__COUNT_TRIMMED:
     s->trimmed += n;
+    break;
+  case DURABLE__COUNT_BATCHES:
+    s->batches += n;
     break;
   }
 }

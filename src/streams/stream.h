@@ -136,7 +136,8 @@ typedef enum {
   DURABLE__COUNT_HANDLED,
   DURABLE__COUNT_FAILED,
   DURABLE__COUNT_DEAD_LETTERED,
-  DURABLE__COUNT_TRIMMED
+  DURABLE__COUNT_TRIMMED,
+  DURABLE__COUNT_BATCHES
 } durable__count_t;
 void durable__stream_count(durable_mesh_t *mesh, const char *ns,
                            const char *key, durable__count_t which, uint64_t n);
@@ -236,6 +237,12 @@ durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
  * item that could not be read (sequence and node; payload NULL).  One
  * request at a time. */
 void durable__pull_next(durable__pull_t *pull, durable__pull_cb cb, void *data);
+/* 1 when the next item is read already, so that durable__pull_next would
+ * hand it over at once (a batch takes what is there: consumer.c). */
+int durable__pull_ready(durable__pull_t *pull);
+/* Take back the request of durable__pull_next: its callback does not run
+ * (the item stays for the next request). */
+void durable__pull_cancel(durable__pull_t *pull);
 /* No callback runs after this. */
 void durable__pull_close(durable__pull_t *pull);
 
