@@ -134,7 +134,11 @@ static void print_json(int64_t now, const durable_stream_status_t *s,
     cli_print_time(stdout, s->failed_at);
   else
     fputs("null", stdout);
-  printf(",\"dead_letters\":%" PRId64 "}\n", s->dead_letters);
+  printf(",\"dead_letters\":%" PRId64, s->dead_letters);
+  if (s->last_batch > 0)
+    printf(",\"last_batch\":%" PRId64 "}\n", s->last_batch);
+  else
+    fputs(",\"last_batch\":null}\n", stdout);
 }
 
 static int digits(int64_t v) {
@@ -324,7 +328,9 @@ const cli_command_t cli_streams_command = {
     "          orphaned_at, last_subscriber, subscribed_at, checkpoint_at,\n"
     "          oldest_unacknowledged_at, oldest_unacknowledged_age_ms,\n"
     "          attempts (0 when not failing), last_error, failed_at,\n"
-    "          dead_letters (null when unset)",
+    "          dead_letters, last_batch (how many items the last\n"
+    "          acknowledgement covered, once a batch handler's covered more\n"
+    "          than one; null until then)",
     streams_options,
     streams_main,
     0,

@@ -871,6 +871,9 @@ typedef struct durable_stream_status_s {
    * last granted, and when the checkpoint last moved. */
   const char *last_subscriber;
   int64_t subscribed_at, checkpoint_at;
+  /* how many items the last acknowledgement covered, once one covered
+   * more than one (a batch handler's: LastBatch); 0 until then */
+  int64_t last_batch;
 } durable_stream_status_t;
 
 typedef void (*durable_stream_status_cb)(const durable_stream_status_t *status,

@@ -98,6 +98,7 @@ static void emit(listing_t *l) {
         .last_subscriber = s->last_subscriber,
         .subscribed_at = s->subscribed_at,
         .checkpoint_at = s->checkpoint_at,
+        .last_batch = s->last_batch,
     };
     snprintf(dead, sizeof dead, "%s.dead", r->node->path);
     const row_t *d = row_at(l, dead);

@@ -238,6 +238,7 @@ int durable__state_decode(const char *content, const char *stream_path,
     out->checkpoint_at = durable__parse_time(str_of(j, "CheckpointAt"));
     out->orphaned_at = durable__parse_time(str_of(j, "OrphanedAt"));
     out->trimmed_through = int_of(j, "TrimmedThrough");
+    out->last_batch = int_of(j, "LastBatch");
     out->deleting_at = durable__parse_time(str_of(j, "DeletingAt"));
     out->hold_until = durable__parse_time(str_of(j, "HoldUntil"));
     if (durable__str_set(&out->subscriber, str_of(j, "Subscriber")) < 0 ||
@@ -387,6 +388,10 @@ char *durable__state_encode(const durable__stream_state_t *s) {
   if (s->trimmed_through > 0) { /* only once trimmed: base fields till then */
     BUF_LIT(&b, ",\"TrimmedThrough\":");
     buf_put_int(&b, s->trimmed_through);
+  }
+  if (s->last_batch > 0) { /* only once a batch was acknowledged */
+    BUF_LIT(&b, ",\"LastBatch\":");
+    buf_put_int(&b, s->last_batch);
   }
   if (s->hold_until > 0) {
     BUF_LIT(&b, ",\"HoldUntil\":");

@@ -34,6 +34,9 @@ typedef struct {
    * asking for one gets an answer, not a wait; 0, and not written, when
    * nothing was trimmed */
   int64_t trimmed_through;
+  /* the items the last acknowledgement covered, once one covered more than
+   * one (a batch handler's); 0, and not written, until then */
+  int64_t last_batch;
   /* when durable_stream_delete began deleting it (ms): nothing is appended,
    * claimed, sought or trimmed any more, and the node goes last; 0, and
    * not written, otherwise */
@@ -44,6 +47,17 @@ typedef struct {
    * let go sooner; 0, and not written, before any takeover */
   int64_t hold_until;
 } durable__stream_state_t;
+
+/* An acknowledgement through `seq` at `now` (ms) moves the checkpoint of
+ * `s`, and says how many items it covered once one covered more than one
+ * (LastBatch: a batch handler's). */
+static inline void durable__state_acked(durable__stream_state_t *s, int64_t seq,
+                                        int64_t now) {
+  if (seq - s->checkpoint > 1 || s->last_batch > 0)
+    s->last_batch = seq - s->checkpoint;
+  s->checkpoint = seq;
+  s->checkpoint_at = now;
+}
 
 /* "{ns}@{key}", for logs only (never parsed). */
 typedef struct {

@@ -226,8 +226,7 @@ static void run_commit(durable__shub_t *sh) {
     durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
-  next.checkpoint = op->req->sequence;
-  next.checkpoint_at = durable__now_ms();
+  durable__state_acked(&next, op->req->sequence, durable__now_ms());
   sh->batch = 1;
   sh->appends = 0;
   sh->flags &= ~DURABLE__SHUB_WITH_IDS;
@@ -295,8 +294,7 @@ static void run_batch(durable__shub_t *sh) {
   for (size_t i = 0; ok && i < n; i++, op = durable__shub_after(sh, op)) {
     if (op->kind == DURABLE__OP_ACK) {
       if (decide_ack(sh, op) && op->req->sequence > next.checkpoint) {
-        next.checkpoint = op->req->sequence;
-        next.checkpoint_at = now;
+        durable__state_acked(&next, op->req->sequence, now);
         part |= DURABLE__PART_LEASE;
       }
       continue;

@@ -128,6 +128,7 @@ static int mutate_state(const durable_node_t *current, char **content,
     cur.subscribed_at = next->subscribed_at;
     cur.checkpoint = next->checkpoint;
     cur.checkpoint_at = next->checkpoint_at;
+    cur.last_batch = next->last_batch;
     cur.orphaned_at = next->orphaned_at;
     /* only ever raised (by a trim): a decision made on a state read
      * before a trim must not lower it */

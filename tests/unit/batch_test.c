@@ -262,6 +262,12 @@ static void test_backlog_in_batches(void) {
   durable_mesh_stream_stats(fx.mesh, on_stats, &n);
   CHECK_EQ_INT(n.handled, N);
   CHECK_EQ_INT(n.batches, ncalls);
+  /* the stream node says how many items the last batch covered */
+  char *state = content_of("T/backlog/_DurableStream/Batch");
+  char want[48];
+  snprintf(want, sizeof want, "\"LastBatch\":%zu", calls[ncalls - 1].count);
+  CHECK_CONTAINS(state, want);
+  free(state);
   fx_close();
 }
 
