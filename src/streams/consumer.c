@@ -386,8 +386,27 @@ static void turn_done(durable__consumer_t *c, const durable_response_t *res,
   int fenced = (c->flags & DURABLE__CONSUMER_TURN_FENCED) != 0;
   c->flags &=
       ~(DURABLE__CONSUMER_RECLAIM_AFTER_TURN | DURABLE__CONSUMER_TURN_FENCED);
-  if (!durable__consumer_consuming(c) || gen != c->gen)
+  if (!durable__consumer_consuming(c))
     return;
+  if (gen != c->gen) {
+    /* a turn of an earlier round (an append failed meanwhile, and the
+     * backoff led to a claim again), back after this round began, whose
+     * turns waited for it (turn.c): what it acknowledged is passed --
+     * the claim may have read the checkpoint before its ack was written
+     * -- and this round's turns go on */
+    if (durable__consumer_leaving(c))
+      return;
+    if (res->status == 0 && t->last > c->checkpoint) {
+      passed(c, t->last);
+      if (c->pull != NULL) { /* it read from the checkpoint before */
+        stop_reading(c);
+        start_pulling(c);
+      }
+    } else if (c->pull != NULL) {
+      durable__consumer_next_turn(c);
+    }
+    return;
+  }
   if (reclaim) {
     /* the session was lost meanwhile: verify the lease in the database
      * first, whatever the turn did (a fenced one handed nothing over) */

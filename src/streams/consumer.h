@@ -306,7 +306,8 @@ void durable__dead_letter(durable__consumer_t *c, int64_t seq, const char *why,
 /* The next turn, once the reader has its items: the item carried over
  * first, then what is read already, up to the batch's bounds (one item
  * without a batch handler); sent to the hub itself, and c->turn_back hears
- * how it went.  Nothing while leaving or without a reader. */
+ * how it went.  Nothing while leaving, without a reader, or while a turn
+ * is out (one of an earlier round: its return calls this again). */
 void durable__consumer_next_turn(durable__consumer_t *c);
 /* The handler of msg_gather: a batch's wait_ms is over, it goes. */
 void durable__consumer_gathered(durable_hub_t *hub, const durable_msg_t *msg,

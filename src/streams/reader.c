@@ -474,7 +474,8 @@ static void on_signal(durable_watch_t *w, durable_change_kind_t kind,
   }
   if (!p->reading && p->cb != NULL)
     try_deliver(p);
-  else if (!p->reading && !p->read_status && p->nbuf - p->first < PAGE)
+  else if (!p->reading && !p->failed && !p->read_status &&
+           p->nbuf - p->first < PAGE)
     read_more(p); /* ahead, while the last item is being handled */
 }
 

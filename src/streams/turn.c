@@ -406,7 +406,10 @@ static void on_pulled(durable__pull_t *pull, int status,
 }
 
 void durable__consumer_next_turn(durable__consumer_t *c) {
-  if (durable__consumer_leaving(c) || c->pull == NULL)
+  /* one turn at a time, also across rounds: one out of an earlier round
+   * starts this one's when it comes back (consumer.c) */
+  if (durable__consumer_leaving(c) || c->pull == NULL ||
+      (c->flags & DURABLE__CONSUMER_TURN_OUT))
     return;
   if (c->carry.node != NULL) {
     if (turn_add(c, &c->carry) < 0) {
