@@ -256,14 +256,23 @@ static void reply_unlink(dlua_reply_t *r) {
   }
 }
 
-void dlua_reply_finish(dlua_reply_t *r, int code, const char *payload,
-                       const char *message) {
+/* The C reply to finish, taken off the mesh's list: NULL when it was
+ * finished already.  Taken before finishing, which may run Lua (dispose
+ * actions and recycle callbacks, nested) that must not see it again. */
+static durable_reply_t *reply_take(dlua_reply_t *r) {
   durable_reply_t *reply = r->reply;
   if (reply == NULL)
-    return;
+    return NULL;
   r->reply = NULL;
   reply_unlink(r);
-  /* may run dispose actions and recycle callbacks (Lua, nested) */
+  return reply;
+}
+
+void dlua_reply_finish(dlua_reply_t *r, int code, const char *payload,
+                       const char *message) {
+  durable_reply_t *reply = reply_take(r);
+  if (reply == NULL)
+    return;
   if (code == 0)
     durable_reply_ok(reply, payload);
   else
@@ -432,21 +441,28 @@ static int r_commit(lua_State *L) {
   return 1;
 }
 
-/* reply:fail(message [, code]) -> true, or false when it was finished
- * already.  The sender gets the failure with the message and the code
- * ("ECONFLICT"...; default and unknown names: EFAILED). */
+/* reply:fail(message [, code [, at]]) -> true, or false when it was
+ * finished already.  The sender gets the failure with the message and the
+ * code ("ECONFLICT"...; default and unknown names: EFAILED).  `at`, the
+ * sequence of the item that failed, is for a batch handler's reply: the
+ * runtime then stops at that item rather than searching the batch for it
+ * (durable_reply_fail_at); any other reply fails as without it. */
 static int r_fail(lua_State *L) {
   dlua_reply_t *r = to_reply(L);
   const char *message = luaL_optstring(L, 2, "failed");
   int code = dlua_code_named(luaL_optstring(L, 3, NULL));
   if (code == 0) /* none, or a name the runtime does not have */
     code = DURABLE_EFAILED;
-  if (r->reply == NULL) {
-    lua_pushboolean(L, 0);
+  int named = !lua_isnoneornil(L, 4);
+  lua_Integer at = named ? luaL_checkinteger(L, 4) : 0;
+  durable_reply_t *reply = reply_take(r);
+  lua_pushboolean(L, reply != NULL);
+  if (reply == NULL)
     return 1;
-  }
-  dlua_reply_finish(r, code, NULL, message);
-  lua_pushboolean(L, 1);
+  if (named)
+    durable_reply_fail_at(reply, (int64_t)at, code, message);
+  else
+    durable_reply_fail(reply, code, message);
   return 1;
 }
 

@@ -24,7 +24,10 @@
 -- A failure keeps its code: a raise of { code = "ECONFLICT", message = ... }
 -- (or durable.fail(code, message), which raises that) fails with that code;
 -- a plain string raise is "EFAILED", as is a code the runtime has no name
--- for (the message is kept).
+-- for (the message is kept).  A failure may also name the item of a batch
+-- it stopped at: a raise of { ..., at = sequence } (durable.fail_at) keeps
+-- `at` on the failed completion, through every :next() and adoption, so
+-- that a batch consumer's reply fails at that item.
 --
 -- A cold completion (completion.cold) does nothing until the first :next(),
 -- :await() or :wait(); durable streams' publish uses that so that building a
@@ -49,6 +52,7 @@ local M = {}
 ---@field value any        the value once ok
 ---@field message string?  the failure's message
 ---@field code string?     the failure's code ("EFAILED", "ENOTFOUND", "ECONFLICT", ...)
+---@field at integer?      the sequence of the batch's item the failure named (durable.fail_at)
 ---@field traceback string? where a continuation or a handler raised, when one did
 local Completion = {}
 Completion.__index = Completion
@@ -64,19 +68,22 @@ local PENDING, OK, FAILED = "pending", "ok", "failed"
 ---@class durable.Failure
 ---@field code string
 ---@field message string
+---@field at integer? the sequence of the item of a batch that failed
 local Failure = { __name = "durable.failure" }
 function Failure:__tostring() return self.code .. ": " .. self.message end
 
--- The message and the code a raised value fails with: { code =, message = }
--- keeps its code (EFAILED for a name the runtime does not have); anything
--- else is EFAILED with the value as text.
+-- The message, the code and the item a raised value fails with: { code =,
+-- message =, at = } keeps its code (EFAILED for a name the runtime does not
+-- have) and an integer `at`; anything else is EFAILED with the value as
+-- text, naming no item.
 local function failure_of(e)
   if type(e) == "string" then return e, "EFAILED" end
-  if type(e) == "table" and (type(e.code) == "string" or type(e.message) == "string") then
+  if type(e) == "table" and (type(e.code) == "string" or type(e.message) == "string"
+      or math.type(e.at) == "integer") then
     local code = type(e.code) == "string" and e.code or "EFAILED"
     local message = type(e.message) == "string" and e.message or code
     if core.err_code(code) == nil then code = "EFAILED" end
-    return message, code
+    return message, code, math.type(e.at) == "integer" and e.at or nil
   end
   local mt = getmetatable(e)
   if type(mt) == "table" and mt.__tostring then return tostring(e), "EFAILED" end
@@ -96,6 +103,33 @@ function M.fail(code, message)
     error("durable.fail(code, message): message must be a string", 2)
   end
   error(setmetatable({ code = code, message = message or code }, Failure), 0)
+end
+
+---Inside a batch handler: raise a failure that names the item it stopped
+---at (an item of the batch, or its sequence) -- the items before it are
+---handed again as a batch and acknowledged without it, and it alone is
+---retried (the backoff, max_attempts, the dead letters) without the
+---runtime handing the batch over one item at a time to find it.  The same
+---as error{ code = code, message = message, at = sequence }.  `code`
+---defaults to "EFAILED".  Exported as durable.fail_at.
+---@param item_or_sequence durable.Item|integer
+---@param message string
+---@param code? string
+function M.fail_at(item_or_sequence, message, code)
+  local at = item_or_sequence
+  if type(at) == "table" then at = at.sequence end
+  if math.type(at) ~= "integer" or at < 1 then
+    error("durable.fail_at(item, message [, code]): item must be an item of the batch or its "
+      .. ("sequence (an integer >= 1), not %s"):format(tostring(item_or_sequence)), 2)
+  end
+  if type(message) ~= "string" then
+    error("durable.fail_at(item, message [, code]): message must be a string", 2)
+  end
+  if code ~= nil and (type(code) ~= "string" or code == "") then
+    error("durable.fail_at(item, message [, code]): code must be an error name such as "
+      .. "\"EFAILED\"", 2)
+  end
+  error(setmetatable({ code = code or "EFAILED", message = message, at = at }, Failure), 0)
 end
 
 -- The traceback of the last raise seen by a continuation; kept apart from
@@ -129,12 +163,13 @@ local function continuation(fn, a, b)
   return ok, r
 end
 
-local function settle(c, ok, a, b)
+local function settle(c, ok, a, b, at)
   if c.state ~= PENDING then return false end
   if ok then
     c.state, c.value = OK, a
   else
     c.state, c.message, c.code = FAILED, tostring(a or "failed"), b or "EFAILED"
+    c.at = at
   end
   local subs = c._subs
   c._subs = nil
@@ -194,7 +229,7 @@ function M.adopt(c, r)
         settle(c, true, rc.value)
       else
         c.traceback = c.traceback or rc.traceback
-        settle(c, false, rc.message, rc.code)
+        settle(c, false, rc.message, rc.code, rc.at)
       end
     end)
   else
@@ -313,7 +348,7 @@ function M.all(list, mesh)
         left = left - 1
         if left == 0 then settle(c, true, values) end
       else
-        settle(c, false, s.message, s.code)
+        settle(c, false, s.message, s.code, s.at)
       end
     end)
   end
@@ -347,7 +382,7 @@ function Completion:next(on_ok, on_fail)
         settle(c2, true, c.value)
       else
         c2.traceback = c.traceback
-        settle(c2, false, c.message, c.code)
+        settle(c2, false, c.message, c.code, c.at)
       end
       return
     end
@@ -414,10 +449,10 @@ function M.spawn(on_raise, fn, ...)
     if not ok then
       -- reported here, the rest of the entry goes on (core.c)
       if runaway then core.budget_reset() end
-      local message, code = failure_of(a)
+      local message, code, at = failure_of(a)
       c.traceback = debug.traceback(co, message)
       on_raise(message, code, c.traceback)
-      settle(c, false, message, code)
+      settle(c, false, message, code, at)
     elseif coroutine.status(co) == "dead" then
       M.adopt(c, a)
     elseif a == AWAIT and M.is(b) then

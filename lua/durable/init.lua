@@ -53,6 +53,9 @@ durable.all = completion.all
 durable.cold = completion.cold
 durable.is_completion = completion.is
 durable.fail = completion.fail -- raise a failure with a code: durable.fail("ECONFLICT", "...")
+-- in a batch handler, raise a failure naming the item it stopped at:
+-- durable.fail_at(item, "bad amount" [, code])
+durable.fail_at = completion.fail_at
 
 ---Durable streams (lua/durable/streams.lua): hub:publish_durable,
 ---hub:read_durable, hub:consume, config:with_durable_stream_consumer, and:

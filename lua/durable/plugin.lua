@@ -297,10 +297,11 @@ end
 ---finish `reply` with its outcome once it is known -- ok with what fn
 ---returned (`with_value`: as the reply's payload; else nothing), once a
 ---returned completion is ok; failed with the message and code of a raise
----or of a failed completion.  With a transaction `tx` (given to fn as its
----last argument), what it recorded is committed with the finish: for a
----stream item with its acknowledgement, for a message before the reply
----(durable/transaction.lua).  A raise is logged, with its traceback, as
+---or of a failed completion, and with the item it named (`at`: a batch
+---consumer's durable.fail_at or error{ at = }).  With a transaction `tx`
+---(given to fn as its last argument), what it recorded is committed with
+---the finish: for stream items with their acknowledgement, for a message
+---before the reply (durable/transaction.lua).  A raise is logged, with its traceback, as
 ---"[Lua] WHAT failed: ...", `what()` naming the handler (made only then).
 ---@param reply userdata the C reply (hub.c)
 ---@param hub durable.Hub whose mesh logs
@@ -327,7 +328,7 @@ function M.run(reply, hub, what, with_value, tx, fn, ...)
   end
   completion.subscribe(outcome, function(c)
     if c.state ~= "ok" then
-      reply:fail(c.message, c.code)
+      reply:fail(c.message, c.code, c.at)
       return
     end
     local value, writes, publishes = c.value, nil, nil

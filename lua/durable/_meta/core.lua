@@ -271,11 +271,14 @@ local Reply = {}
 ---@return boolean finished false when it was finished already
 function Reply:ok(value) end
 ---Finish the message as failed with `message` and `code` ("ECONFLICT", ...;
----default, and a name the runtime does not have: "EFAILED").
+---default, and a name the runtime does not have: "EFAILED").  `at`, for a
+---batch consumer's reply: the sequence of the item the batch failed at
+---(durable_reply_fail_at); other replies fail as without it.
 ---@param message? string
 ---@param code? string
+---@param at? integer
 ---@return boolean
-function Reply:fail(message, code) end
+function Reply:fail(message, code, at) end
 ---@return boolean still unfinished
 function Reply:pending() end
 
