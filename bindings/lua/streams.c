@@ -13,6 +13,8 @@
  *   source_of(hub)  -> spec.source_of(hub): a source table or nil
  *   handler(item)   -> spec.run(hub, item, reply): the user's handler,
  *                      finished through the reply
+ *   batch(items)    -> spec.run(hub, items, reply) when spec.batch is set:
+ *                      the items an array, one reply for them all
  *
  * A publish's answer comes from inside the store's libuv callbacks, so it
  * is copied (the sequence) into the mesh's queue and delivered after
@@ -219,6 +221,106 @@ static void tramp_handler(durable_hub_t *hub, const durable_item_t *item,
   lua_settop(L, top);
 }
 
+/* Push the batch's items as an array (1..count); on an item that cannot
+ * be read, pushes nothing and says which and why in `message`. */
+static int push_items(lua_State *L, const durable_item_t *items, size_t count,
+                      int64_t *bad, char *message, size_t size) {
+  char err[512];
+  lua_createtable(L, (int)count, 0);
+  for (size_t i = 0; i < count; i++) {
+    int pushed = lua_checkstack(L, 8);
+    if (!pushed)
+      snprintf(err, sizeof err, "out of Lua stack");
+    else
+      pushed = dlua_push_item(L, &items[i], err, sizeof err) == 0;
+    if (!pushed) {
+      *bad = items[i].sequence;
+      snprintf(message, size, "Durable stream item %s could not be read: %s",
+               items[i].node ? items[i].node->path : "?", err);
+      lua_pop(L, 1);
+      return -1;
+    }
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 0;
+}
+
+/* A batch consumer's call: as tramp_handler, the items as one array, and
+ * one reply for all of them.  An item that cannot be read fails the batch
+ * at that item, so that it alone meets the retries and the dead letters. */
+static void tramp_batch(durable_hub_t *hub, const durable_item_t *items,
+                        size_t count, durable_reply_t *done, void *data) {
+  dlua_cspec_t *cs = data;
+  dlua_mesh_t *m = cs->m;
+  lua_State *L = dlua_mesh_lua(m);
+  if (L == NULL || !lua_checkstack(L, 16)) {
+    durable_reply_fail(done, DURABLE_ESHUTDOWN, "the Lua state is closing");
+    return;
+  }
+  int top = lua_gettop(L);
+  int64_t bad = 0;
+  char message[DURABLE_PATH_MAX + 600];
+  if (push_items(L, items, count, &bad, message, sizeof message) < 0) {
+    lua_settop(L, top);
+    durable_reply_fail_at(done, bad, DURABLE_EFAILED, message);
+    return;
+  }
+  dlua_reply_t *r = dlua_push_reply(L, m, hub, done);
+  /* stack: items r (r anchors the reply while we look at it after the
+   * call) */
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cs->ref);
+  lua_getfield(L, -1, "run");
+  lua_remove(L, -2);
+  if (!dlua_push_hub(L, m, hub)) {
+    lua_settop(L, top);
+    dlua_reply_finish(r, DURABLE_ESHUTDOWN, NULL,
+                      "the mesh is being collected");
+    return;
+  }
+  lua_pushvalue(L, top + 1);
+  lua_pushvalue(L, top + 2);
+  /* stack: items r run hub items r */
+  if (dlua_pcall(L, m->S, m->budget, 3, 0) != LUA_OK) {
+    const char *why = lua_tostring(L, -1);
+    dlua_mesh_log(m, DURABLE_LOG_WARN,
+                  "[Lua] the '%s' handler at hub '%s' failed on items "
+                  "%lld..%lld: %s",
+                  cs->ns, durable_hub_address(hub),
+                  (long long)items[0].sequence,
+                  (long long)items[count - 1].sequence, dlua_traceback(L));
+    dlua_reply_finish(r, DURABLE_EFAILED, NULL, why ? why : "failed");
+  }
+  lua_settop(L, top);
+}
+
+/* spec.batch (checked by lua/durable/streams.lua: { items =, bytes =,
+ * wait_ms = }), zero items when absent: one item per call. */
+static durable_batch_t spec_batch(lua_State *L, int spec) {
+  durable_batch_t batch = {0};
+  lua_getfield(L, spec, "batch");
+  if (lua_istable(L, -1)) {
+    lua_getfield(L, -1, "items");
+    lua_getfield(L, -2, "bytes");
+    lua_getfield(L, -3, "wait_ms");
+    batch.items = (uint32_t)lua_tointeger(L, -3);
+    batch.bytes = (size_t)lua_tointeger(L, -2);
+    batch.wait_ms = (uint32_t)lua_tointeger(L, -1);
+    lua_pop(L, 3);
+  }
+  lua_pop(L, 1);
+  return batch;
+}
+
+/* The handler fields of a consumer's configuration: a batch handler when
+ * spec.batch asks for one. */
+static void spec_handler(lua_State *L, int spec, durable_consumer_t *cfg) {
+  cfg->batch = spec_batch(L, spec);
+  if (cfg->batch.items > 0)
+    cfg->batch_handler = tramp_batch;
+  else
+    cfg->handler = tramp_handler;
+}
+
 /* spec.retention (a policy's text, checked by lua/durable/streams.lua with
  * core.retention_check), all when absent. */
 static durable_retention_t spec_retention(lua_State *L, int spec) {
@@ -240,7 +342,8 @@ static int spec_max_attempts(lua_State *L, int spec) {
 
 /* mesh:_consume_type(node_type, namespace, spec): every hub of the NodeType
  * consumes the family; spec = { key_of = fn|nil, source_of = fn|nil,
- * run = fn(hub, item, reply) }. */
+ * run = fn(hub, item, reply), max_attempts, retention, batch }; with a
+ * batch, run = fn(hub, items, reply). */
 static int m_consume_type(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
   const char *type_name = dlua_check_text(L, 2, "NodeType name");
@@ -268,10 +371,10 @@ static int m_consume_type(lua_State *L) {
   durable_consumer_t cfg = {.ns = cs->ns,
                             .key_of = has_key ? tramp_key : NULL,
                             .source_of = has_source ? tramp_source : NULL,
-                            .handler = tramp_handler,
                             .data = cs,
                             .max_attempts = max_attempts,
                             .retention = spec_retention(L, 4)};
+  spec_handler(L, 4, &cfg);
   durable_error_t err = {0};
   if (durable_node_type_consume(type, &cfg, &err) < 0) {
     cspec_free(cs);
@@ -315,10 +418,10 @@ static int h_consume(lua_State *L) {
   durable_consumer_t cfg = {.ns = cs->ns,
                             .key_of = tramp_key,
                             .source_of = cs->src ? tramp_source : NULL,
-                            .handler = tramp_handler,
                             .data = cs,
                             .max_attempts = spec_max_attempts(L, 4),
                             .retention = spec_retention(L, 4)};
+  spec_handler(L, 4, &cfg);
   durable_error_t err = {0};
   int rc = durable_hub_consume(h->hub, &cfg, NULL, &err);
   if (rc < 0) {

@@ -10,6 +10,10 @@
 --     key = function(hub) return hub.address end,
 --     handler = function(hub, item) return hub:update_node(...) end,
 --   }
+--   config:with_durable_stream_consumer {     -- up to 500 items per call
+--     namespace = "Payments", batch = 500,
+--     handler = function(hub, items, tx) ... end,
+--   }
 --
 --   local sub = hub:read_durable(stream, 0, function(item) ... end)
 --   sub:close()
@@ -33,6 +37,11 @@
 -- and message) and handed over again from the checkpoint; it is never
 -- skipped -- unless the consumer opted in to max_attempts: then after N
 -- failures in a row it goes to the dead letters ({namespace}.dead).
+--
+-- With `batch`, the handler gets an array of consecutive items and `tx`
+-- commits with the acknowledgement of them all; a failure fails the batch
+-- (the runtime then finds the failing item: at once when the raise named
+-- it, durable.fail_at, else by handing the items over one at a time).
 local core = require "durable.core"
 local prim = core.primitives
 local completion = require "durable.completion"
@@ -70,6 +79,15 @@ local Hub, Mesh = core.Hub, core.Mesh
 ---@field document? string
 local Source = { __name = "durable.source" }
 Source.__index = Source
+
+---How a batch consumer's batches are formed: up to `items` consecutive
+---items (1 to 10000) and `bytes` of payload (0 or absent: no bound; a first
+---item larger goes alone); with nothing more read, a batch goes at once,
+---unless `wait_ms` (0 to 60000) asks to wait that long for more.
+---@class durable.Batch
+---@field items integer
+---@field bytes? integer
+---@field wait_ms? integer
 
 ---@class durable.Subscription
 ---@field close fun(self: durable.Subscription) no item is delivered after it (idempotent)
@@ -379,7 +397,45 @@ end
 -- ---- consuming ------------------------------------------------------------------------------
 
 local CONSUMER_KEYS = { namespace = true, key = true, handler = true, source = true,
-                        max_attempts = true, retention = true }
+                        max_attempts = true, retention = true, batch = true }
+
+-- The limits of a batch (durable.h: DURABLE_BATCH_ITEMS_MAX,
+-- DURABLE_BATCH_WAIT_MAX_MS).
+local BATCH_ITEMS_MAX, BATCH_WAIT_MAX_MS = 10000, 60000
+local BATCH_KEYS = { items = true, bytes = true, wait_ms = true }
+
+-- A consumer's `batch` (an integer: the items per call; or { items =,
+-- bytes =, wait_ms = }) as the table C reads, or nil for none; raises at
+-- `level`, naming the field and its rule.
+local function batch_of(what, b, level)
+  if b == nil then return nil end
+  if math.type(b) == "integer" then b = { items = b } end
+  if type(b) ~= "table" then
+    error(("%s: batch must be an integer (items per call) or a table { items =, bytes =, "
+      .. "wait_ms = }, not %s"):format(what, type(b) == "number" and tostring(b) or type(b)),
+      level + 1)
+  end
+  for k in pairs(b) do
+    if not BATCH_KEYS[k] then
+      error(("%s: unknown batch field '%s' (known: items, bytes, wait_ms)")
+        :format(what, tostring(k)), level + 1)
+    end
+  end
+  local items, bytes, wait_ms = b.items, b.bytes or 0, b.wait_ms or 0
+  if math.type(items) ~= "integer" or items < 1 or items > BATCH_ITEMS_MAX then
+    error(("%s: batch items must be an integer from 1 to %d (was %s)")
+      :format(what, BATCH_ITEMS_MAX, tostring(items)), level + 1)
+  end
+  if math.type(bytes) ~= "integer" or bytes < 0 then
+    error(("%s: batch bytes must be an integer >= 0, 0 for no bound (was %s)")
+      :format(what, tostring(bytes)), level + 1)
+  end
+  if math.type(wait_ms) ~= "integer" or wait_ms < 0 or wait_ms > BATCH_WAIT_MAX_MS then
+    error(("%s: batch wait_ms must be an integer from 0 to %d (was %s)")
+      :format(what, BATCH_WAIT_MAX_MS, tostring(wait_ms)), level + 1)
+  end
+  return { items = items, bytes = bytes, wait_ms = wait_ms }
+end
 
 -- The fields of a consumer declaration; raises at `level`.
 local function check_consumer(what, t, level)
@@ -388,7 +444,8 @@ local function check_consumer(what, t, level)
   end
   for k in pairs(t) do
     if not CONSUMER_KEYS[k] then
-      error(("%s: unknown field '%s' (known: namespace, key, handler, source, max_attempts, retention)")
+      error(("%s: unknown field '%s' (known: namespace, key, handler, source, max_attempts, "
+        .. "retention, batch)")
         :format(what, tostring(k)), level + 1)
     end
   end
@@ -401,7 +458,8 @@ local function check_consumer(what, t, level)
     error(("%s: key must be a function(hub) returning the owner's path"):format(what), level + 1)
   end
   if type(t.handler) ~= "function" then
-    error(("%s: handler must be a function(hub, item)"):format(what), level + 1)
+    error(("%s: handler must be a function(hub, %s)")
+      :format(what, t.batch ~= nil and "items" or "item"), level + 1)
   end
   if t.source ~= nil and type(t.source) ~= "function" then
     error(("%s: source must be a function(hub) returning a durable.source"):format(what), level + 1)
@@ -415,13 +473,25 @@ local function check_consumer(what, t, level)
     local ok, message = retention_text(t.retention)
     if not ok then error(("%s: retention %s"):format(what, message), level + 1) end
   end
-  return t.namespace
+  return t.namespace, batch_of(what, t.batch, level + 1)
 end
 
--- fn(hub, item, reply): the handler, run by the one finisher of every
--- handler (plugin.run: a coroutine, then the reply finished with its
--- outcome; what it returns is not a payload, so only done or failed counts).
-local function runner(ns, handler)
+-- fn(hub, item, reply), or with a batch fn(hub, items, reply): the handler,
+-- run by the one finisher of every handler (plugin.run: a coroutine, then
+-- the reply finished with its outcome -- with a batch, for all its items;
+-- what it returns is not a payload, so only done or failed counts).
+local function runner(ns, handler, batch)
+  if batch then
+    return function(hub, items, reply)
+      local first, last = items[1].sequence, items[#items].sequence
+      plugin.run(reply, hub, function()
+        if first == last then
+          return ("the '%s' handler at hub '%s' on item %d"):format(ns, hub.address, first)
+        end
+        return ("the '%s' handler at hub '%s' on items %d..%d"):format(ns, hub.address, first, last)
+      end, false, transaction.new(hub, true), handler, hub, items)
+    end
+  end
   return function(hub, item, reply)
     local sequence = item.sequence
     plugin.run(reply, hub, function()
@@ -462,12 +532,18 @@ end
 ---and the stream goes on.  `retention` (default "all") is how long
 ---acknowledged items are kept: a count ("1000", or 0: none) or a duration
 ---("30s", "12h", "7d"); an operator's mesh:set_retention for the family
----wins.  Several families per NodeType are fine; the same family twice is
----not.
----@param t { namespace: string, key?: fun(hub: durable.Hub): string, handler: fun(hub: durable.Hub, item: durable.Item): durable.Completion|nil, source?: fun(hub: durable.Hub): durable.Source|nil, max_attempts?: integer, retention?: string|integer }
+---wins.  `batch = N` (or { items = N, bytes =, wait_ms = }, see
+---durable.Batch): the handler is called as handler(hub, items, tx) with up
+---to N consecutive items, in order, and what `tx` records commits in one
+---transaction with the acknowledgement of them all; a failure fails the
+---whole batch -- durable.fail_at(item, message) names the item, so the
+---items before it are acknowledged and it alone is retried (else the
+---items are handed over one at a time to find it).  Several families per
+---NodeType are fine; the same family twice is not.
+---@param t { namespace: string, key?: fun(hub: durable.Hub): string, handler: (fun(hub: durable.Hub, item: durable.Item, tx: durable.Transaction): durable.Completion|nil)|(fun(hub: durable.Hub, items: durable.Item[], tx: durable.Transaction): durable.Completion|nil), source?: fun(hub: durable.Hub): durable.Source|nil, max_attempts?: integer, retention?: string|integer, batch?: integer|durable.Batch }
 function plugin.methods.with_durable_stream_consumer(config, t)
   local rec = plugin.record(config)
-  local ns = check_consumer("config:with_durable_stream_consumer", t, 2)
+  local ns, batch = check_consumer("config:with_durable_stream_consumer", t, 2)
   rec.stream_families = rec.stream_families or {}
   if rec.stream_families[ns] then
     error(("NodeType '%s' already consumes the '%s' stream family"):format(rec.name, ns), 2)
@@ -477,9 +553,10 @@ function plugin.methods.with_durable_stream_consumer(config, t)
   local spec = {
     key_of = key_fn and function(hub) return key_checked(ns, key_fn(hub)) end,
     source_of = source_fn and function(hub) return source_checked(ns, source_fn(hub)) end,
-    run = runner(ns, t.handler),
+    run = runner(ns, t.handler, batch),
     max_attempts = t.max_attempts,
     retention = t.retention and retention_text(t.retention),
+    batch = batch,
   }
   rec.installs[#rec.installs + 1] = function(mesh, r)
     prim.mesh.consume_type(mesh, r.name, ns, spec)
@@ -491,12 +568,12 @@ end
 ---key and source are called once, now.  Raises on misuse (a bad field, a
 ---family this hub consumes already); nil, message, code when the hub
 ---cannot consume (it is leaving).
----@param t { namespace: string, key?: fun(hub: durable.Hub): string, handler: fun(hub: durable.Hub, item: durable.Item): durable.Completion|nil, source?: fun(hub: durable.Hub): durable.Source|nil, max_attempts?: integer, retention?: string|integer }
+---@param t { namespace: string, key?: fun(hub: durable.Hub): string, handler: (fun(hub: durable.Hub, item: durable.Item, tx: durable.Transaction): durable.Completion|nil)|(fun(hub: durable.Hub, items: durable.Item[], tx: durable.Transaction): durable.Completion|nil), source?: fun(hub: durable.Hub): durable.Source|nil, max_attempts?: integer, retention?: string|integer, batch?: integer|durable.Batch }
 ---@return true|nil ok
 ---@return string? message
 ---@return string? code
 function Hub:consume(t)
-  local ns = check_consumer("hub:consume", t, 2)
+  local ns, batch = check_consumer("hub:consume", t, 2)
   local key = self.address
   if t.key then
     local ok, k = pcall(t.key, self)
@@ -515,9 +592,9 @@ function Hub:consume(t)
     if not good then error("hub:consume: " .. why, 2) end
     source = s
   end
-  return prim.hub.consume(self, ns, key, { run = runner(ns, t.handler), max_attempts = t.max_attempts,
-    retention = t.retention and retention_text(t.retention) },
-    source)
+  return prim.hub.consume(self, ns, key, { run = runner(ns, t.handler, batch),
+    max_attempts = t.max_attempts, retention = t.retention and retention_text(t.retention),
+    batch = batch }, source)
 end
 
 M.Mesh, M.Hub = Mesh, Hub

@@ -324,8 +324,11 @@ function core.stream_timings_check(streams) end
 
 ---Every hub of node_type consumes the family `namespace`.  spec =
 ---{ key_of = fn(hub) -> key | nil (the hub's address), source_of =
----fn(hub) -> source table | nil, run = fn(hub, item, reply) }, each called
----through the one protected call; that table is held for the mesh's life.
+---fn(hub) -> source table | nil, run = fn(hub, item, reply), max_attempts =,
+---retention =, batch = { items =, bytes =, wait_ms = } | nil }, each
+---function called through the one protected call; with a batch, run =
+---fn(hub, items, reply), one reply for the array of items.  That table is
+---held for the mesh's life.
 function core.primitives.mesh.consume_type(mesh, node_type, namespace, spec) end
 
 ---Append `payload_text` (JSON text, kept byte for byte); cb(true,
@@ -343,7 +346,8 @@ function core.primitives.hub.publish(hub, namespace, key, payload_text, cb, publ
 function core.primitives.hub.read(hub, namespace, key, after, source, on_item, on_error) end
 
 ---This hub consumes the stream (namespace, key) while it is active; spec =
----{ run = fn(hub, item, reply) }; source: a source table or nil.  Held
+---{ run = fn(hub, item, reply), max_attempts =, retention =, batch = } (as
+---consume_type's); source: a source table or nil.  Held
 ---until the hub is dead.  Raises on misuse (a family it consumes already).
 ---@return true|nil ok
 ---@return string? message
