@@ -793,12 +793,13 @@ static int m_principal(lua_State *L) {
 }
 
 /* streams["NS@KEY"] = { appended, handled, failed, redelivered,
- * dead_lettered, trimmed }; stack: stats streams -> stats streams */
+ * dead_lettered, trimmed, batches }; stack: stats streams -> stats
+ * streams */
 static void push_stream_stats(const durable_stream_id_t *id,
                               const durable_stream_stats_t *c, void *data) {
   lua_State *L = data;
   lua_pushfstring(L, "%s@%s", id->ns, id->key);
-  lua_createtable(L, 0, 6);
+  lua_createtable(L, 0, 7);
 #define COUNT(name)                                                            \
   lua_pushinteger(L, (lua_Integer)c->name);                                    \
   lua_setfield(L, -2, #name)
@@ -808,6 +809,7 @@ static void push_stream_stats(const durable_stream_id_t *id,
   COUNT(redelivered);
   COUNT(dead_lettered);
   COUNT(trimmed);
+  COUNT(batches);
 #undef COUNT
   lua_settable(L, -3);
 }

@@ -172,8 +172,9 @@ function core.Mesh:close() end
 ---The mesh's counters, and per stream ("NS@KEY") what this process did with
 ---it since the mesh opened: items appended, handled (acknowledged), failed
 ---(handler failures), redelivered (handed to a handler here again: a retry,
----a claim again, a replay), dead_lettered, trimmed.
----@return { activations: integer, recycles: integer, quiesce_timeouts: integer, messages: integer, read_reprobes: integer, active_hubs: integer, streams: table<string, { appended: integer, handled: integer, failed: integer, redelivered: integer, dead_lettered: integer, trimmed: integer }> }
+---a claim again, a replay), dead_lettered, trimmed, batches (a batch
+---consumer's acknowledged calls: handled / batches is the mean batch).
+---@return { activations: integer, recycles: integer, quiesce_timeouts: integer, messages: integer, read_reprobes: integer, active_hubs: integer, streams: table<string, { appended: integer, handled: integer, failed: integer, redelivered: integer, dead_lettered: integer, trimmed: integer, batches: integer }> }
 function core.Mesh:stats() end
 ---@param level "error"|"warn"|"info"|"debug"
 ---@param line string
