@@ -27,7 +27,7 @@
  * slices between the measurement's items: beside_start) and printed as the
  * median over the repetitions, the separate values in parentheses.
  */
-#include "bench.h"
+#include "stream_figures.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -44,10 +44,6 @@
 #define MULTI_PROCS 4    /* figure 6: producer processes */
 #define MULTI_STREAMS 4  /* figure 6: streams they share */
 #define MULTI_INFLIGHT 4 /* figure 6: publishes in flight per stream */
-#define SPREAD                                                                 \
-  64 /* [2], [3]: streams of the many-stream runs, and                         \
-        namespaces of the plain loop of the same rows                          \
-        (the printed labels say 64) */
 
 /* The raw catch-up read, the store's limit for figure 4: the columns a
  * reader needs, one page after a cursor, paged by the first column (the
@@ -105,164 +101,15 @@ static int want(int fig) {
   return opt.figures ? (opt.figures >> fig) & 1 : 1;
 }
 
-/* ---- the target store --------------------------------------------------- */
-
-typedef struct {
-  const char *label;     /* "SQLite" / "PostgreSQL" */
-  const char *url;       /* store URL */
-  const char *partition; /* first path segment of everything written */
-  int pg;
-  plain_sqlite_t *psq;
-  plain_pg_t *ppg;
-  const char *plain1_name, *plain100_name, *plain100s_name;
-  /* the raw read */
-  const char *sqlite_file;
-  const char *pg_url;
-} target_t;
-
-static target_t *T;
-static long plain_runs; /* a fresh namespace per plain run */
-
-static double plain1(long n) {
-  char ns[128];
-  snprintf(ns, sizeof ns, "plain1/r%ld", plain_runs++);
-  return T->pg ? plain_pg_rows(T->ppg, ns, n)
-               : plain_sqlite_rows(T->psq, ns, n);
-}
-
-static double plain100(long n) {
-  char ns[128];
-  snprintf(ns, sizeof ns, "plain100/r%ld", plain_runs++);
-  return T->pg ? plain_pg_batch(T->ppg, ns, n, 100)
-               : plain_sqlite_batch(T->psq, ns, n, 100);
-}
-
 /* The rows of the 16-stream run, as a plain loop could commit them at
  * best: 16 per commit, one in each of 16 namespaces. */
 static double plain16s(long n) {
-  char ns[128];
-  snprintf(ns, sizeof ns, "plain16x16/r%ld", plain_runs++);
-  return T->pg ? plain_pg_spread(T->ppg, ns, n, 16, 16)
-               : plain_sqlite_spread(T->psq, ns, n, 16, 16);
+  return plain_spread(n, 16, 16);
 }
 
-/* The same rows as the SPREAD-stream runs: 100 per commit, round-robin
- * over SPREAD namespaces, each with consecutive keys. */
-static double plain100s(long n) {
-  char ns[128];
-  snprintf(ns, sizeof ns, "plain100x%d/r%ld", SPREAD, plain_runs++);
-  return T->pg ? plain_pg_spread(T->ppg, ns, n, 100, SPREAD)
-               : plain_sqlite_spread(T->psq, ns, n, 100, SPREAD);
-}
-
-/* The one-row loop in slices beside a durable run (figures 1 and 3): after
- * every `every` items the run pauses on the loop while the plain loop
- * commits `every` rows.  A shared machine's disk changes pace from one
- * second to the next, by half and more; a plain loop run before the durable
- * one measured another disk, and the ratio of two such runs swung from 0.5x
- * to 0.95x.  In slices, both take their turns on the same disk, and the
- * time of the slices is taken out of the durable run's. */
+/* The one-row loop in slices beside the one-stream runs of [1] and [3]
+ * (beside_start): SLICE rows after every SLICE items. */
 #define SLICE 50
-static const char beside_name[] =
-    "plain loop, 1 row/commit, 50 rows after every 50 items";
-static struct {
-  long every;  /* 0: no slices */
-  int appends; /* each slice also runs the append's rows (SQLite) */
-  long rows;
-  double seconds, appends_seconds;
-} beside;
-
-static void beside_start(long every, int appends) {
-  beside.every = every, beside.rows = 0, beside.seconds = 0;
-  beside.appends = appends && !T->pg, beside.appends_seconds = 0;
-}
-
-static void beside_slice(void) {
-  double t0 = now_s();
-  plain1(beside.every);
-  double t1 = now_s();
-  beside.rows += beside.every;
-  if (beside.appends) {
-    char ns[128];
-    snprintf(ns, sizeof ns, "plainappend/r%ld", plain_runs++);
-    plain_sqlite_appends(T->psq, ns, beside.every);
-    beside.appends_seconds += now_s() - t1;
-  }
-  beside.seconds += now_s() - t0;
-}
-
-/* After the durable run's item `n` (1, 2, ...): a slice when it is due. */
-static void beside_after(long n) {
-  if (beside.every > 0 && n % beside.every == 0)
-    beside_slice();
-}
-
-/* Stop slicing; the rows/s of the plain loop in its slices (a run too
- * short for one, as with --quick, gets one now). */
-static double beside_stop(double *appends) {
-  if (beside.rows == 0)
-    beside_slice();
-  beside.every = 0;
-  double appends_seconds = beside.appends ? beside.appends_seconds : 0;
-  if (appends)
-    *appends = appends_seconds > 0 ? (double)beside.rows / appends_seconds : 0;
-  return (double)beside.rows / (beside.seconds - appends_seconds);
-}
-
-/* ---- the mesh ------------------------------------------------------------ */
-
-static ctx_t C; /* the loop everything runs on */
-static durable_mesh_t *M;
-static durable_hub_t *client;
-static struct { long warn, error, deadlock, printed; } logs;
-
-static void log_line(durable_log_level_t level, const char *line, void *data) {
-  (void)data;
-  if (strstr(line, "deadlock detected"))
-    logs.deadlock++;
-  if (level == DURABLE_LOG_ERROR)
-    logs.error++;
-  else if (level == DURABLE_LOG_WARN)
-    logs.warn++;
-  /* warnings and errors (what DURABLE_LOG lets through): the first 20 */
-  if (level <= DURABLE_LOG_WARN && level <= durable__log_threshold() &&
-      logs.printed++ < 20)
-    fprintf(stderr, "  log: %s\n", line);
-}
-
-static void main_open(const char *url) {
-  durable_error_t err = {0};
-  ctx_init(&C);
-  M = mesh_open(&C, url, log_line);
-  C.store = NULL; /* the mesh owns its store */
-  if (durable_mesh_client(M, "client/bench", &client, &err) < 0)
-    die("durable_mesh_client: %s", err.message);
-  durable_hub_ref(client);
-}
-
-static void main_close(void) {
-  durable_hub_unref(client);
-  mesh_close(&C, M);
-  M = NULL;
-  ctx_finish(&C);
-}
-
-/* ---- store writes: owners ------------------------------------------------ */
-
-/* Owner nodes key[0..n-1] of NodeType `type`. */
-static void put_owners(durable_store_t *store, char (*keys)[128], int n,
-                       const char *type) {
-  durable_write_t *w = calloc((size_t)n, sizeof *w);
-  if (w == NULL)
-    die("out of memory");
-  for (int i = 0; i < n; i++)
-    w[i] = (durable_write_t){.kind = DURABLE_WRITE_PUT,
-                             .path = keys[i],
-                             .node_type = type,
-                             .content = "{}"};
-  write_nodes(&C, store, w, (size_t)n);
-  free(w);
-}
 
 /* ---- publishing ------------------------------------------------------------
  */
@@ -365,29 +212,10 @@ static double publish_run(const char *ns, char (*keys)[128], int nstreams,
  * one untimed publish to each so that the stream nodes exist and the owners
  * were woken once before anything is timed. */
 static char (*make_streams(const char *tag, int n, int warm))[128] {
-  char(*keys)[128] = calloc((size_t)n, sizeof *keys);
-  if (keys == NULL)
-    die("out of memory");
-  for (int i = 0; i < n; i++)
-    snprintf(keys[i], sizeof keys[i], "%s/%s/o%d", T->partition, tag, i);
-  put_owners(durable_mesh_store(M), keys, n, "BenchOwner");
+  char(*keys)[128] = owner_keys(tag, n, "BenchOwner");
   if (warm)
     publish_run("Bench", keys, n, 1, 1);
   return keys;
-}
-
-/* ---- printing ----------------------------------------------------------- */
-
-static void print_rate(const char *label, const double *v, int n,
-                       const char *unit) {
-  printf("  %-60s %12s %-8s %s\n", label, num(median(v, n)), unit,
-         runs(v, n, 1, "%.0f"));
-}
-
-static void print_ratio(const char *label, const double *v, int n,
-                        const char *target) {
-  printf("  %-60s %11.2fx          %s  [%s]\n", label, median(v, n),
-         runs(v, n, 1, "%.2f"), target);
 }
 
 /* ---- [1] and [2]: producers ---------------------------------------------- */
@@ -405,14 +233,14 @@ static void fig_producers(void) {
       char tag[32];
       snprintf(tag, sizeof tag, "f1r%d", r);
       char(*keys)[128] = make_streams(tag, 1, 1);
-      beside_start(SLICE, 1);
+      beside_start(SLICE, SLICE, 1);
       one[r] = publish_run("Bench", keys, 1, sz.single, 1);
       p1[r] = beside_stop(&p2[r]);
       r_one[r] = one[r] / p1[r];
       r_two[r] = p2[r] > 0 ? one[r] / p2[r] : 0;
       free(keys);
     }
-    print_rate(beside_name, p1, reps, "rows/s");
+    print_rate(beside.name, p1, reps, "rows/s");
     if (!T->pg)
       print_rate("  ... and 2 rows/commit in 2 tables (item, LastSequence)", p2,
                  reps, "commits/s");
@@ -473,164 +301,6 @@ static void fig_producers(void) {
 /* ---- [3] draining a backlog ------------------------------------------------
  */
 
-typedef struct drain_s drain_t;
-typedef struct {
-  drain_t *d;
-  char key[128];
-  char path[256];
-  char hub[128];
-  long count, want;
-  int order_ok;
-  int effect; /* the handler commits one node write per item with its ack */
-  char effect_path[256];
-} dstream_t;
-
-struct drain_s {
-  long handled, want;
-  int all_handled, all_checked;
-  int nstreams, checked;
-  dstream_t *s;
-  uv_timer_t timer;
-};
-
-static int drain_key_of(durable_hub_t *hub, char *out, size_t size,
-                        void *data) {
-  dstream_t *s = data;
-  (void)hub;
-  snprintf(out, size, "%s", s->key);
-  return 0;
-}
-
-static void drain_handler(durable_hub_t *hub, const durable_item_t *item,
-                          durable_reply_t *done, void *data) {
-  dstream_t *s = data;
-  (void)hub;
-  C.progress++;
-  if (item->sequence != ++s->count)
-    s->order_ok = 0;
-  if (s->effect) {
-    /* the effect a real consumer writes: one node, in the ack's commit */
-    char content[48];
-    snprintf(content, sizeof content, "{\"applied\":%lld}",
-             (long long)item->sequence);
-    durable_write_t w = {.kind = DURABLE_WRITE_PUT,
-                         .path = s->effect_path,
-                         .node_type = "BenchTally",
-                         .content = content};
-    durable_error_t err = {0};
-    if (durable_reply_commit(done, NULL, &w, 1, &err) < 0)
-      die("durable_reply_commit: %s", err.message);
-  } else {
-    durable_reply_ok(done, NULL);
-  }
-  if (++s->d->handled == s->d->want)
-    s->d->all_handled = 1;
-  else
-    beside_after(s->d->handled);
-}
-
-static void drain_check(drain_t *d);
-static void drain_timer_cb(uv_timer_t *t);
-
-static void drain_got(const durable_result_t *r, void *data) {
-  drain_t *d = data;
-  dstream_t *s = &d->s[d->checked];
-  C.progress++;
-  if (r->status < 0)
-    die("reading %s: %s", s->path, r->message ? r->message : "");
-  const char *cp =
-      r->node->content ? strstr(r->node->content, "\"Checkpoint\":") : NULL;
-  long checkpoint = cp ? strtol(cp + 13, NULL, 10) : -1;
-  if (checkpoint >= s->want && ++d->checked == d->nstreams) {
-    d->all_checked = 1;
-    return;
-  }
-  if (checkpoint >= s->want)
-    drain_check(d); /* the next stream */
-  else              /* not yet: look again in a millisecond */
-    uv_timer_start(&d->timer, drain_timer_cb, 1, 0);
-}
-
-/* Read the stream node of stream d->checked. */
-static void drain_check(drain_t *d) {
-  durable_error_t err = {0};
-  if (durable_store_get(durable_mesh_store(M), NULL, d->s[d->checked].path,
-                        drain_got, d, &err) < 0)
-    die("durable_store_get: %s", err.message);
-}
-
-static void drain_timer_cb(uv_timer_t *t) {
-  drain_check(t->data);
-}
-
-typedef struct {
-  long left;
-  int done;
-} recycle_t;
-
-static void recycled_cb(int status, const char *message, void *data) {
-  recycle_t *rc = data;
-  C.progress++;
-  if (status < 0)
-    printf("  note: recycle failed: %s\n", message ? message : "");
-  if (--rc->left == 0)
-    rc->done = 1;
-}
-
-/* items/s of consumers on `n` client hubs draining the backlog of per
- * items each on streams Bench@keys[i], from the first durable_hub_consume
- * until every stream node's Checkpoint says all are acknowledged. */
-static double drain_run(char (*keys)[128], int n, long per, int rep,
-                        int effect) {
-  drain_t d = {.want = per * n, .nstreams = n};
-  d.s = calloc((size_t)n, sizeof *d.s);
-  if (d.s == NULL)
-    die("out of memory");
-  uv_timer_init(&C.loop, &d.timer);
-  d.timer.data = &d;
-  for (int i = 0; i < n; i++) {
-    dstream_t *s = &d.s[i];
-    *s = (dstream_t){.d = &d, .want = per, .order_ok = 1, .effect = effect};
-    snprintf(s->key, sizeof s->key, "%s", keys[i]);
-    snprintf(s->effect_path, sizeof s->effect_path, "%s/_Tally", keys[i]);
-    durable_stream_id_t id = {.ns = "Bench", .key = s->key};
-    durable_stream_path(&id, s->path, sizeof s->path);
-    snprintf(s->hub, sizeof s->hub, "client/drain/r%d_n%d_%d_e%d", rep, n, i,
-             effect);
-  }
-  durable_error_t err = {0};
-  double t0 = now_s(), sliced = beside.seconds;
-  for (int i = 0; i < n; i++) {
-    durable_hub_t *h;
-    if (durable_mesh_client(M, d.s[i].hub, &h, &err) < 0)
-      die("durable_mesh_client: %s", err.message);
-    durable_consumer_t cons = {.ns = "Bench",
-                               .key_of = drain_key_of,
-                               .handler = drain_handler,
-                               .data = &d.s[i]};
-    if (durable_hub_consume(h, &cons, NULL, &err) < 0)
-      die("durable_hub_consume: %s", err.message);
-  }
-  run_until(&C, &d.all_handled, "draining the backlog");
-  drain_check(&d);
-  run_until(&C, &d.all_checked, "waiting for the checkpoints");
-  double dt = now_s() - t0 - (beside.seconds - sliced);
-  for (int i = 0; i < n; i++)
-    if (!d.s[i].order_ok || d.s[i].count != per)
-      printf("  WARNING: %s handled %ld items (of %ld), in order: %s\n",
-             d.s[i].key, d.s[i].count, per, d.s[i].order_ok ? "yes" : "NO");
-  /* the consumers go: their hubs release the leases */
-  recycle_t rc = {.left = n};
-  for (int i = 0; i < n; i++)
-    if (durable_mesh_recycle(M, d.s[i].hub, recycled_cb, &rc, &err) < 0)
-      die("durable_mesh_recycle: %s", err.message);
-  run_until(&C, &rc.done, "recycling the consumers");
-  uv_close((uv_handle_t *)&d.timer, NULL);
-  uv_run(&C.loop, UV_RUN_NOWAIT);
-  free(d.s);
-  return (double)(per * n) / dt;
-}
-
 static void fig_drain(void) {
   int reps = opt.reps;
   double p1[64], p1fx[64], p100[64], p100s[64], one[64], many[64], fx[64];
@@ -651,10 +321,10 @@ static void fig_drain(void) {
     publish_run("Bench", k1, 1, sz.drain1, 64);
     publish_run("Bench", k64, SPREAD, sz.drain64, 4);
     publish_run("Bench", kfx, 1, sz.drain1, 64);
-    beside_start(SLICE, 0);
+    beside_start(SLICE, SLICE, 0);
     one[r] = drain_run(k1, 1, sz.drain1, r, 0);
     p1[r] = beside_stop(NULL);
-    beside_start(SLICE, 0);
+    beside_start(SLICE, SLICE, 0);
     fx[r] = drain_run(kfx, 1, sz.drain1, r, 1);
     p1fx[r] = beside_stop(NULL);
     r_fx[r] = fx[r] / p1fx[r];
@@ -668,7 +338,7 @@ static void fig_drain(void) {
     free(k64);
     free(kfx);
   }
-  print_rate(beside_name, p1, reps, "rows/s");
+  print_rate(beside.name, p1, reps, "rows/s");
   print_rate("  ... beside the drain with an effect", p1fx, reps, "rows/s");
   print_rate(T->plain100_name, p100, reps, "rows/s");
   print_rate(T->plain100s_name, p100s, reps, "rows/s");
@@ -821,48 +491,14 @@ static double reader_run(const durable_stream_id_t *id, long after, long until,
   return dt;
 }
 
-/* Run `durable lua lua_figures.lua ARGS...` and return the one number it
- * prints (items/s).  An alarm bounds a subprocess that hangs. */
-static double lua_figure(const char *mode, const char *url, const char *ns,
-                         const char *key, long n) {
-  int fd[2];
+/* Run `durable lua lua_figures.lua MODE URL NS KEY N` and return the one
+ * number it prints (items/s). */
+static double lua_figures(const char *mode, const char *url, const char *ns,
+                          const char *key, long n) {
   char count[32];
   snprintf(count, sizeof count, "%ld", n);
-  if (pipe(fd) != 0)
-    die("pipe: %s", strerror(errno));
-  fflush(stdout);
-  pid_t pid = fork();
-  if (pid < 0)
-    die("fork: %s", strerror(errno));
-  if (pid == 0) {
-    dup2(fd[1], 1);
-    close(fd[0]);
-    close(fd[1]);
-    alarm(STALL_SECONDS * 5);
-    execl(opt.durable, opt.durable, "lua", opt.lua, mode, url, ns, key, count,
-          (char *)NULL);
-    fprintf(stderr, "stream_bench: cannot run %s: %s\n", opt.durable,
-            strerror(errno));
-    _exit(127);
-  }
-  close(fd[1]);
-  char out[4096];
-  size_t o = 0;
-  ssize_t k;
-  while (o < sizeof out - 1 &&
-         (k = read(fd[0], out + o, sizeof out - 1 - o)) > 0)
-    o += (size_t)k;
-  out[o] = 0;
-  close(fd[0]);
-  int status;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  char *end;
-  double v = strtod(out, &end);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || end == out || v <= 0)
-    die("%s lua %s %s failed (status %d): %s", opt.durable, opt.lua, mode,
-        status, out);
-  return v;
+  const char *args[] = {mode, url, ns, key, count, NULL};
+  return lua_figure(opt.durable, opt.lua, args);
 }
 
 static void fig_catchup(void) {
@@ -896,7 +532,7 @@ static void fig_catchup(void) {
   for (int r = 0; r < reps; r++) {
     rawt[r] = raw_read(items_ns, 0, &rows);
     full[r] = reader_run(&id, 0, n, &rss_peak);
-    lua[r] = lua_figure("read", T->url, "Bench", key, n);
+    lua[r] = lua_figures("read", T->url, "Bench", key, n);
     r_full[r] = rawt[r] / full[r];             /* our rate / raw rate */
     r_lua[r] = lua[r] / ((double)n / rawt[r]); /* Lua rate / raw rate */
   }
@@ -938,7 +574,7 @@ static void fig_catchup(void) {
     snprintf(tag, sizeof tag, "f4lr%d", r);
     char(*k)[128] = make_streams(tag, 1, 0);
     p1[r] = plain1(sz.plain1);
-    lp[r] = lua_figure("produce", T->url, "Bench", k[0], sz.lua_pub);
+    lp[r] = lua_figures("produce", T->url, "Bench", k[0], sz.lua_pub);
     r_lp[r] = lp[r] / p1[r];
     free(k);
   }
@@ -1095,10 +731,8 @@ static void fig_latency(void) {
   run_until(&C, &L.finished, "the paced latency run");
   double elapsed = (double)(mono_us() - L.start_us) / 1e6;
   uv_close((uv_handle_t *)&L.pace, NULL);
-  recycle_t rc = {.left = 1};
-  if (durable_mesh_recycle(M, "client/latency", recycled_cb, &rc, &err) < 0)
-    die("durable_mesh_recycle: %s", err.message);
-  run_until(&C, &rc.done, "recycling the consumer");
+  const char *lat_hub = "client/latency";
+  recycle_hubs(&lat_hub, 1);
   qsort(L.lat, (size_t)L.handled, sizeof *L.lat, cmp_d);
   qsort(L.pub_lat, (size_t)L.npub, sizeof *L.pub_lat, cmp_d);
   printf("  %-60s %12s items in %.2f s (%.0f items/s)\n", "handled",
@@ -1330,10 +964,10 @@ static void fig_multi(void) {
 /* ---- one store -------------------------------------------------------------
  */
 
-static void run_target(target_t *t) {
-  T = t;
+/* Every figure on the store T (target_sqlite / target_postgres). */
+static void run_target(void) {
+  target_t *t = T;
   memset(&logs, 0, sizeof logs);
-  plain_runs = 0;
   main_open(t->url);
   /* the plain loops' rates, for the header */
   double a = plain1(sz.plain1), b = plain100(sz.plain100),
@@ -1358,69 +992,15 @@ static void run_target(target_t *t) {
 }
 
 static void run_sqlite(void) {
-  const char *dir = tmpdir_make("durable-stream-bench");
-  char file[600], url[640];
-  plain_sqlite_t plain = {0};
-  plain_sqlite_start(&plain, dir, file, sizeof file, url, sizeof url);
-  target_t t = {.label = "SQLite",
-                .url = url,
-                .partition = "Bench",
-                .psq = &plain,
-                .plain1_name = "plain sqlite loop, 1 row/commit",
-                .plain100_name = "plain sqlite loop, 100 rows/commit",
-                .plain100s_name =
-                    "plain sqlite loop, 100 rows/commit over 64 namespaces",
-                .sqlite_file = file};
-  run_target(&t);
-  plain_sqlite_close(&plain);
-  tmpdir_remove();
+  target_sqlite("durable-stream-bench", run_target);
 }
 
 static void run_postgres(const char *url) {
-  char partition[64];
-  fresh_partition("sbench", partition, sizeof partition);
-  plain_pg_t plain = {0};
-  plain_pg_start(&plain, url, partition);
-  target_t t = {
-      .label = "PostgreSQL",
-      .url = url,
-      .partition = partition,
-      .pg = 1,
-      .ppg = &plain,
-      .plain1_name = "plain libpq loop, 1 row/commit",
-      .plain100_name = "plain libpq loop, 100-row INSERT/commit",
-      .plain100s_name =
-          "plain libpq loop, 100-row INSERT/commit over 64 namespaces",
-      .pg_url = url};
-  run_target(&t);
-  plain_pg_close(&plain);
+  target_postgres(url, "sbench", run_target);
 }
 
 /* ---- main -----------------------------------------------------------------
  */
-
-static void find_durable(void) {
-  static char path[PATH_MAX + 32];
-  char self[PATH_MAX];
-  if (opt.lua == NULL)
-    opt.lua = STREAM_BENCH_LUA;
-  if (opt.durable)
-    return;
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0) {
-    self[n] = 0;
-    char *slash = strrchr(self, '/');
-    if (slash) {
-      *slash = 0; /* .../tests/bench -> .../durable */
-      snprintf(path, sizeof path, "%s/../../durable", self);
-      if (access(path, X_OK) == 0) {
-        opt.durable = path;
-        return;
-      }
-    }
-  }
-  opt.durable = STREAM_BENCH_DURABLE;
-}
 
 int main(int argc, char **argv) {
   bench_name = "stream_bench";
@@ -1473,7 +1053,10 @@ int main(int argc, char **argv) {
   }
   if (opt.reps > 64)
     opt.reps = 64;
-  find_durable();
+  if (opt.lua == NULL)
+    opt.lua = STREAM_BENCH_LUA;
+  if (opt.durable == NULL)
+    opt.durable = find_durable(STREAM_BENCH_DURABLE);
   setvbuf(stdout, NULL, _IOLBF, 0);
   printf("stream_bench: durable %s, %ld catch-up items, medians of %d runs; "
          "Lua figures by %s\n",
