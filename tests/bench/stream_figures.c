@@ -305,6 +305,7 @@ static void drain_reply(dstream_t *s, int64_t last, durable_reply_t *done) {
 
 /* After a call that handled k items: done, or the slices due. */
 static void drain_handled(dstream_t *s, size_t k) {
+  s->calls++;
   s->d->handled += (long)k;
   if (s->d->handled >= s->d->want)
     s->d->all_handled = 1;
@@ -323,7 +324,21 @@ static void drain_handler(durable_hub_t *hub, const durable_item_t *item,
   drain_handled(s, 1);
 }
 
-double drain_run(char (*keys)[128], int n, long per, int rep, int effect) {
+static void drain_batch_handler(durable_hub_t *hub, const durable_item_t *items,
+                                size_t count, durable_reply_t *done,
+                                void *data) {
+  dstream_t *s = data;
+  (void)hub;
+  C.progress++;
+  for (size_t i = 0; i < count; i++)
+    if (items[i].sequence != ++s->count)
+      s->order_ok = 0;
+  drain_reply(s, items[count - 1].sequence, done);
+  drain_handled(s, count);
+}
+
+double drain_batches(char (*keys)[128], int n, long per, int rep, int effect,
+                     uint32_t batch, long *calls) {
   drain_t d = {.want = per * n};
   dstream_t *s = calloc((size_t)n, sizeof *s);
   const char **paths = calloc((size_t)n, sizeof *paths);
@@ -336,8 +351,8 @@ double drain_run(char (*keys)[128], int n, long per, int rep, int effect) {
     snprintf(s[i].effect_path, sizeof s[i].effect_path, "%s/_Tally", keys[i]);
     durable_stream_id_t id = {.ns = "Bench", .key = s[i].key};
     durable_stream_path(&id, s[i].path, sizeof s[i].path);
-    snprintf(s[i].hub, sizeof s[i].hub, "client/drain/r%d_n%d_%d_e%d", rep, n,
-             i, effect);
+    snprintf(s[i].hub, sizeof s[i].hub, "client/drain/r%d_n%d_%d_e%d_b%u", rep,
+             n, i, effect, (unsigned)batch);
     paths[i] = s[i].path;
     hubs[i] = s[i].hub;
   }
@@ -347,26 +362,39 @@ double drain_run(char (*keys)[128], int n, long per, int rep, int effect) {
     durable_hub_t *h;
     if (durable_mesh_client(M, s[i].hub, &h, &err) < 0)
       die("durable_mesh_client: %s", err.message);
-    durable_consumer_t cons = {.ns = "Bench",
-                               .key_of = drain_key_of,
-                               .handler = drain_handler,
-                               .data = &s[i]};
+    durable_consumer_t cons = {
+        .ns = "Bench", .key_of = drain_key_of, .data = &s[i]};
+    if (batch > 0) {
+      cons.batch_handler = drain_batch_handler;
+      cons.batch.items = batch;
+    } else {
+      cons.handler = drain_handler;
+    }
     if (durable_hub_consume(h, &cons, NULL, &err) < 0)
       die("durable_hub_consume: %s", err.message);
   }
   run_until(&C, &d.all_handled, "draining the backlog");
   wait_checkpoints(paths, n, per);
   double dt = now_s() - t0 - (beside.seconds - sliced);
-  for (int i = 0; i < n; i++)
+  long all_calls = 0;
+  for (int i = 0; i < n; i++) {
+    all_calls += s[i].calls;
     if (!s[i].order_ok || s[i].count != per)
       printf("  WARNING: %s handled %ld items (of %ld), in order: %s\n",
              s[i].key, s[i].count, per, s[i].order_ok ? "yes" : "NO");
+  }
+  if (calls)
+    *calls = all_calls;
   /* the consumers go: their hubs release the leases */
   recycle_hubs(hubs, n);
   free(s);
   free(paths);
   free(hubs);
   return (double)(per * n) / dt;
+}
+
+double drain_run(char (*keys)[128], int n, long per, int rep, int effect) {
+  return drain_batches(keys, n, per, rep, effect, 0, NULL);
 }
 
 /* ---- printing ----------------------------------------------------------- */

@@ -1,10 +1,10 @@
 /*
  * stream_figures.h: what the C benches of durable streams share
- * (stream_figures.c; stream_bench), on top of bench.h: the store under test
- * with its plain loops (and the one-row loop in slices beside a durable run),
- * the mesh every figure runs on with its log counts, owner nodes, waiting for
- * the streams' checkpoints, letting consumers go, printing a figure, and
- * running a Lua figure in a `durable lua` subprocess.
+ * (stream_figures.c; stream_bench, batch_bench), on top of bench.h: the store
+ * under test with its plain loops (and the one-row loop in slices beside a
+ * durable run), the mesh every figure runs on with its log counts, owner nodes,
+ * waiting for the streams' checkpoints, letting consumers go, printing a
+ * figure, and running a Lua figure in a `durable lua` subprocess.
  *
  * These programs measure one store at a time on one loop, so this keeps
  * that store and that loop in globals (T, C, M, client) rather than pass
@@ -119,6 +119,7 @@ typedef struct {
   char path[256]; /* the stream node */
   char hub[128];  /* the client hub that consumes it */
   long count, want;
+  long calls;   /* handler calls (with a batch handler: the batches) */
   int order_ok; /* every item came as the next sequence */
   int effect;   /* the handler commits one node write with each ack */
   char effect_path[256];
@@ -136,6 +137,11 @@ int drain_key_of(durable_hub_t *hub, char *out, size_t size, void *data);
  * durable_reply_ok.  Afterwards the hubs are recycled (their leases
  * released). */
 double drain_run(char (*keys)[128], int n, long per, int rep, int effect);
+/* drain_run with a batch handler taking up to `batch` items a call (with
+ * `effect`, one put per batch); the handler calls of all streams go to
+ * *calls (may be NULL). */
+double drain_batches(char (*keys)[128], int n, long per, int rep, int effect,
+                     uint32_t batch, long *calls);
 
 /* ---- printing ----------------------------------------------------------- */
 
