@@ -10,13 +10,20 @@
  *   [3] 64 streams with batch handlers, drained together
  *                                                  vs 100 rows/commit,
  *                                and 100 rows/commit over 64 namespaces
+ *   [4] Lua (batch_bench.lua in a `durable lua` subprocess): 1 stream,
+ *       `batch =`, a handler returning nil; and one tx:update_node per
+ *       batch                                      vs 1 row/commit
  *
  * The one-stream C drains run the one-row loop in slices beside them
  * (beside_start: a few rows after every few batches); the 64-stream drain
- * runs its loops just before it.  The backlogs are written untimed
+ * runs its loops just before it; the Lua figure runs the one-row loop just
+ * before and just after its subprocess.  The backlogs are written untimed
  * as the stream hub writes them (fill_items, then one publish that makes
- * the stream node), and timed from the first durable_hub_consume until
- * every stream node's Checkpoint says all are acknowledged.
+ * the stream node).  The C drains are timed from the first
+ * durable_hub_consume until every stream node's Checkpoint says all are
+ * acknowledged; the Lua one by the script, from its hosting mesh's open
+ * (the owner, of a NodeType this process does not consume, waits for it)
+ * until its Checkpoint says so.
  *
  * It prints figures and never asserts on time.  It exits 1 only when an
  * operation fails or stalls (no progress for STALL_SECONDS).
@@ -41,13 +48,14 @@ static struct {
   int quick;
   long batch;
   unsigned figures; /* bit k: figure k; 0 = all */
-} opt = {NULL, 3, 0, 0, 256, 0};
+  const char *durable, *lua;
+} opt = {NULL, 3, 0, 0, 256, 0, NULL, NULL};
 
 /* Sizes (--quick makes them small). */
 static struct {
-  long drain1;   /* [1], [2] backlog of the one stream */
+  long drain1;   /* [1], [2], [4] backlog of the one stream */
   long drain64;  /* [3] backlog of each of the 64 streams */
-  long plain1;   /* rows of the one-row loop in the header */
+  long plain1;   /* rows of the one-row loop: the header, [4] (in halves) */
   long plain100; /* [3] rows of each 100-rows-per-commit loop */
 } sz = {50000, 2048, 1000, 50000};
 
@@ -55,11 +63,16 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: batch_bench [--only sqlite|postgres] [--items N] [--reps N]\n"
           "                   [--batch N] [--quick] [--figures 1,2,...]\n"
+          "                   [--durable PATH] [--lua PATH]\n"
           "  --items N     backlog of the one-stream drains (default 50000)\n"
           "  --batch N     items per batch handler call (default 256)\n"
           "  --reps N      repetitions; medians are printed (default 3)\n"
           "  --quick       small sizes everywhere: a smoke run\n"
-          "  --figures L   run only these figures (1-3)\n"
+          "  --figures L   run only these figures (1-4)\n"
+          "  --durable P   the durable command for the Lua figure (default: "
+          "../../durable\n"
+          "                next to this binary)\n"
+          "  --lua P       tests/bench/batch_bench.lua\n"
           "PostgreSQL runs when DURABLE_TEST_PG holds a libpq URL.\n");
 }
 
@@ -211,6 +224,60 @@ static void fig_many_streams(void) {
               r_many_s, reps, "same rows, no target");
 }
 
+/* ---- [4] Lua --------------------------------------------------------------
+ */
+
+/* A fresh backlog whose owner is of batch_bench_plugin.lua's NodeType for
+ * `mode` ("ack": BatchAck, "tx": BatchTx), then `durable lua
+ * batch_bench.lua --filled ...` draining it, with half the one-row loop's
+ * rows run just before the subprocess and half just after.  Returns the
+ * loop's rate; the drain's items/s go to *rate. */
+static double lua_drain(const char *mode, int rep, double *rate) {
+  char tag[32], items[32], batch[32];
+  snprintf(tag, sizeof tag, "b4%sr%d", mode, rep);
+  char(*keys)[128] =
+      owner_keys(tag, 1, strcmp(mode, "ack") == 0 ? "BatchAck" : "BatchTx");
+  fill_backlogs(keys, 1, sz.drain1);
+  snprintf(items, sizeof items, "%ld", sz.drain1);
+  snprintf(batch, sizeof batch, "%ld", opt.batch);
+  const char *args[] = {"--filled", "--store", T->url, "--key",
+                        keys[0],    "--items", items,  "--mode",
+                        mode,       "--batch", batch,  NULL};
+  double before = plain1(sz.plain1 / 2);
+  *rate = lua_figure(opt.durable, opt.lua, args);
+  double after = plain1(sz.plain1 / 2);
+  free(keys);
+  return 2 / (1 / before + 1 / after); /* equal rows: the harmonic mean */
+}
+
+static void fig_lua(void) {
+  int reps = opt.reps;
+  double p_ack[64], ack[64], r_ack[64], p_tx[64], tx[64], r_tx[64];
+  printf("[4] Lua: `durable lua %s --filled` drains a backlog of %s items\n    "
+         "with "
+         "`batch = %ld`, its handler returning nil (ack), or one "
+         "tx:update_node\n    per batch (tx); the one-row loop runs half "
+         "before, half after; %d runs\n",
+         opt.lua, num((double)sz.drain1), opt.batch, reps);
+  for (int r = 0; r < reps; r++) {
+    p_ack[r] = lua_drain("ack", r, &ack[r]);
+    r_ack[r] = ack[r] / p_ack[r];
+    p_tx[r] = lua_drain("tx", r, &tx[r]);
+    r_tx[r] = tx[r] / p_tx[r];
+  }
+  print_rate(T->plain1_name, p_ack, reps, "rows/s");
+  print_rate("  ... around the drain with tx:update_node", p_tx, reps,
+             "rows/s");
+  print_rate("Lua drain 1 stream, batch handler returning nil", ack, reps,
+             "items/s");
+  print_rate("Lua drain 1 stream, one tx:update_node per batch", tx, reps,
+             "items/s");
+  print_ratio("ratio Lua batch drain / plain 1-row", r_ack, reps,
+              target(">= 25x", ">= 10x"));
+  print_ratio("ratio Lua batch drain + tx:update_node / plain 1-row", r_tx,
+              reps, target(">= 15x", ">= 6x"));
+}
+
 /* ---- one store -------------------------------------------------------------
  */
 
@@ -226,6 +293,8 @@ static void run_target(void) {
     fig_one_stream();
   if (want(3))
     fig_many_streams();
+  if (want(4))
+    fig_lua();
   main_close();
   printf("  log lines: %ld warnings, %ld errors\n", logs.warn, logs.error);
 }
@@ -256,12 +325,16 @@ int main(int argc, char **argv) {
       opt.batch = parse_long(v, a, 1), i++;
     else if (strcmp(a, "--quick") == 0)
       opt.quick = 1;
+    else if (strcmp(a, "--durable") == 0 && v)
+      opt.durable = v, i++;
+    else if (strcmp(a, "--lua") == 0 && v)
+      opt.lua = v, i++;
     else if (strcmp(a, "--figures") == 0 && v) {
       char *end;
       for (const char *p = v; *p;) {
         long f = strtol(p, &end, 10);
-        if (end == p || f < 1 || f > 3) {
-          fprintf(stderr, "batch_bench: --figures takes numbers 1-3, e.g. "
+        if (end == p || f < 1 || f > 4) {
+          fprintf(stderr, "batch_bench: --figures takes numbers 1-4, e.g. "
                           "1,3\n");
           return 2;
         }
@@ -288,9 +361,14 @@ int main(int argc, char **argv) {
     sz.drain1 = items;
   if (opt.reps > 64)
     opt.reps = 64;
+  if (opt.lua == NULL)
+    opt.lua = BATCH_BENCH_LUA;
+  if (opt.durable == NULL)
+    opt.durable = find_durable(BATCH_BENCH_DURABLE);
   setvbuf(stdout, NULL, _IOLBF, 0);
-  printf("batch_bench: durable %s, batches of %ld, medians of %d runs\n",
-         DURABLE_VERSION_STRING, opt.batch, opt.reps);
+  printf("batch_bench: durable %s, batches of %ld, medians of %d runs; Lua "
+         "figure by %s\n",
+         DURABLE_VERSION_STRING, opt.batch, opt.reps, opt.durable);
   run_stores(opt.only, run_sqlite, run_postgres);
   return 0;
 }
