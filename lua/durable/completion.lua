@@ -107,7 +107,7 @@ end
 
 ---Inside a batch handler: raise a failure that names the item it stopped
 ---at (an item of the batch, or its sequence) -- the items before it are
----handed again as a batch and acknowledged without it, and it alone is
+---handed again (in batches) and acknowledged without it, and it alone is
 ---retried (the backoff, max_attempts, the dead letters) without the
 ---runtime handing the batch over one item at a time to find it.  The same
 ---as error{ code = code, message = message, at = sequence }.  `code`

@@ -1109,12 +1109,12 @@ typedef void (*durable_item_handler_cb)(durable_hub_t *hub,
  * hands the whole batch over again, its effects never written.
  * durable_reply_fail, or durable_reply_fail_at naming the item that
  * failed, writes nothing of the batch; then the failure stops at the item,
- * not at the batch: the items before the named one are handed again as a
- * batch and acknowledged without it, and the named one is handed alone and
- * gets what one failing item gets (the backoff, max_attempts, the dead
- * letters).  A failure that names no item (or one outside the batch) hands
- * the batch's items over one at a time to find it.  Batches resume after
- * the failing item. */
+ * not at the batch: the items before the named one are handed again (in
+ * batches, as the bounds allow) and acknowledged without it, and the named one
+ * is handed alone and gets what one failing item gets (the backoff,
+ * max_attempts, the dead letters).  A failure that names no item (or one
+ * outside the batch) hands the batch's items over one at a time to find it.
+ * Batches resume after the failing item. */
 typedef void (*durable_batch_handler_cb)(durable_hub_t *hub,
                                          const durable_item_t *items,
                                          size_t count, durable_reply_t *done,

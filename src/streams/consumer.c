@@ -109,7 +109,6 @@ static void lease_lost(durable__consumer_t *c) {
   claim(c);
 }
 
-/* Retry from the checkpoint after the backoff, keeping the lease. */
 /* The delay before claiming again after the `attempt`-th failure in a row
  * (0: the first): min_ms doubling up to max_ms. */
 static uint32_t backoff_ms(int attempt, uint32_t min_ms, uint32_t max_ms) {
@@ -147,6 +146,21 @@ static void passed(durable__consumer_t *c, int64_t seq) {
     c->alone_from = c->alone_to = 0;
 }
 
+/* The items through `seq` were acknowledged: passed, and the failure that
+ * was being retried, if it was among them, is over. */
+static void acked(durable__consumer_t *c, int64_t seq) {
+  passed(c, seq);
+  c->attempt = 0; /* the next failure's backoff starts short again */
+  if (c->failed_seq > 0 && seq >= c->failed_seq) {
+    /* a record another process left for an item this one handled names an
+     * item at or below the checkpoint, which is never shown, and which only
+     * a seek or a delete -- both clear it -- could hand over again */
+    c->failed_seq = c->failed_times = 0;
+    durable__failure_clear(durable_mesh_store(c->mesh), c->path);
+  }
+  durable__sweep_acked(c->sweep, seq);
+}
+
 /* The dead letter of item `seq` (dead_letter.c): moved, the item is done;
  * the lease gone meanwhile, claim again; not moved, try again after the
  * backoff. */
@@ -156,10 +170,7 @@ static void on_dead_lettered(durable__consumer_t *c, int64_t seq,
   if (outcome == DURABLE__LETTER_FAILED) {
     backoff(c, seq, why);
   } else if (outcome == DURABLE__LETTER_MOVED) {
-    passed(c, seq);
-    c->attempt = 0;
-    c->failed_seq = c->failed_times = 0;
-    durable__failure_clear(durable_mesh_store(c->mesh), c->path);
+    acked(c, seq);
     start_pulling(c);
   } else {
     lease_lost(c);
@@ -353,12 +364,15 @@ static void batch_failed(durable__consumer_t *c, const outcome_t *t,
   c->alone_from = from;
   c->alone_to = to;
   char next[160];
-  if (t->failed_at > t->first)
+  if (t->failed_at > t->first + 1)
     snprintf(next, sizeof next,
-             "items %lld..%lld are handed again as a batch, then item %lld "
-             "alone",
+             "items %lld..%lld are handed again, then item %lld alone",
              (long long)t->first, (long long)t->failed_at - 1,
              (long long)t->failed_at);
+  else if (t->failed_at > t->first)
+    snprintf(next, sizeof next,
+             "item %lld is handed again, then item %lld alone",
+             (long long)t->first, (long long)t->failed_at);
   else if (t->failed_at)
     snprintf(next, sizeof next, "item %lld is handed again alone",
              (long long)t->failed_at);
@@ -388,47 +402,34 @@ static void turn_done(durable__consumer_t *c, const durable_response_t *res,
       ~(DURABLE__CONSUMER_RECLAIM_AFTER_TURN | DURABLE__CONSUMER_TURN_FENCED);
   if (!durable__consumer_consuming(c))
     return;
-  if (gen != c->gen) {
-    /* a turn of an earlier round (an append failed meanwhile, and the
-     * backoff led to a claim again), back after this round began, whose
-     * turns waited for it (turn.c): what it acknowledged is passed --
-     * the claim may have read the checkpoint before its ack was written
-     * -- and this round's turns go on */
-    if (durable__consumer_leaving(c))
-      return;
-    if (res->status == 0 && t->last > c->checkpoint) {
-      passed(c, t->last);
-      if (c->pull != NULL) { /* it read from the checkpoint before */
-        stop_reading(c);
-        start_pulling(c);
-      }
-    } else if (c->pull != NULL) {
-      durable__consumer_next_turn(c);
-    }
+  int earlier = gen != c->gen;
+  if (earlier && durable__consumer_leaving(c))
     return;
-  }
+  int moved = res->status == 0 && (!earlier || t->last > c->checkpoint);
+  if (moved)
+    acked(c, t->last);
   if (reclaim) {
     /* the session was lost meanwhile: verify the lease in the database
-     * first, whatever the turn did (a fenced one handed nothing over) */
-    if (res->status == 0)
-      passed(c, t->last); /* acknowledged: the lease was still ours */
+     * first, whatever the turn did (a fenced one handed nothing over; an
+     * acknowledged one had the lease still) */
     c->gen++;
     stop_reading(c);
     claim(c);
+  } else if (earlier) {
+    /* a turn of an earlier round (an append failed meanwhile, and the
+     * backoff led to a claim again), back after this round began, whose
+     * turns waited for it (turn.c).  It acked under its own epoch, so
+     * before the new grant if at all; should the grant's checkpoint not
+     * have had it, this round reads again after it.  Then its turns go on */
+    if (c->pull != NULL && moved) {
+      stop_reading(c);
+      start_pulling(c);
+    } else if (c->pull != NULL) {
+      durable__consumer_next_turn(c);
+    }
   } else if (fenced) {
     wait_for_liveness(c, t->first);
   } else if (res->status == 0) {
-    passed(c, t->last);
-    c->attempt = 0; /* the next failure's backoff starts short again */
-    if (c->failed_seq > 0 && t->last >= c->failed_seq) {
-      /* the item that failed passed; a record another process left for an
-       * item this one handled names an item at or below the checkpoint,
-       * which is never shown, and which only a seek or a delete -- both
-       * clear it -- could hand over again */
-      c->failed_seq = c->failed_times = 0;
-      durable__failure_clear(durable_mesh_store(c->mesh), c->path);
-    }
-    durable__sweep_acked(c->sweep, t->last);
     if (c->pull == NULL) /* a read failed behind the batch: meet it again */
       start_pulling(c);
     else

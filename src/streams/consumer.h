@@ -113,6 +113,9 @@ struct durable__consumer_s {
   durable__turn_item_t carry;
   /* the item the turn's failure named (durable_reply_fail_at), 0: none */
   int64_t turn_failed_at;
+  /* the lease epoch the turn was handed over under: its ack carries it, so
+   * that a turn of an earlier round is fenced after any grant since */
+  int64_t turn_epoch;
   uint64_t gather_until; /* uv_now: a batch waits for more until then */
   /* items handed over one at a time, a batch having failed on them: a
    * batch never reaches into this range (0, 0: none) */

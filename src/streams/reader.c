@@ -11,8 +11,10 @@
  * own items: a signal watch, which costs no read) or a change of the items
  * namespace (for a custom source).
  * A signal that comes while no item is asked for (the consumer's handler
- * runs) reads ahead all the same, up to a page: the next item is there
- * when it is asked for.
+ * runs, a plain reader is paused) reads ahead all the same while less than
+ * a page waits, so that at most two pages are held and the next item is
+ * there when it is asked for (a read that fails meanwhile is reported when
+ * the items before it are handed over).
  * A signal may be lost or repeated: the cursor makes a repeat harmless (an
  * item below it is a duplicate and is dropped) and the next read after any
  * later signal finds what a lost one announced.  An item ahead of a missing

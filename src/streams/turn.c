@@ -203,7 +203,7 @@ static void on_handler_done(durable_hub_t *hub, int status, const char *payload,
 static void send_ack(durable__consumer_t *c, durable__consumer_ask_t *a,
                      durable__write_set_t *effects) {
   durable_error_t err = {0};
-  if (durable__consumer_ask(c, DURABLE__MSG_ACK, c->epoch, a->seq, effects,
+  if (durable__consumer_ask(c, DURABLE__MSG_ACK, c->turn_epoch, a->seq, effects,
                             on_ack, a, &err) < 0) {
     durable_reply_fail(a->turn, DURABLE_EFAILED, err.message);
     durable__outbox_free(a->outbox);
@@ -273,6 +273,7 @@ static void on_turn_back(const durable_response_t *res, void *data) {
 static void send_turn(durable__consumer_t *c) {
   c->flags &= ~DURABLE__CONSUMER_GATHERING;
   c->flags |= DURABLE__CONSUMER_TURN_OUT;
+  c->turn_epoch = c->epoch;
   int64_t first = c->turn[0].seq;
   durable__consumer_ask_t *a = calloc(1, sizeof(*a));
   char payload[48];
