@@ -5,9 +5,11 @@
  * is, making the schema) and runs statements on it; sqlite_store.c is the
  * backend itself (durable__sqlite_backend): transactions, reads, writes and
  * grants; sqlite_watch.c keeps the commit log, rings the doorbell after a
- * commit, holds the liveness lock and hears other processes' commits.
- * Calls go one way, store -> watch -> conn and store -> conn, as between
- * any two files of the library: no two call each other.
+ * commit, holds the liveness lock and hears other processes' commits;
+ * sqlite_checkpoint.c copies the WAL into the database file on a thread of
+ * its own.  Calls go one way, store -> watch -> conn -> checkpoint and
+ * store -> conn, as between any two files of the library: no two call each
+ * other.
  */
 #ifndef DURABLE_MESH_SQLITE_H
 #define DURABLE_MESH_SQLITE_H
@@ -16,6 +18,8 @@
 
 #include <sqlite3.h>
 #include <stdint.h>
+
+typedef struct durable__ckpt_s durable__ckpt_t; /* sqlite_checkpoint.c */
 
 /* Statements of each node table, prepared lazily per connection; their SQL
  * is op_sql in sqlite_store.c, the only file that runs them. */
@@ -67,6 +71,8 @@ struct durable__conn_s {
   int64_t version;   /* the last version it took (or found) */
   int bell_fd;       /* FILE-live, to ring the doorbell; BELL_* until open */
   uint64_t bell_key; /* the liveness key of the store writing (0: unknown) */
+  durable__ckpt_t *ckpt; /* its checkpointer, once started */
+  int ckpt_none;         /* the checkpointer could not start: inline */
 };
 
 /* bell_fd before it is opened, and when it never will be (the in-memory
@@ -134,5 +140,13 @@ int durable__sqlite_watch_start(durable_store_t *store, const char *url,
                                 durable_error_t *err);
 void durable__sqlite_watch_stop(durable__watch_src_t *w,
                                 void (*done)(void *data), void *data);
+
+/* ---- sqlite_checkpoint.c ---------------------------------------------- */
+
+/* Checkpoint the WAL of the engine connection `c` on a thread of its own
+ * rather than inside its commits (SQLite's default); and stop that thread,
+ * before `c` closes. */
+void durable__sqlite_checkpoints_apart(durable__conn_t *c);
+void durable__sqlite_checkpoints_stop(durable__conn_t *c);
 
 #endif /* DURABLE_MESH_SQLITE_H */

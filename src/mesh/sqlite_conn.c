@@ -216,6 +216,7 @@ void durable__sqlite_close(durable__conn_t *c) {
       sqlite3_finalize(c->table_stmts[i]);
   for (int i = 0; i < S_COUNT; i++)
     sqlite3_finalize(c->stmts[i]);
+  durable__sqlite_checkpoints_stop(c);
   if (c->bell_fd >= 0)
     close(c->bell_fd); /* holds no lock (OFD locks are per descriptor) */
   /* close_v2: a statement left behind must not leak the handle */
@@ -588,6 +589,8 @@ int durable__sqlite_open(const char *url, int bootstrap, durable__conn_t **out,
                       NULL, NULL, NULL);
     if (rc != SQLITE_OK)
       goto fail_sync;
+    if (!p.memory)
+      durable__sqlite_checkpoints_apart(c);
 
     char *script = durable__schema_script(DURABLE__SQLITE);
     if (script == NULL) {
