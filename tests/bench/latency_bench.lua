@@ -15,8 +15,10 @@
 -- p90, p99 and max of each repetition, the largest backlog (items
 -- published and not yet handled, sampled as the producer runs) and whether
 -- the consumer fell behind -- more than a tenth of a second of items (or
--- two batches) still waiting when the last one was published -- and the
--- medians over the repetitions.
+-- two batches) still waiting when the last one was published -- the CPU
+-- the process used meanwhile, and the medians over the repetitions.
+-- --dump FILE writes a line per item: repetition, publish time in ms from
+-- the start, latency in µs (to see when the tail happens).
 --
 -- With --batch N the consumer is declared with `batch = N` and its handler
 -- is handler(hub, items, tx), items an array.
@@ -80,6 +82,21 @@ local run = ("bench%d%04d"):format(os.time() % 100000000, math.random(0, 9999))
 local WARM = 100
 local STALL_US = 60 * 1000000
 
+-- CPU time of this process so far (all its threads), in clock ticks; nil
+-- where /proc is not there.
+local function cpu_ticks()
+  local f = io.open("/proc/self/stat", "r")
+  if not f then return nil end
+  local line = f:read("l")
+  f:close()
+  -- the fields after the command name, which is in parentheses
+  local rest = line:match("%) (.*)$")
+  local fields = {}
+  for x in rest:gmatch("%S+") do fields[#fields + 1] = x end
+  return tonumber(fields[12]) + tonumber(fields[13]) -- utime, stime
+end
+local TICKS = tonumber((io.popen("getconf CLK_TCK 2>/dev/null"):read("l"))) or 100
+
 local function percentile(sorted, q)
   if #sorted == 0 then return 0 end
   local k = math.max(1, math.min(#sorted, math.floor(#sorted * q + 0.5)))
@@ -135,6 +152,7 @@ local function one_rep(rep)
   local stamps = {}
   local heap_before = collectgarbage("count")
   local i, max_backlog = 0, 0
+  local cpu0 = cpu_ticks()
   local t0 = now_us()
   while i < total and not failed do
     local now = now_us()
@@ -153,6 +171,7 @@ local function one_rep(rep)
     end
   end
   local t_last = now_us()
+  local cpu1 = cpu_ticks()
   local backlog_at_end = i - sink.count
   drain(mesh, function() return sink.count >= total or failed ~= nil end, "run")
   if failed then fail("a publish failed: " .. failed) end
@@ -181,6 +200,7 @@ local function one_rep(rep)
     behind = backlog_at_end > behind_limit,
     drained_ms = drained_ms,
     heap = ("%.1f -> %.1f MB"):format(heap_before / 1024, heap_after / 1024),
+    cpu = cpu0 and ("%.0f%%"):format(100 * (cpu1 - cpu0) / TICKS / ((t_last - t0) / 1e6)) or "?",
   }
   mesh:close()
   if tmp then
@@ -204,9 +224,9 @@ for rep = 1, opts.reps do
   local r = one_rep(rep)
   results[rep] = r
   print(("  rep %d: n %d  p50 %.2f  p90 %.2f  p99 %.2f  max %.2f ms  backlog max %d, "
-    .. "at the end %d, drained in %.0f ms  behind: %s  (Lua heap %s)")
+    .. "at the end %d, drained in %.0f ms  behind: %s  (CPU %s of a core, Lua heap %s)")
     :format(rep, r.n, r.p50, r.p90, r.p99, r.max, r.max_backlog, r.backlog_at_end, r.drained_ms,
-      r.behind and "YES" or "no", r.heap))
+      r.behind and "YES" or "no", r.cpu, r.heap))
 end
 local function med(field)
   local v = {}
