@@ -13,17 +13,18 @@
  * publish -> handler latency.
  *
  * So an engine connection hands its checkpoints to a thread of its own
- * with a connection of its own, started at the first need: after a commit
- * that leaves CKPT_FRAMES or more in the WAL, the writer only asks (a flag
- * and a signal under a mutex).  The checkpointer runs PASSIVE checkpoints,
- * which neither wait for a writer nor hold one off.  One copies what was
- * committed when it started; the WAL starts over only once a checkpoint
- * has copied all of it before the next writer begins, which a steady
- * writer may never allow.  So while it lags, the checkpointer catches up
- * with a few more passive rounds (each copies only what came meanwhile),
- * and once the WAL holds CKPT_RESTART_FRAMES it ends with a RESTART
- * checkpoint: that one waits for a gap between two commits and holds the
- * writer off while it copies the little left and syncs, so that the WAL
+ * with a connection of its own, started at the first need and niced (on
+ * two cores its copy of megabytes otherwise delayed the threads that
+ * answer items): after a commit that leaves CKPT_FRAMES or more in the
+ * WAL, the writer only asks (a flag and a signal under a mutex).  The
+ * checkpointer runs PASSIVE checkpoints, which neither wait for a writer nor
+ * hold one off.  One copies what was committed when it started; the WAL starts
+ * over only once a checkpoint has copied all of it before the next writer
+ * begins, which a steady writer may never allow.  So while it lags, the
+ * checkpointer catches up with a few more passive rounds (each copies only what
+ * came meanwhile), and once the WAL holds CKPT_RESTART_FRAMES it ends with a
+ * RESTART checkpoint: that one waits for a gap between two commits and holds
+ * the writer off while it copies the little left and syncs, so that the WAL
  * starts over.  When the checkpointer cannot be had (no thread, no
  * connection) or falls far behind (CKPT_INLINE_FRAMES), the writer
  * checkpoints as SQLite would: the WAL stays bounded either way.
@@ -31,6 +32,8 @@
 #include "sqlite.h"
 
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -40,9 +43,9 @@
 #define CKPT_FRAMES 1000
 /* Pages more in the WAL, when it did not start over since the last round,
  * that ask for the next. */
-#define CKPT_STEP 250
+#define CKPT_STEP 1000
 /* Passive passes after the first, while commits come meanwhile. */
-#define CATCH_UP_ROUNDS 3
+#define CATCH_UP_ROUNDS 2
 /* A RESTART checkpoint waits for the writer's commit and for readers of
  * older snapshots at most about this long (and then holds the writer off
  * while it copies): 20 naps of 100 µs. */
@@ -52,6 +55,8 @@
 #define CKPT_RESTART_FRAMES 4000
 /* Pages in the WAL past which the writer checkpoints itself. */
 #define CKPT_INLINE_FRAMES 20000
+/* The checkpointer's nice value (Linux sets it per thread). */
+#define CKPT_NICE 10
 
 struct durable__ckpt_s {
   uv_thread_t thread;
@@ -107,6 +112,8 @@ static int nap(void *arg, int count) {
 
 static void ckpt_main(void *arg) {
   durable__ckpt_t *k = arg;
+  /* the copy can wait: the threads that answer items come first */
+  setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), CKPT_NICE);
   uv_mutex_lock(&k->lock);
   for (;;) {
     while (!k->asked && !k->stopping)
