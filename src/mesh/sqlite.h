@@ -67,10 +67,11 @@ struct durable__conn_s {
   size_t ntables; /* entries of durable__tables() */
   sqlite3_stmt **table_stmts; /* ntables * OP_COUNT, NULL until first use */
   sqlite3_stmt *stmts[S_COUNT];
-  int64_t commit_id; /* of the open write transaction; 0 until taken */
-  int64_t version;   /* the last version it took (or found) */
-  int bell_fd;       /* FILE-live, to ring the doorbell; BELL_* until open */
-  uint64_t bell_key; /* the liveness key of the store writing (0: unknown) */
+  int64_t commit_id;   /* of the open write transaction; 0 until taken */
+  int64_t version;     /* the last version it took (or found) */
+  int bell_fd;         /* FILE-live, to ring the doorbell; BELL_* until open */
+  uint64_t bell_key;   /* the liveness key of the store writing (0: unknown) */
+  uint64_t busy_since; /* uv_hrtime() of the first try on a lock */
   durable__ckpt_t *ckpt; /* its checkpointer, once started */
   int ckpt_none;         /* the checkpointer could not start: inline */
 };
