@@ -177,56 +177,14 @@ static int tramp_source(durable_hub_t *hub, durable_source_t *out, void *data) {
   return rc;
 }
 
-static void tramp_handler(durable_hub_t *hub, const durable_item_t *item,
-                          durable_reply_t *done, void *data) {
-  dlua_cspec_t *cs = data;
-  dlua_mesh_t *m = cs->m;
-  lua_State *L = dlua_mesh_lua(m);
-  if (L == NULL || !lua_checkstack(L, 16)) {
-    durable_reply_fail(done, DURABLE_ESHUTDOWN, "the Lua state is closing");
-    return;
-  }
-  int top = lua_gettop(L);
-  dlua_reply_t *r = dlua_push_reply(L, m, hub, done);
-  /* stack: r (anchors the reply while we look at it after the call) */
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cs->ref);
-  lua_getfield(L, -1, "run");
-  lua_remove(L, -2);
-  char err[512];
-  if (!dlua_push_hub(L, m, hub)) {
-    lua_settop(L, top);
-    dlua_reply_finish(r, DURABLE_ESHUTDOWN, NULL,
-                      "the mesh is being collected");
-    return;
-  }
-  if (dlua_push_item(L, item, err, sizeof err) < 0) {
-    char message[DURABLE_PATH_MAX + 600];
-    snprintf(message, sizeof message,
-             "Durable stream item %s could not be read: %s",
-             item->node ? item->node->path : "?", err);
-    lua_settop(L, top);
-    dlua_reply_finish(r, DURABLE_EFAILED, NULL, message);
-    return;
-  }
-  lua_pushvalue(L, top + 1);
-  /* stack: r run hub item r */
-  if (dlua_pcall(L, m->S, m->budget, 3, 0) != LUA_OK) {
-    const char *message = lua_tostring(L, -1);
-    dlua_mesh_log(m, DURABLE_LOG_WARN,
-                  "[Lua] the '%s' handler at hub '%s' failed on item %lld: %s",
-                  cs->ns, durable_hub_address(hub), (long long)item->sequence,
-                  dlua_traceback(L));
-    dlua_reply_finish(r, DURABLE_EFAILED, NULL, message ? message : "failed");
-  }
-  lua_settop(L, top);
-}
-
-/* Push the batch's items as an array (1..count); on an item that cannot
- * be read, pushes nothing and says which and why in `message`. */
+/* Push what a handler gets: the item, or a batch's items as an array
+ * (1..count); on an item that cannot be read, push nothing and say which
+ * (`bad`) and why (`message`). */
 static int push_items(lua_State *L, const durable_item_t *items, size_t count,
-                      int64_t *bad, char *message, size_t size) {
+                      int as_array, int64_t *bad, char *message, size_t size) {
   char err[512];
-  lua_createtable(L, (int)count, 0);
+  if (as_array)
+    lua_createtable(L, (int)count, 0);
   for (size_t i = 0; i < count; i++) {
     int pushed = lua_checkstack(L, 8);
     if (!pushed)
@@ -237,20 +195,22 @@ static int push_items(lua_State *L, const durable_item_t *items, size_t count,
       *bad = items[i].sequence;
       snprintf(message, size, "Durable stream item %s could not be read: %s",
                items[i].node ? items[i].node->path : "?", err);
-      lua_pop(L, 1);
+      if (as_array)
+        lua_pop(L, 1);
       return -1;
     }
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
+    if (as_array)
+      lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   return 0;
 }
 
-/* A batch consumer's call: as tramp_handler, the items as one array, and
- * one reply for all of them.  An item that cannot be read fails the batch
- * at that item, so that it alone meets the retries and the dead letters. */
-static void tramp_batch(durable_hub_t *hub, const durable_item_t *items,
-                        size_t count, durable_reply_t *done, void *data) {
-  dlua_cspec_t *cs = data;
+/* spec.run(hub, item, reply), or for a batch spec.run(hub, items, reply):
+ * one reply for the call.  An item that cannot be read fails the call at
+ * that item, so that it alone meets the retries and the dead letters. */
+static void run_handler(durable_hub_t *hub, const durable_item_t *items,
+                        size_t count, int as_array, durable_reply_t *done,
+                        dlua_cspec_t *cs) {
   dlua_mesh_t *m = cs->m;
   lua_State *L = dlua_mesh_lua(m);
   if (L == NULL || !lua_checkstack(L, 16)) {
@@ -260,13 +220,14 @@ static void tramp_batch(durable_hub_t *hub, const durable_item_t *items,
   int top = lua_gettop(L);
   int64_t bad = 0;
   char message[DURABLE_PATH_MAX + 600];
-  if (push_items(L, items, count, &bad, message, sizeof message) < 0) {
+  if (push_items(L, items, count, as_array, &bad, message, sizeof message) <
+      0) {
     lua_settop(L, top);
     durable_reply_fail_at(done, bad, DURABLE_EFAILED, message);
     return;
   }
   dlua_reply_t *r = dlua_push_reply(L, m, hub, done);
-  /* stack: items r (r anchors the reply while we look at it after the
+  /* stack: item(s) r (r anchors the reply while we look at it after the
    * call) */
   lua_rawgeti(L, LUA_REGISTRYINDEX, cs->ref);
   lua_getfield(L, -1, "run");
@@ -279,18 +240,32 @@ static void tramp_batch(durable_hub_t *hub, const durable_item_t *items,
   }
   lua_pushvalue(L, top + 1);
   lua_pushvalue(L, top + 2);
-  /* stack: items r run hub items r */
+  /* stack: item(s) r run hub item(s) r */
   if (dlua_pcall(L, m->S, m->budget, 3, 0) != LUA_OK) {
     const char *why = lua_tostring(L, -1);
+    char what[64];
+    if (count > 1)
+      snprintf(what, sizeof what, "items %lld..%lld",
+               (long long)items[0].sequence,
+               (long long)items[count - 1].sequence);
+    else
+      snprintf(what, sizeof what, "item %lld", (long long)items[0].sequence);
     dlua_mesh_log(m, DURABLE_LOG_WARN,
-                  "[Lua] the '%s' handler at hub '%s' failed on items "
-                  "%lld..%lld: %s",
-                  cs->ns, durable_hub_address(hub),
-                  (long long)items[0].sequence,
-                  (long long)items[count - 1].sequence, dlua_traceback(L));
+                  "[Lua] the '%s' handler at hub '%s' failed on %s: %s", cs->ns,
+                  durable_hub_address(hub), what, dlua_traceback(L));
     dlua_reply_finish(r, DURABLE_EFAILED, NULL, why ? why : "failed");
   }
   lua_settop(L, top);
+}
+
+static void tramp_handler(durable_hub_t *hub, const durable_item_t *item,
+                          durable_reply_t *done, void *data) {
+  run_handler(hub, item, 1, 0, done, data);
+}
+
+static void tramp_batch(durable_hub_t *hub, const durable_item_t *items,
+                        size_t count, durable_reply_t *done, void *data) {
+  run_handler(hub, items, count, 1, done, data);
 }
 
 /* spec.batch (checked by lua/durable/streams.lua: { items =, bytes =,
