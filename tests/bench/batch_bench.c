@@ -329,20 +329,9 @@ int main(int argc, char **argv) {
       opt.durable = v, i++;
     else if (strcmp(a, "--lua") == 0 && v)
       opt.lua = v, i++;
-    else if (strcmp(a, "--figures") == 0 && v) {
-      char *end;
-      for (const char *p = v; *p;) {
-        long f = strtol(p, &end, 10);
-        if (end == p || f < 1 || f > 4) {
-          fprintf(stderr, "batch_bench: --figures takes numbers 1-4, e.g. "
-                          "1,3\n");
-          return 2;
-        }
-        opt.figures |= 1u << f;
-        p = *end == ',' ? end + 1 : end;
-      }
-      i++;
-    } else if (strcmp(a, "--only") == 0)
+    else if (strcmp(a, "--figures") == 0 && v)
+      opt.figures |= parse_figures(v, 4), i++;
+    else if (strcmp(a, "--only") == 0)
       opt.only = parse_only(v), i++;
     else
       other_arg(a);

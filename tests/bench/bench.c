@@ -124,6 +124,22 @@ const char *parse_only(const char *v) {
   return v;
 }
 
+unsigned parse_figures(const char *v, long max) {
+  unsigned figures = 0;
+  char *end;
+  for (const char *p = v; *p;) {
+    long f = strtol(p, &end, 10);
+    if (end == p || f < 1 || f > max) {
+      fprintf(stderr, "%s: --figures takes numbers 1-%ld, e.g. 1,2\n",
+              bench_name, max);
+      exit(2);
+    }
+    figures |= 1u << f;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return figures;
+}
+
 void other_arg(const char *a) {
   if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
     if (bench_usage)

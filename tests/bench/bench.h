@@ -49,6 +49,9 @@ void die(const char *fmt, ...)
 long parse_long(const char *s, const char *name, long min);
 /* The value of --only: "sqlite" or "postgres", or a message and exit 2. */
 const char *parse_only(const char *v);
+/* The value of --figures, "1,3": bit k set for figure k (1 to max), or a
+ * message and exit 2. */
+unsigned parse_figures(const char *v, long max);
 /* An argument no option took: --help or -h prints the usage and exits 0,
  * anything else is a message, the usage and exit 2. */
 void other_arg(const char *a)
