@@ -64,7 +64,8 @@ struct durable__conn_s {
   char *name;    /* the URL with its password masked, for messages */
   int in_tx;     /* between begin and commit / rollback */
   int tx_sent;   /* the BEGIN of the open transaction has been sent */
-  int broken;    /* the protocol went astray: only disconnect now */
+  int broken;    /* the protocol went astray, or the server is gone or takes
+                    no writes: only disconnect now */
   step_t *queue; /* statements not sent yet, in order */
   size_t queued, queue_cap;
   durable__map_t stmts; /* "op table partition" -> n of "durable_n" */

@@ -132,15 +132,18 @@ static void quiet_notices(void *arg, const char *message) {
 }
 
 /* A connection is gone: libpq says so, or the server said it is going away
- * (class 08 connection exceptions, 57P01..57P03 shutdown / cannot connect).
- */
+ * (class 08 connection exceptions, 57P01..57P03 shutdown / cannot connect),
+ * or it takes no writes any more (25006: a primary demoted, or a standby
+ * reached some other way): it is dropped, and the next connection finds
+ * the server that takes writes now. */
 int durable__pg_is_lost(PGconn *pg, const char *sqlstate) {
   if (pg == NULL || PQstatus(pg) != CONNECTION_OK)
     return 1;
   if (sqlstate == NULL)
     return 0;
   return strncmp(sqlstate, "08", 2) == 0 || strcmp(sqlstate, "57P01") == 0 ||
-         strcmp(sqlstate, "57P02") == 0 || strcmp(sqlstate, "57P03") == 0;
+         strcmp(sqlstate, "57P02") == 0 || strcmp(sqlstate, "57P03") == 0 ||
+         strcmp(sqlstate, "25006") == 0;
 }
 
 /* Connect, blocking, within CONNECT_TIMEOUT_MS in all.  `url` may be a URI
@@ -148,7 +151,7 @@ int durable__pg_is_lost(PGconn *pg, const char *sqlstate) {
  * before "dbname" are defaults that the URL may override.  On failure
  * returns NULL with the reason in `why`. */
 PGconn *durable__pg_open(const char *url, char *why, size_t size) {
-  const char *keys[10], *vals[10];
+  const char *keys[12], *vals[12];
   int n = 0;
   keys[n] = "application_name", vals[n++] = "durable";
   /* Both ends of every connection give up on the other within
@@ -168,6 +171,10 @@ PGconn *durable__pg_open(const char *url, char *why, size_t size) {
                            "-c tcp_keepalives_interval=2 "
                            "-c tcp_keepalives_count=3 "
                            "-c tcp_user_timeout=" STR(LIVENESS_BOUND_MS);
+  /* Every connection goes to a server that takes writes: of a URL that
+   * lists a primary and its standbys, the primary, wherever it is now (a
+   * URL's own target_session_attrs wins). */
+  keys[n] = "target_session_attrs", vals[n++] = "read-write";
   keys[n] = "dbname", vals[n++] = url;
   keys[n] = NULL, vals[n] = NULL;
 

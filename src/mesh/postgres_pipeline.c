@@ -50,8 +50,12 @@ int durable__pg_error(durable__conn_t *c, const PGresult *res, int code,
   durable__one_line_copy(line, sizeof(line), msg);
   if (code == 0 && state && strncmp(state, "40", 2) == 0)
     code = DURABLE_ECANCELED; /* a deadlock or a serialization failure */
-  else if (code == 0)
-    code = durable__pg_is_lost(c->pg, state) ? DURABLE_EUNAVAIL : DURABLE_EIO;
+  else if (code == 0 && durable__pg_is_lost(c->pg, state)) {
+    code = DURABLE_EUNAVAIL;
+    c->broken = 1; /* the next begin reconnects */
+  } else if (code == 0) {
+    code = DURABLE_EIO;
+  }
   const char *sep = subject && *subject ? " " : "";
   if (code == DURABLE_EUNAVAIL)
     return durable__error(err, code, "store '%s' unavailable (%s%s%s): %s",

@@ -31,6 +31,21 @@ static void case_open_close(void) {
   CHECK_LT_INT(rc, 0);
   CHECK_EQ_CODE(err.code, rc);
   CHECK_CONTAINS(err.message, "nosuchstore:x");
+
+  /* PostgreSQL: every connection goes to a server that takes writes, so a
+   * session that would be read-only (a standby, a demoted primary; here a
+   * setting) is refused at open, saying so, rather than failing its first
+   * write. */
+  if (strncmp(g_url, "postgres", 8) == 0) {
+    char url[1024];
+    snprintf(url, sizeof url,
+             "%s%soptions=-c%%20default_transaction_read_only%%3Don", g_url,
+             strchr(g_url, '?') ? "&" : "?");
+    memset(&err, 0, sizeof(err));
+    rc = durable_store_open(&loop, url, &store, &err);
+    CHECK_EQ_CODE(rc, DURABLE_EUNAVAIL);
+    CHECK_CONTAINS(err.message, "session is read-only");
+  }
   CHECK_LOOP_CLOSES(&loop);
 }
 
