@@ -81,14 +81,15 @@ void durable__stream_count(durable_mesh_t *mesh, const char *ns,
 }
 
 void durable__stream_handed(durable_mesh_t *mesh, const char *ns,
-                            const char *key, int64_t sequence) {
+                            const char *key, int64_t first, int64_t last) {
   entry_t *e = entry_of(mesh, ns, key);
   if (e == NULL)
     return;
-  if (sequence <= e->handed_through)
-    e->stats.redelivered++;
-  else
-    e->handed_through = sequence;
+  int64_t again = e->handed_through < last ? e->handed_through : last;
+  if (again >= first)
+    e->stats.redelivered += (uint64_t)(again - first + 1);
+  if (last > e->handed_through)
+    e->handed_through = last;
 }
 
 void durable__stream_renewed(durable_mesh_t *mesh, const char *ns,

@@ -158,10 +158,10 @@ void durable__stream_count(durable_mesh_t *mesh, const char *ns,
 /* The stream was deleted: its next items are new, not handed again. */
 void durable__stream_renewed(durable_mesh_t *mesh, const char *ns,
                              const char *key);
-/* Item `sequence` is handed to a handler: a redelivery when one at or
- * beyond it was handed here before. */
+/* Items `first` to `last` are handed to a handler (one turn): each is a
+ * redelivery when one at or beyond it was handed here before. */
 void durable__stream_handed(durable_mesh_t *mesh, const char *ns,
-                            const char *key, int64_t sequence);
+                            const char *key, int64_t first, int64_t last);
 
 /* failure.c: a failing consumer's record, the satellite node
  * "{stream_path}/_DurableStreamFailure" {Sequence, Attempts, Error,

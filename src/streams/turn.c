@@ -489,8 +489,9 @@ void durable__consumer_turn(durable_hub_t *hub, const durable_msg_t *msg,
                                 .payload = t->payload,
                                 .appended_at = t->appended_at,
                                 .node = t->node};
-    durable__stream_handed(c->mesh, c->ns, c->key, t->seq);
   }
+  durable__stream_handed(c->mesh, c->ns, c->key, items[0].sequence,
+                         items[c->nturn - 1].sequence);
   char what[64];
   durable__consumer_turn_items(c, what, sizeof what);
   durable_mesh_log(c->mesh, DURABLE_LOG_DEBUG,

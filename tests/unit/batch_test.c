@@ -227,13 +227,14 @@ static void run_until_checkpoint(const char *key, int64_t want) {
 }
 
 typedef struct {
-  int64_t handled, batches;
+  int64_t handled, batches, redelivered;
 } counts_t;
 static void on_stats(const durable_stream_id_t *id,
                      const durable_stream_stats_t *s, void *data) {
   if (strcmp(id->ns, "Batch") == 0) {
     ((counts_t *)data)->handled += (int64_t)s->handled;
     ((counts_t *)data)->batches += (int64_t)s->batches;
+    ((counts_t *)data)->redelivered += (int64_t)s->redelivered;
   }
 }
 
@@ -461,6 +462,11 @@ static void poison_case(int named) {
     for (int i = f + 1; i < ncalls && calls[i].first <= to; i++)
       CHECK_EQ_INT(calls[i].count, 1);
   }
+  /* handed again: every item of the failed batch but the poison once (in
+   * the batch of those before it, or alone), and the poison three times */
+  counts_t n = {0};
+  durable_mesh_stream_stats(fx.mesh, on_stats, &n);
+  CHECK_EQ_INT(n.redelivered, (int64_t)calls[f].count - 1 + 3);
   char *letter = content_of("T/poison/_DurableStream/Batch.dead/"
                             "_DurableStreamItem/000000000001");
   CHECK_MSG(letter != NULL, "no dead letter");
