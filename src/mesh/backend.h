@@ -138,6 +138,18 @@ typedef struct {
   durable_node_t *node;
 } durable__got_t;
 
+/* The server a connection is on, where a store may be served by one of
+ * several (PostgreSQL: a primary and its standbys, one promoted in its
+ * place).  Two connections are on the same server when `system` and
+ * `timeline` match: a standby cloned from a primary shares its system
+ * identifier, and its promotion starts a new timeline.  `where` is for
+ * messages only (host:port). */
+typedef struct {
+  char system[32];
+  unsigned timeline;
+  char where[160];
+} durable__server_t;
+
 typedef struct durable__backend_s {
   const char *name; /* "sqlite" or "postgresql" */
 
@@ -145,6 +157,11 @@ typedef struct durable__backend_s {
    * the schema if needed.  `url` is the store URL as given. */
   int (*connect)(const char *url, durable__conn_t **out, durable_error_t *err);
   void (*disconnect)(durable__conn_t *conn);
+  /* Which server `conn` is on (NULL: a backend with one server only).  The
+   * store keeps every connection on the server its watch is on (server.c):
+   * a connection that finds another one is dropped. */
+  int (*server_of)(durable__conn_t *conn, durable__server_t *out,
+                   durable_error_t *err);
   /* 1 when every connection of this URL must be the same one (an in-memory
    * SQLite database): the store then runs reads on its writer thread. */
   int (*single_connection)(const char *url);
@@ -295,6 +312,10 @@ typedef struct durable__backend_s {
    * locks). */
   uint32_t fence_ms;
   void (*watch_beat)(durable__watch_src_t *src);
+  /* A connection found a server other than the watch's
+   * (durable__store_server_check): if the watch is reconnecting, it tries
+   * again now rather than after its backoff.  NULL: nothing to do. */
+  void (*watch_nudge)(durable__watch_src_t *src);
 } durable__backend_t;
 
 extern const durable__backend_t durable__sqlite_backend;

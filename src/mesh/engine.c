@@ -188,9 +188,22 @@ static void finish(durable_store_t *store, durable__job_t **jobs, size_t n) {
 }
 
 int durable__worker_connect(durable__worker_t *w, durable_error_t *err) {
+  durable_store_t *store = w->store;
+  const durable__backend_t *be = store->be;
+  if (w->conn && be->server_of &&
+      durable__store_server_gen(store) != w->server_gen)
+    durable__worker_disconnect(w); /* on a server the store left */
   if (w->conn)
     return 0;
-  return w->store->be->connect(w->store->url, &w->conn, err);
+  int rc = be->connect(store->url, &w->conn, err);
+  if (rc == 0 && be->server_of) {
+    durable__server_t s = {0};
+    if ((rc = be->server_of(w->conn, &s, err)) == 0)
+      rc = durable__store_server_check(store, &s, &w->server_gen, err);
+    if (rc < 0)
+      durable__worker_disconnect(w);
+  }
+  return rc;
 }
 
 void durable__worker_disconnect(durable__worker_t *w) {
@@ -369,6 +382,7 @@ static void deliver(durable__job_t *job) {
 
 static void on_async(uv_async_t *handle) {
   durable_store_t *store = handle->data;
+  durable__store_server_nudged(store);
   for (;;) {
     /* take the finished jobs aside: the workers add to the list meanwhile,
      * and a callback may queue (and free) jobs */

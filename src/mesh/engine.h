@@ -17,10 +17,11 @@ struct durable__worker_s {
   struct durable__queue jobs; /* its queue, oldest first, under store->lock */
   uv_cond_t wake;
   durable__conn_t *conn;
-  int running;  /* under store->lock */
-  int sleeping; /* under store->lock: waiting on `wake` */
-  int queued;   /* atomic: 1 once a job is queued, 0 when the queue is
-                   taken; read without the lock while spinning */
+  uint64_t server_gen; /* the store's server_gen when `conn` was checked */
+  int running;         /* under store->lock */
+  int sleeping;        /* under store->lock: waiting on `wake` */
+  int queued;          /* atomic: 1 once a job is queued, 0 when the queue is
+                          taken; read without the lock while spinning */
   int started;
 };
 
@@ -57,6 +58,15 @@ struct durable_store_s {
   void (*close_cb)(void *data);
   void *close_data;
   int closing;
+
+  /* the server every connection must be on (server.c), under `lock`:
+   * `server_gen` counts the times it changed; `nudge` (atomic) asks the
+   * loop to hurry the watch to a server a connection found */
+  durable__server_t server;
+  uint64_t server_gen;
+  int nudge;
+  void (*on_server)(void *data, const char *now, const char *was);
+  void *on_server_data;
 };
 
 /* Start the worker threads and the way back to the loop (the writer's

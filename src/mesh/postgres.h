@@ -133,6 +133,7 @@ int durable__pg_watch_start(durable_store_t *store, const char *url,
 void durable__pg_watch_stop(durable__watch_src_t *src, void (*done)(void *data),
                             void *data);
 void durable__pg_watch_beat(durable__watch_src_t *src);
+void durable__pg_watch_nudge(durable__watch_src_t *src);
 
 /* ---- postgres_sql.c: the SQL and the prepared statements ---------------- */
 
@@ -200,6 +201,11 @@ int durable__pg_push_rows(const PGresult *res, durable__nodes_t *out,
  * long either end waits for the other.  `url` may be a URI or a conninfo.
  * On failure returns NULL with the reason, one line, in `why`. */
 PGconn *durable__pg_open(const char *url, char *why, size_t size);
+
+/* Which server `pg` is on (backend.h): 0, or -1 with the reason in `why`
+ * (a standby, or the connection failed). */
+int durable__pg_server(PGconn *pg, durable__server_t *out, char *why,
+                       size_t size);
 
 /* The URL or conninfo with any password (any option libpq hides) replaced
  * by "***", for messages (malloc'ed; NULL when out of memory). */

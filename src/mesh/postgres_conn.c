@@ -146,6 +146,35 @@ int durable__pg_is_lost(PGconn *pg, const char *sqlstate) {
          strcmp(sqlstate, "25006") == 0;
 }
 
+/* Which server `pg` is on: its system identifier, shared by a primary and
+ * the standbys cloned from it, and its timeline, which a promotion starts
+ * anew (the first 8 hex digits of the WAL file name of the current
+ * position: on PostgreSQL 15 and later the timeline inserted on).  Fails on
+ * a server in recovery (a standby): a connection there is of no use to the
+ * writer.  `where` is host:port, and how many hosts the URL lists when it
+ * lists several. */
+int durable__pg_server(PGconn *pg, durable__server_t *out, char *why,
+                       size_t size) {
+  static const char sql[] =
+      "SELECT system_identifier::text, ('x' || substr(pg_walfile_name("
+      "pg_current_wal_lsn()), 1, 8))::bit(32)::bigint FROM pg_control_system()";
+  PGresult *res = PQexec(pg, sql);
+  int ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+  if (ok) {
+    snprintf(out->system, sizeof out->system, "%s", PQgetvalue(res, 0, 0));
+    out->timeline = (unsigned)strtoul(PQgetvalue(res, 0, 1), NULL, 10);
+    const char *host = PQhost(pg), *port = PQport(pg);
+    snprintf(out->where, sizeof out->where, "%s:%s", host ? host : "?",
+             port ? port : "?");
+  } else {
+    durable__one_line_copy(why, size, PQerrorMessage(pg));
+    if (*why == '\0')
+      snprintf(why, size, "cannot tell which server this is");
+  }
+  PQclear(res);
+  return ok ? 0 : -1;
+}
+
 /* Connect, blocking, within CONNECT_TIMEOUT_MS in all.  `url` may be a URI
  * or a conninfo: expand_dbname hands either to libpq as it is.  Keywords
  * before "dbname" are defaults that the URL may override.  On failure

@@ -5,7 +5,7 @@
  *
  *   connect + lock + LISTEN (threadpool, blocking) --> uv_poll on PQsocket
  *        ^                                                | connection lost
- *        +-------- uv_timer backoff 100 ms .. 5 s <-------+
+ *        +-------- uv_timer backoff 100 ms .. 1 s <-------+
  *
  * After every (re)connect it reports "anything may have changed" (NULL) to
  * the store, so a notification lost while the connection was down is never
@@ -24,7 +24,7 @@
 #include <string.h>
 
 #define WATCH_BACKOFF_MIN_MS 100
-#define WATCH_BACKOFF_MAX_MS 5000
+#define WATCH_BACKOFF_MAX_MS 1000
 
 /* ---- liveness ------------------------------------------------------------
  *
@@ -70,9 +70,10 @@ struct durable__watch_src_s {
   int beat_answered;   /* ... and its answer came (the end is next) */
   uv_work_t work;      /* a blocking connect on the threadpool */
   PGconn *fresh;       /* what `work` made, read after it completes */
-  uint64_t fresh_asked; /* when `work` asked for the lock */
-  char why[256];        /* why the last connect failed: there is no log to tell
-                           yet, so it waits here for a debugger */
+  durable__server_t fresh_server; /* ... and the server it is on */
+  uint64_t fresh_asked;           /* when `work` asked for the lock */
+  char why[256]; /* why the last connect failed: there is no log to tell
+                    yet, so it waits here for a debugger */
   uint64_t backoff_ms;
   int polling;
   int pending; /* open handles + work in flight: done() when 0 after stop */
@@ -208,6 +209,21 @@ void durable__pg_watch_beat(durable__watch_src_t *src) {
   watch_ask(src);
 }
 
+/* A worker found another server than ours: waiting out a backoff, connect
+ * now; connected, ask the session to answer, which finds out soon whether
+ * it is still there. */
+void durable__pg_watch_nudge(durable__watch_src_t *src) {
+  if (src->stopping)
+    return;
+  if (src->polling) {
+    watch_ask(src);
+  } else if (uv_is_active((uv_handle_t *)&src->timer)) {
+    uv_timer_stop(&src->timer);
+    src->backoff_ms = WATCH_BACKOFF_MIN_MS;
+    watch_connect(src);
+  }
+}
+
 /* Read the answers to the question out, if complete. */
 static void watch_answers(durable__watch_src_t *src) {
   while (src->beat_asked != 0 && !PQisBusy(src->pg)) {
@@ -245,6 +261,12 @@ static void watch_connect_work(uv_work_t *work) {
   src->fresh = durable__pg_open(src->url, src->why, sizeof(src->why));
   if (src->fresh == NULL)
     return;
+  if (durable__pg_server(src->fresh, &src->fresh_server, src->why,
+                         sizeof src->why) < 0) {
+    PQfinish(src->fresh);
+    src->fresh = NULL;
+    return;
+  }
   /* An idle LISTEN session must not be cut by a server-wide idle timeout
    * (PostgreSQL 14 and later; older servers refuse the name: no matter). */
   PQclear(PQexec(src->fresh, "SET idle_session_timeout = 0"));
@@ -297,6 +319,8 @@ static void watch_connect_done(uv_work_t *work, int status) {
   src->polling = 1;
   src->pending++;
   src->backoff_ms = WATCH_BACKOFF_MIN_MS;
+  /* this server is the store's now: the workers follow (server.c) */
+  durable__store_server_followed(src->store, &src->fresh_server);
   durable__store_live_confirmed(src->store, src->fresh_asked);
   uv_poll_start(&src->poll, UV_READABLE, watch_readable);
   watch_drain(src); /* anything that came with the LISTEN's reply */

@@ -250,6 +250,15 @@ static int pg_connect(const char *url, durable__conn_t **out,
   return 0;
 }
 
+static int pg_server_of(durable__conn_t *c, durable__server_t *out,
+                        durable_error_t *err) {
+  char why[300];
+  if (durable__pg_server(c->pg, out, why, sizeof why) == 0)
+    return 0;
+  c->broken = 1;
+  return durable__error(err, DURABLE_EUNAVAIL, "store '%s': %s", c->name, why);
+}
+
 static int pg_single_connection(const char *url) {
   (void)url;
   return 0;
@@ -758,6 +767,7 @@ const durable__backend_t durable__postgres_backend = {
     .name = "postgresql",
     .connect = pg_connect,
     .disconnect = pg_disconnect,
+    .server_of = pg_server_of,
     .single_connection = pg_single_connection,
     .display_name = durable__pg_mask_password,
     .begin = pg_begin,
@@ -785,4 +795,5 @@ const durable__backend_t durable__postgres_backend = {
     .watch_stop = durable__pg_watch_stop,
     .fence_ms = DURABLE__PG_FENCE_MS,
     .watch_beat = durable__pg_watch_beat,
+    .watch_nudge = durable__pg_watch_nudge,
 };

@@ -66,7 +66,8 @@ int durable_store_open(uv_loop_t *loop, const char *url, durable_store_t **out,
   /* Connect the writer here, on the caller's thread, so an unreachable store
    * is reported by open (bounded by the backend's connect timeout). */
   durable_error_t e = {0};
-  int rc = be->connect(url, &store->writer.conn, &e);
+  store->writer.store = store;
+  int rc = durable__worker_connect(&store->writer, &e);
   if (rc < 0) {
     durable__error(err, rc, "%s", e.message);
     goto fail;
@@ -74,7 +75,7 @@ int durable_store_open(uv_loop_t *loop, const char *url, durable_store_t **out,
   if ((rc = durable__engine_start(store, err)) < 0) {
     /* cannot happen short of resource exhaustion; stop what started */
     if (!store->async_open) {
-      be->disconnect(store->writer.conn);
+      durable__worker_disconnect(&store->writer);
       goto fail;
     }
     durable_store_close(store, NULL, NULL);

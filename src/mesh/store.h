@@ -51,6 +51,41 @@ void durable__store_on_live(durable_store_t *store, void (*fn)(void *data),
 void durable__store_live_lost(durable_store_t *store);
 int durable__store_live_wanted(durable_store_t *store);
 
+/* ---- the server (server.c) ---------------------------------------------
+ *
+ * Where a store is served by one of several servers (backend.h's
+ * server_of), every connection of a process is on the one its watch is on,
+ * so that liveness is asked of the server that holds the lock, and no write
+ * goes to a server the process does not follow. */
+
+/* The watch's connection (made again) is on `s` (loop thread): it is the
+ * store's server from now on.  The on_server hook hears of it; when it is
+ * another than before, every worker connection is made again before its
+ * next job. */
+void durable__store_server_followed(durable_store_t *store,
+                                    const durable__server_t *s);
+/* A worker's connection is on `s` (any thread): 0 when that is the store's
+ * server, or none is known yet (then it is); else DURABLE_EUNAVAIL, naming
+ * both, and the watch is asked to look again at once (watch_nudge).
+ * `*gen` gets the generation for durable__store_server_moved. */
+int durable__store_server_check(durable_store_t *store,
+                                const durable__server_t *s, uint64_t *gen,
+                                durable_error_t *err);
+/* How many times the store's server changed (any thread): what was read
+ * under an older generation may be from a server that is not followed any
+ * more -- cached states and versions are read again. */
+uint64_t durable__store_server_gen(durable_store_t *store);
+/* One hook hears each (re)connect of the watch: the server followed, as
+ * "host:port (timeline N)", and the one before it -- NULL the first time,
+ * `now` itself (the same pointer) when it did not change.  Loop thread
+ * only. */
+void durable__store_on_server(durable_store_t *store,
+                              void (*fn)(void *data, const char *now,
+                                         const char *was),
+                              void *data);
+/* On the loop: hand a nudge a worker asked for to the watch. */
+void durable__store_server_nudged(durable_store_t *store);
+
 /* For a watch source that sees every commit id (SQLite): 1 when every commit
  * id in (after, upto] was made by this store itself, so nothing foreign
  * happened in that range.  Also forgets own ids at or below `upto`.  Loop

@@ -109,20 +109,12 @@ static void lease_lost(durable__consumer_t *c) {
   claim(c);
 }
 
-/* The delay before claiming again after the `attempt`-th failure in a row
- * (0: the first): min_ms doubling up to max_ms. */
-static uint32_t backoff_ms(int attempt, uint32_t min_ms, uint32_t max_ms) {
-  uint64_t delay = min_ms;
-  /* doubling stops at the cap, which also keeps it from overflowing */
-  for (int i = 0; i < attempt && delay < max_ms; i++)
-    delay *= 2;
-  return delay > max_ms ? max_ms : (uint32_t)delay;
-}
-
 static void backoff(durable__consumer_t *c, int64_t seq, const char *why) {
   durable_stream_options_t o = durable__stream_options(c->mesh);
-  uint64_t delay = backoff_ms(c->attempt, o.backoff_min_ms, o.backoff_max_ms);
+  uint64_t delay =
+      durable__backoff_ms(c->attempt, o.backoff_min_ms, o.backoff_max_ms);
   c->attempt++;
+  c->flags &= ~DURABLE__CONSUMER_STORE_BACKOFF;
   durable__stream_name_t n;
   char at[48] = "";
   if (seq > 0)
@@ -265,6 +257,7 @@ static void failure(durable__consumer_t *c, int64_t seq, const char *why) {
   if (durable__consumer_leaving(c))
     return;
   backoff(c, seq, why);
+  c->flags |= DURABLE__CONSUMER_STORE_BACKOFF;
 }
 
 /* No turn could be made (turn.c): item `seq` could not be read (its own
@@ -931,10 +924,17 @@ static void on_fence(durable_hub_t *hub, const durable_msg_t *msg,
   }
 }
 
-void durable__consumer_live(durable__consumer_t *c) {
-  if (c->state == DURABLE__CONSUMER_CONSUMING_FENCED &&
-      !durable__consumer_leaving(c))
+void durable__consumer_live(durable__consumer_t *c, int reconnected) {
+  if (durable__consumer_leaving(c))
+    return;
+  if (c->state == DURABLE__CONSUMER_CONSUMING_FENCED)
     fence_over(c);
+  if (reconnected && c->state == DURABLE__CONSUMER_BACKOFF &&
+      (c->flags & DURABLE__CONSUMER_STORE_BACKOFF)) {
+    c->attempt = 0; /* the store is back: no reason to wait longer */
+    c->gen++;
+    durable__consumer_arm(c, c->msg_retry, 0);
+  }
 }
 
 /* ---- leaving ------------------------------------------------------------- */

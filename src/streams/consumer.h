@@ -74,7 +74,10 @@ enum {
   DURABLE__CONSUMER_TURN_OUT = 1u << 14,
   /* a batch is being gathered: its first items are taken, more may join
    * until the batch is full or its wait_ms is over */
-  DURABLE__CONSUMER_GATHERING = 1u << 15
+  DURABLE__CONSUMER_GATHERING = 1u << 15,
+  /* in a backoff for a failure that was not the item's own (the store, a
+   * claim): the store's reconnect (durable__consumer_live) ends it */
+  DURABLE__CONSUMER_STORE_BACKOFF = 1u << 16
 };
 
 /* One item of the turn: taken from the reader, kept until the turn is
@@ -262,8 +265,10 @@ void durable__consumer_start(durable__consumer_t *c);
 /* The lease may have gone behind it (durable__consumers_lease_gone); also
  * while its claim is out when `claiming`. */
 void durable__consumer_lease_gone(durable__consumer_t *c, int claiming);
-/* This process's liveness is confirmed again (durable__consumers_live). */
-void durable__consumer_live(durable__consumer_t *c);
+/* This process's liveness is confirmed again (durable__consumers_live);
+ * `reconnected`: the store's watch connected again, so a backoff for the
+ * store's failure ends now. */
+void durable__consumer_live(durable__consumer_t *c, int reconnected);
 /* An operator's retention policy changed: look at what is due now. */
 void durable__consumer_retention_changed(durable__consumer_t *c);
 
@@ -271,6 +276,9 @@ void durable__consumer_retention_changed(durable__consumer_t *c);
 
 /* Post the consumer's hub `type` after `ms`, with the generation now as
  * its payload; late at worst, never lost (the spare timer). */
+/* The delay before claiming again after the `attempt`-th failure in a row
+ * (0: the first): min_ms doubling up to max_ms. */
+uint32_t durable__backoff_ms(int attempt, uint32_t min_ms, uint32_t max_ms);
 void durable__consumer_arm(durable__consumer_t *c, const char *type,
                            uint32_t ms);
 /* The message of a timer armed in the round now (not an earlier one's). */

@@ -1,7 +1,7 @@
 /*
  * consumer_timer.c: the timers of a leased consumer (consumer.c): a retry
- * after a backoff, a claim again after reclaim_ms, the end of a takeover's
- * hold, the next look at this process's liveness.
+ * after a backoff (and how long that is), a claim again after reclaim_ms, the
+ * end of a takeover's hold, the next look at this process's liveness.
  *
  * Each is a message that the hub posts to itself after a delay
  * (durable_hub_post_after), so that it runs as a turn of the hub like any
@@ -39,6 +39,14 @@ void durable__consumer_close_spare(durable__consumer_t *c) {
   if ((c->flags & DURABLE__CONSUMER_SPARE_OPEN) &&
       !uv_is_closing((uv_handle_t *)&c->spare))
     uv_close((uv_handle_t *)&c->spare, on_spare_closed);
+}
+
+uint32_t durable__backoff_ms(int attempt, uint32_t min_ms, uint32_t max_ms) {
+  uint64_t delay = min_ms;
+  /* doubling stops at the cap, which also keeps it from overflowing */
+  for (int i = 0; i < attempt && delay < max_ms; i++)
+    delay *= 2;
+  return delay > max_ms ? max_ms : (uint32_t)delay;
 }
 
 void durable__consumer_arm(durable__consumer_t *c, const char *type,

@@ -105,12 +105,12 @@ void durable__consumers_families(durable_mesh_t *mesh,
   }
 }
 
-void durable__consumers_live(durable_mesh_t *mesh) {
+void durable__consumers_live(durable_mesh_t *mesh, int reconnected) {
   struct durable__queue *all = consumers_of(mesh), *q;
   if (all == NULL)
     return;
   DURABLE__QUEUE_FOREACH(q, all) {
-    durable__consumer_live(consumer_of(q));
+    durable__consumer_live(consumer_of(q), reconnected);
   }
 }
 

@@ -25,9 +25,27 @@ static void on_session_lost(void *data) {
   durable__consumers_session_lost(mesh);
 }
 
+/* The store's watch connected (again) to server `now`: said at start (at
+ * debug: a one-shot command's output is no place for it), and loudly when
+ * a failover moved it (the stream hubs then read
+ * their states again: what the old server said may not be what the new one
+ * holds).  A reconnect ends the backoffs the store's failure caused. */
+static void on_server(void *data, const char *now, const char *was) {
+  durable_mesh_t *mesh = data;
+  if (was == NULL)
+    durable_mesh_log(mesh, DURABLE_LOG_DEBUG, "[Store] on server %s", now);
+  else if (was != now)
+    durable_mesh_log(mesh, DURABLE_LOG_WARN,
+                     "[Store] the server changed: now on %s, was %s; every "
+                     "stream's state is read again from it",
+                     now, was);
+  if (was != NULL)
+    durable__consumers_live(mesh, 1);
+}
+
 /* The store confirmed again that this process holds its liveness lock. */
 static void on_live(void *data) {
-  durable__consumers_live(data);
+  durable__consumers_live(data, 0);
 }
 
 static int install(durable_mesh_t *mesh) {
@@ -42,6 +60,7 @@ static int install(durable_mesh_t *mesh) {
   durable__store_on_session_lost(durable_mesh_store(mesh), on_session_lost,
                                  mesh);
   durable__store_on_live(durable_mesh_store(mesh), on_live, mesh);
+  durable__store_on_server(durable_mesh_store(mesh), on_server, mesh);
   return durable__stream_hub_install(mesh);
 }
 

@@ -132,8 +132,10 @@ durable_stream_options_t durable__stream_options(durable_mesh_t *mesh);
  * a lease claims again before its next item (the one in flight finishes). */
 void durable__consumers_session_lost(durable_mesh_t *mesh);
 /* consumers.c: the store confirmed this process's liveness again: every
- * consumer that stopped for want of it (wait_for_liveness) goes on. */
-void durable__consumers_live(durable_mesh_t *mesh);
+ * consumer that stopped for want of it (wait_for_liveness) goes on; with
+ * `reconnected` (the store's watch connected again), every one in a backoff
+ * for the store's failure claims now. */
+void durable__consumers_live(durable_mesh_t *mesh, int reconnected);
 /* The lease of ns@key was let go behind its holder (a seek, a forced
  * trim): a consumer of this process holding it claims again, after the
  * item in flight, and resumes from the checkpoint stored; with

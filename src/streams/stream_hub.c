@@ -650,6 +650,13 @@ static void pump(durable__shub_t *sh) {
   if (durable__queue_empty(&sh->ops))
     return;
   sh->flags |= DURABLE__SHUB_BUSY;
+  /* a state read from a server the store no longer follows (a failover)
+   * is not the stored one: read it again */
+  uint64_t gen = durable__store_server_gen(durable_mesh_store(sh->mesh));
+  if (gen != sh->server_gen) {
+    durable__shub_forget_state(sh);
+    sh->server_gen = gen;
+  }
   if (!(sh->flags & DURABLE__SHUB_HAVE_STATE)) {
     durable_error_t err = {0};
     durable_hub_ref(sh->hub);

@@ -99,6 +99,7 @@ struct durable__shub_s {
    * node at that version, unread (0: not known, so read-modify-write) */
   int64_t version;
   uint64_t contended_until; /* uv_now: another process writes here too */
+  uint64_t server_gen;      /* the store's server when `state` was known */
   /* the serial chain (durable__shub_op_t), first in first out: its first
    * operation is the head, whose turn it is (durable__shub_head) */
   struct durable__queue ops;

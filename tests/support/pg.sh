@@ -126,6 +126,47 @@ EOF
   export DURABLE_TEST_PG_VERSION=${DURABLE_TEST_PG_VERSION%/bin}
 }
 
+# durable_pg_standby NAME [sync|async] makes a streaming standby of the
+# private server (pg_basebackup -R) in $DURABLE_TEST_PG_DIR/NAME, listening
+# on a socket in that folder, and starts it.  With sync (the default) the
+# primary waits for it at every commit (synchronous_standby_names =
+# 'ANY 1 (NAME)').  Exported after it:
+#   DURABLE_TEST_PG_STANDBY_CTL  pg_ctl on the standby, as pg_ctl above
+#                                (promote, stop -m immediate, start)
+#   DURABLE_TEST_PG_HA           a libpq URL that lists the primary, then
+#                                the standby
+durable_pg_standby() {
+  local name=${1:?a name} mode=${2:-sync} bindir dir=${DURABLE_TEST_PG_DIR:?no private PostgreSQL}
+  local sdir=$dir/$name
+  bindir=$(durable__pg_bindir) || return 1
+  mkdir -p "$sdir" && chmod 700 "$sdir"
+  [[ $(id -u) -ne 0 ]] || chown "$DURABLE_PG_USER:" "$sdir"
+  if ! durable__pg_as_owner "$bindir/pg_basebackup" -h "$dir" -p "${DURABLE_PG_PORT:-5432}" \
+    -U durable -D "$sdir/data" -R -X stream -c fast >"$sdir/basebackup.log" 2>&1; then
+    echo "pg.sh: pg_basebackup failed:" >&2
+    cat "$sdir/basebackup.log" >&2
+    return 1
+  fi
+  printf '%s\n' "" "# durable tests: the standby $name of the server in $dir." \
+    "unix_socket_directories = '$sdir'" "cluster_name = '$name'" \
+    "synchronous_standby_names = ''" >>"$sdir/data/postgresql.conf"
+  sed -e "s|'$dir/data'|'$sdir/data'|" -e "s|'$dir/postgres.log'|'$sdir/postgres.log'|" \
+    "$dir/pg_ctl" >"$sdir/pg_ctl"
+  chmod 755 "$sdir/pg_ctl"
+  export DURABLE_TEST_PG_STANDBY_CTL=$sdir/pg_ctl
+  if ! "$sdir/pg_ctl" start >/dev/null 2>&1; then
+    echo "pg.sh: the standby did not start:" >&2
+    tail -n 30 "$sdir/postgres.log" >&2
+    return 1
+  fi
+  if [[ $mode == sync ]]; then
+    durable__pg_as_owner "$bindir/psql" -h "$dir" -p "${DURABLE_PG_PORT:-5432}" -U durable -d durable -qAt \
+      -c "ALTER SYSTEM SET synchronous_standby_names = 'ANY 1 ($name)'" \
+      -c "SELECT pg_reload_conf()" >/dev/null || return 1
+  fi
+  export DURABLE_TEST_PG_HA="postgresql:///durable?host=$dir,$sdir&user=durable${DURABLE_PG_PORT:+&port=$DURABLE_PG_PORT}"
+}
+
 durable_pg_restart() {
   [[ -n ${DURABLE_TEST_PG_CTL:-} && -x ${DURABLE_TEST_PG_CTL:-} ]] || {
     echo "pg.sh: no private PostgreSQL to restart" >&2
@@ -140,6 +181,10 @@ durable_pg_restart() {
 durable_pg_stop() {
   local dir=${DURABLE_TEST_PG_DIR:-} pid
   [[ -n $dir && $dir == /tmp/durable-pg.* ]] || return 0
+  local standby
+  for standby in "$dir"/*/pg_ctl; do # durable_pg_standby's
+    [[ -f ${standby%/pg_ctl}/data/postmaster.pid ]] && "$standby" stop -m immediate >/dev/null 2>&1
+  done
   if [[ -f $dir/data/postmaster.pid ]]; then
     if ! "$dir/pg_ctl" stop -m fast >/dev/null 2>&1; then
       pid=$(head -n 1 "$dir/data/postmaster.pid" 2>/dev/null || true)
@@ -149,5 +194,6 @@ durable_pg_stop() {
     fi
   fi
   rm -rf "$dir"
-  unset DURABLE_TEST_PG DURABLE_TEST_PG_DIR DURABLE_TEST_PG_CTL DURABLE_TEST_PG_VERSION
+  unset DURABLE_TEST_PG DURABLE_TEST_PG_DIR DURABLE_TEST_PG_CTL DURABLE_TEST_PG_VERSION \
+    DURABLE_TEST_PG_STANDBY_CTL DURABLE_TEST_PG_HA
 }

@@ -1,0 +1,105 @@
+/*
+ * server.c: which server a store's connections are on, where the store may
+ * be served by one of several (PostgreSQL: a primary and its standbys, any
+ * of which a failover may promote).
+ *
+ * The watch's connection holds this process's liveness lock, and the other
+ * processes ask that server whether the lock is held.  So the watch decides:
+ * the server it connects to is the store's server (followed), and a worker
+ * connection that lands anywhere else is refused and made again, never
+ * used -- a liveness question asked there would get "not held" for every
+ * live process, and a write there would go to a server this process does
+ * not follow.  A worker that finds another server nudges the watch, which
+ * may be waiting out its backoff on a server that is gone.
+ *
+ *   watch connects to S --followed--> store's server S, generation + 1
+ *   worker connects to T --check----> T == S: use it; T != S: refuse, nudge
+ *   worker's next job ----moved?----> generation changed: connect again
+ *
+ * A backend without server_of (SQLite: one file) never comes here.
+ */
+#include "engine.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int same_server(const durable__server_t *a, const durable__server_t *b) {
+  return a->timeline == b->timeline && strcmp(a->system, b->system) == 0;
+}
+
+static void describe(char *out, size_t size, const durable__server_t *s) {
+  snprintf(out, size, "%s (timeline %u)", s->where, s->timeline);
+}
+
+void durable__store_server_followed(durable_store_t *store,
+                                    const durable__server_t *s) {
+  char now[sizeof(s->where) + 32], was[sizeof(s->where) + 32];
+  uv_mutex_lock(&store->lock);
+  int first = store->server.system[0] == '\0';
+  int changed = !first && !same_server(&store->server, s);
+  /* the address may differ for the same server (another name of it) */
+  describe(was, sizeof was, &store->server);
+  if (first || changed)
+    store->server_gen++;
+  store->server = *s;
+  uv_mutex_unlock(&store->lock);
+  describe(now, sizeof now, s);
+  if (store->on_server != NULL)
+    store->on_server(store->on_server_data, now,
+                     first     ? NULL
+                     : changed ? was
+                               : now);
+}
+
+int durable__store_server_check(durable_store_t *store,
+                                const durable__server_t *s, uint64_t *gen,
+                                durable_error_t *err) {
+  uv_mutex_lock(&store->lock);
+  if (store->server.system[0] == '\0') {
+    store->server = *s; /* the first connection, before the watch's */
+    store->server_gen++;
+  }
+  durable__server_t ours = store->server;
+  *gen = store->server_gen;
+  uv_mutex_unlock(&store->lock);
+  if (same_server(&ours, s))
+    return 0;
+  __atomic_store_n(&store->nudge, 1, __ATOMIC_RELEASE);
+  uv_async_send(&store->async);
+  return durable__error(
+      err, DURABLE_EUNAVAIL,
+      "%s: connected to %s (system %s, timeline %u), not to the server this "
+      "process follows, %s (system %s, timeline %u): waiting for its "
+      "liveness session to move there",
+      store->name, s->where, s->system, s->timeline, ours.where, ours.system,
+      ours.timeline);
+}
+
+uint64_t durable__store_server_gen(durable_store_t *store) {
+  uv_mutex_lock(&store->lock);
+  uint64_t gen = store->server_gen;
+  uv_mutex_unlock(&store->lock);
+  return gen;
+}
+
+void durable__store_on_server(durable_store_t *store,
+                              void (*fn)(void *data, const char *now,
+                                         const char *was),
+                              void *data) {
+  store->on_server = fn;
+  store->on_server_data = data;
+  durable__server_t s;
+  uv_mutex_lock(&store->lock);
+  s = store->server;
+  uv_mutex_unlock(&store->lock);
+  char now[sizeof(s.where) + 32];
+  describe(now, sizeof now, &s);
+  if (fn != NULL && s.system[0] != '\0') /* followed before the hook */
+    fn(data, now, NULL);
+}
+
+void durable__store_server_nudged(durable_store_t *store) {
+  if (__atomic_exchange_n(&store->nudge, 0, __ATOMIC_ACQ_REL) &&
+      store->src != NULL && store->be->watch_nudge != NULL && !store->closing)
+    store->be->watch_nudge(store->src);
+}

@@ -1,0 +1,199 @@
+-- failover_spec.lua: a PostgreSQL primary with a streaming standby, both
+-- private to each case (tests/support/pg.sh: durable_pg_start and
+-- durable_pg_standby), a mesh on a URL that lists both, producers and
+-- consumers busy on a few streams -- and then the primary goes and the
+-- standby is promoted (pg_ctl stop -m immediate, pg_ctl promote).
+--
+-- What must hold: every publish that was told a sequence is there, under
+-- that sequence, once (producers retry with their publish ids); no
+-- consumer is handed an item again once a later one was handed (which
+-- means it was acknowledged); every stream moves again soon after the
+-- promotion; and the process says which server it is on now.  Every wait is
+-- on a condition; the one time measured (the streams moving again after
+-- the promotion) is bounded generously.
+local helper = require "helper"
+
+local FAMILY = "FailoverStream"
+-- A consumer whose store fails backs off for 2 s, then 4, 8...: it tries
+-- at about 0, 2 and 6 s into the outage, and next at 14.  The store's
+-- reconnect ends that wait, so the streams move again within 5 s of a
+-- promotion that came 7 s into the outage.
+local STREAMS = { holder_probe_ms = 300, reclaim_ms = 400, backoff_min_ms = 2000,
+  backoff_max_ms = 60000 }
+local OUTAGE_MS = 7000
+local OWNERS = 4
+local PACE_MS = 10
+
+-- A primary and a standby of its own (mode "sync" or "async"); returns
+-- { dir, ctl, standby_ctl, ha, primary } and stops both after the case.
+local function cluster(mode)
+  local script = ". tests/support/pg.sh && unset DURABLE_TEST_PG_DIR && durable_pg_start >&2 && "
+    .. "durable_pg_standby s1 " .. mode .. " >&2 && printf '%s\\n' \"$DURABLE_TEST_PG_DIR\" "
+    .. "\"$DURABLE_TEST_PG_CTL\" \"$DURABLE_TEST_PG_STANDBY_CTL\" \"$DURABLE_TEST_PG_HA\" "
+    .. "\"$DURABLE_TEST_PG\""
+  local code, out, err = helper.sh("bash -c " .. helper.quote(script))
+  local c = {}
+  c.dir, c.ctl, c.standby_ctl, c.ha, c.primary =
+    out:match("^([^\n]+)\n([^\n]+)\n([^\n]+)\n([^\n]+)\n([^\n]+)\n")
+  finally(function()
+    if c.dir then
+      helper.sh("bash -c " .. helper.quote(". tests/support/pg.sh && DURABLE_TEST_PG_DIR="
+        .. helper.quote(c.dir) .. " durable_pg_stop"))
+    end
+  end)
+  assert(code == 0 and c.ha, "could not start a primary and a standby: " .. err)
+  return c
+end
+
+local function run(cmd)
+  local code, _, err = helper.sh(cmd)
+  assert(code == 0, cmd .. ": " .. err)
+end
+
+-- Producers and consumers on OWNERS streams of `mesh`.  Each producer
+-- publishes one item every PACE_MS, with the publish id "n<N>" and payload
+-- { n = N }, and after a failure sends the same again (after 50 ms); `told[owner]`
+-- lists the sequences it was told.  `handled[owner]` lists the sequences
+-- handed to the consumer, in order.
+local function busy(mesh, ns)
+  local w = { ns = ns, told = {}, handled = {}, owners = {}, producing = true, errors = {} }
+  local client = mesh:hub("client/" .. ns)
+  local producers = {}
+  for i = 1, OWNERS do
+    local owner = ("%s/o%d"):format(ns, i)
+    w.owners[i] = owner
+    w.handled[owner] = {}
+    -- the stream exists before its consumer starts (nothing wakes a
+    -- consumer in a client hub when its stream is made)
+    assert.equal(1, helper.ok(client:publish_durable({ namespace = FAMILY, key = owner }, { n = 1 },
+      { id = "n1" })))
+    w.told[owner] = { 1 }
+    local hub = assert(mesh:hub(("client/%s/consumer%d"):format(ns, i)))
+    assert.is_true(hub:consume { namespace = FAMILY, key = function() return owner end,
+      handler = function(_, item)
+        local list = w.handled[owner]
+        list[#list + 1] = item.sequence
+        if type(item.payload) ~= "table" or item.payload.n ~= item.sequence then
+          w.errors[#w.errors + 1] = ("%s: item %d carries %s"):format(owner, item.sequence,
+            require("durable").encode(item.payload))
+        end
+      end })
+    producers[owner] = { n = 2, busy = false, retry_at = 0 }
+  end
+  local function send(owner, p)
+    p.busy = true
+    client:publish_durable({ namespace = FAMILY, key = owner }, { n = p.n }, { id = "n" .. p.n })
+      :next(function(seq)
+        local told = w.told[owner]
+        told[#told + 1] = seq
+        p.n, p.busy, p.retry_at = p.n + 1, false, helper.now(mesh) + PACE_MS
+      end, function()
+        p.busy, p.retry_at = false, helper.now(mesh) + 50
+      end)
+  end
+  -- one step of every producer (run from run_until's predicate)
+  function w.step()
+    local now = helper.now(mesh)
+    for owner, p in pairs(producers) do
+      if w.producing and not p.busy and now >= p.retry_at then send(owner, p) end
+    end
+  end
+  function w.idle()
+    for _, p in pairs(producers) do if p.busy then return false end end
+    return true
+  end
+  function w.run_until(pred, ms)
+    helper.run_until(mesh, function() w.step() return pred() end, ms)
+  end
+  -- every stream handled at least `n` more items than `base` (a copy of
+  -- the counts)
+  function w.counts()
+    local out = {}
+    for _, owner in ipairs(w.owners) do out[owner] = #w.handled[owner] end
+    return out
+  end
+  function w.moved(base, n)
+    for _, owner in ipairs(w.owners) do
+      if #w.handled[owner] < base[owner] + n then return false end
+    end
+    return true
+  end
+  return w
+end
+
+-- Nothing lost, nothing told twice, nothing acknowledged handed again.
+local function assert_exactly(w)
+  assert.same({}, w.errors)
+  for _, owner in ipairs(w.owners) do
+    local told, handled = w.told[owner], w.handled[owner]
+    for i, seq in ipairs(told) do
+      assert.equal(i, seq, owner .. ": publish " .. i .. " was told sequence " .. seq)
+    end
+    local seen = {}
+    for i, seq in ipairs(handled) do
+      if i > 1 then
+        assert.is_true(seq >= handled[i - 1], ("%s: item %d handed after item %d (acknowledged)")
+          :format(owner, seq, handled[i - 1]))
+      end
+      seen[seq] = true
+    end
+    for seq = 1, #told do assert.is_true(seen[seq], owner .. ": item " .. seq .. " never handled") end
+  end
+end
+
+describe("a PostgreSQL failover #postgres", function()
+  helper.each()
+
+  if helper.KIND ~= "postgres" then
+    it("needs PostgreSQL", function() pending("PostgreSQL only: a standby promoted") end)
+    return
+  end
+
+  it("with synchronous replication loses nothing, hands nothing acknowledged again, and every "
+    .. "stream moves within 5 s of the promotion, whatever its backoff", function()
+    local c = cluster("sync")
+    local mesh = helper.open { store = c.ha, streams = STREAMS }
+    local w = busy(mesh, helper.ns())
+    w.run_until(function() return w.moved(w.counts(), 0) and #w.handled[w.owners[OWNERS]] >= 20 end,
+      20000)
+
+    -- quiet during the outage: no append wakes a consumer in its backoff,
+    -- only the store's reconnect can end it
+    w.producing = false
+    w.run_until(w.idle, 10000)
+    run(helper.quote(c.ctl) .. " stop -m immediate")
+    local stopped = helper.now(mesh)
+    w.run_until(function() return helper.now(mesh) - stopped >= OUTAGE_MS end, OUTAGE_MS + 5000)
+    run(helper.quote(c.standby_ctl) .. " promote")
+    local promoted, since = helper.now(mesh), #helper.logs
+    w.run_until(function()
+      for i = 1, OWNERS do
+        if #helper.log_lines(("lease granted to client/%s/consumer%d "):format(w.ns, i), since) == 0 then
+          return false
+        end
+      end
+      return true
+    end, 20000)
+    local took = helper.now(mesh) - promoted
+    assert.is_true(took < 5000, ("the consumers claimed again %d ms after the promotion"):format(took))
+    w.producing = true
+    local base = w.counts()
+    w.run_until(function() return w.moved(base, 5) end, 20000)
+    took = helper.now(mesh) - promoted
+    assert.is_true(took < 5000, ("the streams moved again %d ms after the promotion"):format(took))
+    assert.equal(1, #helper.log_lines("[Store] the server changed: now on " .. c.dir .. "/s1:"),
+      "the change of server is said once: " .. table.concat(helper.logs, "\n"))
+
+    w.producing = false
+    w.run_until(function()
+      if not w.idle() then return false end
+      for _, owner in ipairs(w.owners) do
+        if #w.handled[owner] == 0 or w.handled[owner][#w.handled[owner]] < #w.told[owner] then
+          return false
+        end
+      end
+      return true
+    end, 20000)
+    assert_exactly(w)
+  end)
+end)
