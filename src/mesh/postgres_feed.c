@@ -319,9 +319,9 @@ static void watch_connect_done(uv_work_t *work, int status) {
   src->polling = 1;
   src->pending++;
   src->backoff_ms = WATCH_BACKOFF_MIN_MS;
+  durable__store_live_confirmed(src->store, src->fresh_asked);
   /* this server is the store's now: the workers follow (server.c) */
   durable__store_server_followed(src->store, &src->fresh_server);
-  durable__store_live_confirmed(src->store, src->fresh_asked);
   uv_poll_start(&src->poll, UV_READABLE, watch_readable);
   watch_drain(src); /* anything that came with the LISTEN's reply */
   /* Commits made while we were not listening were not heard: re-sync. */

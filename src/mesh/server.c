@@ -6,8 +6,8 @@
  * The watch's connection holds this process's liveness lock, and the other
  * processes ask that server whether the lock is held.  So the watch decides:
  * the server it connects to is the store's server (followed), and a worker
- * connection that lands anywhere else is refused and made again, never
- * used -- a liveness question asked there would get "not held" for every
+ * connection that lands anywhere else is refused and made again before any
+ * job runs on it -- a liveness question asked there would get "not held" for every
  * live process, and a write there would go to a server this process does
  * not follow.  A worker that finds another server nudges the watch, which
  * may be waiting out its backoff on a server that is gone.

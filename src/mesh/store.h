@@ -67,7 +67,7 @@ void durable__store_server_followed(durable_store_t *store,
 /* A worker's connection is on `s` (any thread): 0 when that is the store's
  * server, or none is known yet (then it is); else DURABLE_EUNAVAIL, naming
  * both, and the watch is asked to look again at once (watch_nudge).
- * `*gen` gets the generation for durable__store_server_moved. */
+ * `*gen` gets the generation, for durable__store_server_gen. */
 int durable__store_server_check(durable_store_t *store,
                                 const durable__server_t *s, uint64_t *gen,
                                 durable_error_t *err);

@@ -430,18 +430,17 @@ static void turn_done(durable__consumer_t *c, const durable_response_t *res,
   } else if (res->status == DURABLE_ECONFLICT) {
     lease_lost(c);
   } else if (res->status == DURABLE_ESHUTDOWN && durable__consumer_leaving(c)) {
-    stop_reading(c); /* the hub is leaving: the release follows */
-  } else if (t->ack_failed) {
+    stop_reading(c);          /* the hub is leaving: the release follows */
+  } else if (t->ack_failed) { /* the store's fault, not the item's */
     stop_reading(c);
-    backoff(c, t->first, res->message); /* not counted against the item */
+    backoff(c, t->first, res->message);
+    c->flags |= DURABLE__CONSUMER_STORE_BACKOFF;
   } else if (t->count > 1) {
     batch_failed(c, t, res->message);
   } else {
     fail_item(c, t->first, res->message, t->payload, t->appended_at);
   }
 }
-
-/* ---- consuming ----------------------------------------------------------- */
 
 /* ---- claiming ------------------------------------------------------------ */
 
@@ -927,10 +926,10 @@ static void on_fence(durable_hub_t *hub, const durable_msg_t *msg,
 void durable__consumer_live(durable__consumer_t *c, int reconnected) {
   if (durable__consumer_leaving(c))
     return;
-  if (c->state == DURABLE__CONSUMER_CONSUMING_FENCED)
-    fence_over(c);
-  if (reconnected && c->state == DURABLE__CONSUMER_BACKOFF &&
-      (c->flags & DURABLE__CONSUMER_STORE_BACKOFF)) {
+  if (!reconnected && c->state == DURABLE__CONSUMER_CONSUMING_FENCED)
+    fence_over(c); /* a reconnect confirms nothing by itself */
+  else if (reconnected && c->state == DURABLE__CONSUMER_BACKOFF &&
+           (c->flags & DURABLE__CONSUMER_STORE_BACKOFF)) {
     c->attempt = 0; /* the store is back: no reason to wait longer */
     c->gen++;
     durable__consumer_arm(c, c->msg_retry, 0);

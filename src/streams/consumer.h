@@ -274,11 +274,11 @@ void durable__consumer_retention_changed(durable__consumer_t *c);
 
 /* ---- consumer_timer.c: the consumer's timers -------------------------- */
 
-/* Post the consumer's hub `type` after `ms`, with the generation now as
- * its payload; late at worst, never lost (the spare timer). */
 /* The delay before claiming again after the `attempt`-th failure in a row
  * (0: the first): min_ms doubling up to max_ms. */
 uint32_t durable__backoff_ms(int attempt, uint32_t min_ms, uint32_t max_ms);
+/* Post the consumer's hub `type` after `ms`, with the generation now as
+ * its payload; late at worst, never lost (the spare timer). */
 void durable__consumer_arm(durable__consumer_t *c, const char *type,
                            uint32_t ms);
 /* The message of a timer armed in the round now (not an earlier one's). */

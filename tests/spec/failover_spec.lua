@@ -27,14 +27,16 @@ local PACE_MS = 10
 -- A primary and a standby of its own (mode "sync" or "async"); returns
 -- { dir, ctl, standby_ctl, ha, primary } and stops both after the case.
 local function cluster(mode)
+  -- the folder first, so that a standby that fails still has it stopped
   local script = ". tests/support/pg.sh && unset DURABLE_TEST_PG_DIR && durable_pg_start >&2 && "
-    .. "durable_pg_standby s1 " .. mode .. " >&2 && printf '%s\\n' \"$DURABLE_TEST_PG_DIR\" "
-    .. "\"$DURABLE_TEST_PG_CTL\" \"$DURABLE_TEST_PG_STANDBY_CTL\" \"$DURABLE_TEST_PG_HA\" "
-    .. "\"$DURABLE_TEST_PG\""
+    .. "echo \"$DURABLE_TEST_PG_DIR\" && durable_pg_standby s1 " .. mode .. " >&2 && "
+    .. "printf '%s\\n' \"$DURABLE_TEST_PG_CTL\" \"$DURABLE_TEST_PG_STANDBY_CTL\" "
+    .. "\"$DURABLE_TEST_PG_HA\" \"$DURABLE_TEST_PG\""
   local code, out, err = helper.sh("bash -c " .. helper.quote(script))
   local c = {}
-  c.dir, c.ctl, c.standby_ctl, c.ha, c.primary =
-    out:match("^([^\n]+)\n([^\n]+)\n([^\n]+)\n([^\n]+)\n([^\n]+)\n")
+  c.dir = out:match("^([^\n]+)\n")
+  c.ctl, c.standby_ctl, c.ha, c.primary =
+    out:match("^[^\n]+\n([^\n]+)\n([^\n]+)\n([^\n]+)\n([^\n]+)\n")
   finally(function()
     if c.dir then
       helper.sh("bash -c " .. helper.quote(". tests/support/pg.sh && DURABLE_TEST_PG_DIR="
@@ -154,8 +156,8 @@ describe("a PostgreSQL failover #postgres", function()
     local c = cluster("sync")
     local mesh = helper.open { store = c.ha, streams = STREAMS }
     local w = busy(mesh, helper.ns())
-    w.run_until(function() return w.moved(w.counts(), 0) and #w.handled[w.owners[OWNERS]] >= 20 end,
-      20000)
+    local start = w.counts()
+    w.run_until(function() return w.moved(start, 20) end, 20000)
 
     -- quiet during the outage: no append wakes a consumer in its backoff,
     -- only the store's reconnect can end it
