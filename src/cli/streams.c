@@ -135,6 +135,17 @@ static void print_json(int64_t now, const durable_stream_status_t *s,
   else
     fputs("null", stdout);
   printf(",\"dead_letters\":%" PRId64, s->dead_letters);
+  if (s->seen_last || s->seen_checkpoint || s->seen_epoch)
+    printf(",\"stopped\":{\"seen_last\":%" PRId64
+           ",\"seen_checkpoint\":%" PRId64 ",\"seen_epoch\":%" PRId64 "}",
+           s->seen_last, s->seen_checkpoint, s->seen_epoch);
+  else
+    fputs(",\"stopped\":null", stdout);
+  if (s->lost_to > 0)
+    printf(",\"lost\":{\"from\":%" PRId64 ",\"to\":%" PRId64 "}", s->lost_from,
+           s->lost_to);
+  else
+    fputs(",\"lost\":null", stdout);
   if (s->last_batch > 0)
     printf(",\"last_batch\":%" PRId64 "}\n", s->last_batch);
   else
@@ -319,7 +330,9 @@ const cli_command_t cli_streams_command = {
     "CHECKPOINT + 1, in whatever host, or - when it is not failing), DEAD\n"
     "(the dead letters stored in NAMESPACE.dead@KEY), ORPHANED_AT (when the\n"
     "last holder left, or -) and LAST_ERROR (the failing item's last\n"
-    "error, or -).  It reads the stream nodes, the failure records and one\n"
+    "error; for a stream stopped because the store went back, what was\n"
+    "seen and the seek that goes on; or -).  It reads the stream nodes, the "
+    "failure records and one\n"
     "item per stream with a lag: never the whole backlog.  A stream's\n"
     "whole state is its node: durable get @KEY/_DurableStream/NAMESPACE.\n"
     "\n"
@@ -330,7 +343,10 @@ const cli_command_t cli_streams_command = {
     "          attempts (0 when not failing), last_error, failed_at,\n"
     "          dead_letters, last_batch (how many items the last\n"
     "          acknowledgement covered, once a batch handler's covered more\n"
-    "          than one; null until then)",
+    "          than one; null until then), stopped (seen_last,\n"
+    "          seen_checkpoint, seen_epoch while the stream is stopped\n"
+    "          because the store went back; else null), lost (from, to: the\n"
+    "          sequences a seek accepted as lost; else null)",
     streams_options,
     streams_main,
     0,

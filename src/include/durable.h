@@ -874,6 +874,14 @@ typedef struct durable_stream_status_s {
   /* how many items the last acknowledgement covered, once one covered
    * more than one (a batch handler's: LastBatch); 0 until then */
   int64_t last_batch;
+  /* Stopped because the store went back (a failover to a standby that had
+   * not received every commit): what a process had seen of the stream --
+   * its last sequence, checkpoint and epoch -- while nothing is appended or
+   * handed over; `last_error` then says so and names the seek that goes
+   * on.  All 0 otherwise.  And once a seek went on past such a loss, the
+   * sequences lost_from .. lost_to that are never there (0, 0: none). */
+  int64_t seen_last, seen_checkpoint, seen_epoch;
+  int64_t lost_from, lost_to;
 } durable_stream_status_t;
 
 typedef void (*durable_stream_status_cb)(const durable_stream_status_t *status,

@@ -52,6 +52,7 @@ static int install(durable_mesh_t *mesh) {
   int rc;
   if ((rc = durable__directory_install(mesh)) < 0 ||
       (rc = durable__consumers_install(mesh)) < 0 ||
+      (rc = durable__seen_install(mesh)) < 0 ||
       (rc = durable__stream_stats_install(mesh)) < 0 ||
       (rc = durable__metrics_install(mesh)) < 0)
     return rc;

@@ -18,8 +18,9 @@
  * A signal may be lost or repeated: the cursor makes a repeat harmless (an
  * item below it is a duplicate and is dropped) and the next read after any
  * later signal finds what a lost one announced.  An item ahead of a missing
- * one waits for it; an item whose payload cannot be read stops the reader
- * there, never skipped.
+ * one waits for it, unless the stream node says it was trimmed (the reader
+ * fails) or lost when the store went back (passed over); an item whose
+ * payload cannot be read stops the reader there, never skipped.
  *
  *   store  --range read after cursor-->  buffer  --next in sequence-->  cb
  *   watch  --"the stream moved"-------->  read again
@@ -283,6 +284,10 @@ static void on_stream_node(const durable_result_t *res, void *data) {
           durable__stream_name(&id).text, (long long)s.trimmed_through,
           (long long)p->next, (long long)s.trimmed_through);
       read_failed(p, DURABLE_ENOTFOUND, message);
+    } else if (s.lost_from <= p->next && p->next <= s.lost_to) {
+      /* lost when the store went back, and an operator went on past them
+       * (stream_hub_operator.c's resume): they never come */
+      p->next = s.lost_to + 1;
     }
     durable__state_free(&s);
   }

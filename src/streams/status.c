@@ -99,6 +99,11 @@ static void emit(listing_t *l) {
         .subscribed_at = s->subscribed_at,
         .checkpoint_at = s->checkpoint_at,
         .last_batch = s->last_batch,
+        .seen_last = s->seen_last,
+        .seen_checkpoint = s->seen_checkpoint,
+        .seen_epoch = s->seen_epoch,
+        .lost_from = s->lost_from,
+        .lost_to = s->lost_to,
     };
     snprintf(dead, sizeof dead, "%s.dead", r->node->path);
     const row_t *d = row_at(l, dead);
@@ -108,6 +113,17 @@ static void emit(listing_t *l) {
       st.attempts = r->failure.attempts;
       st.last_error = r->failure.error;
       st.failed_at = r->failure.failed_at;
+    }
+    char stopped[DURABLE_PATH_MAX + 200];
+    if (durable__state_behind(s)) {
+      snprintf(
+          stopped, sizeof stopped,
+          "stopped: the store went back (last %lld, checkpoint %lld "
+          "were seen); durable seek %s %s %lld goes on",
+          (long long)s->seen_last, (long long)s->seen_checkpoint, s->ns, s->key,
+          (long long)(s->seen_checkpoint > s->checkpoint ? s->seen_checkpoint
+                                                         : s->checkpoint));
+      st.last_error = stopped;
     }
     l->each(&st, l->data);
   }

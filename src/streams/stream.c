@@ -241,6 +241,11 @@ int durable__state_decode(const char *content, const char *stream_path,
     out->last_batch = int_of(j, "LastBatch");
     out->deleting_at = durable__parse_time(str_of(j, "DeletingAt"));
     out->hold_until = durable__parse_time(str_of(j, "HoldUntil"));
+    out->seen_last = int_of(j, "SeenLastSequence");
+    out->seen_checkpoint = int_of(j, "SeenCheckpoint");
+    out->seen_epoch = int_of(j, "SeenLeaseEpoch");
+    out->lost_from = int_of(j, "LostFrom");
+    out->lost_to = int_of(j, "LostTo");
     if (durable__str_set(&out->subscriber, str_of(j, "Subscriber")) < 0 ||
         durable__str_set(&out->subscriber_instance,
                          str_of(j, "SubscriberInstance")) < 0 ||
@@ -400,6 +405,20 @@ char *durable__state_encode(const durable__stream_state_t *s) {
   if (s->deleting_at > 0) {
     BUF_LIT(&b, ",\"DeletingAt\":");
     buf_put_time(&b, s->deleting_at);
+  }
+  if (s->seen_last > 0 || s->seen_checkpoint > 0 || s->seen_epoch > 0) {
+    BUF_LIT(&b, ",\"SeenLastSequence\":");
+    buf_put_int(&b, s->seen_last);
+    BUF_LIT(&b, ",\"SeenCheckpoint\":");
+    buf_put_int(&b, s->seen_checkpoint);
+    BUF_LIT(&b, ",\"SeenLeaseEpoch\":");
+    buf_put_int(&b, s->seen_epoch);
+  }
+  if (s->lost_to > 0) {
+    BUF_LIT(&b, ",\"LostFrom\":");
+    buf_put_int(&b, s->lost_from);
+    BUF_LIT(&b, ",\"LostTo\":");
+    buf_put_int(&b, s->lost_to);
   }
   BUF_LIT(&b, "}");
   return buf_end(&b);

@@ -46,7 +46,21 @@ typedef struct {
    * stopped (its fence) -- also a holder after the taker, should the taker
    * let go sooner; 0, and not written, before any takeover */
   int64_t hold_until;
+  /* The store went back (a failover to a standby that had not received
+   * everything): what a process had seen of this stream before -- its last
+   * sequence, checkpoint and epoch -- while the stream is stopped for it,
+   * all 0 (and not written) otherwise; the stream node's SeenLastSequence,
+   * SeenCheckpoint, SeenLeaseEpoch.  And once an operator's seek went on
+   * past it, the sequences lost_from .. lost_to that will never be there
+   * (LostFrom, LostTo; 0 and not written before any loss). */
+  int64_t seen_last, seen_checkpoint, seen_epoch;
+  int64_t lost_from, lost_to;
 } durable__stream_state_t;
+
+/* The stream is stopped because the store went back (seen.c). */
+static inline int durable__state_behind(const durable__stream_state_t *s) {
+  return s->seen_last > 0 || s->seen_checkpoint > 0 || s->seen_epoch > 0;
+}
 
 /* An acknowledgement through `seq` at `now` (ms) moves the checkpoint of
  * `s`, and says how many items it covered once one covered more than one
@@ -125,6 +139,17 @@ int durable__directory_install(durable_mesh_t *mesh);
 int durable__consumers_install(durable_mesh_t *mesh);
 int durable__stream_stats_install(durable_mesh_t *mesh);
 int durable__metrics_install(durable_mesh_t *mesh);
+
+/* seen.c: what this process saw of each stream.  durable__seen_check
+ * takes the state of the stream at `path` as just read or written: 1 when
+ * it is behind what this process saw of it on an earlier server of the
+ * store (`seen`'s seen_last, seen_checkpoint and seen_epoch get what it
+ * saw), else 0, and it is what this process has seen from now on. */
+int durable__seen_install(durable_mesh_t *mesh);
+int durable__seen_check(durable_mesh_t *mesh, const char *path,
+                        const durable__stream_state_t *s,
+                        durable__stream_state_t *seen);
+void durable__seen_forget(durable_mesh_t *mesh, const char *path);
 
 /* directory.c: the mesh's stream settings (defaults filled in). */
 durable_stream_options_t durable__stream_options(durable_mesh_t *mesh);

@@ -245,9 +245,12 @@ static void run_commit(durable__shub_t *sh) {
  * appends so shares their commit instead of taking one of its own. */
 static void run_batch(durable__shub_t *sh) {
   size_t n = 0, appends = 0, ids = 0;
-  int deleting = sh->state.deleting_at != 0;
+  /* appends wait at the head while deleting or stopped: refused there */
+  int deleting =
+      sh->state.deleting_at != 0 || durable__state_behind(&sh->state);
   if (deleting && durable__shub_head(sh)->kind == DURABLE__OP_APPEND &&
-      durable__shub_refuse_deleting(sh, "appended to"))
+      (durable__shub_refuse_deleting(sh, "appended to") ||
+       durable__shub_refuse_behind(sh, "appended to")))
     return;
   for (durable__shub_op_t *op = durable__shub_head(sh);
        op && (op->kind == DURABLE__OP_APPEND || op->kind == DURABLE__OP_ACK) &&
@@ -482,7 +485,8 @@ static void on_holder_alive(const durable_result_t *res, void *data) {
  * a live holder keeps its lease through a handler of any length. */
 static void run_claim(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
-  if (durable__shub_refuse_deleting(sh, "claimed"))
+  if (durable__shub_refuse_deleting(sh, "claimed") ||
+      durable__shub_refuse_behind(sh, "claimed"))
     return;
   durable__claim_t meets = durable__lease_claim(
       s, durable__shub_head(sh)->req->subscriber, here(sh));
@@ -610,6 +614,40 @@ static void derive_next(durable__shub_t *sh) {
   }
 }
 
+/* The stop is written (or lost to another process's write: read again). */
+static void stopped_behind(durable__shub_t *sh, const durable_result_t *res) {
+  if (res->status < 0) {
+    durable__shub_retry(sh, res->status, res->message);
+    return;
+  }
+  /* what this process saw is in the store now: from here on it follows
+   * the store, so that the seek that lets the stream go on (to any
+   * checkpoint) is not taken for another loss */
+  durable__seen_forget(sh->mesh, sh->path);
+  char line[sizeof(durable__stream_name_t) * 2 + 600];
+  durable__shub_behind_says(sh, NULL, line, sizeof line);
+  durable_mesh_log(sh->mesh, DURABLE_LOG_ERROR, "[DurableStreams] %s", line);
+  run_head(sh); /* refused, or an operator's seek */
+}
+
+/* The state just read is behind what this process saw of the stream on an
+ * earlier server of the store (seen.c): stop the stream in the store, so
+ * that no process appends to it or hands it over until an operator has
+ * looked.  1 when the stop is on its way. */
+static int stop_if_behind(durable__shub_t *sh) {
+  durable__stream_state_t next;
+  if (durable__state_behind(&sh->state) ||
+      durable__state_copy(&sh->state, &next) < 0)
+    return 0; /* already stopped: its refusals say so */
+  if (!durable__seen_check(sh->mesh, sh->path, &sh->state, &next)) {
+    durable__state_free(&next);
+    return 0;
+  }
+  durable__shub_write_state(sh, DURABLE__PART_TAIL | DURABLE__PART_LEASE, &next,
+                            NULL, 0, NULL, NULL, stopped_behind);
+  return 1;
+}
+
 static void on_state_read(const durable_result_t *res, void *data) {
   durable__shub_t *sh = data;
   if (res->status == DURABLE_ENOTFOUND) {
@@ -620,6 +658,7 @@ static void on_state_read(const durable_result_t *res, void *data) {
              durable__stream_name(&id).text);
     /* when it is made (again), its owner is woken afresh */
     sh->flags &= ~DURABLE__SHUB_WOKEN;
+    durable__seen_forget(sh->mesh, sh->path);
     durable__shub_fail(sh, DURABLE_ENOTFOUND, message);
   } else if (res->status < 0) {
     durable__shub_retry(sh, res->status, res->message);
@@ -630,7 +669,8 @@ static void on_state_read(const durable_result_t *res, void *data) {
     } else {
       sh->flags |= DURABLE__SHUB_HAVE_STATE;
       sh->version = res->node->version;
-      run_head(sh); /* a batch with appends derives its sequence first */
+      if (!stop_if_behind(sh))
+        run_head(sh); /* a batch with appends derives its sequence first */
     }
   }
   durable_hub_unref(sh->hub);

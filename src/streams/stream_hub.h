@@ -115,6 +115,8 @@ struct durable__shub_s {
    * TrimmedThrough a trim raises, the DeletingAt a delete's last step
    * removes the node at */
   int64_t op_was;
+  int op_resumed; /* ... and the seek lets a stream stopped go on (2: past
+                     lost sequences) */
   /* stream_hub.c's engine: runs the head once its turn comes (see
    * durable__shub_go_on) */
   void (*pump)(durable__shub_t *sh);
@@ -192,6 +194,14 @@ int durable__shub_read_again_first(durable__shub_t *sh, int beyond);
  * one read again -- it may be gone by now, and then a producer makes a new
  * one.  1 when refused or read again (the head's turn is over). */
 int durable__shub_refuse_deleting(durable__shub_t *sh, const char *what);
+/* A stream stopped because the store went back (seen.c) takes no append
+ * and no claim until an operator's seek: refused with DURABLE_EIO, naming
+ * what was seen, what is stored and the seek that goes on.  1 when refused
+ * (the head's turn is over).  durable__shub_behind_says writes that
+ * sentence (`what`: "appended to", "claimed", NULL for the log). */
+int durable__shub_refuse_behind(durable__shub_t *sh, const char *what);
+void durable__shub_behind_says(durable__shub_t *sh, const char *what, char *out,
+                               size_t size);
 /* A lease write (claim, ack, release, an operator's act) came back: 1 when
  * it was saved.  A lost compare-and-set -- and with `retry_absent` (a
  * claim) a stream node that vanished -- is decided again on a fresh read;

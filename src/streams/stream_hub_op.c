@@ -138,6 +138,44 @@ int durable__shub_refuse_deleting(durable__shub_t *sh, const char *what) {
   return 1;
 }
 
+void durable__shub_behind_says(durable__shub_t *sh, const char *what, char *out,
+                               size_t size) {
+  const durable__stream_state_t *s = &sh->state;
+  durable_stream_id_t id = durable__shub_id(sh);
+  int64_t last =
+      s->seen_last > s->last_sequence ? s->seen_last : s->last_sequence;
+  int64_t to =
+      s->seen_checkpoint > s->checkpoint ? s->seen_checkpoint : s->checkpoint;
+  char lost[96] = "", acked[120] = "";
+  if (s->seen_last > s->last_sequence)
+    snprintf(lost, sizeof lost, "; sequences %lld-%lld were told to producers",
+             (long long)s->last_sequence + 1, (long long)s->seen_last);
+  if (s->seen_checkpoint > s->checkpoint)
+    snprintf(acked, sizeof acked,
+             "; items %lld-%lld were acknowledged, the store says %lld",
+             (long long)s->checkpoint + 1, (long long)s->seen_checkpoint,
+             (long long)s->checkpoint);
+  snprintf(out, size,
+           "durable stream %s is stopped: the store is behind what a process "
+           "saw of it (a failover to a standby that had not received every "
+           "commit?): last sequence %lld seen, %lld stored%s%s%s%s; once you "
+           "have looked, `durable seek %s %s %lld` goes on after the last "
+           "item acknowledged (the sequences lost are never handed out again)",
+           durable__stream_name(&id).text, (long long)s->seen_last,
+           (long long)s->last_sequence, lost, acked,
+           what ? "; it cannot be " : "", what ? what : "", id.ns, id.key,
+           (long long)(to < last ? to : last));
+}
+
+int durable__shub_refuse_behind(durable__shub_t *sh, const char *what) {
+  if (!durable__state_behind(&sh->state))
+    return 0;
+  char message[sizeof(durable__stream_name_t) * 2 + 600];
+  durable__shub_behind_says(sh, what, message, sizeof message);
+  durable__shub_fail(sh, DURABLE_EIO, message);
+  return 1;
+}
+
 int durable__shub_lease_saved(durable__shub_t *sh, const durable_result_t *res,
                               int retry_absent) {
   if (res->status == DURABLE_ECONFLICT ||

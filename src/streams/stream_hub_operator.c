@@ -80,6 +80,16 @@ static void seeked(durable__shub_t *sh, const durable_result_t *res) {
   durable__shub_op_t *op = durable__shub_head(sh);
   const durable__stream_state_t *s = &sh->state;
   durable_stream_id_t id = durable__shub_id(sh);
+  char lost[96] = "no item was lost, only acknowledgements";
+  if (sh->op_resumed > 1)
+    snprintf(lost, sizeof lost,
+             "sequences %lld-%lld are lost and never handed out again",
+             (long long)s->lost_from, (long long)s->lost_to);
+  if (sh->op_resumed)
+    durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
+                     "[DurableStreams] %s goes on after the store went back "
+                     "(a seek by %s): %s",
+                     durable__stream_name(&id).text, op->req->subscriber, lost);
   durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
                    "[DurableStreams] %s: checkpoint moved from %lld to %lld by "
                    "%s; the lease is free (epoch %lld), and the next holder "
@@ -92,15 +102,35 @@ static void seeked(durable__shub_t *sh, const durable_result_t *res) {
   durable__shub_next(sh);
 }
 
+/* The seek that lets a stream stopped because the store went back (seen.c)
+ * go on: the tail raised to what was seen, so that no sequence a producer
+ * was told is handed out again (those the store lost are recorded as lost,
+ * and readers pass over them), and the epoch above any seen, so that a
+ * holder from before the loss is fenced. */
+static void resume(const durable__stream_state_t *s,
+                   durable__stream_state_t *next) {
+  if (s->seen_last > s->last_sequence) {
+    next->lost_from = s->last_sequence + 1;
+    next->lost_to = s->seen_last;
+    next->last_sequence = s->seen_last;
+  }
+  if (s->seen_epoch > next->lease_epoch)
+    next->lease_epoch = s->seen_epoch + 1;
+  next->seen_last = next->seen_checkpoint = next->seen_epoch = 0;
+}
+
 /* Seek: the checkpoint set to the request's sequence (back: replay;
- * forward: skip), the lease let go. */
+ * forward: skip), the lease let go; on a stream stopped because the store
+ * went back, the operator's act that lets it go on (resume). */
 void durable__shub_seek(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   int64_t to = durable__shub_head(sh)->req->sequence;
+  int64_t last =
+      s->seen_last > s->last_sequence ? s->seen_last : s->last_sequence;
   if (durable__shub_refuse_deleting(sh, "sought") ||
-      durable__shub_read_again_first(sh, to > s->last_sequence))
+      durable__shub_read_again_first(sh, to > last))
     return;
-  if (to < 0 || to > s->last_sequence || to < s->trimmed_through) {
+  if (to < 0 || to > last || to < s->trimmed_through) {
     durable_stream_id_t id = durable__shub_id(sh);
     char message[sizeof(durable__stream_name_t) + 200];
     if (to < s->trimmed_through)
@@ -113,8 +143,7 @@ void durable__shub_seek(durable__shub_t *sh) {
       snprintf(message, sizeof message,
                "cannot move the checkpoint of %s to %lld: its items are 1 to "
                "%lld",
-               durable__stream_name(&id).text, (long long)to,
-               (long long)s->last_sequence);
+               durable__stream_name(&id).text, (long long)to, (long long)last);
     durable__shub_fail(sh, DURABLE_EINVAL, message);
     return;
   }
@@ -129,8 +158,16 @@ void durable__shub_seek(durable__shub_t *sh) {
     return;
   }
   sh->op_was = s->checkpoint;
-  durable__shub_write_state(sh, DURABLE__PART_LEASE, &next, NULL, 0, NULL, NULL,
-                            seeked);
+  /* 2: sequences told to producers were lost, 1: only acknowledgements */
+  sh->op_resumed = !durable__state_behind(s)         ? 0
+                   : s->seen_last > s->last_sequence ? 2
+                                                     : 1;
+  if (sh->op_resumed)
+    resume(s, &next);
+  /* a resume raises the tail too: decided on it */
+  durable__shub_write_state(
+      sh, DURABLE__PART_LEASE | (sh->op_resumed ? DURABLE__PART_TAIL : 0),
+      &next, NULL, 0, NULL, NULL, seeked);
 }
 
 /* ---- trim --------------------------------------------------------------- */

@@ -137,6 +137,19 @@ static int mutate_state(const durable_node_t *current, char **content,
     cur.deleting_at = next->deleting_at;   /* only a delete sets it */
     if (next->hold_until > cur.hold_until) /* only ever moved later */
       cur.hold_until = next->hold_until;
+    /* stopped when the store went back (seen.c), and what an operator's
+     * seek then accepted as lost: only the decisions that change them (the
+     * stop, the resume) write them, so that an ack decided on a state read
+     * before the stop leaves it */
+    if (durable__state_behind(next) != durable__state_behind(base)) {
+      cur.seen_last = next->seen_last;
+      cur.seen_checkpoint = next->seen_checkpoint;
+      cur.seen_epoch = next->seen_epoch;
+    }
+    if (next->lost_to != base->lost_to) {
+      cur.lost_from = next->lost_from;
+      cur.lost_to = next->lost_to;
+    }
   }
   if (rc == 1) {
     *content = durable__state_encode(&cur);
@@ -215,6 +228,12 @@ static void on_written(const durable_result_t *res, void *data) {
     sh->state = *stored;
     memset(stored, 0, sizeof *stored);
     sh->flags |= DURABLE__SHUB_HAVE_STATE;
+    /* what this process saw follows what it wrote (seen.c); a stored state
+     * behind that is read again, which stops the stream */
+    durable__stream_state_t seen = {0};
+    if (!durable__state_behind(&sh->state) &&
+        durable__seen_check(sh->mesh, sh->path, &sh->state, &seen))
+      sh->flags &= ~DURABLE__SHUB_HAVE_STATE;
   }
   w->then(sh, res);
   durable_hub_unref(sh->hub);

@@ -22,6 +22,19 @@ local STREAMS = { holder_probe_ms = 300, reclaim_ms = 400, backoff_min_ms = 2000
   backoff_max_ms = 60000 }
 local OUTAGE_MS = 7000
 local OWNERS = 4
+local BIN = os.getenv("DURABLE_BIN") or helper.BUILD .. "/durable"
+
+-- `durable streams --json` on `store`: the line of each stream, by key
+local function streams(store)
+  local code, out, err = helper.sh(helper.quote(BIN) .. " streams --json --store " .. helper.quote(store))
+  assert(code == 0, "durable streams: " .. err)
+  local by_key = {}
+  for line in out:gmatch("[^\n]+") do
+    local row = require("durable").decode(line)
+    by_key[row.key] = row
+  end
+  return by_key
+end
 local PACE_MS = 10
 
 -- A primary and a standby of its own (mode "sync" or "async"); returns
@@ -58,7 +71,8 @@ end
 -- lists the sequences it was told.  `handled[owner]` lists the sequences
 -- handed to the consumer, in order.
 local function busy(mesh, ns)
-  local w = { ns = ns, told = {}, handled = {}, owners = {}, producing = true, errors = {} }
+  local w = { ns = ns, told = {}, handled = {}, owners = {}, producing = true, errors = {},
+    strict = true, refused = {} }
   local client = mesh:hub("client/" .. ns)
   local producers = {}
   for i = 1, OWNERS do
@@ -75,7 +89,7 @@ local function busy(mesh, ns)
       handler = function(_, item)
         local list = w.handled[owner]
         list[#list + 1] = item.sequence
-        if type(item.payload) ~= "table" or item.payload.n ~= item.sequence then
+        if w.strict and (type(item.payload) ~= "table" or item.payload.n ~= item.sequence) then
           w.errors[#w.errors + 1] = ("%s: item %d carries %s"):format(owner, item.sequence,
             require("durable").encode(item.payload))
         end
@@ -89,7 +103,8 @@ local function busy(mesh, ns)
         local told = w.told[owner]
         told[#told + 1] = seq
         p.n, p.busy, p.retry_at = p.n + 1, false, helper.now(mesh) + PACE_MS
-      end, function()
+      end, function(_, code)
+        w.refused[code] = (w.refused[code] or 0) + 1
         p.busy, p.retry_at = false, helper.now(mesh) + 50
       end)
   end
@@ -102,6 +117,15 @@ local function busy(mesh, ns)
   end
   function w.idle()
     for _, p in pairs(producers) do if p.busy then return false end end
+    return true
+  end
+  -- every publish answered, and every item told handed over
+  function w.caught_up()
+    if not w.idle() then return false end
+    for _, owner in ipairs(w.owners) do
+      local told, handled = w.told[owner], w.handled[owner]
+      if #handled == 0 or handled[#handled] < told[#told] then return false end
+    end
     return true
   end
   function w.run_until(pred, ms)
@@ -187,15 +211,76 @@ describe("a PostgreSQL failover #postgres", function()
       "the change of server is said once: " .. table.concat(helper.logs, "\n"))
 
     w.producing = false
-    w.run_until(function()
-      if not w.idle() then return false end
-      for _, owner in ipairs(w.owners) do
-        if #w.handled[owner] == 0 or w.handled[owner][#w.handled[owner]] < #w.told[owner] then
-          return false
-        end
-      end
-      return true
-    end, 20000)
+    w.run_until(w.caught_up, 20000)
     assert_exactly(w)
+  end)
+
+  it("with asynchronous replication behind, stops each stream that went back, re-issues no "
+    .. "sequence, hands nothing acknowledged again, and goes on after a seek", function()
+    local c = cluster("async")
+    local mesh = helper.open { store = c.ha, streams = STREAMS }
+    local w = busy(mesh, helper.ns())
+    w.strict = false -- the lost items are published again, at later sequences
+    local start = w.counts()
+    w.run_until(function() return w.moved(start, 10) end, 20000)
+    -- the standby stops receiving: everything from now on is the primary's alone
+    run(("psql -q -h %s -U durable -d durable -c %s -c %s"):format(helper.quote(c.dir .. "/s1"),
+      helper.quote("ALTER SYSTEM SET primary_conninfo = ''"), helper.quote("SELECT pg_reload_conf()")))
+    start = w.counts()
+    w.run_until(function() return w.moved(start, 30) end, 20000)
+    w.producing = false
+    w.run_until(w.caught_up, 20000)
+    local told_before, handled_before = {}, {}
+    for _, owner in ipairs(w.owners) do
+      told_before[owner] = #w.told[owner]
+      handled_before[owner] = #w.handled[owner]
+    end
+    run(helper.quote(c.ctl) .. " stop -m immediate")
+    run(helper.quote(c.standby_ctl) .. " promote")
+    w.producing = true
+    local since = #helper.logs
+    w.run_until(function()
+      return #helper.log_lines("is stopped: the store is behind what a process saw", since) >= OWNERS
+    end, 20000)
+    -- stopped: nothing appended, nothing handed over
+    local refused = w.refused.EIO or 0
+    w.run_until(function() return (w.refused.EIO or 0) >= refused + 20 end, 10000)
+    local listed = streams(c.ha)
+    for _, owner in ipairs(w.owners) do
+      assert.equal(told_before[owner], #w.told[owner], owner .. ": appended while stopped")
+      assert.equal(handled_before[owner], #w.handled[owner], owner .. ": handed over while stopped")
+      local row = assert(listed[owner], "durable streams lists " .. owner)
+      assert.equal(w.told[owner][#w.told[owner]], row.stopped.seen_last)
+      assert.equal(w.handled[owner][#w.handled[owner]], row.stopped.seen_checkpoint)
+      assert.truthy(row.last_error:find("durable seek " .. FAMILY .. " " .. owner, 1, true),
+        "durable streams names the seek: " .. row.last_error)
+    end
+    -- the operator goes on after the last item acknowledged
+    for _, owner in ipairs(w.owners) do
+      local acked = w.handled[owner][#w.handled[owner]]
+      helper.ok(mesh:seek_durable({ namespace = FAMILY, key = owner }, acked), 10000)
+    end
+    start = w.counts()
+    w.run_until(function() return w.moved(start, 10) end, 20000)
+    w.producing = false
+    w.run_until(w.idle, 10000)
+    listed = streams(c.ha)
+    for _, owner in ipairs(w.owners) do
+      local row = listed[owner]
+      assert.equal(require("durable").null, row.stopped, owner .. " goes on")
+      assert.is_true(row.lost.to == w.told[owner][told_before[owner]] and row.lost.from <= row.lost.to,
+        owner .. ": the loss is recorded up to the last sequence told")
+      local told, handled = w.told[owner], w.handled[owner]
+      for i = 2, #told do
+        assert.is_true(told[i] > told[i - 1], ("%s: sequence %d told again"):format(owner, told[i]))
+      end
+      assert.is_true(told[told_before[owner] + 1] > told[told_before[owner]],
+        owner .. ": a sequence told before the failover was given again")
+      for i = 2, #handled do
+        assert.is_true(handled[i] > handled[i - 1] or (i > handled_before[owner] and
+          handled[i] == handled[i - 1]), ("%s: item %d handed after item %d"):format(owner,
+          handled[i], handled[i - 1]))
+      end
+    end
   end)
 end)
