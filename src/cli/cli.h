@@ -63,6 +63,10 @@ struct cli_s {
   int closed;         /* the store's or the mesh's close callback ran */
   int exit_code;
   void *state; /* the running command's own */
+  /* A store that cannot be reached at open (DURABLE_EUNAVAIL) is tried
+   * again, every so often, for this long (0: once); `durable publish --id`
+   * sets it, since its publish is safe to send again. */
+  uint32_t open_retry_ms;
   /* NULL, or what cli_finish closes before the store or mesh (a reader,
    * signal handles); called on every cli_finish, so it must be idempotent. */
   void (*before_close)(cli_t *cli);
@@ -144,6 +148,8 @@ struct cli_stream_s {
   durable_reader_t *reader;
   uv_signal_t signals[2];
   int signals_open;
+  uv_timer_t timer; /* a command's own (publish: a retry), while timer_open */
+  int timer_open;
   durable_stream_id_t id;
   char name[DURABLE_PATH_MAX + 80]; /* "NS@KEY" */
   char path[DURABLE_PATH_MAX + 1];

@@ -7,8 +7,11 @@
  * sequence and closes the mesh.  The stream id, the --id and the payload
  * are checked (durable_stream_payload_check, the rule every publish
  * applies) before anything is opened: a refusal exits 2 with its message
- * and writes nothing.  `durable requeue` (dead.c) appends through the same
- * answer, cli_stream_published.
+ * and writes nothing.  With --id, a store that cannot be reached and a
+ * publish it could not take for want of a connection are tried again, for
+ * a minute (on_published).
+ * `durable requeue` (dead.c) appends through the same answer,
+ * cli_stream_published.
  */
 #include "cli.h"
 
@@ -32,29 +35,84 @@ static const cli_option_t publish_options[] = {
     {NULL, 0},
 };
 
-static int publish_main(cli_t *cli, int argc, char **argv) {
-  cli_stream_t s;
-  durable_error_t err;
-  durable_hub_t *hub = NULL;
-  char *owned = NULL;
+/* With --id, a publish that failed because the store could not be reached
+ * or did not answer (it may or may not have been saved) is sent again with
+ * the same id, which appends it at most once: every RETRY_MIN_MS doubling
+ * to RETRY_MAX_MS, for RETRY_FOR_MS in all; and a store that cannot be
+ * reached at open is tried again as long (session.c).  That rides out a
+ * restart or a failover of the database. */
+#define RETRY_FOR_MS 60000
+#define RETRY_MIN_MS 200
+#define RETRY_MAX_MS 5000
+
+typedef struct {
+  cli_stream_t s; /* first: cli->state is this */
+  durable_hub_t *hub;
   const char *payload;
+  durable_publish_options_t options;
+  uint64_t started; /* uv_now */
+  uint32_t delay;
+} publish_t;
+
+static void publish_send(publish_t *p);
+
+static void on_retry(uv_timer_t *timer) {
+  publish_send(timer->data);
+}
+
+static void on_published(int status, int64_t sequence, const char *message,
+                         void *data) {
+  publish_t *p = data;
+  uv_loop_t *loop = &p->s.cli->loop;
+  int again = status == DURABLE_EUNAVAIL || status == DURABLE_ETIMEDOUT;
+  if (!again || p->options.id == NULL ||
+      uv_now(loop) - p->started + p->delay > RETRY_FOR_MS) {
+    cli_stream_published(status, sequence, message, &p->s);
+    return;
+  }
+  fprintf(stderr,
+          "durable: publish: %s; sending it again with id %s in %u ms\n",
+          message && *message ? message : durable_strerror(status),
+          p->options.id, p->delay);
+  if (!p->s.timer_open) {
+    uv_timer_init(loop, &p->s.timer);
+    p->s.timer.data = p;
+    p->s.timer_open = 1;
+  }
+  uv_timer_start(&p->s.timer, on_retry, p->delay, 0);
+  p->delay = p->delay * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : p->delay * 2;
+}
+
+static void publish_send(publish_t *p) {
+  durable_error_t err = {0};
+  int rc = durable_stream_publish_with(p->hub, &p->s.id, p->payload,
+                                       &p->options, on_published, p, &err);
+  if (rc < 0)
+    cli_refused(p->s.cli, rc, &err);
+}
+
+static int publish_main(cli_t *cli, int argc, char **argv) {
+  publish_t p;
+  cli_stream_t *s = &p.s;
+  durable_error_t err;
+  char *owned = NULL;
   char address[64];
   int rc;
 
-  memset(&s, 0, sizeof s);
+  memset(&p, 0, sizeof p);
   if (argc < 3)
     return cli_usage(cli, "expected NAMESPACE, KEY and JSON");
   if (argc > 3)
     return cli_usage(cli, "too many arguments");
-  if ((rc = cli_stream_take(cli, &s, argv[0], argv[1])) != 0)
+  if ((rc = cli_stream_take(cli, s, argv[0], argv[1])) != 0)
     return rc;
-  durable_publish_options_t options = {.id = cli->values[0]};
+  p.options.id = cli->values[0];
   memset(&err, 0, sizeof err);
-  if (options.id && durable_publish_id_check(&s.id, options.id, &err) < 0)
+  if (p.options.id && durable_publish_id_check(&s->id, p.options.id, &err) < 0)
     return cli_usage(cli, "%s", err.message);
   if (strcmp(argv[2], "-") == 0) {
     size_t len;
-    payload = owned = cli_read_stdin(&len);
+    p.payload = owned = cli_read_stdin(&len);
     if (owned == NULL)
       return cli_error(cli, CLI_FAILED,
                        "cannot read the payload from "
@@ -64,34 +122,40 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
       return cli_error(cli, CLI_USAGE,
                        "A durable stream item for %s is not "
                        "JSON: it holds a NUL byte",
-                       s.name);
+                       s->name);
     }
     /* The line break a shell adds after the JSON is not part of it. */
     while (len > 0 && strchr(" \t\r\n", owned[len - 1]))
       owned[--len] = '\0';
   } else {
-    payload = argv[2];
+    p.payload = argv[2];
   }
   /* refused before anything is opened: a bad payload makes no store */
-  if (durable_stream_payload_check(&s.id, payload, &err) < 0) {
+  if (durable_stream_payload_check(&s->id, p.payload, &err) < 0) {
     free(owned);
     return cli_error(cli, CLI_USAGE, "%s", err.message);
   }
 
-  if ((rc = cli_stream_open(&s, cli)) != 0) {
+  if (p.options.id != NULL)
+    cli->open_retry_ms = RETRY_FOR_MS; /* a store away at open, too */
+  if ((rc = cli_stream_open(s, cli)) != 0) {
     free(owned);
     return rc;
   }
   memset(&err, 0, sizeof err);
   snprintf(address, sizeof address, "cli/publish-%d", (int)uv_os_getpid());
-  rc = durable_mesh_client(cli->mesh, address, &hub, &err);
-  if (rc == 0)
-    rc = durable_stream_publish_with(hub, &s.id, payload, &options,
-                                     cli_stream_published, &s, &err);
-  free(owned); /* copied by durable_stream_publish */
-  if (rc < 0)
+  rc = durable_mesh_client(cli->mesh, address, &p.hub, &err);
+  if (rc < 0) {
+    free(owned);
     cli_refused(cli, rc, &err);
-  return cli_run(cli);
+    return cli_run(cli);
+  }
+  p.started = uv_now(&cli->loop);
+  p.delay = RETRY_MIN_MS;
+  publish_send(&p);
+  rc = cli_run(cli);
+  free(owned); /* kept for a retry until the command ends */
+  return rc;
 }
 
 const cli_command_t cli_publish_command = {
@@ -110,11 +174,13 @@ const cli_command_t cli_publish_command = {
     "\n"
     "  --id ID  an idempotent publish: when the stream already holds an item\n"
     "           published with ID, print that item's sequence and append\n"
-    "           nothing.  Retry a publish that failed (exit 1: it may or may\n"
-    "           not have been saved) with the same ID, and it is appended\n"
-    "           once.  ID is 1 to 128 bytes of one path segment (no '/', no\n"
-    "           '\\', no control character, not . or ..); it is remembered\n"
-    "           for good (`durable trim` deletes items, never ids).",
+    "           nothing.  A publish that failed for want of the store (it may\n"
+    "           or may not have been saved) is sent again with its ID for up\n"
+    "           to a minute, which rides out a restart or a failover of the\n"
+    "           database; run again after a failure (exit 1), it is still\n"
+    "           appended once.  ID is 1 to 128 bytes of one path segment (no\n"
+    "           '/', no '\\', no control character, not . or ..); it is\n"
+    "           remembered for good (`durable trim` deletes items, never ids).",
     publish_options,
     publish_main,
     0,

@@ -94,8 +94,11 @@ static void masked(const char *url, char *out, size_t size) {
   }
 }
 
-/* Open a store, or with `mesh` a mesh, over cli->store_url on a fresh loop. */
-static int session_open(cli_t *cli, int mesh) {
+/* Open a store, or with `mesh` a mesh, over cli->store_url on a fresh loop;
+ * one that cannot be reached is tried again for cli->open_retry_ms. */
+static int session_open(cli_t *cli, int mesh);
+
+static int session_open_once(cli_t *cli, int mesh, int *unavailable) {
   durable_error_t err;
   int rc = uv_loop_init(&cli->loop);
   if (rc != 0)
@@ -119,6 +122,7 @@ static int session_open(cli_t *cli, int mesh) {
   }
   /* A URL of no known kind is bad usage; a store that fails is a failure. */
   int code = rc == DURABLE_EINVAL ? CLI_USAGE : CLI_FAILED;
+  *unavailable = rc == DURABLE_EUNAVAIL;
   cli->store = NULL;
   cli->mesh = NULL;
   if (err.message[0] != '\0') {
@@ -136,6 +140,21 @@ static int session_open(cli_t *cli, int mesh) {
   if (uv_loop_close(&cli->loop) == 0)
     cli->loop_ready = 0;
   return code;
+}
+
+static int session_open(cli_t *cli, int mesh) {
+  uint64_t started = uv_hrtime(), delay_ms = 200;
+  for (;;) {
+    int unavailable = 0;
+    int code = session_open_once(cli, mesh, &unavailable);
+    uint64_t spent_ms = (uv_hrtime() - started) / 1000000;
+    if (code == 0 || !unavailable || spent_ms + delay_ms > cli->open_retry_ms)
+      return code;
+    fprintf(stderr, "durable: %s: trying again in %u ms\n", cli->command->name,
+            (unsigned)delay_ms);
+    uv_sleep((unsigned)delay_ms);
+    delay_ms = delay_ms * 2 > 5000 ? 5000 : delay_ms * 2;
+  }
 }
 
 int cli_open(cli_t *cli) {

@@ -19,7 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* cli->before_close: the reader and the signals go before the mesh. */
+/* cli->before_close: the reader, the signals and the timer go before the
+ * mesh. */
 static void close_handles(cli_t *cli) {
   cli_stream_t *s = cli->state;
   if (s->reader) {
@@ -30,6 +31,10 @@ static void close_handles(cli_t *cli) {
     s->signals_open = 0;
     uv_close((uv_handle_t *)&s->signals[0], NULL);
     uv_close((uv_handle_t *)&s->signals[1], NULL);
+  }
+  if (s->timer_open) {
+    s->timer_open = 0;
+    uv_close((uv_handle_t *)&s->timer, NULL);
   }
 }
 

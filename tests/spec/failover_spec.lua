@@ -189,6 +189,12 @@ describe("a PostgreSQL failover #postgres", function()
     w.run_until(w.idle, 10000)
     run(helper.quote(c.ctl) .. " stop -m immediate")
     local stopped = helper.now(mesh)
+    -- a publish from the command line during the outage: with --id it
+    -- waits for the store and is appended once
+    local cli = helper.tmpname(".cli")
+    os.execute(("(%s publish --store %s --id cli-1 %s %s '{\"n\":1}' >%s.out 2>%s.err; "
+      .. "echo $? >%s.rc) &"):format(helper.quote(BIN), helper.quote(c.ha), FAMILY,
+      helper.quote(w.ns .. "/cli"), cli, cli, cli))
     w.run_until(function() return helper.now(mesh) - stopped >= OUTAGE_MS end, OUTAGE_MS + 5000)
     run(helper.quote(c.standby_ctl) .. " promote")
     local promoted, since = helper.now(mesh), #helper.logs
@@ -213,6 +219,22 @@ describe("a PostgreSQL failover #postgres", function()
     w.producing = false
     w.run_until(w.caught_up, 20000)
     assert_exactly(w)
+    local function slurp(name)
+      local f = io.open(cli .. name)
+      local text = f and f:read("a")
+      if f then f:close() end
+      os.remove(cli .. name)
+      return text
+    end
+    w.run_until(function()
+      local f = io.open(cli .. ".rc")
+      if f then f:close() end
+      return f ~= nil
+    end, 20000)
+    local rc, out, err = slurp(".rc"), slurp(".out"), slurp(".err")
+    assert.equal("0\n", rc, "durable publish --id failed: " .. err)
+    assert.equal("1\n", out)
+    assert.truthy(err:find("trying again", 1, true), "it said it waited: " .. err)
   end)
 
   it("with asynchronous replication behind, stops each stream that went back, re-issues no "
