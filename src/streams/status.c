@@ -119,7 +119,7 @@ static void emit(listing_t *l) {
       snprintf(
           stopped, sizeof stopped,
           "stopped: the store went back (last %lld, checkpoint %lld "
-          "were seen); durable seek %s %s %lld goes on",
+          "were seen); durable seek %s %s --to %lld goes on",
           (long long)s->seen_last, (long long)s->seen_checkpoint, s->ns, s->key,
           (long long)(s->seen_checkpoint > s->checkpoint ? s->seen_checkpoint
                                                          : s->checkpoint));

@@ -630,18 +630,44 @@ static void stopped_behind(durable__shub_t *sh, const durable_result_t *res) {
   run_head(sh); /* refused, or an operator's seek */
 }
 
+static int64_t max64(int64_t a, int64_t b) {
+  return a > b ? a : b;
+}
+
 /* The state just read is behind what this process saw of the stream on an
  * earlier server of the store (seen.c): stop the stream in the store, so
  * that no process appends to it or hands it over until an operator has
- * looked.  1 when the stop is on its way. */
+ * looked, and let its lease go under a new epoch, so that a holder granted
+ * meanwhile is fenced.  A stream stopped already gets what this process saw
+ * beyond what the stop says.  1 when the write is on its way. */
 static int stop_if_behind(durable__shub_t *sh) {
-  durable__stream_state_t next;
-  if (durable__state_behind(&sh->state) ||
-      durable__state_copy(&sh->state, &next) < 0)
-    return 0; /* already stopped: its refusals say so */
-  if (!durable__seen_check(sh->mesh, sh->path, &sh->state, &next)) {
-    durable__state_free(&next);
+  const durable__stream_state_t *s = &sh->state;
+  durable__stream_state_t next, seen = {0};
+  if (!durable__seen_check(sh->mesh, sh->path, s, &seen))
     return 0;
+  seen.seen_last = max64(seen.seen_last, s->seen_last);
+  seen.seen_checkpoint = max64(seen.seen_checkpoint, s->seen_checkpoint);
+  seen.seen_epoch = max64(seen.seen_epoch, s->seen_epoch);
+  if ((seen.seen_last == s->seen_last &&
+       seen.seen_checkpoint == s->seen_checkpoint &&
+       seen.seen_epoch == s->seen_epoch) ||
+      durable__state_copy(s, &next) < 0) {
+    durable__seen_forget(sh->mesh, sh->path); /* nothing to add */
+    return 0;
+  }
+  next.seen_last = seen.seen_last;
+  next.seen_checkpoint = seen.seen_checkpoint;
+  next.seen_epoch = seen.seen_epoch;
+  if (!durable__state_behind(s)) { /* the stop itself */
+    if (s->subscriber &&
+        durable__str_set(&next.last_subscriber, s->subscriber) < 0) {
+      durable__state_free(&next);
+      return 0;
+    }
+    durable__str_set(&next.subscriber, NULL);
+    durable__str_set(&next.subscriber_instance, NULL);
+    next.lease_epoch = s->lease_epoch + 1;
+    next.orphaned_at = durable__now_ms();
   }
   durable__shub_write_state(sh, DURABLE__PART_TAIL | DURABLE__PART_LEASE, &next,
                             NULL, 0, NULL, NULL, stopped_behind);

@@ -159,8 +159,9 @@ void durable__shub_behind_says(durable__shub_t *sh, const char *what, char *out,
            "durable stream %s is stopped: the store is behind what a process "
            "saw of it (a failover to a standby that had not received every "
            "commit?): last sequence %lld seen, %lld stored%s%s%s%s; once you "
-           "have looked, `durable seek %s %s %lld` goes on after the last "
-           "item acknowledged (the sequences lost are never handed out again)",
+           "have looked, `durable seek %s %s --to %lld` goes on after the "
+           "last item acknowledged (the sequences lost are never handed out "
+           "again)",
            durable__stream_name(&id).text, (long long)s->seen_last,
            (long long)s->last_sequence, lost, acked,
            what ? "; it cannot be " : "", what ? what : "", id.ns, id.key,
@@ -170,6 +171,8 @@ void durable__shub_behind_says(durable__shub_t *sh, const char *what, char *out,
 int durable__shub_refuse_behind(durable__shub_t *sh, const char *what) {
   if (!durable__state_behind(&sh->state))
     return 0;
+  if (durable__shub_read_again_first(sh, 1))
+    return 1; /* an operator's seek elsewhere may have let it go on */
   char message[sizeof(durable__stream_name_t) * 2 + 600];
   durable__shub_behind_says(sh, what, message, sizeof message);
   durable__shub_fail(sh, DURABLE_EIO, message);

@@ -114,7 +114,7 @@ static void resume(const durable__stream_state_t *s,
     next->lost_to = s->seen_last;
     next->last_sequence = s->seen_last;
   }
-  if (s->seen_epoch > next->lease_epoch)
+  if (s->seen_epoch >= next->lease_epoch)
     next->lease_epoch = s->seen_epoch + 1;
   next->seen_last = next->seen_checkpoint = next->seen_epoch = 0;
 }

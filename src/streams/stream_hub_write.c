@@ -114,7 +114,10 @@ static int mutate_state(const durable_node_t *current, char **content,
   /* a stream being deleted takes no append and no new lease (a claim's,
    * seek's or trim's decision made before it began is refused) */
   int deleting_began = cur.deleting_at != base->deleting_at;
-  int moved = tail_moved || lease_moved || deleting_began;
+  /* nor does a stream stopped because the store went back (seen.c): an
+   * append or claim decided before the stop is decided again */
+  int stop_began = durable__state_behind(&cur) && !durable__state_behind(base);
+  int moved = tail_moved || lease_moved || deleting_began || stop_began;
   int rc = moved ? DURABLE_ECONFLICT : 1;
   if (!moved && (w->part & DURABLE__PART_TAIL))
     cur.last_sequence = next->last_sequence + w->shift;
@@ -139,9 +142,10 @@ static int mutate_state(const durable_node_t *current, char **content,
       cur.hold_until = next->hold_until;
     /* stopped when the store went back (seen.c), and what an operator's
      * seek then accepted as lost: only the decisions that change them (the
-     * stop, the resume) write them, so that an ack decided on a state read
-     * before the stop leaves it */
-    if (durable__state_behind(next) != durable__state_behind(base)) {
+     * stop, what another process saw added to it, the resume) write them */
+    if (next->seen_last != base->seen_last ||
+        next->seen_checkpoint != base->seen_checkpoint ||
+        next->seen_epoch != base->seen_epoch) {
       cur.seen_last = next->seen_last;
       cur.seen_checkpoint = next->seen_checkpoint;
       cur.seen_epoch = next->seen_epoch;

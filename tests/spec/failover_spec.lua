@@ -274,13 +274,22 @@ describe("a PostgreSQL failover #postgres", function()
       local row = assert(listed[owner], "durable streams lists " .. owner)
       assert.equal(w.told[owner][#w.told[owner]], row.stopped.seen_last)
       assert.equal(w.handled[owner][#w.handled[owner]], row.stopped.seen_checkpoint)
-      assert.truthy(row.last_error:find("durable seek " .. FAMILY .. " " .. owner, 1, true),
+      assert.truthy(row.last_error:find("durable seek " .. FAMILY .. " " .. owner .. " --to", 1, true),
         "durable streams names the seek: " .. row.last_error)
     end
-    -- the operator goes on after the last item acknowledged
-    for _, owner in ipairs(w.owners) do
+    -- the operator goes on after the last item acknowledged: half from
+    -- this process, half with the command the message names, from another
+    for i, owner in ipairs(w.owners) do
       local acked = w.handled[owner][#w.handled[owner]]
-      helper.ok(mesh:seek_durable({ namespace = FAMILY, key = owner }, acked), 10000)
+      if i % 2 == 0 then
+        helper.ok(mesh:seek_durable({ namespace = FAMILY, key = owner }, acked), 10000)
+      else
+        local seek = ("%s seek --store %s %s %s --to %d"):format(helper.quote(BIN), helper.quote(c.ha),
+          FAMILY, helper.quote(owner), acked)
+        assert.truthy(listed[owner].last_error:find(("seek %s %s --to %d"):format(FAMILY, owner, acked),
+          1, true), "the message names this seek: " .. listed[owner].last_error)
+        run(seek)
+      end
     end
     start = w.counts()
     w.run_until(function() return w.moved(start, 10) end, 20000)
