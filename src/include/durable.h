@@ -847,8 +847,9 @@ typedef struct durable_stream_status_s {
   const char *path;           /* the stream node's path */
   const durable_node_t *node; /* the stream node itself */
   int64_t last_sequence, checkpoint;
-  int64_t lag; /* last - checkpoint; 0 when the checkpoint is ahead (a
-                  stream read from a custom source) */
+  int64_t lag; /* last - checkpoint, less sequences lost (lost_from ..
+                  lost_to); 0 when the checkpoint is ahead (a stream read
+                  from a custom source) */
   int64_t lease_epoch, trimmed_through;
   const char *subscriber;          /* the lease holder, NULL for none */
   const char *subscriber_instance; /* ... its process, HOST:PID:16hex */

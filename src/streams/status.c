@@ -46,6 +46,20 @@ typedef struct {
   size_t next;            /* the next row whose oldest item to read */
 } listing_t;
 
+/* The items after the checkpoint: last - checkpoint, less the sequences
+ * lost when the store went back (they never come); 0 when the checkpoint is
+ * ahead (a stream read from a custom source). */
+static int64_t lag_of(const durable__stream_state_t *s) {
+  if (s->last_sequence <= s->checkpoint)
+    return 0;
+  int64_t lag = s->last_sequence - s->checkpoint;
+  int64_t from =
+      s->lost_from > s->checkpoint ? s->lost_from : s->checkpoint + 1;
+  if (s->lost_to >= from)
+    lag -= s->lost_to - from + 1;
+  return lag;
+}
+
 static void listing_free(listing_t *l) {
   for (size_t i = 0; i < l->nrows; i++) {
     durable_node_free(l->rows[i].node);
@@ -86,9 +100,7 @@ static void emit(listing_t *l) {
         .node = r->node,
         .last_sequence = s->last_sequence,
         .checkpoint = s->checkpoint,
-        .lag = s->last_sequence > s->checkpoint
-                   ? s->last_sequence - s->checkpoint
-                   : 0,
+        .lag = lag_of(s),
         .lease_epoch = s->lease_epoch,
         .trimmed_through = s->trimmed_through,
         .subscriber = s->subscriber,

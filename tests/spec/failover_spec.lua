@@ -294,10 +294,11 @@ describe("a PostgreSQL failover #postgres", function()
     start = w.counts()
     w.run_until(function() return w.moved(start, 10) end, 20000)
     w.producing = false
-    w.run_until(w.idle, 10000)
+    w.run_until(w.caught_up, 20000)
     listed = streams(c.ha)
     for _, owner in ipairs(w.owners) do
       local row = listed[owner]
+      assert.equal(0, row.lag, owner .. ": the lost sequences are no lag")
       assert.equal(require("durable").null, row.stopped, owner .. " goes on")
       assert.is_true(row.lost.to == w.told[owner][told_before[owner]] and row.lost.from <= row.lost.to,
         owner .. ": the loss is recorded up to the last sequence told")
