@@ -64,6 +64,7 @@ struct durable_store_s {
    * loop to hurry the watch to a server a connection found */
   durable__server_t server;
   uint64_t server_gen;
+  uint64_t server_back; /* durable__fence_clock() of the last reconnect */
   int nudge;
   void (*on_server)(void *data, const char *now, const char *was);
   void *on_server_data;

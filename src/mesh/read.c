@@ -337,7 +337,8 @@ static void read_alive(const durable__backend_t *be, durable__conn_t *conn,
   }
   int alive = 0;
   job->status = be->alive(conn, (uint64_t)job->num, &alive, &job->err);
-  job->value = alive;
+  /* just after a reconnect, a lock missing may not be taken again yet */
+  job->value = alive || durable__store_settling(job->store);
 }
 
 /* May job->principal do job->num (modes) on the owner of job->path? */

@@ -7,8 +7,8 @@
  * processes ask that server whether the lock is held.  So the watch decides:
  * the server it connects to is the store's server (followed), and a worker
  * connection that lands anywhere else is refused and made again before any
- * job runs on it -- a liveness question asked there would get "not held" for every
- * live process, and a write there would go to a server this process does
+ * job runs on it -- a liveness question asked there would get "not held" for
+ * every live process, and a write there would go to a server this process does
  * not follow.  A worker that finds another server nudges the watch, which
  * may be waiting out its backoff on a server that is gone.
  *
@@ -16,12 +16,23 @@
  *   worker connects to T --check----> T == S: use it; T != S: refuse, nudge
  *   worker's next job ----moved?----> generation changed: connect again
  *
+ * Right after the watch reconnected, the other processes may not have taken
+ * their liveness locks again yet: for SETTLE_MS a lock found missing is
+ * taken for one not yet taken again, not for a process gone
+ * (durable__store_settling), so that a server's restart is no takeover.
+ *
  * A backend without server_of (SQLite: one file) never comes here.
  */
 #include "engine.h"
 
 #include <stdio.h>
 #include <string.h>
+
+/* After the watch reconnected, how long a missing liveness lock is not
+ * taken for a dead process: a server that restarted or failed over dropped
+ * every process's lock, and each takes its own again within its watch's
+ * backoff (at most 1 s) and a connect. */
+#define SETTLE_MS 3000
 
 static int same_server(const durable__server_t *a, const durable__server_t *b) {
   return a->timeline == b->timeline && strcmp(a->system, b->system) == 0;
@@ -41,6 +52,8 @@ void durable__store_server_followed(durable_store_t *store,
   describe(was, sizeof was, &store->server);
   if (first || changed)
     store->server_gen++;
+  if (!first)
+    store->server_back = durable__fence_clock();
   store->server = *s;
   uv_mutex_unlock(&store->lock);
   describe(now, sizeof now, s);
@@ -73,6 +86,14 @@ int durable__store_server_check(durable_store_t *store,
       "liveness session to move there",
       store->name, s->where, s->system, s->timeline, ours.where, ours.system,
       ours.timeline);
+}
+
+int durable__store_settling(durable_store_t *store) {
+  uv_mutex_lock(&store->lock);
+  uint64_t back = store->server_back;
+  uv_mutex_unlock(&store->lock);
+  return back != 0 &&
+         durable__fence_clock() - back < (uint64_t)SETTLE_MS * 1000000u;
 }
 
 uint64_t durable__store_server_gen(durable_store_t *store) {

@@ -71,6 +71,10 @@ void durable__store_server_followed(durable_store_t *store,
 int durable__store_server_check(durable_store_t *store,
                                 const durable__server_t *s, uint64_t *gen,
                                 durable_error_t *err);
+/* 1 for a few seconds after the watch reconnected (any thread): another
+ * process's liveness lock found missing then may only not be taken again
+ * yet (server.c). */
+int durable__store_settling(durable_store_t *store);
 /* How many times the store's server changed (any thread): what was read
  * under an older generation may be from a server that is not followed any
  * more -- cached states and versions are read again. */
