@@ -65,6 +65,9 @@ struct durable_store_s {
   durable__server_t server;
   uint64_t server_gen;
   uint64_t server_back; /* durable__fence_clock() of the last reconnect */
+  char *split; /* several servers take writes, named: no connection is used */
+  void (*on_split)(void *data, const char *servers);
+  void *on_split_data;
   int nudge;
   void (*on_server)(void *data, const char *now, const char *was);
   void *on_server_data;

@@ -202,6 +202,15 @@ int durable__pg_push_rows(const PGresult *res, durable__nodes_t *out,
  * On failure returns NULL with the reason, one line, in `why`. */
 PGconn *durable__pg_open(const char *url, char *why, size_t size);
 
+/* durable__pg_open on one host of the URL's list (`host`, and `port`
+ * unless NULL, win over the URL's). */
+PGconn *durable__pg_open_at(const char *url, const char *host, const char *port,
+                            char *why, size_t size);
+/* Of a URL that lists several hosts, the distinct servers that take writes,
+ * each asked on a connection of its own (blocking): up to `max` into
+ * `out`; how many.  -1 for a URL with one host (nothing to compare). */
+int durable__pg_writable(const char *url, durable__server_t *out, int max);
+
 /* Which server `pg` is on (backend.h): 0, or -1 with the reason in `why`
  * (a standby, or the connection failed). */
 int durable__pg_server(PGconn *pg, durable__server_t *out, char *why,

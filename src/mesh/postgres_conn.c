@@ -180,7 +180,12 @@ int durable__pg_server(PGconn *pg, durable__server_t *out, char *why,
  * before "dbname" are defaults that the URL may override.  On failure
  * returns NULL with the reason in `why`. */
 PGconn *durable__pg_open(const char *url, char *why, size_t size) {
-  const char *keys[12], *vals[12];
+  return durable__pg_open_at(url, NULL, NULL, why, size);
+}
+
+PGconn *durable__pg_open_at(const char *url, const char *host, const char *port,
+                            char *why, size_t size) {
+  const char *keys[16], *vals[16];
   int n = 0;
   keys[n] = "application_name", vals[n++] = "durable";
   /* Both ends of every connection give up on the other within
@@ -205,6 +210,11 @@ PGconn *durable__pg_open(const char *url, char *why, size_t size) {
    * URL's own target_session_attrs wins). */
   keys[n] = "target_session_attrs", vals[n++] = "read-write";
   keys[n] = "dbname", vals[n++] = url;
+  /* after dbname, so that they win over the URL's own (one of its hosts) */
+  if (host != NULL)
+    keys[n] = "host", vals[n++] = host;
+  if (port != NULL)
+    keys[n] = "port", vals[n++] = port;
   keys[n] = NULL, vals[n] = NULL;
 
   PGconn *pg = PQconnectStartParams(keys, vals, 1);
@@ -246,4 +256,58 @@ PGconn *durable__pg_open(const char *url, char *why, size_t size) {
   }
   PQsetNoticeProcessor(pg, quiet_notices, NULL);
   return pg;
+}
+
+/* The i-th item of a libpq comma-separated list (host, port), or the only
+ * one when the list has one (libpq's rule for port), into `out`. */
+static int list_item(const char *list, int i, char *out, size_t size) {
+  if (list == NULL || *list == '\0')
+    return 0;
+  int n = 0;
+  for (const char *p = list; *p; p++)
+    n += *p == ',';
+  if (n == 0)
+    i = 0;
+  for (const char *p = list;; p++) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (i-- == 0) {
+      snprintf(out, size, "%.*s", (int)len, p);
+      return 1;
+    }
+    if (end == NULL)
+      return 0;
+    p = end;
+  }
+}
+
+int durable__pg_writable(const char *url, durable__server_t *out, int max) {
+  PQconninfoOption *opts = PQconninfoParse(url, NULL);
+  const char *hosts = NULL, *ports = NULL;
+  for (PQconninfoOption *o = opts; o && o->keyword; o++) {
+    if (strcmp(o->keyword, "host") == 0)
+      hosts = o->val;
+    else if (strcmp(o->keyword, "port") == 0)
+      ports = o->val;
+  }
+  int found = hosts && strchr(hosts, ',') ? 0 : -1;
+  char host[256], port[32], why[300];
+  for (int i = 0;
+       found >= 0 && found < max && list_item(hosts, i, host, sizeof host);
+       i++) {
+    int has_port = list_item(ports, i, port, sizeof port);
+    PGconn *pg =
+        durable__pg_open_at(url, host, has_port ? port : NULL, why, sizeof why);
+    if (pg != NULL &&
+        durable__pg_server(pg, &out[found], why, sizeof why) == 0) {
+      int known = 0;
+      for (int k = 0; k < found; k++)
+        known |= out[k].timeline == out[found].timeline &&
+                 strcmp(out[k].system, out[found].system) == 0;
+      found += !known;
+    }
+    PQfinish(pg);
+  }
+  PQconninfoFree(opts);
+  return found;
 }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define PROBE_MS 5000
 #define WATCH_BACKOFF_MIN_MS 100
 #define WATCH_BACKOFF_MAX_MS 1000
 
@@ -69,7 +70,15 @@ struct durable__watch_src_s {
                           none */
   int beat_answered;   /* ... and its answer came (the end is next) */
   uv_work_t work;      /* a blocking connect on the threadpool */
-  PGconn *fresh;       /* what `work` made, read after it completes */
+  /* split brain: every server of a URL that lists several asked, on the
+   * threadpool, whether it takes writes (probe_work), after each connect
+   * and every PROBE_MS; `writable` of them found */
+  uv_timer_t probe;
+  uv_work_t probe_work;
+  int probing; /* probe_work out */
+  durable__server_t found[4];
+  int writable;
+  PGconn *fresh; /* what `work` made, read after it completes */
   durable__server_t fresh_server; /* ... and the server it is on */
   uint64_t fresh_asked;           /* when `work` asked for the lock */
   char why[256]; /* why the last connect failed: there is no log to tell
@@ -83,6 +92,7 @@ struct durable__watch_src_s {
 };
 
 static void watch_connect(durable__watch_src_t *src);
+static void probe_start(durable__watch_src_t *src);
 
 static void watch_maybe_done(durable__watch_src_t *src) {
   if (!src->stopping || src->pending > 0)
@@ -327,6 +337,56 @@ static void watch_connect_done(uv_work_t *work, int status) {
   /* Commits made while we were not listening were not heard: re-sync. */
   if (!src->stopping)
     durable__store_changed_elsewhere(src->store, NULL);
+  probe_start(src); /* did a failover leave two servers taking writes? */
+}
+
+/* ---- split brain ---------------------------------------------------------
+ *
+ * A URL that lists a primary and its standbys reaches whichever takes
+ * writes.  Should two take writes (an old primary started again as one
+ * after a failover), connections would go to either and the store would
+ * split.  So every server of the list is asked now and then; while more
+ * than one takes writes, the store refuses every connection, naming them
+ * (durable__store_split), until only one does. */
+static void probe_work(uv_work_t *work) {
+  durable__watch_src_t *src = work->data;
+  src->writable = durable__pg_writable(src->url, src->found, 4);
+}
+
+static void probe_done(uv_work_t *work, int status) {
+  durable__watch_src_t *src = work->data;
+  src->probing = 0;
+  src->pending--;
+  if (src->stopping || status != 0) {
+    watch_maybe_done(src);
+    return;
+  }
+  if (src->writable < 0) { /* one host: nothing to compare, ever */
+    uv_timer_stop(&src->probe);
+    return;
+  }
+  char message[4 * (sizeof(src->found[0].where) + 64)] = "";
+  size_t len = 0;
+  for (int i = 0; src->writable > 1 && i < src->writable; i++)
+    len += (size_t)snprintf(message + len, sizeof message - len,
+                            "%s%s (system %s, timeline %u)",
+                            i == 0 ? "" : " and ", src->found[i].where,
+                            src->found[i].system, src->found[i].timeline);
+  durable__store_split(src->store, src->writable > 1 ? message : NULL);
+}
+
+static void probe_start(durable__watch_src_t *src) {
+  if (src->stopping || src->probing)
+    return;
+  src->probe_work.data = src;
+  if (uv_queue_work(src->loop, &src->probe_work, probe_work, probe_done) == 0) {
+    src->probing = 1;
+    src->pending++;
+  }
+}
+
+static void probe_tick(uv_timer_t *timer) {
+  probe_start(timer->data);
 }
 
 static void watch_connect(durable__watch_src_t *src) {
@@ -374,7 +434,11 @@ int durable__pg_watch_start(durable_store_t *store, const char *url,
   uv_timer_start(&src->beat, watch_beat_tick, DURABLE__PG_FENCE_MS / 4,
                  DURABLE__PG_FENCE_MS / 4);
   uv_unref((uv_handle_t *)&src->beat);
-  src->pending = 2;
+  uv_timer_init(src->loop, &src->probe);
+  src->probe.data = src;
+  uv_timer_start(&src->probe, probe_tick, PROBE_MS, PROBE_MS);
+  uv_unref((uv_handle_t *)&src->probe);
+  src->pending = 3;
   /* The first connect runs here, blocking like the writer's did: once the
    * store is open, its liveness lock is held, so no lease this process
    * takes can look abandoned to the others.  Reconnects run on the pool. */
@@ -389,6 +453,7 @@ int durable__pg_watch_start(durable_store_t *store, const char *url,
     src->stopping = 1;
     uv_close((uv_handle_t *)&src->timer, watch_handle_closed);
     uv_close((uv_handle_t *)&src->beat, watch_handle_closed);
+    uv_close((uv_handle_t *)&src->probe, watch_handle_closed);
     return rc;
   }
   src->pending++;
@@ -441,7 +506,10 @@ void durable__pg_watch_stop(durable__watch_src_t *src, void (*done)(void *data),
   src->done_data = data;
   /* a connect not started yet is dropped; a running one is waited for */
   uv_cancel((uv_req_t *)&src->work);
+  if (src->probing)
+    uv_cancel((uv_req_t *)&src->probe_work);
   uv_close((uv_handle_t *)&src->beat, watch_handle_closed);
+  uv_close((uv_handle_t *)&src->probe, watch_handle_closed);
   /* The server pushes NOTIFYs to a listening session at any moment: a
    * socket closed while they come makes it log "could not send data to
    * client".  So first UNLISTEN, and close once it is answered (or after a

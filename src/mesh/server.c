@@ -16,6 +16,10 @@
  *   worker connects to T --check----> T == S: use it; T != S: refuse, nudge
  *   worker's next job ----moved?----> generation changed: connect again
  *
+ * Should more than one server take writes (the watch asks each of them now
+ * and then: durable__store_split), every worker connection is refused and
+ * made again until only one does, so that the store never splits.
+ *
  * Right after the watch reconnected, the other processes may not have taken
  * their liveness locks again yet: for SETTLE_MS a lock found missing is
  * taken for one not yet taken again, not for a process gone
@@ -26,6 +30,7 @@
 #include "engine.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* After the watch reconnected, how long a missing liveness lock is not
@@ -64,10 +69,39 @@ void durable__store_server_followed(durable_store_t *store,
                                : now);
 }
 
+void durable__store_split(durable_store_t *store, const char *servers) {
+  char *copy = servers ? strdup(servers) : NULL;
+  uv_mutex_lock(&store->lock);
+  int changed = (store->split == NULL) != (servers == NULL) ||
+                (servers && strcmp(store->split, servers) != 0);
+  free(store->split);
+  store->split = copy;
+  store->server_gen += changed; /* connections made meanwhile go too */
+  uv_mutex_unlock(&store->lock);
+  if (changed && store->on_split != NULL)
+    store->on_split(store->on_split_data, servers);
+}
+
+void durable__store_on_split(durable_store_t *store,
+                             void (*fn)(void *data, const char *servers),
+                             void *data) {
+  store->on_split = fn;
+  store->on_split_data = data;
+}
+
 int durable__store_server_check(durable_store_t *store,
                                 const durable__server_t *s, uint64_t *gen,
                                 durable_error_t *err) {
   uv_mutex_lock(&store->lock);
+  if (store->split != NULL) {
+    durable__error(err, DURABLE_EUNAVAIL,
+                   "%s: more than one server takes writes: %s; nothing is "
+                   "written to any of them until only one does (stop or "
+                   "fence the old primary)",
+                   store->name, store->split);
+    uv_mutex_unlock(&store->lock);
+    return DURABLE_EUNAVAIL;
+  }
   if (store->server.system[0] == '\0') {
     store->server = *s; /* the first connection, before the watch's */
     store->server_gen++;

@@ -105,6 +105,7 @@ static void free_store(durable_store_t *store) {
   void *data = store->close_data;
   durable__feed_free(store);
   uv_mutex_destroy(&store->lock);
+  free(store->split);
   free(store->own_commits);
   free(store->url);
   free(store->name);

@@ -87,6 +87,14 @@ void durable__store_on_server(durable_store_t *store,
                               void (*fn)(void *data, const char *now,
                                          const char *was),
                               void *data);
+/* More than one server of the store takes writes (`servers` names them;
+ * NULL: only one does again).  While so, every worker connection is
+ * refused, naming them, so that nothing is written to either; the on_split
+ * hook hears each change.  Loop thread. */
+void durable__store_split(durable_store_t *store, const char *servers);
+void durable__store_on_split(durable_store_t *store,
+                             void (*fn)(void *data, const char *servers),
+                             void *data);
 /* On the loop: hand a nudge a worker asked for to the watch. */
 void durable__store_server_nudged(durable_store_t *store);
 

@@ -43,6 +43,21 @@ static void on_server(void *data, const char *now, const char *was) {
     durable__consumers_live(mesh, 1);
 }
 
+/* More than one server of the store takes writes (NULL: only one again). */
+static void on_split(void *data, const char *servers) {
+  durable_mesh_t *mesh = data;
+  if (servers != NULL)
+    durable_mesh_log(mesh, DURABLE_LOG_ERROR,
+                     "[Store] more than one server takes writes: %s; nothing "
+                     "is written to any of them until only one does (stop "
+                     "or fence the old primary)",
+                     servers);
+  else
+    durable_mesh_log(mesh, DURABLE_LOG_WARN,
+                     "[Store] only one server takes writes again; writing "
+                     "goes on");
+}
+
 /* The store confirmed again that this process holds its liveness lock. */
 static void on_live(void *data) {
   durable__consumers_live(data, 0);
@@ -62,6 +77,7 @@ static int install(durable_mesh_t *mesh) {
                                  mesh);
   durable__store_on_live(durable_mesh_store(mesh), on_live, mesh);
   durable__store_on_server(durable_mesh_store(mesh), on_server, mesh);
+  durable__store_on_split(durable_mesh_store(mesh), on_split, mesh);
   return durable__stream_hub_install(mesh);
 }
 

@@ -315,4 +315,34 @@ describe("a PostgreSQL failover #postgres", function()
       end
     end
   end)
+
+  it("writes to neither of two servers that both take writes, and goes on once one is gone",
+    function()
+      local c = cluster("async")
+      local mesh = helper.open { store = c.ha, streams = STREAMS }
+      local key = helper.ns() .. "/split"
+      local stream = { namespace = FAMILY, key = key }
+      local client = mesh:hub("client/" .. key)
+      assert.equal(1, helper.ok(client:publish_durable(stream, { n = 1 })))
+      -- the standby is promoted while the primary runs on: two primaries
+      run(helper.quote(c.standby_ctl) .. " promote")
+      helper.run_until(mesh, function()
+        return #helper.log_lines("[Store] more than one server takes writes") > 0
+      end, 20000)
+      local message = helper.fails(client:publish_durable(stream, { n = 2 }), "EUNAVAIL", 20000)
+      assert.truthy(message:find("more than one server takes writes", 1, true), message)
+      assert.truthy(message:find(c.dir .. ":", 1, true) and message:find(c.dir .. "/s1:", 1, true),
+        "both servers named: " .. message)
+      local standby = ("postgresql:///durable?host=%s/s1&user=durable"):format(c.dir)
+      assert.equal(1, streams(c.primary)[key].last, "nothing written to the primary")
+      assert.equal(1, streams(standby)[key].last, "nothing written to the promoted standby")
+
+      -- the old primary goes: writing goes on, on the one left
+      run(helper.quote(c.ctl) .. " stop -m immediate")
+      helper.run_until(mesh, function()
+        return #helper.log_lines("[Store] only one server takes writes again") > 0
+      end, 20000)
+      assert.equal(2, helper.ok(client:publish_durable(stream, { n = 2 }), 20000))
+      assert.equal(2, streams(standby)[key].last)
+    end)
 end)
