@@ -160,6 +160,12 @@ typedef struct durable__backend_s {
   /* Which server `conn` is on (NULL: a backend with one server only).  The
    * store keeps every connection on the server its watch is on (server.c):
    * a connection that finds another one is dropped. */
+  /* A commit on `conn` that waits long is told to `fn` (on the worker's
+   * thread): once it has waited a few seconds, with what the server says it
+   * waits for (synchronous replication, a lock), and with NULL when it
+   * ends.  NULL: a backend whose commits never wait on another server. */
+  void (*watch_commits)(durable__conn_t *conn,
+                        void (*fn)(void *data, const char *why), void *data);
   int (*server_of)(durable__conn_t *conn, durable__server_t *out,
                    durable_error_t *err);
   /* 1 when every connection of this URL must be the same one (an in-memory

@@ -196,6 +196,8 @@ int durable__worker_connect(durable__worker_t *w, durable_error_t *err) {
   if (w->conn)
     return 0;
   int rc = be->connect(store->url, &w->conn, err);
+  if (rc == 0 && be->watch_commits)
+    be->watch_commits(w->conn, durable__store_stalled, store);
   if (rc == 0 && be->server_of) {
     durable__server_t s = {0};
     if ((rc = be->server_of(w->conn, &s, err)) == 0)
@@ -382,7 +384,7 @@ static void deliver(durable__job_t *job) {
 
 static void on_async(uv_async_t *handle) {
   durable_store_t *store = handle->data;
-  durable__store_server_nudged(store);
+  durable__store_server_news(store);
   for (;;) {
     /* take the finished jobs aside: the workers add to the list meanwhile,
      * and a callback may queue (and free) jobs */

@@ -66,6 +66,10 @@ struct durable_store_s {
   uint64_t server_gen;
   uint64_t server_back; /* durable__fence_clock() of the last reconnect */
   char *split; /* several servers take writes, named: no connection is used */
+  char *stall; /* why a commit waits long (NULL: none), for the loop */
+  int stall_news; /* stall changed since the loop last heard */
+  void (*on_stall)(void *data, const char *why);
+  void *on_stall_data;
   void (*on_split)(void *data, const char *servers);
   void *on_split_data;
   int nudge;

@@ -61,7 +61,11 @@ typedef struct {
 
 struct durable__conn_s {
   PGconn *pg;
-  char *name;    /* the URL with its password masked, for messages */
+  char *url;  /* as given: a commit that waits long asks on another */
+  char *name; /* the URL with its password masked, for messages */
+  /* told of a commit that waits long (backend.h's watch_commits) */
+  void (*stall)(void *data, const char *why);
+  void *stall_data;
   int in_tx;     /* between begin and commit / rollback */
   int tx_sent;   /* the BEGIN of the open transaction has been sent */
   int broken;    /* the protocol went astray, or the server is gone or takes

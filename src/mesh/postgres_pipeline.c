@@ -24,10 +24,13 @@
  */
 #include "postgres.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Fill `err` from a failed result (or from the connection when `res` is
  * NULL).  `code` 0 picks DURABLE_EUNAVAIL for a lost connection,
@@ -394,6 +397,85 @@ static int send_planned(PGconn *pg, step_t *steps, const sent_t *p) {
   return ok;
 }
 
+/* ---- a commit that waits ---------------------------------------------
+ *
+ * A commit can wait without end and without a word: a primary that waits
+ * for a synchronous standby which is not there (one promoted from a standby
+ * that kept synchronous_standby_names), or a lock.  So the answer to COMMIT
+ * is awaited in steps, and once it has taken STALL_MS, the server is asked
+ * -- on a connection of its own to the same host -- what this session waits
+ * for, and the store is told (c->stall), and told again when it ends. */
+
+#define STALL_MS 5000
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* What the server says the session `pid` of `c`'s host waits for. */
+static void ask_why(durable__conn_t *c, int64_t waited_ms, char *out,
+                    size_t size) {
+  char why[300], pid[16];
+  snprintf(out, size,
+           "%s: a commit has waited %lld s with no answer from %s:%s", c->name,
+           (long long)waited_ms / 1000, PQhost(c->pg), PQport(c->pg));
+  PGconn *side = durable__pg_open_at(c->url, PQhost(c->pg), PQport(c->pg), why,
+                                     sizeof why);
+  if (side == NULL)
+    return;
+  snprintf(pid, sizeof pid, "%d", PQbackendPID(c->pg));
+  const char *vals[1] = {pid};
+  PGresult *res = PQexecParams(side,
+                               "SELECT coalesce(wait_event, ''), "
+                               "current_setting('synchronous_standby_names') "
+                               "FROM pg_stat_activity WHERE pid = $1",
+                               1, NULL, vals, NULL, NULL, 0);
+  if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+    const char *event = PQgetvalue(res, 0, 0);
+    if (strcmp(event, "SyncRep") == 0)
+      snprintf(out, size,
+               "%s: a commit has waited %lld s for synchronous replication: "
+               "%s:%s waits for a standby named in synchronous_standby_names "
+               "= '%s', and none has confirmed it (a primary promoted from a "
+               "standby keeps that setting: set it to the standbys it has)",
+               c->name, (long long)waited_ms / 1000, PQhost(c->pg),
+               PQport(c->pg), PQgetvalue(res, 0, 1));
+    else if (*event != '\0')
+      snprintf(out, size,
+               "%s: a commit has waited %lld s on %s:%s, which says it waits "
+               "for %s",
+               c->name, (long long)waited_ms / 1000, PQhost(c->pg),
+               PQport(c->pg), event);
+  }
+  PQclear(res);
+  PQfinish(side);
+}
+
+/* Wait for the answer to COMMIT to be readable, telling the store once it
+ * has taken STALL_MS (and when it came after that).  A failure of the
+ * socket is left to PQgetResult to report. */
+static void await_commit(durable__conn_t *c) {
+  int64_t started = now_ms();
+  int told = 0;
+  while (PQisBusy(c->pg)) {
+    struct pollfd p = {PQsocket(c->pg), POLLIN, 0};
+    int r = poll(&p, 1, 1000);
+    if ((r < 0 && errno != EINTR) || (r > 0 && !PQconsumeInput(c->pg)))
+      break;
+    int64_t waited = now_ms() - started;
+    if (!told && waited >= STALL_MS) {
+      char why[1024];
+      ask_why(c, waited, why, sizeof why);
+      c->stall(c->stall_data, why);
+      told = 1;
+    }
+  }
+  if (told)
+    c->stall(c->stall_data, NULL);
+}
+
 /* Send every queued step in one pipeline and take every result: outcomes
  * into their writes, and the last step's result into *last when it is a
  * read.  The writes of one form are gathered first (gather_writes), and
@@ -451,6 +533,10 @@ int durable__pg_drain(durable__conn_t *c, PGresult **last, int *unknown,
   for (; !broken && got < sent; got++) {
     const sent_t *p = &plan[got];
     step_t *s = &c->queue[p->first];
+    /* the server sends the answers only at the sync after COMMIT (or as its
+     * buffer fills): a COMMIT that waits holds back the first answer */
+    if (got == 0 && commit_at < nplan && c->stall != NULL)
+      await_commit(c);
     PGresult *r = PQgetResult(pg);
     if (r == NULL) {
       broken = 1;

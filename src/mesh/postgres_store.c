@@ -214,6 +214,7 @@ static void pg_disconnect(durable__conn_t *c) {
   durable__strv_free(&c->created);
   durable__pg_clear_queue(c);
   free(c->queue);
+  free(c->url);
   free(c->name);
   free(c);
 }
@@ -222,7 +223,10 @@ static int pg_connect(const char *url, durable__conn_t **out,
                       durable_error_t *err) {
   *out = NULL;
   durable__conn_t *c = calloc(1, sizeof(*c));
-  if (c == NULL || (c->name = durable__pg_mask_password(url)) == NULL) {
+  if (c == NULL || (c->name = durable__pg_mask_password(url)) == NULL ||
+      (c->url = strdup(url)) == NULL) {
+    if (c != NULL)
+      free(c->name);
     free(c);
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
@@ -257,6 +261,13 @@ static int pg_server_of(durable__conn_t *c, durable__server_t *out,
     return 0;
   c->broken = 1;
   return durable__error(err, DURABLE_EUNAVAIL, "store '%s': %s", c->name, why);
+}
+
+static void pg_watch_commits(durable__conn_t *c,
+                             void (*fn)(void *data, const char *why),
+                             void *data) {
+  c->stall = fn;
+  c->stall_data = data;
 }
 
 static int pg_single_connection(const char *url) {
@@ -768,6 +779,7 @@ const durable__backend_t durable__postgres_backend = {
     .connect = pg_connect,
     .disconnect = pg_disconnect,
     .server_of = pg_server_of,
+    .watch_commits = pg_watch_commits,
     .single_connection = pg_single_connection,
     .display_name = durable__pg_mask_password,
     .begin = pg_begin,

@@ -153,8 +153,36 @@ void durable__store_on_server(durable_store_t *store,
     fn(data, now, NULL);
 }
 
-void durable__store_server_nudged(durable_store_t *store) {
+void durable__store_stalled(void *data, const char *why) {
+  durable_store_t *store = data;
+  char *copy = why ? strdup(why) : NULL;
+  uv_mutex_lock(&store->lock);
+  free(store->stall);
+  store->stall = copy;
+  store->stall_news = 1;
+  uv_mutex_unlock(&store->lock);
+  uv_async_send(&store->async);
+}
+
+void durable__store_on_stall(durable_store_t *store,
+                             void (*fn)(void *data, const char *why),
+                             void *data) {
+  store->on_stall = fn;
+  store->on_stall_data = data;
+}
+
+void durable__store_server_news(durable_store_t *store) {
   if (__atomic_exchange_n(&store->nudge, 0, __ATOMIC_ACQ_REL) &&
       store->src != NULL && store->be->watch_nudge != NULL && !store->closing)
     store->be->watch_nudge(store->src);
+  uv_mutex_lock(&store->lock);
+  char *why = NULL;
+  int news = store->stall_news;
+  store->stall_news = 0;
+  if (news && store->stall != NULL)
+    why = strdup(store->stall);
+  uv_mutex_unlock(&store->lock);
+  if (news && store->on_stall != NULL)
+    store->on_stall(store->on_stall_data, why);
+  free(why);
 }

@@ -106,6 +106,7 @@ static void free_store(durable_store_t *store) {
   durable__feed_free(store);
   uv_mutex_destroy(&store->lock);
   free(store->split);
+  free(store->stall);
   free(store->own_commits);
   free(store->url);
   free(store->name);

@@ -95,8 +95,15 @@ void durable__store_split(durable_store_t *store, const char *servers);
 void durable__store_on_split(durable_store_t *store,
                              void (*fn)(void *data, const char *servers),
                              void *data);
-/* On the loop: hand a nudge a worker asked for to the watch. */
-void durable__store_server_nudged(durable_store_t *store);
+/* A commit waits long (any thread; `store` is the durable_store_t):
+ * `why`, NULL once it ended.  The on_stall hook hears it on the loop. */
+void durable__store_stalled(void *store, const char *why);
+void durable__store_on_stall(durable_store_t *store,
+                             void (*fn)(void *data, const char *why),
+                             void *data);
+/* On the loop: what the workers left for it -- a nudge for the watch, a
+ * commit's stall for the on_stall hook. */
+void durable__store_server_news(durable_store_t *store);
 
 /* For a watch source that sees every commit id (SQLite): 1 when every commit
  * id in (after, upto] was made by this store itself, so nothing foreign

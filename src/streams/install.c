@@ -58,6 +58,16 @@ static void on_split(void *data, const char *servers) {
                      "goes on");
 }
 
+/* A commit waits long, and why (NULL: it ended). */
+static void on_stall(void *data, const char *why) {
+  durable_mesh_t *mesh = data;
+  if (why != NULL)
+    durable_mesh_log(mesh, DURABLE_LOG_WARN, "[Store] %s", why);
+  else
+    durable_mesh_log(mesh, DURABLE_LOG_INFO,
+                     "[Store] the commit that waited has been answered");
+}
+
 /* The store confirmed again that this process holds its liveness lock. */
 static void on_live(void *data) {
   durable__consumers_live(data, 0);
@@ -78,6 +88,7 @@ static int install(durable_mesh_t *mesh) {
   durable__store_on_live(durable_mesh_store(mesh), on_live, mesh);
   durable__store_on_server(durable_mesh_store(mesh), on_server, mesh);
   durable__store_on_split(durable_mesh_store(mesh), on_split, mesh);
+  durable__store_on_stall(durable_mesh_store(mesh), on_stall, mesh);
   return durable__stream_hub_install(mesh);
 }
 

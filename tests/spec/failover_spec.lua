@@ -345,4 +345,26 @@ describe("a PostgreSQL failover #postgres", function()
       assert.equal(2, helper.ok(client:publish_durable(stream, { n = 2 }), 20000))
       assert.equal(2, streams(standby)[key].last)
     end)
+
+  it("says why a commit waits for a synchronous standby that is not there", function()
+    local c = cluster("sync")
+    local mesh = helper.open { store = c.ha, streams = STREAMS }
+    local stream = { namespace = FAMILY, key = helper.ns() .. "/sync" }
+    local client = mesh:hub("client/" .. stream.key)
+    assert.equal(1, helper.ok(client:publish_durable(stream, { n = 1 })))
+    run(helper.quote(c.standby_ctl) .. " stop -m fast")
+    local got
+    client:publish_durable(stream, { n = 2 }):next(function(seq) got = seq end)
+    helper.run_until(mesh, function()
+      return #helper.log_lines("a commit has waited") > 0
+    end, 20000)
+    local line = helper.log_lines("a commit has waited")[1]
+    assert.truthy(line:find("for synchronous replication", 1, true), line)
+    assert.truthy(line:find("synchronous_standby_names = 'ANY 1 (s1)'", 1, true), line)
+    assert.is_nil(got, "the commit waited")
+    run(helper.quote(c.standby_ctl) .. " start")
+    helper.run_until(mesh, function() return got ~= nil end, 20000)
+    assert.equal(2, got)
+    assert.equal(1, #helper.log_lines("the commit that waited has been answered"))
+  end)
 end)
