@@ -64,7 +64,8 @@ struct durable_store_s {
    * loop to hurry the watch to a server a connection found */
   durable__server_t server;
   uint64_t server_gen;
-  uint64_t server_back; /* durable__fence_clock() of the last reconnect */
+  uint64_t server_back;    /* durable__fence_clock() of the last reconnect */
+  unsigned watch_followed; /* the watch's connects so far */
   char *split; /* several servers take writes, named: no connection is used */
   char *stall; /* why a commit waits long (NULL: none), for the loop */
   int stall_news; /* stall changed since the loop last heard */

@@ -57,7 +57,8 @@ void durable__store_server_followed(durable_store_t *store,
   describe(was, sizeof was, &store->server);
   if (first || changed)
     store->server_gen++;
-  if (!first)
+  /* the watch's first connect (at open) is no reconnect */
+  if (store->watch_followed++ > 0)
     store->server_back = durable__fence_clock();
   store->server = *s;
   uv_mutex_unlock(&store->lock);
