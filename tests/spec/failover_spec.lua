@@ -367,4 +367,21 @@ describe("a PostgreSQL failover #postgres", function()
     assert.equal(2, got)
     assert.equal(1, #helper.log_lines("the commit that waited has been answered"))
   end)
+
+  it("comes back by itself after a plain restart of the primary, with a URL that lists the "
+    .. "standby first", function()
+    local c = cluster("sync")
+    local standby_first = ("postgresql:///durable?host=%s/s1,%s&user=durable"):format(c.dir, c.dir)
+    local mesh = helper.open { store = standby_first, streams = STREAMS }
+    local w = busy(mesh, helper.ns())
+    local start = w.counts()
+    w.run_until(function() return w.moved(start, 10) end, 20000)
+    run(helper.quote(c.ctl) .. " restart -m fast")
+    start = w.counts()
+    w.run_until(function() return w.moved(start, 10) end, 20000)
+    assert.equal(0, #helper.log_lines("[Store] the server changed"), "still the same server")
+    w.producing = false
+    w.run_until(w.caught_up, 20000)
+    assert_exactly(w)
+  end)
 end)
