@@ -47,8 +47,26 @@ bin=$build/durable
 plugin=$root/examples/multi-process/counter.lua
 counters=4 # streams
 items=40   # per stream
-user=${DURABLE_PG_USER:-durable-test}
-pgbin=$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+# the clusters' owner: PostgreSQL refuses root, so as root an account of
+# our own; else whoever runs this (the superuser the URL names)
+if [[ $(id -u) -eq 0 ]]; then user=${DURABLE_PG_USER:-durable-test}; else user=$(id -un); fi
+# the PostgreSQL that pg_auto_failover's extension was built for
+pgbin=
+for control in /usr/share/postgresql/*/extension/pgautofailover.control; do
+  [[ -f $control ]] || continue
+  version=${control#/usr/share/postgresql/}
+  pgbin=/usr/lib/postgresql/${version%%/*}/bin
+done
+if [[ -z $pgbin ]]; then
+  echo "failover: no pgautofailover extension (apt-get install postgresql-15-auto-failover)" >&2
+  exit 77
+fi
+for port in 5500 5501 5502; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "failover: port $port is in use: this example needs 5500-5502" >&2
+    exit 77
+  fi
+done
 work=$(mktemp -d /tmp/durable-failover.XXXXXX)
 autoctl_pids=()
 host_pids=()
@@ -77,7 +95,14 @@ cleanup() {
     fi
   done
   for pid in "${autoctl_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  # at most 20 s for everything to end, then no more asking
+  for pid in "${autoctl_pids[@]}" "${host_pids[@]}"; do
+    for ((i = 0; i < 200; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT

@@ -148,6 +148,9 @@ typedef struct {
   char system[32];
   unsigned timeline;
   char where[160];
+  /* when it started: two standbys promoted at once share a system and a
+   * timeline, and differ here (only split-brain checks compare it) */
+  char started[48];
 } durable__server_t;
 
 typedef struct durable__backend_s {

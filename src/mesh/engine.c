@@ -195,7 +195,10 @@ int durable__worker_connect(durable__worker_t *w, durable_error_t *err) {
     durable__worker_disconnect(w); /* on a server the store left */
   if (w->conn)
     return 0;
-  int rc = be->connect(store->url, &w->conn, err);
+  int rc = durable__store_split_refusal(store, err);
+  if (rc < 0)
+    return rc; /* no connection at all while the store is split */
+  rc = be->connect(store->url, &w->conn, err);
   if (rc == 0 && be->watch_commits)
     be->watch_commits(w->conn, durable__store_stalled, store);
   if (rc == 0 && be->server_of) {

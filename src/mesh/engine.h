@@ -65,6 +65,7 @@ struct durable_store_s {
   durable__server_t server;
   uint64_t server_gen;
   uint64_t server_back;    /* durable__fence_clock() of the last reconnect */
+  uint64_t server_lost;    /* ... and of the last loss of the watch's session */
   unsigned watch_followed; /* the watch's connects so far */
   char *split; /* several servers take writes, named: no connection is used */
   char *stall; /* why a commit waits long (NULL: none), for the loop */

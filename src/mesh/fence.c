@@ -87,6 +87,9 @@ void durable__store_on_live(durable_store_t *store, void (*fn)(void *data),
 
 void durable__store_live_lost(durable_store_t *store) {
   store->live_until = 0;
+  uv_mutex_lock(&store->lock); /* for durable__store_settling */
+  store->server_lost = durable__fence_clock();
+  uv_mutex_unlock(&store->lock);
 }
 
 int durable__store_live_wanted(durable_store_t *store) {

@@ -210,10 +210,13 @@ PGconn *durable__pg_open(const char *url, char *why, size_t size);
  * unless NULL, win over the URL's). */
 PGconn *durable__pg_open_at(const char *url, const char *host, const char *port,
                             char *why, size_t size);
-/* Of a URL that lists several hosts, the distinct servers that take writes,
- * each asked on a connection of its own (blocking): up to `max` into
- * `out`; how many.  -1 for a URL with one host (nothing to compare). */
-int durable__pg_writable(const char *url, durable__server_t *out, int max);
+/* Of a URL that lists several hosts (`host=`), the distinct servers that
+ * take writes, each asked on a connection of its own (blocking), until
+ * `*stop` (atomic) is set: up to `max` into `out`; how many.  -1 for a URL
+ * with one host, or that names its hosts otherwise (hostaddr, a service):
+ * nothing to compare. */
+int durable__pg_writable(const char *url, durable__server_t *out, int max,
+                         const int *stop);
 
 /* Which server `pg` is on (backend.h): 0, or -1 with the reason in `why`
  * (a standby, or the connection failed). */

@@ -157,12 +157,14 @@ int durable__pg_server(PGconn *pg, durable__server_t *out, char *why,
                        size_t size) {
   static const char sql[] =
       "SELECT system_identifier::text, ('x' || substr(pg_walfile_name("
-      "pg_current_wal_lsn()), 1, 8))::bit(32)::bigint FROM pg_control_system()";
+      "pg_current_wal_lsn()), 1, 8))::bit(32)::bigint, "
+      "pg_postmaster_start_time()::text FROM pg_control_system()";
   PGresult *res = PQexec(pg, sql);
   int ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
   if (ok) {
     snprintf(out->system, sizeof out->system, "%s", PQgetvalue(res, 0, 0));
     out->timeline = (unsigned)strtoul(PQgetvalue(res, 0, 1), NULL, 10);
+    snprintf(out->started, sizeof out->started, "%s", PQgetvalue(res, 0, 2));
     const char *host = PQhost(pg), *port = PQport(pg);
     snprintf(out->where, sizeof out->where, "%s:%s", host ? host : "?",
              port ? port : "?");
@@ -281,7 +283,8 @@ static int list_item(const char *list, int i, char *out, size_t size) {
   }
 }
 
-int durable__pg_writable(const char *url, durable__server_t *out, int max) {
+int durable__pg_writable(const char *url, durable__server_t *out, int max,
+                         const int *stop) {
   PQconninfoOption *opts = PQconninfoParse(url, NULL);
   const char *hosts = NULL, *ports = NULL;
   for (PQconninfoOption *o = opts; o && o->keyword; o++) {
@@ -293,7 +296,8 @@ int durable__pg_writable(const char *url, durable__server_t *out, int max) {
   int found = hosts && strchr(hosts, ',') ? 0 : -1;
   char host[256], port[32], why[300];
   for (int i = 0;
-       found >= 0 && found < max && list_item(hosts, i, host, sizeof host);
+       found >= 0 && found < max && !__atomic_load_n(stop, __ATOMIC_ACQUIRE) &&
+       list_item(hosts, i, host, sizeof host);
        i++) {
     int has_port = list_item(ports, i, port, sizeof port);
     PGconn *pg =
@@ -303,7 +307,8 @@ int durable__pg_writable(const char *url, durable__server_t *out, int max) {
       int known = 0;
       for (int k = 0; k < found; k++)
         known |= out[k].timeline == out[found].timeline &&
-                 strcmp(out[k].system, out[found].system) == 0;
+                 strcmp(out[k].system, out[found].system) == 0 &&
+                 strcmp(out[k].started, out[found].started) == 0;
       found += !known;
     }
     PQfinish(pg);

@@ -350,7 +350,7 @@ static void watch_connect_done(uv_work_t *work, int status) {
  * (durable__store_split), until only one does. */
 static void probe_work(uv_work_t *work) {
   durable__watch_src_t *src = work->data;
-  src->writable = durable__pg_writable(src->url, src->found, 4);
+  src->writable = durable__pg_writable(src->url, src->found, 4, &src->stopping);
 }
 
 static void probe_done(uv_work_t *work, int status) {
@@ -501,7 +501,7 @@ static void watch_unlistened(uv_poll_t *handle, int status, int events) {
 
 void durable__pg_watch_stop(durable__watch_src_t *src, void (*done)(void *data),
                             void *data) {
-  src->stopping = 1;
+  __atomic_store_n(&src->stopping, 1, __ATOMIC_RELEASE); /* a probe reads it */
   src->done = done;
   src->done_data = data;
   /* a connect not started yet is dropped; a running one is waited for */

@@ -20,9 +20,11 @@
  * and then: durable__store_split), every worker connection is refused and
  * made again until only one does, so that the store never splits.
  *
- * Right after the watch reconnected, the other processes may not have taken
- * their liveness locks again yet: for SETTLE_MS a lock found missing is
- * taken for one not yet taken again, not for a process gone
+ * While the watch is away (a worker may reconnect before it) and right
+ * after it reconnected, the other processes may not have taken their
+ * liveness locks again yet: until SETTLE_MS after the watch is back (at
+ * most SETTLE_AWAY_MS while it stays away) a lock found missing is taken
+ * for one not yet taken again, not for a process gone
  * (durable__store_settling), so that a server's restart is no takeover.
  *
  * A backend without server_of (SQLite: one file) never comes here.
@@ -38,6 +40,7 @@
  * every process's lock, and each takes its own again within its watch's
  * backoff (at most 1 s) and a connect. */
 #define SETTLE_MS 3000
+#define SETTLE_AWAY_MS 10000
 
 static int same_server(const durable__server_t *a, const durable__server_t *b) {
   return a->timeline == b->timeline && strcmp(a->system, b->system) == 0;
@@ -90,19 +93,26 @@ void durable__store_on_split(durable_store_t *store,
   store->on_split_data = data;
 }
 
+int durable__store_split_refusal(durable_store_t *store, durable_error_t *err) {
+  int rc = 0;
+  uv_mutex_lock(&store->lock);
+  if (store->split != NULL)
+    rc = durable__error(err, DURABLE_EUNAVAIL,
+                        "%s: more than one server takes writes: %s; nothing "
+                        "is written to any of them until only one does (stop "
+                        "or fence the old primary)",
+                        store->name, store->split);
+  uv_mutex_unlock(&store->lock);
+  return rc;
+}
+
 int durable__store_server_check(durable_store_t *store,
                                 const durable__server_t *s, uint64_t *gen,
                                 durable_error_t *err) {
+  int rc = durable__store_split_refusal(store, err);
+  if (rc < 0)
+    return rc;
   uv_mutex_lock(&store->lock);
-  if (store->split != NULL) {
-    durable__error(err, DURABLE_EUNAVAIL,
-                   "%s: more than one server takes writes: %s; nothing is "
-                   "written to any of them until only one does (stop or "
-                   "fence the old primary)",
-                   store->name, store->split);
-    uv_mutex_unlock(&store->lock);
-    return DURABLE_EUNAVAIL;
-  }
   if (store->server.system[0] == '\0') {
     store->server = *s; /* the first connection, before the watch's */
     store->server_gen++;
@@ -125,10 +135,14 @@ int durable__store_server_check(durable_store_t *store,
 
 int durable__store_settling(durable_store_t *store) {
   uv_mutex_lock(&store->lock);
-  uint64_t back = store->server_back;
+  uint64_t back = store->server_back, lost = store->server_lost;
   uv_mutex_unlock(&store->lock);
-  return back != 0 &&
-         durable__fence_clock() - back < (uint64_t)SETTLE_MS * 1000000u;
+  uint64_t now = durable__fence_clock(), ms = 1000000u;
+  /* away (the others may be too), or back a moment ago (they may not be
+   * back yet); a watch that stays away does not hold takeovers for ever */
+  if (lost > back)
+    return now - lost < (uint64_t)SETTLE_AWAY_MS * ms;
+  return back != 0 && now - back < (uint64_t)SETTLE_MS * ms;
 }
 
 uint64_t durable__store_server_gen(durable_store_t *store) {

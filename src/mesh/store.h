@@ -92,6 +92,9 @@ void durable__store_on_server(durable_store_t *store,
  * refused, naming them, so that nothing is written to either; the on_split
  * hook hears each change.  Loop thread. */
 void durable__store_split(durable_store_t *store, const char *servers);
+/* 0, or DURABLE_EUNAVAIL naming the servers while the store is split (any
+ * thread). */
+int durable__store_split_refusal(durable_store_t *store, durable_error_t *err);
 void durable__store_on_split(durable_store_t *store,
                              void (*fn)(void *data, const char *servers),
                              void *data);
