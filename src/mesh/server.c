@@ -56,7 +56,6 @@ void durable__store_server_followed(durable_store_t *store,
   uv_mutex_lock(&store->lock);
   int first = store->server.system[0] == '\0';
   int changed = !first && !same_server(&store->server, s);
-  /* the address may differ for the same server (another name of it) */
   describe(was, sizeof was, &store->server);
   if (first || changed)
     store->server_gen++;
