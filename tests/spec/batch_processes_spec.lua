@@ -22,24 +22,8 @@ local run, spawn, exit_code, running = cmd.run, cmd.spawn, cmd.exit_code, cmd.ru
 local FIXTURE = "tests/spec/fixtures/batch_processes.lua"
 local PRODUCER = "tests/spec/fixtures/mp_producer.lua"
 
-local function signal(job, name)
-  assert.is_true(os.execute("kill -" .. name .. " " .. job.pid .. " 2>/dev/null") == true)
-end
-
-local function host(env)
-  local job = spawn { "run", FIXTURE, env = env }
-  local up = wait_for(function()
-    return (read_file(job.err) or ""):find("durable run: hosting", 1, true) or not running(job)
-  end, 15)
-  assert.truthy(up and running(job), "the host did not start: " .. (read_file(job.err) or ""))
-  job.pid = tonumber(job.pid)
-  return job
-end
-
-local function kill(job)
-  signal(job, "KILL")
-  assert.equal(137, exit_code(job, 10), "the host did not die of SIGKILL")
-end
+local function host(env) return cmd.host(FIXTURE, env) end
+local kill = cmd.kill
 
 local function owners(n)
   local list = {}

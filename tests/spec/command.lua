@@ -141,6 +141,33 @@ function M.running(job)
   return M.read_file(job.rc) == nil
 end
 
+--- signal(job, NAME): kill -NAME the job's process, which must be there.
+function M.signal(job, name)
+  assert(os.execute("kill -" .. name .. " " .. job.pid .. " 2>/dev/null") == true,
+    "kill -" .. name .. " " .. job.pid)
+end
+
+--- host(plugin, env): `durable run PLUGIN` on this test's store, up (its
+--- "hosting" line printed); job.pid is the durable process (spawn execs it
+--- through env).
+function M.host(plugin, env)
+  local job = M.spawn { "run", plugin, env = env }
+  local up = M.wait_for(function()
+    return (M.read_file(job.err) or ""):find("durable run: hosting", 1, true)
+      or not M.running(job)
+  end, 15)
+  assert(up and M.running(job), "the host did not start: " .. (M.read_file(job.err) or ""))
+  job.pid = tonumber(job.pid)
+  return job
+end
+
+--- kill(job): SIGKILL, and wait until it is gone (137).
+function M.kill(job)
+  M.signal(job, "KILL")
+  local rc = M.exit_code(job, 10)
+  assert(rc == 137, "the host did not die of SIGKILL (exit status " .. tostring(rc) .. ")")
+end
+
 --- After each test: kill what still runs, remove the files.
 function M.finish()
   for _, job in ipairs(jobs) do

@@ -48,22 +48,10 @@ local NS, LOG -- this test's namespace and handled-items log file
 
 -- ---- processes ---------------------------------------------------------------
 
-local function signal(job, name)
-  assert.is_true(os.execute("kill -" .. name .. " " .. job.pid .. " 2>/dev/null") == true,
-    "kill -" .. name .. " " .. job.pid)
-end
+local signal = cmd.signal
 
--- A host of the fixture on this test's store, up (its "hosting" line
--- printed); job.pid is the durable process (spawn execs it through env).
-local function host()
-  local job = spawn { "run", FIXTURE, env = { DURABLE_MP_LOG = LOG } }
-  local up = wait_for(function()
-    return (read_file(job.err) or ""):find("durable run: hosting", 1, true) or not running(job)
-  end, 15)
-  assert.truthy(up and running(job), "the host did not start: " .. (read_file(job.err) or ""))
-  job.pid = tonumber(job.pid)
-  return job
-end
+-- A host of the fixture on this test's store, up.
+local function host() return cmd.host(FIXTURE, { DURABLE_MP_LOG = LOG }) end
 
 -- SIGTERM: the host must leave and exit 0 within 15 s.
 local function stop(job)
@@ -72,11 +60,7 @@ local function stop(job)
   assert.equal(0, rc, "the host's exit status after SIGTERM:\n" .. (read_file(job.err) or ""))
 end
 
--- SIGKILL, and wait until it is gone (137).
-local function kill(job)
-  signal(job, "KILL")
-  assert.equal(137, exit_code(job, 10), "the host did not die of SIGKILL")
-end
+local kill = cmd.kill
 
 -- A producer process (mp_producer.lua): mode "count" (limit = N) or
 -- "until" (limit = a stop file), pause before each publish, owners.
