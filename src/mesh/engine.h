@@ -69,7 +69,7 @@ struct durable_store_s {
   unsigned watch_followed; /* the watch's connects so far */
   char *split; /* several servers take writes, named: no connection is used */
   char *stall; /* why a commit waits long (NULL: none), for the loop */
-  int stall_news; /* stall changed since the loop last heard */
+  int stall_news; /* atomic: stall changed since the loop last heard */
   void (*on_stall)(void *data, const char *why);
   void *on_stall_data;
   void (*on_split)(void *data, const char *servers);

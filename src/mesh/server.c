@@ -173,7 +173,7 @@ void durable__store_stalled(void *data, const char *why) {
   uv_mutex_lock(&store->lock);
   free(store->stall);
   store->stall = copy;
-  store->stall_news = 1;
+  __atomic_store_n(&store->stall_news, 1, __ATOMIC_RELEASE);
   uv_mutex_unlock(&store->lock);
   uv_async_send(&store->async);
 }
@@ -189,14 +189,14 @@ void durable__store_server_news(durable_store_t *store) {
   if (__atomic_exchange_n(&store->nudge, 0, __ATOMIC_ACQ_REL) &&
       store->src != NULL && store->be->watch_nudge != NULL && !store->closing)
     store->be->watch_nudge(store->src);
+  /* every finished job wakes the loop through here: the lock only when a
+   * stall was told */
+  if (!__atomic_exchange_n(&store->stall_news, 0, __ATOMIC_ACQ_REL))
+    return;
   uv_mutex_lock(&store->lock);
-  char *why = NULL;
-  int news = store->stall_news;
-  store->stall_news = 0;
-  if (news && store->stall != NULL)
-    why = strdup(store->stall);
+  char *why = store->stall ? strdup(store->stall) : NULL;
   uv_mutex_unlock(&store->lock);
-  if (news && store->on_stall != NULL)
+  if (store->on_stall != NULL)
     store->on_stall(store->on_stall_data, why);
   free(why);
 }
