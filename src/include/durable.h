@@ -206,6 +206,18 @@ typedef struct durable_store_s durable_store_t;
 int durable_store_open(uv_loop_t *loop, const char *url, durable_store_t **out,
                        durable_error_t *err);
 
+/* Open a store for reading only: gets, queries and stream reads, from a
+ * server that may be a PostgreSQL standby (of a URL that lists several
+ * hosts, a standby where one answers, unless the URL names its own
+ * target_session_attrs), or from an existing SQLite file.  Nothing is
+ * written, not even a schema or a new file: a store without durable's
+ * schema fails here with DURABLE_ENOTFOUND.  It has no change feed, so
+ * durable_store_watch, writes and grants are refused (DURABLE_EINVAL).  A
+ * standby answers with what it has replayed: a read may miss the newest
+ * commits of the primary, never see them out of order. */
+int durable_store_open_read(uv_loop_t *loop, const char *url,
+                            durable_store_t **out, durable_error_t *err);
+
 /* Finish every queued request (their callbacks run), stop the store's
  * threads, close its handles and free it.  `cb` (may be NULL) runs on the loop
  * once everything is released; after it the loop has no handle of the store

@@ -168,6 +168,9 @@ static int grant_job(durable_store_t *store, const char *principal,
                           modes, DURABLE_GRANT_READ, DURABLE_GRANT_WRITE,
                           DURABLE_GRANT_ALL, add ? "" : ", or 0 for all");
   durable__job_t *job = NULL;
+  if ((rc = durable__store_refuse_readonly(store, add ? "grant" : "revoke",
+                                           err)) < 0)
+    return rc;
   rc = durable__job_for_path(store, JOB_GRANT, &durable__grant_class, principal,
                              prefix, &job, err);
   if (rc < 0)

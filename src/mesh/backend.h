@@ -157,8 +157,12 @@ typedef struct durable__backend_s {
   const char *name; /* "sqlite" or "postgresql" */
 
   /* Open one connection (the store opens one per worker thread), creating
-   * the schema if needed.  `url` is the store URL as given. */
-  int (*connect)(const char *url, durable__conn_t **out, durable_error_t *err);
+   * the schema if needed.  `url` is the store URL as given.  `readonly`
+   * (durable_store_open_read): write nothing at all -- no schema, no
+   * file -- and find the schema there, or fail naming the store; a
+   * PostgreSQL server in recovery (a standby) is welcome. */
+  int (*connect)(const char *url, int readonly, durable__conn_t **out,
+                 durable_error_t *err);
   void (*disconnect)(durable__conn_t *conn);
   /* Which server `conn` is on (NULL: a backend with one server only).  The
    * store keeps every connection on the server its watch is on (server.c):

@@ -47,6 +47,15 @@ const char *durable_store_instance(const durable_store_t *store) {
   return store->instance;
 }
 
+int durable__store_refuse_readonly(durable_store_t *store, const char *what,
+                                   durable_error_t *err) {
+  if (!store->readonly)
+    return 0;
+  return durable__error(err, DURABLE_EINVAL,
+                        "%s refused: store '%s' is opened for reading only",
+                        what, store->name);
+}
+
 int durable__store_closing(durable_store_t *store) {
   return store->closing;
 }
@@ -198,10 +207,12 @@ int durable__worker_connect(durable__worker_t *w, durable_error_t *err) {
   int rc = durable__store_split_refusal(store, err);
   if (rc < 0)
     return rc; /* no connection at all while the store is split */
-  rc = be->connect(store->url, &w->conn, err);
+  rc = be->connect(store->url, store->readonly, &w->conn, err);
   if (rc == 0 && be->watch_commits)
     be->watch_commits(w->conn, durable__store_stalled, store);
-  if (rc == 0 && be->server_of) {
+  /* a store that only reads follows no server: any one of the URL's
+   * serves its reads, a standby as well as the primary */
+  if (rc == 0 && be->server_of && !store->readonly) {
     durable__server_t s = {0};
     if ((rc = be->server_of(w->conn, &s, err)) == 0)
       rc = durable__store_server_check(store, &s, &w->server_gen, err);

@@ -35,6 +35,9 @@ struct durable_store_s {
   char *name; /* the URL without its password: for messages */
   char instance[DURABLE_INSTANCE_MAX];
   int single; /* one connection: the writer also reads */
+  /* durable_store_open_read: reads only -- no write, grant, liveness
+   * question or watch, no feed; a server in recovery is welcome */
+  int readonly;
 
   /* the engine's (engine.c) */
   uv_mutex_t lock; /* queues, done list, own commits, stopping */

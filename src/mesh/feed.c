@@ -274,6 +274,9 @@ int durable_store_watch(durable_store_t *store, const char *ns, int flags,
   int rc = *ns ? durable_path_check(ns, err) : 0;
   if (rc < 0)
     return rc;
+  /* no feed: LISTEN and the commit log's watch need the primary */
+  if ((rc = durable__store_refuse_readonly(store, "a watch", err)) < 0)
+    return rc;
   if (durable__store_closing(store))
     return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing",
                           durable_store_name(store));

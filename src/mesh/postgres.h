@@ -210,6 +210,10 @@ PGconn *durable__pg_open(const char *url, char *why, size_t size);
  * unless NULL, win over the URL's). */
 PGconn *durable__pg_open_at(const char *url, const char *host, const char *port,
                             char *why, size_t size);
+/* durable__pg_open for a store that only reads (durable_store_open_read):
+ * of a URL that lists several hosts, a standby where one answers (the
+ * URL's own target_session_attrs wins). */
+PGconn *durable__pg_open_reader(const char *url, char *why, size_t size);
 /* Of a URL that lists several hosts (`host=`), the distinct servers that
  * take writes, each asked on a connection of its own (blocking), until
  * `*stop` (atomic) is set: up to `max` into `out`; how many.  -1 for a URL

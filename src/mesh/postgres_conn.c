@@ -181,12 +181,25 @@ int durable__pg_server(PGconn *pg, durable__server_t *out, char *why,
  * or a conninfo: expand_dbname hands either to libpq as it is.  Keywords
  * before "dbname" are defaults that the URL may override.  On failure
  * returns NULL with the reason in `why`. */
+static PGconn *open_session(const char *url, const char *host, const char *port,
+                            const char *attrs, char *why, size_t size);
+
 PGconn *durable__pg_open(const char *url, char *why, size_t size) {
-  return durable__pg_open_at(url, NULL, NULL, why, size);
+  return open_session(url, NULL, NULL, "read-write", why, size);
 }
 
 PGconn *durable__pg_open_at(const char *url, const char *host, const char *port,
                             char *why, size_t size) {
+  return open_session(url, host, port, "read-write", why, size);
+}
+
+PGconn *durable__pg_open_reader(const char *url, char *why, size_t size) {
+  return open_session(url, NULL, NULL, "prefer-standby", why, size);
+}
+
+/* `attrs`: the target_session_attrs unless the URL names its own. */
+static PGconn *open_session(const char *url, const char *host, const char *port,
+                            const char *attrs, char *why, size_t size) {
   const char *keys[16], *vals[16];
   int n = 0;
   keys[n] = "application_name", vals[n++] = "durable";
@@ -207,10 +220,10 @@ PGconn *durable__pg_open_at(const char *url, const char *host, const char *port,
                            "-c tcp_keepalives_interval=2 "
                            "-c tcp_keepalives_count=3 "
                            "-c tcp_user_timeout=" STR(LIVENESS_BOUND_MS);
-  /* Every connection goes to a server that takes writes: of a URL that
-   * lists a primary and its standbys, the primary, wherever it is now (a
-   * URL's own target_session_attrs wins). */
-  keys[n] = "target_session_attrs", vals[n++] = "read-write";
+  /* Every connection of a store that writes goes to a server that takes
+   * writes: of a URL that lists a primary and its standbys, the primary,
+   * wherever it is now (a URL's own target_session_attrs wins). */
+  keys[n] = "target_session_attrs", vals[n++] = attrs;
   keys[n] = "dbname", vals[n++] = url;
   /* after dbname, so that they win over the URL's own (one of its hosts) */
   if (host != NULL)

@@ -219,7 +219,23 @@ static void pg_disconnect(durable__conn_t *c) {
   free(c);
 }
 
-static int pg_connect(const char *url, durable__conn_t **out,
+/* A store that only reads finds the schema made by one that writes: it
+ * may be on a standby, where nothing can be made. */
+static int schema_present(durable__conn_t *c, durable_error_t *err) {
+  PGresult *res = PQexec(c->pg, "SELECT to_regclass('public.durable_version') "
+                                "IS NOT NULL");
+  int rc = 0;
+  if (!durable__pg_result_ok(res))
+    rc = durable__pg_error(c, res, 0, err, "open", "");
+  else if (PQntuples(res) != 1 || PQgetvalue(res, 0, 0)[0] != 't')
+    rc = durable__error(err, DURABLE_ENOTFOUND,
+                        "no durable schema here: open the store for writing "
+                        "once (on its primary) before reading it");
+  PQclear(res);
+  return rc;
+}
+
+static int pg_connect(const char *url, int readonly, durable__conn_t **out,
                       durable_error_t *err) {
   *out = NULL;
   durable__conn_t *c = calloc(1, sizeof(*c));
@@ -231,14 +247,15 @@ static int pg_connect(const char *url, durable__conn_t **out,
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
   char why[400];
-  c->pg = durable__pg_open(url, why, sizeof(why));
+  c->pg = readonly ? durable__pg_open_reader(url, why, sizeof(why))
+                   : durable__pg_open(url, why, sizeof(why));
   if (c->pg == NULL) {
     durable__error(err, DURABLE_EUNAVAIL, "cannot connect to store '%s': %s",
                    c->name, why);
     pg_disconnect(c);
     return DURABLE_EUNAVAIL;
   }
-  int rc = bootstrap(c, err);
+  int rc = readonly ? schema_present(c, err) : bootstrap(c, err);
   if (rc != 0) {
     /* name the store (EUNAVAIL messages already do): durable_store_open()
      * reports this line as it is */

@@ -548,6 +548,10 @@ int durable__store_alive(durable_store_t *store, const char *instance,
     return durable__error(err, DURABLE_EINVAL,
                           "'%s' is not a store instance (HOST:PID:16hex)",
                           instance ? instance : "");
+  /* a standby's locks are not the primary's */
+  int rc = durable__store_refuse_readonly(store, "a liveness question", err);
+  if (rc < 0)
+    return rc;
   if (store->closing)
     return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing", store->name);
   durable__job_t *job =

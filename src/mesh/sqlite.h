@@ -94,11 +94,17 @@ static inline void done_with(sqlite3_stmt *st) {
 
 /* ---- sqlite_conn.c ---------------------------------------------------- */
 
-/* Open a connection to the store `url` names.  `bootstrap` sets the
- * journal and creates the schema (every engine connection); the watch's
- * connection only reads. */
-int durable__sqlite_open(const char *url, int bootstrap, durable__conn_t **out,
-                         durable_error_t *err);
+/* How a connection opens: the engine's of a store that writes set the
+ * journal and create the schema; the watch's only reads; those of a store
+ * opened for reading (durable_store_open_read) write nothing, not even a
+ * new file, and find durable's schema there or fail. */
+typedef enum {
+  DURABLE__SQLITE_WATCH,
+  DURABLE__SQLITE_BOOTSTRAP,
+  DURABLE__SQLITE_READ
+} durable__sqlite_open_t;
+int durable__sqlite_open(const char *url, durable__sqlite_open_t how,
+                         durable__conn_t **out, durable_error_t *err);
 void durable__sqlite_close(durable__conn_t *c);
 /* 1 for the in-memory store: one connection, no other process. */
 int durable__sqlite_single_connection(const char *url);

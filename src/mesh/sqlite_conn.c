@@ -485,22 +485,30 @@ static int int_of(sqlite3 *db, const char *sql, int64_t *out) {
 /* Only an empty file or durable's own becomes a store: a `durable get` on
  * somebody's database must not add durable's tables to it.  durable's own is
  * marked (APPLICATION_ID); a file of an earlier durable, unmarked, is known
- * by its node table and marked now.  *adopt: mark it in the bootstrap. */
-static int check_owner(durable__conn_t *c, int *adopt, durable_error_t *err) {
-  int64_t id = 0, tables = 0, nodes = 0;
-  int rc = int_of(c->db, "PRAGMA application_id", &id);
+ * by its node table and marked now.  read_marks reads those: the mark, the
+ * tables and indexes that are not SQLite's own, and whether the node table
+ * is one.  check_owner: *adopt to mark it in the bootstrap. */
+static int read_marks(durable__conn_t *c, int64_t *id, int64_t *tables,
+                      int64_t *nodes, durable_error_t *err) {
+  int rc = int_of(c->db, "PRAGMA application_id", id);
   if (rc == SQLITE_OK)
     rc = int_of(c->db,
                 "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE "
                 "'sqlite\\_%' ESCAPE '\\'",
-                &tables);
+                tables);
   if (rc == SQLITE_OK)
     rc = int_of(c->db,
                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
                 "AND name = '" DURABLE__PRIMARY_TABLE "'",
-                &nodes);
-  if (rc != SQLITE_OK)
-    return open_fail(c, rc, "read its header", err);
+                nodes);
+  return rc == SQLITE_OK ? 0 : open_fail(c, rc, "read its header", err);
+}
+
+static int check_owner(durable__conn_t *c, int *adopt, durable_error_t *err) {
+  int64_t id = 0, tables = 0, nodes = 0;
+  int rc = read_marks(c, &id, &tables, &nodes, err);
+  if (rc < 0)
+    return rc;
   if (id == APPLICATION_ID)
     return 0;
   if (id != 0)
@@ -521,12 +529,30 @@ static int check_owner(durable__conn_t *c, int *adopt, durable_error_t *err) {
   return 0;
 }
 
-/* Open a connection.  `bootstrap` sets the journal and creates the schema:
- * done by every engine connection (so a read-only file is refused at
- * connect, by that write), not by the watch's, which only reads and must not
- * queue behind a writer on the loop thread. */
-int durable__sqlite_open(const char *url, int bootstrap, durable__conn_t **out,
-                         durable_error_t *err) {
+/* A store opened for reading finds a durable file there: nothing is
+ * made for it. */
+static int check_durable(durable__conn_t *c, durable_error_t *err) {
+  int64_t id = 0, tables = 0, nodes = 0;
+  int rc = read_marks(c, &id, &tables, &nodes, err);
+  if (rc < 0)
+    return rc;
+  /* a file of before the mark has the node table */
+  if (id != APPLICATION_ID && (id != 0 || nodes == 0))
+    return durable__error(err, DURABLE_ENOTFOUND,
+                          "SQLite file '%s' is no durable store (nothing "
+                          "written there yet)",
+                          c->file);
+  return 0;
+}
+
+/* Open a connection (`how`: sqlite.h).  Bootstrap sets the journal and
+ * creates the schema: done by every engine connection of a store that
+ * writes (so a read-only file is refused at connect, by that write), not by
+ * the watch's, which only reads and must not queue behind a writer on the
+ * loop thread. */
+int durable__sqlite_open(const char *url, durable__sqlite_open_t how,
+                         durable__conn_t **out, durable_error_t *err) {
+  int bootstrap = how == DURABLE__SQLITE_BOOTSTRAP;
   url_parts p;
   int rc = parse_url(url, &p, err);
   if (rc != 0)
@@ -552,9 +578,18 @@ int durable__sqlite_open(const char *url, int bootstrap, durable__conn_t **out,
     durable__sqlite_close(c);
     return rc;
   }
+  struct stat st;
+  if (how == DURABLE__SQLITE_READ && !p.memory && stat(c->file, &st) != 0) {
+    durable__error(err, DURABLE_ENOTFOUND, "no SQLite file at '%s'", c->file);
+    durable__sqlite_close(c);
+    return DURABLE_ENOTFOUND;
+  }
+  /* read-write even to read: a reader of a WAL file writes its index */
   rc = sqlite3_open_v2(
       c->file, &c->db,
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
+          (how == DURABLE__SQLITE_READ ? 0 : SQLITE_OPEN_CREATE),
+      NULL);
   if (rc != SQLITE_OK) {
     rc = open_fail(c, rc, "open", err);
     durable__sqlite_close(c);
@@ -571,6 +606,15 @@ int durable__sqlite_open(const char *url, int bootstrap, durable__conn_t **out,
    * statement here journals more than a batch's pages; a failure here costs
    * only that speed. */
   sqlite3_exec(c->db, "PRAGMA temp_store=MEMORY", NULL, NULL, NULL);
+
+  if (how == DURABLE__SQLITE_READ) {
+    if ((rc = check_durable(c, err)) < 0) {
+      durable__sqlite_close(c);
+      return rc;
+    }
+    *out = c;
+    return 0;
+  }
 
   /* READWRITE falls back to read-only without a word when the file is not
    * writable; refuse that here rather than at the first write. */

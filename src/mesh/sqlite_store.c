@@ -168,9 +168,11 @@ static int take_version(durable__conn_t *c, int64_t *version,
   return 0;
 }
 
-static int connect_(const char *url, durable__conn_t **out,
+static int connect_(const char *url, int readonly, durable__conn_t **out,
                     durable_error_t *err) {
-  return durable__sqlite_open(url, 1, out, err);
+  return durable__sqlite_open(
+      url, readonly ? DURABLE__SQLITE_READ : DURABLE__SQLITE_BOOTSTRAP, out,
+      err);
 }
 
 /* ---- transactions ----------------------------------------------------- */

@@ -509,7 +509,7 @@ int durable__sqlite_watch_start(durable_store_t *store, const char *url,
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   w->store = store;
   w->live_fd = -1;
-  int rc = durable__sqlite_open(url, 0, &w->conn, err);
+  int rc = durable__sqlite_open(url, DURABLE__SQLITE_WATCH, &w->conn, err);
   if (rc == 0)
     rc = live_hold(w->conn->file, key, &w->live_fd, err);
   /* The starting point is read here, on the loop thread, rather than in the

@@ -4,6 +4,10 @@
  * unreachable database is reported by open), and closing it (the feed's
  * watches, then the engine's workers, then the backend's watch source).
  *
+ * A store opened for reading (durable_store_open_read) is the same engine
+ * without its writing half: no schema made, no watch (so no LISTEN and no
+ * liveness lock), every write refused; it may be a standby.
+ *
  * The work itself runs on the engine (engine.c): reads (read.c), writes
  * (write.c), grants (access.c), the change feed (feed.c); the process's
  * liveness as the database sees it is fence.c's.  This file is the top of
@@ -33,8 +37,21 @@ static const durable__backend_t *backend_for(const char *url) {
   return NULL;
 }
 
+static int store_open(uv_loop_t *loop, const char *url, int readonly,
+                      durable_store_t **out, durable_error_t *err);
+
 int durable_store_open(uv_loop_t *loop, const char *url, durable_store_t **out,
                        durable_error_t *err) {
+  return store_open(loop, url, 0, out, err);
+}
+
+int durable_store_open_read(uv_loop_t *loop, const char *url,
+                            durable_store_t **out, durable_error_t *err) {
+  return store_open(loop, url, 1, out, err);
+}
+
+static int store_open(uv_loop_t *loop, const char *url, int readonly,
+                      durable_store_t **out, durable_error_t *err) {
   *out = NULL;
   if (loop == NULL || url == NULL || *url == '\0')
     return durable__error(err, DURABLE_EINVAL, "store URL is missing");
@@ -54,6 +71,7 @@ int durable_store_open(uv_loop_t *loop, const char *url, durable_store_t **out,
   store->url = strdup(url);
   store->name = be->display_name ? be->display_name(url) : strdup(url);
   store->single = be->single_connection(url);
+  store->readonly = readonly;
   durable__instance_make(store->instance, sizeof store->instance);
   if (store->url == NULL || store->name == NULL ||
       uv_mutex_init(&store->lock) != 0) {
@@ -81,7 +99,7 @@ int durable_store_open(uv_loop_t *loop, const char *url, durable_store_t **out,
     durable_store_close(store, NULL, NULL);
     return rc;
   }
-  if (!store->single && be->watch_start) {
+  if (!store->single && !readonly && be->watch_start) {
     rc = be->watch_start(store, url, store->instance, &store->src, &e);
     if (rc < 0) {
       durable__error(err, rc, "%s", e.message);

@@ -186,4 +186,9 @@ durable__place_t durable__path_place(const char *path, char *partition_buf,
 
 /* For the backends and the mesh files. */
 int durable__store_closing(durable_store_t *store);
+/* 0 for a store that writes; for one opened with durable_store_open_read,
+ * DURABLE_EINVAL: "`what` refused: store '...' is opened for reading
+ * only". */
+int durable__store_refuse_readonly(durable_store_t *store, const char *what,
+                                   durable_error_t *err);
 #endif /* DURABLE_MESH_STORE_H */

@@ -993,6 +993,8 @@ int durable__store_write_remade(durable_store_t *store, const char *principal,
                           "writes remade by a mutator need it first");
   if (principal && (rc = durable_principal_check(principal, err)) < 0)
     return rc;
+  if ((rc = durable__store_refuse_readonly(store, "write", err)) < 0)
+    return rc;
   if (durable__store_closing(store))
     return durable__error(err, DURABLE_ESHUTDOWN, "%s is closing",
                           durable_store_name(store));

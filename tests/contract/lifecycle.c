@@ -205,8 +205,73 @@ static void case_close_flushes(void) {
   case_end();
 }
 
+static void no_change(durable_watch_t *w, durable_change_kind_t kind,
+                      const durable_node_t *node, void *data) {
+  (void)w, (void)kind, (void)node, (void)data;
+  g_stray_calls++;
+}
+
+/* A store opened for reading reads what the store wrote, and refuses every
+ * write, grant and watch, naming itself; it writes nothing, not even a
+ * new file. */
+static void case_open_read(void) {
+  case_begin("open_read");
+  res_t r = {0};
+  CHECK_OK(PUT(&r, P("doc"), "Doc", "{\"a\":1}"));
+  res_reset(&r);
+  durable_store_t *rs = NULL;
+  durable_error_t err = {0};
+  int rc = durable_store_open_read(&T.loop, g_url, &rs, &err);
+  if (g_memory) { /* a memory database of its own: no schema there */
+    CHECK_EQ_CODE(rc, DURABLE_ENOTFOUND);
+    CHECK(rs == NULL);
+    case_end();
+    return;
+  }
+  CHECK_OK(rc);
+  durable_store_t *writer = T.store;
+  T.store = rs; /* the synchronous helpers use T.store */
+  CHECK_OK(GET(&r, NULL, P("doc")));
+  CHECK_NODE(r.node, P("doc"), "Doc", "{\"a\":1}");
+  res_reset(&r);
+  char q[400];
+  snprintf(q, sizeof q, "namespace:%s", T.ns);
+  CHECK_OK(QUERY(&r, NULL, q, NULL, 10));
+  CHECK_EQ_INT(r.count, 1);
+  res_reset(&r);
+  T.store = writer;
+  memset(&err, 0, sizeof err);
+  rc = durable_store_put(rs, P("doc2"), "Doc", "{}", stray_cb, NULL, &err);
+  CHECK_EQ_CODE(rc, DURABLE_EINVAL);
+  CHECK_CONTAINS(err.message, "opened for reading only");
+  REFUSED(EINVAL,
+          durable_store_grant(rs, "alice", T.ns, 1, stray_cb, NULL, &e));
+  durable_watch_t *w = NULL;
+  REFUSED(EINVAL, durable_store_watch(rs, T.ns, 0, no_change, NULL, &w, &e));
+  CHECK(w == NULL);
+  REFUSED(EINVAL, durable__store_alive(rs, durable_store_instance(writer),
+                                       stray_cb, NULL, &e));
+  close_store(rs);
+  CHECK_EQ_INT(EXISTS(&r, NULL, P("doc2")), 0);
+  CHECK_EQ_INT(r.value, 0); /* the refused put wrote nothing */
+  res_reset(&r);
+
+  if (g_sqlite_file[0]) { /* no file: not made, refused naming it */
+    char url[600], file[560];
+    snprintf(file, sizeof file, "%s.none", g_sqlite_file);
+    snprintf(url, sizeof url, "sqlite:%s", file);
+    memset(&err, 0, sizeof err);
+    rc = durable_store_open_read(&T.loop, url, &rs, &err);
+    CHECK_EQ_CODE(rc, DURABLE_ENOTFOUND);
+    CHECK_CONTAINS(err.message, file);
+    CHECK(access(file, F_OK) != 0);
+  }
+  case_end();
+}
+
 static const contract_case_t cases[] = {
     {"open_close", case_open_close},
+    {"open_read", case_open_read},
     {"close_flushes", case_close_flushes},
     {"alive", case_alive},
     {"fence", case_fence},

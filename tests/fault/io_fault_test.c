@@ -174,10 +174,10 @@ static void node_path(char *out, size_t size, const char *ns, const char *id) {
   snprintf(out, size, "%s%s%s", ns, *ns ? "/" : "", id);
 }
 
-static int w_connect(const char *url, durable__conn_t **out,
+static int w_connect(const char *url, int readonly, durable__conn_t **out,
                      durable_error_t *err) {
   int rc = fault_check(F_CONNECT, NULL, NULL, err, NULL);
-  return rc ? rc : real->connect(url, out, err);
+  return rc ? rc : real->connect(url, readonly, out, err);
 }
 
 static void w_disconnect(durable__conn_t *conn) {
