@@ -206,7 +206,7 @@ static int l_stream_timings_check(lua_State *L) {
   return 1;
 }
 
-/* core.open{ store=, quiesce_budget_ms=, request_timeout_ms=,
+/* core.open{ store=, read_store=, quiesce_budget_ms=, request_timeout_ms=,
  *            instruction_budget=, log=function(level, line) end,
  *            streams={ holder_probe_ms=, ... } }
  * -> mesh, or nil, message, code when the store cannot be opened. */
@@ -252,7 +252,16 @@ static int l_open(lua_State *L) {
     if (durable_principal_check(principal, &why) < 0)
       return luaL_error(L, "durable.open: 'principal': %s", why.message);
   }
-  /* stack: opts store quiesce timeout budget log principal (anchored) */
+  lua_getfield(L, 1, "read_store");
+  const char *read_store = NULL;
+  if (!lua_isnil(L, 8)) {
+    if (lua_type(L, 8) != LUA_TSTRING || lua_rawlen(L, 8) == 0)
+      return luaL_error(L, "durable.open: 'read_store' must be a store URL "
+                           "string");
+    read_store = dlua_check_text(L, 8, "durable.open: 'read_store'");
+  }
+  /* stack: opts store quiesce timeout budget log principal read_store
+   * (anchored) */
 
   /* Closed and consistent before anything is acquired, so __gc is safe at
    * every step below. */
@@ -266,7 +275,7 @@ static int l_open(lua_State *L) {
   m->budget = budget;
   snprintf(m->store_name, sizeof m->store_name, "%s", store);
   luaL_setmetatable(L, DLUA_MESH_MT);
-  /* stack: opts store quiesce timeout budget log principal mesh */
+  /* stack: opts store quiesce timeout budget log principal read_store mesh */
   int rc = uv_loop_init(&m->loop);
   if (rc != 0)
     return dlua_fail(L, DURABLE_EIO, uv_strerror(rc));
@@ -278,6 +287,7 @@ static int l_open(lua_State *L) {
   }
   durable_mesh_options_t options = {
       .store = store,
+      .read_store = read_store,
       .principal = principal,
       .quiesce_budget_ms = (uint32_t)quiesce,
       .request_timeout_ms = (uint32_t)timeout,

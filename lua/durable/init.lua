@@ -95,7 +95,7 @@ local Hub = core.Hub
 local OPEN_KEYS = {
   store = true, plugins = true, quiesce_budget_ms = true, request_timeout_ms = true,
   instruction_budget = true, log = true, streams = true, host = true, principal = true,
-  metrics = true,
+  metrics = true, read_store = true,
 }
 
 -- The principal a mesh acts as: opts.principal (false: the platform, even
@@ -146,9 +146,15 @@ end
 ---takes $DURABLE_PRINCIPAL, else the platform (which may do everything);
 ---false is the platform whatever the environment says.  "platform" is
 ---refused as a name: the platform is no principal.
+---`read_store = URL` (a PostgreSQL standby) serves hub:read_durable: its
+---reads go there, its live tail is still heard from `store`, and an item
+---is handed over once the standby has replayed it -- in order, no gap, no
+---duplicate.  Consumers and node reads stay on `store`.  The URL is opened
+---for reading only (nothing is written there, not even a schema: open
+---`store` first); one that cannot be read returns nil, message, code.
 ---A mesh owns its libuv loop; there is no `loop` option: a program with its
 ---own loop (luv) drives the mesh through mesh:fd() and mesh:step().
----@param opts { principal?: string|false, host?: boolean, metrics?: string, store?: string, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
+---@param opts { principal?: string|false, host?: boolean, metrics?: string, store?: string, read_store?: string, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
 ---@return durable.Mesh|nil mesh
 ---@return string? message
 ---@return string? code
@@ -177,6 +183,9 @@ function durable.open(opts)
   if opts.host ~= nil and type(opts.host) ~= "boolean" then
     error("durable.open: 'host' must be a boolean", 2)
   end
+  if opts.read_store ~= nil and (type(opts.read_store) ~= "string" or opts.read_store == "") then
+    error("durable.open: 'read_store' must be a store URL string", 2)
+  end
   if opts.metrics ~= nil and type(opts.metrics) ~= "string" then
     error("durable.open: 'metrics' must be a \"HOST:PORT\" string", 2)
   end
@@ -185,6 +194,7 @@ function durable.open(opts)
   local records = plugin.load_all(opts.plugins or {})
   local mesh, message, code = core.open {
     store = store,
+    read_store = opts.read_store,
     quiesce_budget_ms = opts.quiesce_budget_ms,
     request_timeout_ms = opts.request_timeout_ms,
     instruction_budget = opts.instruction_budget,

@@ -50,6 +50,10 @@ typedef struct cli_command_s {
 struct cli_s {
   const cli_command_t *command;
   const char *store_url;
+  /* --read-store (get, search, streams, read): a store opened for reading
+   * only, a standby: a store session opens it in place of store_url, a
+   * mesh session reads its streams there (durable_mesh_options_t) */
+  const char *read_store_url;
   /* --as or $DURABLE_PRINCIPAL, checked; NULL: the platform */
   const char *principal;
   const char *values[CLI_MAX_OPTIONS];

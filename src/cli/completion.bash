@@ -55,7 +55,7 @@ _durable() {
   done
 
   case $prev in
-    --store)
+    --store | --read-store)
       if [[ $cur == sqlite:* ]]; then
         local file=${cur#sqlite:}
         mapfile -t COMPREPLY < <(compgen -f -- "$file" | sed 's/^/sqlite:/')

@@ -136,6 +136,12 @@ static void get_done(const durable_result_t *result, void *data) {
   cli_finish(cli, CLI_OK);
 }
 
+/* get and search: --read-store reads a standby instead of the store. */
+static const cli_option_t read_store_options[] = {
+    {"--read-store", 1},
+    {NULL, 0},
+};
+
 static int get_main(cli_t *cli, int argc, char **argv) {
   durable_error_t err;
   get_state_t state;
@@ -149,6 +155,7 @@ static int get_main(cli_t *cli, int argc, char **argv) {
   if (durable_path_check(state.path, &err) < 0)
     return cli_error(cli, CLI_USAGE, "%s", err.message);
 
+  cli->read_store_url = cli->values[0];
   if ((rc = cli_open(cli)) != 0)
     return rc;
   cli->state = &state;
@@ -162,12 +169,16 @@ static int get_main(cli_t *cli, int argc, char **argv) {
 
 const cli_command_t cli_get_command = {
     "get",
-    "@PATH",
+    "@PATH [--read-store URL]",
     "print a node as JSON",
     "Prints the node at PATH as one JSON object: path, namespace, id,\n"
     "node_type, main_node, version, created_at, updated_at (ISO-8601 UTC) and\n"
-    "content exactly as stored.  Fails (exit 1) when there is no node there.",
-    NULL,
+    "content exactly as stored.  Fails (exit 1) when there is no node there.\n"
+    "\n"
+    "  --read-store URL  read there instead of the store: a PostgreSQL\n"
+    "                    standby (nothing is written to it; it answers with\n"
+    "                    what it has replayed)",
+    read_store_options,
     get_main,
     0,
 };
@@ -248,6 +259,7 @@ static int search_main(cli_t *cli, int argc, char **argv) {
   if (!state.by_type && *subject && durable_path_check(subject, &err) < 0)
     return cli_error(cli, CLI_USAGE, "%s", err.message);
 
+  cli->read_store_url = cli->values[0];
   if ((rc = cli_open(cli)) != 0)
     return rc;
   state.query = argv[0];
@@ -260,14 +272,18 @@ static int search_main(cli_t *cli, int argc, char **argv) {
 
 const cli_command_t cli_search_command = {
     "search",
-    "namespace:NS|path:P|type:T",
+    "namespace:NS|path:P|type:T [--read-store URL]",
     "list nodes as JSON lines, in id order",
     "namespace:NS prints every child of NS (NS may be empty for the top\n"
     "level); path:P prints the node at P if there is one; type:T prints\n"
     "every node of NodeType T in every namespace (it scans: an operator's\n"
     "listing, e.g. type:DurableStream).  One JSON object per line, as\n"
-    "`durable get` prints it, in id order (type:T in path order), all pages.",
-    NULL,
+    "`durable get` prints it, in id order (type:T in path order), all pages.\n"
+    "\n"
+    "  --read-store URL  read there instead of the store: a PostgreSQL\n"
+    "                    standby (nothing is written to it; it answers with\n"
+    "                    what it has replayed)",
+    read_store_options,
     search_main,
     0,
 };

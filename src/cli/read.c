@@ -21,6 +21,7 @@
 static const cli_option_t read_options[] = {
     {"--after", 1},
     {"--follow", 0},
+    {"--read-store", 1},
     {NULL, 0},
 };
 
@@ -105,7 +106,7 @@ static void on_exists(const durable_result_t *result, void *data) {
     return;
   }
   memset(&err, 0, sizeof err);
-  int rc = durable__store_last_item(durable_mesh_store(s->cli->mesh),
+  int rc = durable__store_last_item(durable_mesh_read_store(s->cli->mesh),
                                     s->cli->principal, s->items_ns,
                                     on_last_item, s, &err);
   if (rc < 0)
@@ -117,7 +118,7 @@ static void on_exists(const durable_result_t *result, void *data) {
 void cli_stream_read_to_end(cli_stream_t *s) {
   durable_error_t err;
   memset(&err, 0, sizeof err);
-  int rc = durable_store_exists(durable_mesh_store(s->cli->mesh),
+  int rc = durable_store_exists(durable_mesh_read_store(s->cli->mesh),
                                 s->cli->principal, s->path, on_exists, s, &err);
   if (rc < 0)
     cli_refused(s->cli, rc, &err);
@@ -144,6 +145,7 @@ static int read_main(cli_t *cli, int argc, char **argv) {
                      "not '%s'",
                      cli->values[0]);
   s.follow = cli->values[1] != NULL;
+  cli->read_store_url = cli->values[2];
   if ((rc = cli_stream_take(cli, &s, argv[0], argv[1])) != 0)
     return rc;
 
@@ -166,7 +168,7 @@ static int read_main(cli_t *cli, int argc, char **argv) {
 
 const cli_command_t cli_read_command = {
     "read",
-    "NAMESPACE KEY [--after N] [--follow]",
+    "NAMESPACE KEY [--after N] [--follow] [--read-store URL]",
     "print a durable stream's items as JSON lines",
     "Prints the items of the durable stream NAMESPACE@KEY after sequence N\n"
     "(default 0), in order, one JSON object per line:\n"
@@ -178,6 +180,10 @@ const cli_command_t cli_read_command = {
     "  --after N  start after sequence N\n"
     "  --follow   keep printing new items until SIGINT or SIGTERM (then exit\n"
     "             0); a stream that does not exist yet is waited for\n"
+    "  --read-store URL\n"
+    "             read the items there, a PostgreSQL standby, and hear of new\n"
+    "             ones from the store: each is printed once the standby has\n"
+    "             replayed it, in order, none missed, none twice\n"
     "\n"
     "Without --follow it stops after the last item stored when it started,\n"
     "and fails (exit 1) when the stream does not exist.",

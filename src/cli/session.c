@@ -111,12 +111,17 @@ static int session_open_once(cli_t *cli, int mesh, int *unavailable) {
     durable_mesh_options_t options;
     memset(&options, 0, sizeof options);
     options.store = cli->store_url;
+    options.read_store = cli->read_store_url;
     options.principal = cli->principal;
     rc = durable_mesh_open(&cli->loop, &options, &cli->mesh, &err);
     if (rc >= 0 && cli->mesh != NULL)
       return 0;
   } else {
-    rc = durable_store_open(&cli->loop, cli->store_url, &cli->store, &err);
+    rc =
+        cli->read_store_url
+            ? durable_store_open_read(&cli->loop, cli->read_store_url,
+                                      &cli->store, &err)
+            : durable_store_open(&cli->loop, cli->store_url, &cli->store, &err);
     if (rc >= 0 && cli->store != NULL)
       return 0;
   }
@@ -131,7 +136,8 @@ static int session_open_once(cli_t *cli, int mesh, int *unavailable) {
     cli_error(cli, code, "cannot open store: %s", durable_strerror(rc));
   } else {
     char name[512];
-    masked(cli->store_url, name, sizeof name);
+    masked(cli->read_store_url ? cli->read_store_url : cli->store_url, name,
+           sizeof name);
     cli_error(cli, code, "cannot open store '%s': %s", name,
               durable_strerror(rc));
   }

@@ -22,6 +22,7 @@
 
 static const cli_option_t streams_options[] = {
     {"--json", 0},
+    {"--read-store", 1},
     {NULL, 0},
 };
 
@@ -296,6 +297,7 @@ static int streams_main(cli_t *cli, int argc, char **argv) {
   if (argc > 0)
     return cli_usage(cli, "too many arguments");
   st.json = cli->values[0] != NULL;
+  cli->read_store_url = cli->values[1];
   if ((rc = cli_open(cli)) != 0)
     return rc;
   cli->state = &st;
@@ -317,7 +319,7 @@ static int streams_main(cli_t *cli, int argc, char **argv) {
 
 const cli_command_t cli_streams_command = {
     "streams",
-    "[--json]",
+    "[--json] [--read-store URL]",
     "list durable streams: last, checkpoint, lag, backlog age, failures, lease",
     "Lists every durable stream in the store (every DurableStream node), in\n"
     "path order, one line each: STREAM (NAMESPACE@KEY), LAST (the last\n"
@@ -346,7 +348,10 @@ const cli_command_t cli_streams_command = {
     "          than one; null until then), stopped (seen_last,\n"
     "          seen_checkpoint, seen_epoch while the stream is stopped\n"
     "          because the store went back; else null), lost (from, to: the\n"
-    "          sequences a seek accepted as lost; else null)",
+    "          sequences a seek accepted as lost; else null)\n"
+    "  --read-store URL  read there instead of the store: a PostgreSQL\n"
+    "          standby (nothing is written to it; it answers with what it\n"
+    "          has replayed)",
     streams_options,
     streams_main,
     0,

@@ -168,6 +168,9 @@ typedef struct {
 struct durable_mesh_s {
   uv_loop_t *loop;
   durable_store_t *store;
+  /* durable_mesh_options_t.read_store, opened for reading (NULL: none):
+   * where unleased stream readers read */
+  durable_store_t *read_store;
   char *principal; /* NULL: the platform */
   uint32_t quiesce_budget_ms;
   uint32_t request_timeout_ms;
@@ -193,7 +196,7 @@ struct durable_mesh_s {
   int closing;
   int close_phase; /* see close_step in mesh.c */
   int stepping;
-  int store_closed;
+  int stores_open; /* the store, and the read store if any, until closed */
   void (*close_cb)(void *data);
   void *close_data;
 };

@@ -27,6 +27,10 @@ static void on_changed(void *data);
 durable_store_t *durable_mesh_store(durable_mesh_t *mesh) {
   return mesh->store;
 }
+
+durable_store_t *durable_mesh_read_store(durable_mesh_t *mesh) {
+  return mesh->read_store ? mesh->read_store : mesh->store;
+}
 uv_loop_t *durable_mesh_loop(durable_mesh_t *mesh) {
   return mesh->loop;
 }
@@ -574,11 +578,16 @@ int durable__mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
     return rc < 0 ? rc : durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
   rc = durable_store_open(loop, options->store, &mesh->store, err);
+  if (rc == 0 && options->read_store != NULL &&
+      (rc = durable_store_open_read(loop, options->read_store,
+                                    &mesh->read_store, err)) < 0)
+    durable_store_close(mesh->store, NULL, NULL); /* the loop lets it go */
   if (rc < 0) {
     free(mesh->principal);
     free(mesh);
     return rc;
   }
+  mesh->stores_open = mesh->read_store ? 2 : 1;
   durable__sched_init(&mesh->sched, loop, durable__hub_turn, on_changed, mesh);
   mesh->messaging = &durable__messaging;
   mesh->activate = durable__mesh_activate;
@@ -627,13 +636,13 @@ static void free_mesh(durable_mesh_t *mesh) {
 }
 
 static void maybe_free(durable_mesh_t *mesh) {
-  if (mesh->closing && mesh->store_closed && mesh->sched.handles == 0)
+  if (mesh->closing && mesh->stores_open == 0 && mesh->sched.handles == 0)
     free_mesh(mesh);
 }
 
 static void on_store_closed(void *data) {
   durable_mesh_t *mesh = data;
-  mesh->store_closed = 1;
+  mesh->stores_open--;
   maybe_free(mesh);
 }
 
@@ -697,10 +706,12 @@ static void finish_close(durable_mesh_t *mesh) {
   durable__ready_t *r;
   while ((r = durable__sched_pop(&mesh->sched)) != NULL)
     durable_hub_unref(durable__hub_of_ready(r));
-  durable_store_t *store = mesh->store;
-  mesh->store = NULL;
+  durable_store_t *store = mesh->store, *read_store = mesh->read_store;
+  mesh->store = mesh->read_store = NULL;
   durable__sched_close(&mesh->sched);
   durable_store_close(store, on_store_closed, mesh);
+  if (read_store)
+    durable_store_close(read_store, on_store_closed, mesh);
 }
 
 /* The close goes in three phases, so that what leaves first can still be

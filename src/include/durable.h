@@ -535,6 +535,14 @@ typedef struct durable_mesh_options_s {
   durable_log_cb log;          /* NULL: stderr, filtered by DURABLE_LOG */
   void *log_data;
   durable_stream_options_t streams; /* stream timings; zeros: defaults */
+  /* A store URL that unleased stream readers (durable_stream_read) read
+   * from, opened with durable_store_open_read: a PostgreSQL standby, to
+   * take reads off the primary.  The live tail still comes from `store`'s
+   * change feed (a standby has none): an append heard there is read from
+   * here once this server has replayed it, so a reader keeps its order,
+   * no gap, no duplicate.  Consumers, hubs and every node read stay on
+   * `store`.  NULL: `store` serves every read. */
+  const char *read_store;
 } durable_mesh_options_t;
 
 /* Open a mesh on `loop` over the store `options->store`.  Returns 0 and sets
@@ -550,6 +558,10 @@ void durable_mesh_close(durable_mesh_t *mesh, void (*cb)(void *data),
                         void *data);
 
 durable_store_t *durable_mesh_store(durable_mesh_t *mesh);
+/* The store unleased readers read from: the read store when the mesh has
+ * one (durable_mesh_options_t.read_store), else the store.  For a read
+ * that may lag the primary: an operator's listing, a report. */
+durable_store_t *durable_mesh_read_store(durable_mesh_t *mesh);
 /* The principal the mesh acts as, or NULL for the platform. */
 const char *durable_mesh_principal(const durable_mesh_t *mesh);
 uv_loop_t *durable_mesh_loop(durable_mesh_t *mesh);

@@ -467,7 +467,8 @@ static void start_pulling(durable__consumer_t *c) {
   durable_error_t err = {0};
   c->pull = durable__pull_new(
       c->mesh, &(durable_stream_id_t){c->ns, c->key}, c->checkpoint,
-      (c->flags & DURABLE__CONSUMER_HAS_SOURCE) ? &c->source : NULL, &err);
+      (c->flags & DURABLE__CONSUMER_HAS_SOURCE) ? &c->source : NULL,
+      durable_mesh_store(c->mesh), &err);
   if (c->pull == NULL)
     failure(c, c->checkpoint + 1, err.message);
   else

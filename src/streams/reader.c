@@ -25,6 +25,17 @@
  *   store  --range read after cursor-->  buffer  --next in sequence-->  cb
  *   watch  --"the stream moved"-------->  read again
  *
+ * A plain reader of a mesh with a read store (a standby) reads there, and
+ * still hears the tail from the store's feed: a signal may then come before
+ * the read store has replayed what it announced.  So such a reader keeps a
+ * `target`, the highest sequence the store is known to hold -- a signal's
+ * own, or for another process's append (a signal without one) the store's
+ * highest item, asked there, as it is once when the reader starts -- and
+ * while a read ends short of it, reads again after a wait that doubles
+ * from POLL_MIN_MS to POLL_MAX_MS.  After POLL_GIVE_UP_MS without progress
+ * (the standby is down, or far behind) it waits for the next signal.  The
+ * cursor keeps order, gaps and duplicates as for any reader.
+ *
  * Every read is made as the mesh's principal, so a reader of a stream whose
  * owner (or, for a custom source, whose items' owner) it may not read
  * stops at its first read with DURABLE_EACCES, having handed over nothing.
@@ -42,6 +53,11 @@
 /* A custom source is re-listed from the start of its namespace on each
  * signal; items further ahead than this wait for a later round. */
 #define AHEAD_MAX 4096
+/* A read store's reader: how soon it reads again when the store held less
+ * than announced, and for how long without progress (see above). */
+#define POLL_MIN_MS 1
+#define POLL_MAX_MS 100
+#define POLL_GIVE_UP_MS 10000
 
 typedef struct {
   int64_t seq;
@@ -87,6 +103,16 @@ struct durable__pull_s {
    * once the items read before it are handed over */
   int read_status;
   char read_message[sizeof(((durable_error_t *)0)->message)];
+  /* where reads go: the mesh's read store for a plain reader, else its
+   * store; `lagging` when that is not where the signals come from */
+  durable_store_t *from;
+  int lagging;
+  int64_t target;        /* lagging: the highest sequence known stored */
+  int asking, ask_again; /* lagging: the store's highest item, asked */
+  uv_timer_t poll;       /* lagging: the next read when one fell short */
+  int poll_open;
+  uint32_t poll_ms;
+  uint64_t progress_at; /* uv_now of the last read that brought an item */
 };
 
 static void pull_free(durable__pull_t *p) {
@@ -162,6 +188,7 @@ static void deliver_error(durable__pull_t *p, int status, const char *message,
 
 static int check_trimmed(durable__pull_t *p);
 static void maybe_free(durable__pull_t *p);
+static void poll_after_page(durable__pull_t *p, int progressed);
 
 /* Release the next item if it is there; else read when there is reason to.
  * 1 when an item was handed over (the callback may have asked for the next
@@ -260,7 +287,8 @@ typedef struct {
 } page_t;
 
 static void maybe_free(durable__pull_t *p) {
-  if (p->closed && !p->reading && !p->signal_owed && !p->busy && !p->checking)
+  if (p->closed && !p->reading && !p->signal_owed && !p->busy && !p->checking &&
+      !p->asking && !p->poll_open)
     pull_free(p);
 }
 
@@ -304,9 +332,8 @@ static int check_trimmed(durable__pull_t *p) {
     return 0;
   p->trim_checked = p->next;
   p->checking = 1;
-  if (durable_store_get(durable_mesh_store(p->mesh),
-                        durable_mesh_principal(p->mesh), p->stream_path,
-                        on_stream_node, p, &err) < 0) {
+  if (durable_store_get(p->from, durable_mesh_principal(p->mesh),
+                        p->stream_path, on_stream_node, p, &err) < 0) {
     p->checking = 0; /* asked again at the next gap */
     p->trim_checked = 0;
     return 0;
@@ -321,6 +348,7 @@ static void page_arrived(durable__pull_t *p, const durable_result_t *res,
   int status = res ? res->status : page->status;
   size_t count = res ? res->count : page->count;
   int first_read = !p->started;
+  int64_t upto_before = p->read_upto;
   p->started = 1;
   if (status < 0) {
     read_failed(p, status, res ? res->message : page->message);
@@ -352,6 +380,8 @@ static void page_arrived(durable__pull_t *p, const durable_result_t *res,
   p->more = res ? res->more : page->more;
   if (!p->custom && p->dirty && !p->heard_blind && p->read_upto >= p->heard)
     p->dirty = 0; /* every item announced meanwhile came with this page */
+  if (p->lagging)
+    poll_after_page(p, p->read_upto > upto_before);
   if (first_read && p->first == p->nbuf && check_trimmed(p))
     return; /* its answer delivers */
   if (p->custom) {
@@ -418,7 +448,7 @@ static void on_page(const durable_result_t *res, void *data) {
 }
 
 static void read_more(durable__pull_t *p) {
-  durable_store_t *store = durable_mesh_store(p->mesh);
+  durable_store_t *store = p->from;
   durable_error_t err = {0};
   int rc;
   p->reading = 1;
@@ -438,6 +468,94 @@ static void read_more(durable__pull_t *p) {
     p->reading = 0;
     read_failed(p, rc, err.message);
   }
+}
+
+/* Read again: now if an item is asked for, else ahead while less than a
+ * page waits. */
+static void read_again(durable__pull_t *p) {
+  p->dirty = 1;
+  if (!p->reading && p->cb != NULL)
+    try_deliver(p);
+  else if (!p->reading && !p->failed && !p->read_status &&
+           p->nbuf - p->first < PAGE)
+    read_more(p); /* ahead, while the last item is being handled */
+}
+
+/* ---- a read store's reader (see the top) ---- */
+
+static void on_poll(uv_timer_t *timer) {
+  durable__pull_t *p = timer->data;
+  if (!p->closed)
+    read_again(p);
+}
+
+static void on_poll_closed(uv_handle_t *handle) {
+  durable__pull_t *p = handle->data;
+  durable_mesh_t *mesh = p->mesh;
+  p->poll_open = 0;
+  maybe_free(p);
+  durable__sched_handle_closed(&mesh->sched);
+}
+
+/* A page came: read again soon while the store holds less than `target`. */
+static void poll_after_page(durable__pull_t *p, int progressed) {
+  uint64_t now = uv_now(durable_mesh_loop(p->mesh));
+  if (progressed) {
+    p->progress_at = now;
+    p->poll_ms = POLL_MIN_MS;
+  }
+  if (p->more || p->read_upto >= p->target || p->closed)
+    return;
+  if (now - p->progress_at > POLL_GIVE_UP_MS)
+    return; /* the next signal starts over */
+  uv_timer_start(&p->poll, on_poll, p->poll_ms, 0);
+  p->poll_ms = p->poll_ms * 2 > POLL_MAX_MS ? POLL_MAX_MS : p->poll_ms * 2;
+}
+
+/* The target rose: a read that fell short tries again from the start. */
+static void target_rose(durable__pull_t *p, int64_t seq) {
+  if (seq <= p->target)
+    return;
+  p->target = seq;
+  p->progress_at = uv_now(durable_mesh_loop(p->mesh));
+  p->poll_ms = POLL_MIN_MS;
+}
+
+static void ask_target(durable__pull_t *p);
+
+static void on_target(const durable_result_t *res, void *data) {
+  durable__pull_t *p = data;
+  p->asking = 0;
+  if (p->closed) {
+    maybe_free(p);
+    return;
+  }
+  /* a store that cannot answer now leaves the target as it was: the
+   * signals go on, and so do the reads they start */
+  if (res->status == 0 && res->value > p->read_upto) {
+    target_rose(p, res->value);
+    read_again(p);
+  }
+  if (p->ask_again && !p->closed) {
+    p->ask_again = 0;
+    ask_target(p);
+  }
+  maybe_free(p);
+}
+
+/* Ask the store (not the read store) for the highest item; one question
+ * at a time, another after it when a signal came meanwhile. */
+static void ask_target(durable__pull_t *p) {
+  durable_error_t err = {0};
+  if (p->asking) {
+    p->ask_again = 1;
+    return;
+  }
+  p->asking = 1;
+  if (durable__store_last_item(durable_mesh_store(p->mesh),
+                               durable_mesh_principal(p->mesh), p->items_ns,
+                               on_target, p, &err) < 0)
+    p->asking = 0;
 }
 
 /* The change feed says something moved. */
@@ -466,8 +584,12 @@ static void on_signal(durable_watch_t *w, durable_change_kind_t kind,
       return;
     if (seq > p->heard)
       p->heard = seq;
+    if (p->lagging)
+      target_rose(p, seq);
   } else if (!p->custom) {
     p->heard_blind = 1;
+    if (p->lagging)
+      ask_target(p); /* another process appended: up to where? */
   }
   if (p->custom && p->round_after != NULL)
     p->round_again = 1;
@@ -479,16 +601,13 @@ static void on_signal(durable_watch_t *w, durable_change_kind_t kind,
     }
     return;
   }
-  if (!p->reading && p->cb != NULL)
-    try_deliver(p);
-  else if (!p->reading && !p->failed && !p->read_status &&
-           p->nbuf - p->first < PAGE)
-    read_more(p); /* ahead, while the last item is being handled */
+  read_again(p);
 }
 
 durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
                                    const durable_stream_id_t *id, int64_t after,
                                    const durable_source_t *source,
+                                   durable_store_t *from,
                                    durable_error_t *err) {
   char path[DURABLE_PATH_MAX + 1], items[DURABLE_PATH_MAX + 32];
   if (durable_stream_check(id, err) < 0)
@@ -510,6 +629,7 @@ durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
     return NULL;
   }
   p->mesh = mesh;
+  p->from = from;
   p->next = after + 1;
   p->read_upto = after;
   p->custom = source != NULL;
@@ -533,6 +653,20 @@ durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
                           &p->watch, err) < 0) {
     pull_free(p);
     return NULL;
+  }
+  /* a custom source is listed by namespace, not by sequence: it has no
+   * target to wait for, so it reads where its signals come from */
+  if (from != durable_mesh_store(mesh) && !p->custom) {
+    p->lagging = 1;
+    uv_timer_init(durable_mesh_loop(mesh), &p->poll);
+    p->poll.data = p;
+    p->poll_open = 1;
+    durable__sched_handle_opened(&mesh->sched);
+    p->progress_at = uv_now(durable_mesh_loop(mesh));
+    p->poll_ms = POLL_MIN_MS;
+    ask_target(p); /* what the store held when the reader began */
+  } else {
+    p->from = durable_mesh_store(mesh);
   }
   return p;
 }
@@ -563,6 +697,8 @@ void durable__pull_close(durable__pull_t *p) {
   p->cb = NULL;
   durable_watch_close(p->watch);
   p->watch = NULL;
+  if (p->poll_open && !uv_is_closing((uv_handle_t *)&p->poll))
+    uv_close((uv_handle_t *)&p->poll, on_poll_closed);
   maybe_free(p);
 }
 
@@ -635,7 +771,8 @@ int durable_stream_read(durable_mesh_t *mesh, const durable_stream_id_t *id,
   if (r == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   durable_error_t e = {0};
-  r->pull = durable__pull_new(mesh, id, after, source, &e);
+  r->pull = durable__pull_new(mesh, id, after, source,
+                              durable_mesh_read_store(mesh), &e);
   if (r->pull == NULL) {
     free(r);
     return durable__error(err, e.code, "%s", e.message);

@@ -269,9 +269,13 @@ typedef struct durable__pull_s durable__pull_t;
 typedef void (*durable__pull_cb)(durable__pull_t *pull, int status,
                                  const durable_item_t *item,
                                  const char *message, void *data);
+/* Reads go to `from`: the mesh's store, or its read store (then the
+ * reader waits for the read store to have what the store's feed
+ * announced). */
 durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
                                    const durable_stream_id_t *id, int64_t after,
                                    const durable_source_t *source,
+                                   durable_store_t *from,
                                    durable_error_t *err);
 /* Ask for the next item: `cb` runs once, when it is there (maybe much
  * later), or with a failure: `item` NULL for a read that failed, else the

@@ -470,14 +470,14 @@ static void rd_cb(durable_reader_t *reader, int status,
   }
 }
 
-static double reader_run(const durable_stream_id_t *id, long after, long until,
-                         long *rss_peak) {
+static double reader_run(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                         long after, long until, long *rss_peak) {
   rd_t d = {.until = until, .expect = after + 1, .order_ok = 1};
   durable_reader_t *reader;
   durable_error_t err = {0};
   d.rss_peak = rss_kib();
   double t0 = now_s();
-  int rc = durable_stream_read(M, id, after, NULL, rd_cb, &d, &reader, &err);
+  int rc = durable_stream_read(mesh, id, after, NULL, rd_cb, &d, &reader, &err);
   if (rc < 0)
     die("durable_stream_read refused: %s", err.message);
   run_until(&C, &d.finished, "reading the stream");
@@ -499,6 +499,41 @@ static double lua_figures(const char *mode, const char *url, const char *ns,
   snprintf(count, sizeof count, "%ld", n);
   const char *args[] = {mode, url, ns, key, count, NULL};
   return lua_figure(opt.durable, opt.lua, args);
+}
+
+/* The same catch-up from a standby (PostgreSQL, with DURABLE_TEST_PG_STANDBY
+ * naming one of T's server): a mesh whose read store it is, against the
+ * mesh on the primary, alternately. */
+static void fig_catchup_standby(const durable_stream_id_t *id, long n) {
+  const char *standby = T->pg ? getenv("DURABLE_TEST_PG_STANDBY") : NULL;
+  if (standby == NULL || *standby == '\0') {
+    if (T->pg)
+      printf("  (a standby's catch-up: set DURABLE_TEST_PG_STANDBY to a "
+             "standby of this server)\n");
+    return;
+  }
+  durable_mesh_options_t o = {
+      .store = T->url, .read_store = standby, .log = log_line};
+  durable_mesh_t *reader = NULL;
+  durable_error_t err = {0};
+  if (durable_mesh_open(&C.loop, &o, &reader, &err) < 0)
+    die("cannot open a mesh reading %s: %s", standby, err.message);
+  reader_run(reader, id, 0, n, NULL); /* untimed: once the standby has all */
+  int reps = opt.reps;
+  double prim[64], stby[64], ratio[64], rate_p[64], rate_s[64];
+  for (int r = 0; r < reps; r++) {
+    prim[r] = reader_run(M, id, 0, n, NULL);
+    stby[r] = reader_run(reader, id, 0, n, NULL);
+    ratio[r] = prim[r] / stby[r]; /* the standby's rate / the primary's */
+    rate_p[r] = (double)n / prim[r];
+    rate_s[r] = (double)n / stby[r];
+  }
+  mesh_close(&C, reader);
+  print_rate("durable_stream_read from 0, on the primary", rate_p, reps,
+             "items/s");
+  print_rate("durable_stream_read from 0, read_store on a standby", rate_s,
+             reps, "items/s");
+  print_ratio("ratio standby / primary", ratio, reps, ">= 0.8x");
 }
 
 static void fig_catchup(void) {
@@ -531,14 +566,14 @@ static void fig_catchup(void) {
   long rss_before = rss_kib(), rss_peak = rss_before;
   for (int r = 0; r < reps; r++) {
     rawt[r] = raw_read(items_ns, 0, &rows);
-    full[r] = reader_run(&id, 0, n, &rss_peak);
+    full[r] = reader_run(M, &id, 0, n, &rss_peak);
     lua[r] = lua_figures("read", T->url, "Bench", key, n);
     r_full[r] = rawt[r] / full[r];             /* our rate / raw rate */
     r_lua[r] = lua[r] / ((double)n / rawt[r]); /* Lua rate / raw rate */
   }
   long rss_after = rss_kib();
   for (int r = 0; r < TAIL_REPS; r++)
-    tail[r] = reader_run(&id, tail_after, n, NULL);
+    tail[r] = reader_run(M, &id, tail_after, n, NULL);
   for (int r = 0; r < reps; r++)
     r_tail[r] = full[r] / median(tail, TAIL_REPS);
   double rate_raw[64], rate_full[64];
@@ -566,6 +601,7 @@ static void fig_catchup(void) {
          (double)(rss_peak - rss_before) / 1024, num((double)rss_before),
          num((double)rss_peak), num((double)rss_after));
   raw_close();
+  fig_catchup_standby(&id, n);
 
   /* the Lua producer */
   double p1[64], lp[64], r_lp[64];

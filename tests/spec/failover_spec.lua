@@ -38,18 +38,19 @@ end
 local PACE_MS = 10
 
 -- A primary and a standby of its own (mode "sync" or "async"); returns
--- { dir, ctl, standby_ctl, ha, primary } and stops both after the case.
+-- { dir, ctl, standby_ctl, ha, primary, standby } and stops both after the
+-- case.
 local function cluster(mode)
   -- the folder first, so that a standby that fails still has it stopped
   local script = ". tests/support/pg.sh && unset DURABLE_TEST_PG_DIR && durable_pg_start >&2 && "
     .. "echo \"$DURABLE_TEST_PG_DIR\" && durable_pg_standby s1 " .. mode .. " >&2 && "
     .. "printf '%s\\n' \"$DURABLE_TEST_PG_CTL\" \"$DURABLE_TEST_PG_STANDBY_CTL\" "
-    .. "\"$DURABLE_TEST_PG_HA\" \"$DURABLE_TEST_PG\""
+    .. "\"$DURABLE_TEST_PG_HA\" \"$DURABLE_TEST_PG\" \"$DURABLE_TEST_PG_STANDBY\""
   local code, out, err = helper.sh("bash -c " .. helper.quote(script))
   local c = {}
   c.dir = out:match("^([^\n]+)\n")
-  c.ctl, c.standby_ctl, c.ha, c.primary =
-    out:match("^[^\n]+\n([^\n]+)\n([^\n]+)\n([^\n]+)\n([^\n]+)\n")
+  c.ctl, c.standby_ctl, c.ha, c.primary, c.standby =
+    out:match("^[^\n]+\n([^\n]+)\n([^\n]+)\n([^\n]+)\n([^\n]+)\n([^\n]+)\n")
   finally(function()
     if c.dir then
       helper.sh("bash -c " .. helper.quote(". tests/support/pg.sh && DURABLE_TEST_PG_DIR="
@@ -175,11 +176,26 @@ describe("a PostgreSQL failover #postgres", function()
     return
   end
 
+  -- Plain readers of every stream of `w`, on `mesh`'s read store: the
+  -- sequences each was handed, in order.
+  local function readers(mesh, w)
+    local hub, read = mesh:hub("client/" .. w.ns .. "/reader"), {}
+    for _, owner in ipairs(w.owners) do
+      local got = {}
+      read[owner] = got
+      hub:read_durable({ namespace = FAMILY, key = owner }, 0, function(item) got[#got + 1] = item.sequence end,
+        nil, function(message) w.errors[#w.errors + 1] = "reader: " .. message end)
+    end
+    return read
+  end
+
   it("with synchronous replication loses nothing, hands nothing acknowledged again, and every "
-    .. "stream moves within 5 s of the promotion, whatever its backoff", function()
+    .. "stream moves within 5 s of the promotion, whatever its backoff; a reader on the standby "
+    .. "reads on across it", function()
     local c = cluster("sync")
-    local mesh = helper.open { store = c.ha, streams = STREAMS }
+    local mesh = helper.open { store = c.ha, read_store = c.standby, streams = STREAMS }
     local w = busy(mesh, helper.ns())
+    local read = readers(mesh, w)
     local start = w.counts()
     w.run_until(function() return w.moved(start, 20) end, 20000)
 
@@ -219,6 +235,17 @@ describe("a PostgreSQL failover #postgres", function()
     w.producing = false
     w.run_until(w.caught_up, 20000)
     assert_exactly(w)
+    -- the readers on the standby (now the primary): every item, in order, once
+    w.run_until(function()
+      for _, owner in ipairs(w.owners) do
+        if #read[owner] < #w.told[owner] then return false end
+      end
+      return true
+    end, 20000)
+    for _, owner in ipairs(w.owners) do
+      for i, seq in ipairs(read[owner]) do assert.equal(i, seq, owner .. ": the reader's item " .. i) end
+      assert.equal(#w.told[owner], #read[owner], owner .. ": the reader has every item")
+    end
     local function slurp(name)
       local f = io.open(cli .. name)
       local text = f and f:read("a")
@@ -235,6 +262,38 @@ describe("a PostgreSQL failover #postgres", function()
     assert.equal("0\n", rc, "durable publish --id failed: " .. err)
     assert.equal("1\n", out)
     assert.truthy(err:find("trying again", 1, true), "it said it waited: " .. err)
+  end)
+
+  it("hands a reader on a standby what the standby replays late, in order, when it has it",
+    function()
+    local c = cluster("async")
+    local mesh = helper.open { store = c.primary, read_store = c.standby, streams = STREAMS }
+    local ns = helper.ns()
+    local id = { namespace = FAMILY, key = ns .. "/late" }
+    local client = mesh:hub("client/" .. ns)
+    assert.equal(1, helper.ok(client:publish_durable(id, { n = 1 })))
+    local got = {}
+    local sub = client:read_durable(id, 0, function(item) got[#got + 1] = item.sequence end)
+    helper.run_until(mesh, function() return #got == 1 end, 10000)
+    -- the standby stops replaying: what is published now is heard of (on
+    -- the primary) before the standby has it.  Once replay goes on, and
+    -- nothing is published any more, the reader finds the items by itself:
+    -- those appended by this mesh (heard with their sequence), then those
+    -- appended by another (heard as "changed elsewhere": the reader asks
+    -- the primary how far)
+    local psql = "psql -q -h " .. helper.quote(c.dir .. "/s1") .. " -U durable -d durable -c "
+    local other = helper.open { store = c.primary }:hub("client/" .. ns)
+    for _, round in ipairs { { client, 2, 20 }, { other, 21, 40 } } do
+      local producer, from, to = table.unpack(round)
+      run(psql .. helper.quote("SELECT pg_wal_replay_pause()"))
+      for n = from, to do assert.equal(n, helper.ok(producer:publish_durable(id, { n = n }))) end
+      mesh:run_until(function() return false end, 300)
+      assert.equal(from - 1, #got, "nothing before the standby has it")
+      run(psql .. helper.quote("SELECT pg_wal_replay_resume()"))
+      helper.run_until(mesh, function() return #got == to end, 10000)
+    end
+    for i = 1, 40 do assert.equal(i, got[i]) end
+    sub:close()
   end)
 
   it("with asynchronous replication behind, stops each stream that went back, re-issues no "

@@ -135,6 +135,7 @@ EOF
 #                                (promote, stop -m immediate, start)
 #   DURABLE_TEST_PG_HA           a libpq URL that lists the primary, then
 #                                the standby
+#   DURABLE_TEST_PG_STANDBY      a libpq URL of the standby alone
 durable_pg_standby() {
   local name=${1:?a name} mode=${2:-sync} bindir dir=${DURABLE_TEST_PG_DIR:?no private PostgreSQL}
   local sdir=$dir/$name
@@ -165,6 +166,7 @@ durable_pg_standby() {
       -c "SELECT pg_reload_conf()" >/dev/null || return 1
   fi
   export DURABLE_TEST_PG_HA="postgresql:///durable?host=$dir,$sdir&user=durable${DURABLE_PG_PORT:+&port=$DURABLE_PG_PORT}"
+  export DURABLE_TEST_PG_STANDBY="postgresql:///durable?host=$sdir&user=durable${DURABLE_PG_PORT:+&port=$DURABLE_PG_PORT}"
 }
 
 durable_pg_restart() {
@@ -195,5 +197,5 @@ durable_pg_stop() {
   fi
   rm -rf "$dir"
   unset DURABLE_TEST_PG DURABLE_TEST_PG_DIR DURABLE_TEST_PG_CTL DURABLE_TEST_PG_VERSION \
-    DURABLE_TEST_PG_STANDBY_CTL DURABLE_TEST_PG_HA
+    DURABLE_TEST_PG_STANDBY_CTL DURABLE_TEST_PG_HA DURABLE_TEST_PG_STANDBY
 }
