@@ -194,7 +194,10 @@ PGconn *durable__pg_open_at(const char *url, const char *host, const char *port,
 }
 
 PGconn *durable__pg_open_reader(const char *url, char *why, size_t size) {
-  return open_session(url, NULL, NULL, "prefer-standby", why, size);
+  /* prefer-standby is libpq 14's; before it, any server of the list */
+  return open_session(url, NULL, NULL,
+                      PQlibVersion() >= 140000 ? "prefer-standby" : "any", why,
+                      size);
 }
 
 /* `attrs`: the target_session_attrs unless the URL names its own. */

@@ -529,6 +529,36 @@ static int check_owner(durable__conn_t *c, int *adopt, durable_error_t *err) {
   return 0;
 }
 
+/* How a store opened for reading opens its file: read-write even to read,
+ * since a reader of a WAL file writes its index (-shm), but never creating
+ * the file.  A file this user may not write is read only where its -wal and
+ * -shm are there already: a reader that made them would leave them to this
+ * user, and the store's owner could write it no more. */
+static int read_flags(const char *file, int *flags, durable_error_t *err) {
+  char side[4096];
+  if (access(file, F_OK) != 0)
+    return durable__error(err, DURABLE_ENOTFOUND, "no SQLite file at '%s'",
+                          file);
+  if (access(file, W_OK) == 0) {
+    *flags = SQLITE_OPEN_READWRITE;
+    return 0;
+  }
+  const char *suffixes[] = {"-wal", "-shm"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(side, sizeof side, "%s%s", file, suffixes[i]);
+    if (access(side, F_OK) != 0)
+      return durable__error(
+          err, DURABLE_EACCES,
+          "SQLite file '%s' is not writable by this user and has no %s: "
+          "reading it would leave that file to this user, and the store's "
+          "owner could not write the store any more; read it as its owner, "
+          "or while a process of the owner has it open",
+          file, suffixes[i]);
+  }
+  *flags = SQLITE_OPEN_READONLY;
+  return 0;
+}
+
 /* A store opened for reading finds a durable file there: nothing is
  * made for it. */
 static int check_durable(durable__conn_t *c, durable_error_t *err) {
@@ -578,18 +608,13 @@ int durable__sqlite_open(const char *url, durable__sqlite_open_t how,
     durable__sqlite_close(c);
     return rc;
   }
-  struct stat st;
-  if (how == DURABLE__SQLITE_READ && !p.memory && stat(c->file, &st) != 0) {
-    durable__error(err, DURABLE_ENOTFOUND, "no SQLite file at '%s'", c->file);
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  if (how == DURABLE__SQLITE_READ && !p.memory &&
+      (rc = read_flags(c->file, &flags, err)) < 0) {
     durable__sqlite_close(c);
-    return DURABLE_ENOTFOUND;
+    return rc;
   }
-  /* read-write even to read: a reader of a WAL file writes its index */
-  rc = sqlite3_open_v2(
-      c->file, &c->db,
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
-          (how == DURABLE__SQLITE_READ ? 0 : SQLITE_OPEN_CREATE),
-      NULL);
+  rc = sqlite3_open_v2(c->file, &c->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
   if (rc != SQLITE_OK) {
     rc = open_fail(c, rc, "open", err);
     durable__sqlite_close(c);

@@ -32,8 +32,12 @@
  * own, or for another process's append (a signal without one) the store's
  * highest item, asked there, as it is once when the reader starts -- and
  * while a read ends short of it, reads again after a wait that doubles
- * from POLL_MIN_MS to POLL_MAX_MS.  After POLL_GIVE_UP_MS without progress
- * (the standby is down, or far behind) it waits for the next signal.  The
+ * from POLL_MIN_MS to POLL_MAX_MS while it makes progress.  After
+ * POLL_SLOW_AFTER_MS without progress (the standby's replay paused, or far
+ * behind) it says so once and reads again every POLL_SLOW_MS until it has
+ * caught up.  A read the read store fails for a while (a standby
+ * restarting, a query cancelled by its replay: EUNAVAIL, ECANCELED,
+ * ETIMEDOUT) is made again the same way, never the end of the reader.  The
  * cursor keeps order, gaps and duplicates as for any reader.
  *
  * Every read is made as the mesh's principal, so a reader of a stream whose
@@ -57,7 +61,8 @@
  * than announced, and for how long without progress (see above). */
 #define POLL_MIN_MS 1
 #define POLL_MAX_MS 100
-#define POLL_GIVE_UP_MS 10000
+#define POLL_SLOW_AFTER_MS 10000
+#define POLL_SLOW_MS 1000
 
 typedef struct {
   int64_t seq;
@@ -113,6 +118,7 @@ struct durable__pull_s {
   int poll_open;
   uint32_t poll_ms;
   uint64_t progress_at; /* uv_now of the last read that brought an item */
+  int slow_said;        /* the slow polling was logged (until progress) */
 };
 
 static void pull_free(durable__pull_t *p) {
@@ -189,6 +195,7 @@ static void deliver_error(durable__pull_t *p, int status, const char *message,
 static int check_trimmed(durable__pull_t *p);
 static void maybe_free(durable__pull_t *p);
 static void poll_after_page(durable__pull_t *p, int progressed);
+static void poll_later(durable__pull_t *p, const char *why);
 
 /* Release the next item if it is there; else read when there is reason to.
  * 1 when an item was handed over (the callback may have asked for the next
@@ -350,6 +357,14 @@ static void page_arrived(durable__pull_t *p, const durable_result_t *res,
   int first_read = !p->started;
   int64_t upto_before = p->read_upto;
   p->started = 1;
+  if (status < 0 && p->lagging &&
+      (status == DURABLE_EUNAVAIL || status == DURABLE_ECANCELED ||
+       status == DURABLE_ETIMEDOUT)) {
+    p->dirty = 1; /* the read store is away a while: read it again */
+    const char *message = res ? res->message : page->message;
+    poll_later(p, message && *message ? message : durable_strerror(status));
+    return;
+  }
   if (status < 0) {
     read_failed(p, status, res ? res->message : page->message);
     deliver_all(p); /* the items before it first, if one waits */
@@ -359,8 +374,10 @@ static void page_arrived(durable__pull_t *p, const durable_result_t *res,
     const durable_node_t *node = res ? res->nodes[i] : page->nodes[i];
     int64_t seq = p->custom ? p->source.sequence_of(node, p->source.data)
                             : durable__item_sequence(node->id);
-    if (!p->custom && seq > p->read_upto)
+    if (!p->custom && seq > p->read_upto) {
       p->read_upto = seq;
+      p->trim_checked = 0; /* a gap after these may be a new trim */
+    }
     if (p->custom && seq >= p->next + AHEAD_MAX) {
       p->round_again = 1;
       continue;
@@ -497,28 +514,56 @@ static void on_poll_closed(uv_handle_t *handle) {
   durable__sched_handle_closed(&mesh->sched);
 }
 
+/* Read again after the current wait, which doubles up to POLL_MAX_MS, and
+ * is POLL_SLOW_MS once POLL_SLOW_AFTER_MS passed without progress: said
+ * once, with `why`. */
+static void poll_later(durable__pull_t *p, const char *why) {
+  uint64_t now = uv_now(durable_mesh_loop(p->mesh));
+  uint64_t delay = p->poll_ms;
+  p->poll_ms = p->poll_ms * 2 > POLL_MAX_MS ? POLL_MAX_MS : p->poll_ms * 2;
+  if (now - p->progress_at > POLL_SLOW_AFTER_MS) {
+    delay = POLL_SLOW_MS;
+    if (!p->slow_said) {
+      p->slow_said = 1;
+      durable_stream_id_t id = {.ns = p->ns, .key = p->key};
+      durable_mesh_log(p->mesh, DURABLE_LOG_WARN,
+                       "[DurableStreams] a reader of %s on the read store has "
+                       "had nothing new for %d s: %s; reading again every "
+                       "%d ms",
+                       durable__stream_name(&id).text,
+                       POLL_SLOW_AFTER_MS / 1000, why, POLL_SLOW_MS);
+    }
+  }
+  uv_timer_start(&p->poll, on_poll, delay, 0);
+}
+
 /* A page came: read again soon while the store holds less than `target`. */
 static void poll_after_page(durable__pull_t *p, int progressed) {
-  uint64_t now = uv_now(durable_mesh_loop(p->mesh));
   if (progressed) {
-    p->progress_at = now;
+    p->progress_at = uv_now(durable_mesh_loop(p->mesh));
     p->poll_ms = POLL_MIN_MS;
+    p->slow_said = 0;
   }
   if (p->more || p->read_upto >= p->target || p->closed)
     return;
-  if (now - p->progress_at > POLL_GIVE_UP_MS)
-    return; /* the next signal starts over */
-  uv_timer_start(&p->poll, on_poll, p->poll_ms, 0);
-  p->poll_ms = p->poll_ms * 2 > POLL_MAX_MS ? POLL_MAX_MS : p->poll_ms * 2;
+  char why[160];
+  snprintf(why, sizeof why,
+           "the store holds sequence %lld, the read store only %lld "
+           "(replay paused, or far behind?)",
+           (long long)p->target, (long long)p->read_upto);
+  poll_later(p, why);
 }
 
-/* The target rose: a read that fell short tries again from the start. */
+/* The target rose.  A reader that had caught up begins a new wait, from
+ * the shortest delay; one still waiting keeps its own. */
 static void target_rose(durable__pull_t *p, int64_t seq) {
   if (seq <= p->target)
     return;
+  if (p->read_upto >= p->target) {
+    p->progress_at = uv_now(durable_mesh_loop(p->mesh));
+    p->poll_ms = POLL_MIN_MS;
+  }
   p->target = seq;
-  p->progress_at = uv_now(durable_mesh_loop(p->mesh));
-  p->poll_ms = POLL_MIN_MS;
 }
 
 static void ask_target(durable__pull_t *p);

@@ -283,17 +283,42 @@ describe("a PostgreSQL failover #postgres", function()
     -- the primary how far)
     local psql = "psql -q -h " .. helper.quote(c.dir .. "/s1") .. " -U durable -d durable -c "
     local other = helper.open { store = c.primary }:hub("client/" .. ns)
-    for _, round in ipairs { { client, 2, 20 }, { other, 21, 40 } } do
-      local producer, from, to = table.unpack(round)
+    local function paused(producer, from, to, ms)
       run(psql .. helper.quote("SELECT pg_wal_replay_pause()"))
       for n = from, to do assert.equal(n, helper.ok(producer:publish_durable(id, { n = n }))) end
-      mesh:run_until(function() return false end, 300)
+      mesh:run_until(function() return false end, ms)
       assert.equal(from - 1, #got, "nothing before the standby has it")
       run(psql .. helper.quote("SELECT pg_wal_replay_resume()"))
       helper.run_until(mesh, function() return #got == to end, 10000)
     end
-    for i = 1, 40 do assert.equal(i, got[i]) end
+    paused(client, 2, 20, 300)
+    paused(other, 21, 40, 300)
+    -- a standby that lags for long is said, and read on more slowly
+    local since = #helper.logs
+    paused(other, 41, 45, 10500)
+    assert.equal(1, #helper.log_lines("on the read store has had nothing new for 10 s", since))
+    -- a standby that is down a while: the reads that fail meanwhile are
+    -- made again
+    run(helper.quote(c.standby_ctl) .. " stop -m fast")
+    for n = 46, 50 do assert.equal(n, helper.ok(client:publish_durable(id, { n = n }))) end
+    mesh:run_until(function() return false end, 500)
+    run(helper.quote(c.standby_ctl) .. " start")
+    helper.run_until(mesh, function() return #got == 50 end, 10000)
+    for i = 1, 50 do assert.equal(i, got[i]) end
+    assert.equal("open", sub:status())
     sub:close()
+    -- a reader whose first read found nothing, when what the standby then
+    -- replays leaves a gap at its cursor: told of the trim, not left waiting
+    local failed
+    local late = client:read_durable(id, 50, function() end, nil, function(message) failed = message end)
+    mesh:run_until(function() return false end, 300)
+    run(psql .. helper.quote("SELECT pg_wal_replay_pause()"))
+    for n = 51, 53 do assert.equal(n, helper.ok(other:publish_durable(id, { n = n }))) end
+    assert.equal(52, helper.ok(mesh:trim_durable(id, 52, { force = true })))
+    run(psql .. helper.quote("SELECT pg_wal_replay_resume()"))
+    helper.run_until(mesh, function() return failed ~= nil end, 10000)
+    assert.matches("items up to 52 were trimmed", failed, 1, true)
+    late:close()
   end)
 
   it("with asynchronous replication behind, stops each stream that went back, re-issues no "
