@@ -140,6 +140,9 @@ typedef struct dlua_mesh_s {
   /* dlua_event_t, first in first out: delivered after uv_run */
   struct durable__queue events;
   int draining; /* the queue is being delivered */
+  /* a burst of publishes is over: Lua collects, then malloc_trim (mesh.c) */
+  dlua_event_t burst_over;
+  int burst_over_posted;
   char store_name[256];
 } dlua_mesh_t;
 

@@ -45,6 +45,7 @@
 
 #include <durable_stream_timings.h>
 
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,6 +193,47 @@ static durable_stream_options_t stream_options(lua_State *L, int idx) {
                                     .liveness_ms = v[4]};
 }
 
+/* A burst of publishes is over (durable__window_on_burst_over): its
+ * completions are Lua's garbage now.  Collected at the next safe point,
+ * then what the process freed goes back to the system. */
+static void burst_over_deliver(dlua_event_t *ev, lua_State *L) {
+  dlua_mesh_t *m = DURABLE__QUEUE_DATA(ev, dlua_mesh_t, burst_over);
+  m->burst_over_posted = 0;
+  /* twice: a cold completion has a finalizer, and what one holds is freed
+   * only by the cycle after the one that ran it */
+  if (L != NULL) {
+    lua_gc(L, LUA_GCCOLLECT);
+    lua_gc(L, LUA_GCCOLLECT);
+  }
+  malloc_trim(0);
+}
+
+static void on_burst_over(void *data) {
+  dlua_mesh_t *m = data;
+  if (m->burst_over_posted)
+    return;
+  m->burst_over_posted = 1;
+  m->burst_over.deliver = burst_over_deliver;
+  dlua_post(m, &m->burst_over);
+}
+
+/* opts.publish_window, checked by durable.open (init.lua) already. */
+static durable_publish_window_t publish_window(lua_State *L, int idx) {
+  durable_publish_window_t w = {0};
+  if (!lua_istable(L, idx))
+    return w;
+  lua_getfield(L, idx, "items");
+  w.items = (uint32_t)luaL_optinteger(L, -1, 0);
+  lua_getfield(L, idx, "bytes");
+  w.bytes = (uint64_t)luaL_optinteger(L, -1, 0);
+  lua_getfield(L, idx, "waiting_bytes");
+  w.waiting_bytes = (uint64_t)luaL_optinteger(L, -1, 0);
+  lua_getfield(L, idx, "max_block_ms");
+  w.max_block_ms = (uint32_t)luaL_optinteger(L, -1, 0);
+  lua_pop(L, 4);
+  return w;
+}
+
 /* core.stream_timings_check(streams) -> true, or nil, message, "EINVAL"
  * naming the options that break the rule between them (the C layer's,
  * durable_stream_timings.h), so that durable.open raises at its caller's
@@ -208,7 +250,8 @@ static int l_stream_timings_check(lua_State *L) {
 
 /* core.open{ store=, read_store=, quiesce_budget_ms=, request_timeout_ms=,
  *            instruction_budget=, log=function(level, line) end,
- *            streams={ holder_probe_ms=, ... } }
+ *            streams={ holder_probe_ms=, ... }, publish_window={ items=,
+ *            bytes=, waiting_bytes=, max_block_ms= } }
  * -> mesh, or nil, message, code when the store cannot be opened. */
 static int l_open(lua_State *L) {
   dlua_state_t *S = dlua_state(L);
@@ -238,6 +281,9 @@ static int l_open(lua_State *L) {
     return luaL_error(L, "durable.open: 'log' must be a function(level, line)");
   lua_getfield(L, 1, "streams");
   durable_stream_options_t streams = stream_options(L, 7);
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "publish_window");
+  durable_publish_window_t window = publish_window(L, 7);
   lua_pop(L, 1);
   durable_error_t bad = {0};
   /* misuse raises: durable_mesh_open would only return the refusal */
@@ -294,6 +340,7 @@ static int l_open(lua_State *L) {
       .log = m->log_ref != LUA_NOREF ? dlua_log_sink : NULL,
       .log_data = m,
       .streams = streams,
+      .publish_window = window,
   };
   rc = durable_mesh_open(&m->loop, &options, &m->mesh, &err);
   if (rc < 0) {
@@ -304,6 +351,7 @@ static int l_open(lua_State *L) {
   snprintf(m->store_name, sizeof m->store_name, "%s",
            durable_store_name(durable_mesh_store(m->mesh)));
   S->meshes++;
+  durable__window_on_burst_over(m->mesh, on_burst_over, m);
   dlua_mesh_register(L, m);
   /* stack: ... mesh */
   return 1;
@@ -846,6 +894,22 @@ static int m_stats(lua_State *L) {
   if (m->mesh)
     durable_mesh_stream_stats(m->mesh, push_stream_stats, L);
   lua_setfield(L, -2, "streams");
+  durable_publish_stats_t p = {0};
+  if (m->mesh)
+    durable_mesh_publish_stats(m->mesh, &p);
+  lua_createtable(L, 0, 7);
+#define FIELD(name)                                                            \
+  lua_pushinteger(L, (lua_Integer)p.name);                                     \
+  lua_setfield(L, -2, #name)
+  FIELD(in_flight);
+  FIELD(in_flight_bytes);
+  FIELD(waiting);
+  FIELD(waiting_bytes);
+  FIELD(waited);
+  FIELD(refused);
+  FIELD(expired);
+#undef FIELD
+  lua_setfield(L, -2, "publish");
   return 1;
 }
 

@@ -95,8 +95,28 @@ local Hub = core.Hub
 local OPEN_KEYS = {
   store = true, plugins = true, quiesce_budget_ms = true, request_timeout_ms = true,
   instruction_budget = true, log = true, streams = true, host = true, principal = true,
-  metrics = true, read_store = true,
+  metrics = true, read_store = true, publish_window = true,
 }
+
+local WINDOW_KEYS = { items = 0xffffffff, bytes = math.maxinteger, waiting_bytes = math.maxinteger,
+  max_block_ms = 0xffffffff }
+
+local function check_window(w)
+  if w == nil then return end
+  if type(w) ~= "table" then
+    error("durable.open: 'publish_window' must be a table { items =, bytes =, waiting_bytes =, "
+      .. "max_block_ms = }", 3)
+  end
+  for k, v in pairs(w) do
+    local max = WINDOW_KEYS[k]
+    if not max then
+      error(("durable.open: unknown publish_window option '%s'"):format(tostring(k)), 3)
+    end
+    if math.type(v) ~= "integer" or v <= 0 or v > max then
+      error(("durable.open: publish_window.%s must be an integer > 0"):format(k), 3)
+    end
+  end
+end
 
 -- The principal a mesh acts as: opts.principal (false: the platform, even
 -- with DURABLE_PRINCIPAL set), else $DURABLE_PRINCIPAL (what `durable run
@@ -146,6 +166,13 @@ end
 ---takes $DURABLE_PRINCIPAL, else the platform (which may do everything);
 ---false is the platform whatever the environment says.  "platform" is
 ---refused as a name: the platform is no principal.
+---`publish_window = { items = 1024, bytes = 16 MiB, waiting_bytes = 64 MiB,
+---max_block_ms = 60000 }` bounds the publishes in flight (each one left out
+---keeps its default): past `items` or `bytes` a started publish waits, in
+---order, and goes once one in flight is answered (in a handler, :await()
+---on it simply suspends the handler); one that would take the waiting
+---publishes past `waiting_bytes`, or that waited `max_block_ms`, fails with
+---EAGAIN, nothing appended.
 ---`read_store = URL` (a PostgreSQL standby) serves hub:read_durable: its
 ---reads go there, its live tail is still heard from `store`, and an item
 ---is handed over once the standby has replayed it -- in order, no gap, no
@@ -154,7 +181,7 @@ end
 ---`store` first); one that cannot be read returns nil, message, code.
 ---A mesh owns its libuv loop; there is no `loop` option: a program with its
 ---own loop (luv) drives the mesh through mesh:fd() and mesh:step().
----@param opts { principal?: string|false, host?: boolean, metrics?: string, store?: string, read_store?: string, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
+---@param opts { principal?: string|false, host?: boolean, metrics?: string, store?: string, read_store?: string, publish_window?: { items?: integer, bytes?: integer, waiting_bytes?: integer, max_block_ms?: integer }, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
 ---@return durable.Mesh|nil mesh
 ---@return string? message
 ---@return string? code
@@ -180,6 +207,7 @@ function durable.open(opts)
     error("durable.open: 'log' must be a function(level, line)", 2)
   end
   streams.check_options(opts.streams)
+  check_window(opts.publish_window)
   if opts.host ~= nil and type(opts.host) ~= "boolean" then
     error("durable.open: 'host' must be a boolean", 2)
   end
@@ -200,6 +228,7 @@ function durable.open(opts)
     instruction_budget = opts.instruction_budget,
     log = opts.log,
     streams = opts.streams,
+    publish_window = opts.publish_window,
     principal = principal,
   }
   if not mesh then return nil, message, code end

@@ -178,6 +178,7 @@ struct durable_mesh_s {
   void *log_data;
   durable_stream_options_t stream_options; /* as given; the streams layer
                                               fills in its defaults */
+  durable_publish_window_t publish_window; /* as given: the same */
 
   durable__map_t hubs;    /* address -> hub */
   durable__map_t pending; /* request id -> pending */

@@ -97,7 +97,8 @@ const char *durable_version_string(void);
   XX(ETIMEDOUT, -9, "timed out")                                               \
   XX(ESHUTDOWN, -10, "shutting down")                                          \
   XX(ECANCELED, -11, "canceled")                                               \
-  XX(EFAILED, -12, "failed")
+  XX(EFAILED, -12, "failed")                                                   \
+  XX(EAGAIN, -13, "try again later")
 
 typedef enum {
 #define XX(name, value, text) DURABLE_##name = value,
@@ -519,6 +520,22 @@ typedef struct durable_stream_options_s {
                               streams with waiting items are alive: 1000 */
 } durable_stream_options_t;
 
+/* A mesh's publish window (durable_mesh_options_t.publish_window): how many
+ * publishes (durable_stream_publish*) it has in flight at once.  Below it
+ * nothing changes; at it a publish waits, in the order it came, and goes
+ * once one in flight has finished; its callback runs as usual.  A waiting
+ * publish costs its payload and a small fixed part.  A publish that would
+ * take the bytes waiting past waiting_bytes is refused at once, and one that
+ * waited max_block_ms fails: both with DURABLE_EAGAIN, nothing appended.
+ * The first publish while none is in flight always goes.  0 takes the
+ * default. */
+typedef struct durable_publish_window_s {
+  uint32_t items;         /* publishes in flight at most: 1024 */
+  uint64_t bytes;         /* their bytes (payload, names, ~100 more): 16 MiB */
+  uint64_t waiting_bytes; /* the bytes of those waiting at most: 64 MiB */
+  uint32_t max_block_ms;  /* how long a publish may wait: 60000 */
+} durable_publish_window_t;
+
 typedef struct durable_mesh_options_s {
   const char *store; /* store URL, see durable_store_open() */
   /* The principal the mesh acts as (see "principals" above); NULL: the
@@ -543,6 +560,7 @@ typedef struct durable_mesh_options_s {
    * no gap, no duplicate.  Consumers, hubs and every node read stay on
    * `store`.  NULL: `store` serves every read. */
   const char *read_store;
+  durable_publish_window_t publish_window; /* zeros: the defaults */
 } durable_mesh_options_t;
 
 /* Open a mesh on `loop` over the store `options->store`.  Returns 0 and sets
@@ -584,6 +602,18 @@ typedef struct durable_mesh_stats_s {
 } durable_mesh_stats_t;
 
 void durable_mesh_stats(const durable_mesh_t *mesh, durable_mesh_stats_t *out);
+
+/* The publish window now (durable_publish_window_t) and since the open. */
+typedef struct durable_publish_stats_s {
+  uint64_t in_flight, in_flight_bytes; /* publishes sent, not answered */
+  uint64_t waiting, waiting_bytes;     /* publishes waiting for room */
+  uint64_t waited;                     /* publishes that waited, then went */
+  uint64_t refused; /* refused at once: waiting_bytes would be passed */
+  uint64_t expired; /* failed after waiting max_block_ms */
+} durable_publish_stats_t;
+
+void durable_mesh_publish_stats(durable_mesh_t *mesh,
+                                durable_publish_stats_t *out);
 
 /* ---- messages, requests, replies ---------------------------------------- */
 

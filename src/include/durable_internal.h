@@ -76,6 +76,13 @@ int durable__store_last_item(durable_store_t *store, const char *principal,
                              const char *items_ns, durable_done_cb cb,
                              void *data, durable_error_t *err);
 
+/* Once a burst of publishes that waited for room in the publish window is
+ * over, the process gives the memory it took back to the system
+ * (malloc_trim).  A binding that keeps garbage of its own (Lua's) has `fn`
+ * run instead, to free that first and then call malloc_trim(0). */
+void durable__window_on_burst_over(durable_mesh_t *mesh, void (*fn)(void *),
+                                   void *data);
+
 /* Whether `principal` may do `modes` (DURABLE_GRANT_*) on the owner of
  * `path`: status 0, or DURABLE_EACCES with "principal 'alice' may not
  * write 'Space/doc'" (the first missing mode, read before write).  Read

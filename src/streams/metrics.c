@@ -226,6 +226,22 @@ static void put_text(scrape_t *s, FILE *out) {
           "Hubs built for node addresses.", (double)ms.activations);
   put_one(out, "durable_hub_messages_total", "counter", "Messages handled.",
           (double)ms.messages);
+  durable_publish_stats_t ps;
+  durable_mesh_publish_stats(s->m->mesh, &ps);
+  put_one(out, "durable_publish_in_flight", "gauge",
+          "Publishes sent and not answered yet (the publish window).",
+          (double)ps.in_flight);
+  put_one(out, "durable_publish_waiting", "gauge",
+          "Publishes waiting for room in the publish window.",
+          (double)ps.waiting);
+  put_one(out, "durable_publish_waiting_bytes", "gauge",
+          "Bytes of the publishes waiting for room.", (double)ps.waiting_bytes);
+  put_one(out, "durable_publish_waited_total", "counter",
+          "Publishes that waited for room, then went.", (double)ps.waited);
+  put_one(out, "durable_publish_refused_total", "counter",
+          "Publishes refused (EAGAIN): the waiting bytes would have passed "
+          "publish_window.waiting_bytes, or one waited max_block_ms.",
+          (double)(ps.refused + ps.expired));
   size_t rss = 0;
   uv_rusage_t ru;
   if (uv_resident_set_memory(&rss) == 0)

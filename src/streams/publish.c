@@ -21,6 +21,11 @@
  * a duplicate that gets past it (a retry racing its first attempt, another
  * process) loses on the id node's key in the stream hub's transaction,
  * which then answers the first sequence (stream_hub_ids.c).
+ *
+ * Every publish takes its place in the mesh's publish window (window.c)
+ * before anything else: it may wait there for room.  So a publish is one
+ * block -- the struct, then its strings -- whose size is what the window
+ * counts.
  */
 #include "protocol.h"
 #include "stream.h"
@@ -31,26 +36,22 @@
 #include <string.h>
 
 typedef struct {
+  durable__window_slot_t slot; /* first: the window hands it back */
   durable_mesh_t *mesh;
-  char *ns, *key, *path, *payload;
-  char *publish_id; /* NULL: none */
-  char *id_path;    /* ... its node */
+  char *ns, *key, *path, *payload; /* in the same block, after the struct */
+  char *publish_id;                /* NULL: none */
+  char *id_path;                   /* ... its node */
   durable_sequence_cb cb;
   void *data;
   int resent;
 } publish_t;
 
-static void publish_free(publish_t *p) {
-  free(p->ns);
-  free(p->key);
-  free(p->path);
-  free(p->payload);
-  free(p->publish_id);
-  free(p->id_path);
-  free(p);
-}
-
-static void finish(publish_t *p, int status, int64_t seq, const char *why) {
+/* The callback, once; then the publish is freed, and when it was in
+ * flight its room goes to those waiting. */
+static void answer(publish_t *p, int in_flight, int status, int64_t seq,
+                   const char *why) {
+  durable_mesh_t *mesh = p->mesh;
+  size_t bytes = p->slot.bytes;
   if (status < 0) {
     durable_stream_id_t id = {.ns = p->ns, .key = p->key};
     char message[DURABLE_PATH_MAX + 1024];
@@ -61,7 +62,13 @@ static void finish(publish_t *p, int status, int64_t seq, const char *why) {
   } else {
     p->cb(0, seq, NULL, p->data);
   }
-  publish_free(p);
+  free(p);
+  if (in_flight)
+    durable__window_leave(mesh, bytes);
+}
+
+static void finish(publish_t *p, int status, int64_t seq, const char *why) {
+  answer(p, 1, status, seq, why);
 }
 
 static void ensure(publish_t *p);
@@ -212,6 +219,42 @@ int durable_stream_payload_check(const durable_stream_id_t *id,
   return rc < 0 ? rc : payload_check(id, payload, err);
 }
 
+/* It waited in the window, and may not go: never sent. */
+static void on_window_failed(durable__window_slot_t *slot, int status,
+                             const char *message) {
+  answer((publish_t *)slot, 0, status, 0, message);
+}
+
+/* In flight: the principal's right first, then the publish.  A check
+ * that cannot be asked is the caller's to report (< 0, `err`). */
+static int begin(publish_t *p, durable_error_t *err) {
+  const char *principal = durable_mesh_principal(p->mesh);
+  if (principal == NULL) {
+    start(p);
+    return 0;
+  }
+  return durable__store_access(durable_mesh_store(p->mesh), principal, p->key,
+                               DURABLE_GRANT_WRITE, on_allowed, p, err);
+}
+
+static void on_window_go(durable__window_slot_t *slot) {
+  publish_t *p = (publish_t *)slot;
+  durable_error_t err = {0};
+  int rc = begin(p, &err);
+  if (rc < 0)
+    finish(p, rc, 0, err.message);
+}
+
+/* Copy `text` (NULL: none) to *at, advancing it. */
+static char *put_text(char **at, const char *text) {
+  if (text == NULL)
+    return NULL;
+  size_t n = strlen(text) + 1;
+  char *out = memcpy(*at, text, n);
+  *at += n;
+  return out;
+}
+
 int durable_stream_publish_with(durable_hub_t *hub,
                                 const durable_stream_id_t *id,
                                 const char *payload,
@@ -235,27 +278,27 @@ int durable_stream_publish_with(durable_hub_t *hub,
   durable_stream_path(id, path, sizeof path);
   if (publish_id)
     durable__publish_id_path(path, publish_id, id_path, sizeof id_path, NULL);
-  publish_t *p = calloc(1, sizeof(*p));
-  if (p == NULL || (p->ns = strdup(id->ns)) == NULL ||
-      (p->key = strdup(id->key)) == NULL || (p->path = strdup(path)) == NULL ||
-      (p->payload = strdup(payload)) == NULL ||
-      (publish_id && ((p->publish_id = strdup(publish_id)) == NULL ||
-                      (p->id_path = strdup(id_path)) == NULL))) {
-    if (p)
-      publish_free(p);
+  size_t size = sizeof(publish_t) + strlen(id->ns) + strlen(id->key) +
+                strlen(path) + strlen(payload) + 4 +
+                (publish_id ? strlen(publish_id) + strlen(id_path) + 2 : 0);
+  publish_t *p = malloc(size);
+  if (p == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
-  }
-  p->mesh = mesh;
-  p->cb = cb;
-  p->data = data;
-  const char *principal = durable_mesh_principal(mesh);
-  if (principal == NULL) {
-    start(p);
-    return 0;
-  }
-  rc = durable__store_access(durable_mesh_store(mesh), principal, id->key,
-                             DURABLE_GRANT_WRITE, on_allowed, p, err);
+  char *at = (char *)(p + 1);
+  *p = (publish_t){.mesh = mesh, .cb = cb, .data = data};
+  p->ns = put_text(&at, id->ns);
+  p->key = put_text(&at, id->key);
+  p->path = put_text(&at, path);
+  p->payload = put_text(&at, payload);
+  p->publish_id = put_text(&at, publish_id);
+  p->id_path = publish_id ? put_text(&at, id_path) : NULL;
+  p->slot.bytes = size;
+  p->slot.go = on_window_go;
+  p->slot.fail = on_window_failed;
+  rc = durable__window_enter(mesh, &p->slot, err);
+  if (rc == 1 && (rc = begin(p, err)) < 0)
+    durable__window_leave(mesh, size); /* refused: never in flight */
   if (rc < 0)
-    publish_free(p);
-  return rc;
+    free(p);
+  return rc < 0 ? rc : 0;
 }

@@ -134,6 +134,31 @@ int durable__mesh_state_add(durable_mesh_t *mesh, const void *key, size_t size,
                             void (*release)(void *state));
 void *durable__mesh_state(durable_mesh_t *mesh, const void *key);
 
+/* window.c: the publish window (see there).  A publish takes a slot: its
+ * `bytes` (the publish's own block), and what to do when, having waited,
+ * it may go, or must fail (max_block_ms passed: DURABLE_EAGAIN; the mesh
+ * closing: DURABLE_ESHUTDOWN, with a message).  durable__window_enter:
+ * 1 when it goes now (in flight: the caller starts it), 0 when it waits,
+ * else DURABLE_EAGAIN (the waiting bytes would pass their bound) or
+ * DURABLE_ESHUTDOWN, with `err`.  durable__window_leave: a publish in flight
+ * finished; those waiting go while there is room. */
+#define DURABLE__DEFAULT_WINDOW_ITEMS 1024u
+#define DURABLE__DEFAULT_WINDOW_BYTES (16u << 20)
+#define DURABLE__DEFAULT_WAITING_BYTES (64u << 20)
+#define DURABLE__DEFAULT_MAX_BLOCK_MS 60000u
+typedef struct durable__window_slot_s durable__window_slot_t;
+struct durable__window_slot_s {
+  struct durable__queue link;
+  size_t bytes;
+  uint64_t since; /* uv_now when it began to wait */
+  void (*go)(durable__window_slot_t *slot);
+  void (*fail)(durable__window_slot_t *slot, int status, const char *message);
+};
+int durable__window_install(durable_mesh_t *mesh);
+int durable__window_enter(durable_mesh_t *mesh, durable__window_slot_t *slot,
+                          durable_error_t *err);
+void durable__window_leave(durable_mesh_t *mesh, size_t bytes);
+
 /* The per-mesh state each unit adds at install (install.c calls them). */
 int durable__directory_install(durable_mesh_t *mesh);
 int durable__consumers_install(durable_mesh_t *mesh);
@@ -275,8 +300,7 @@ typedef void (*durable__pull_cb)(durable__pull_t *pull, int status,
 durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
                                    const durable_stream_id_t *id, int64_t after,
                                    const durable_source_t *source,
-                                   durable_store_t *from,
-                                   durable_error_t *err);
+                                   durable_store_t *from, durable_error_t *err);
 /* Ask for the next item: `cb` runs once, when it is there (maybe much
  * later), or with a failure: `item` NULL for a read that failed, else the
  * item that could not be read (sequence and node; payload NULL).  One

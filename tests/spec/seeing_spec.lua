@@ -289,6 +289,8 @@ describe("seeing streams (" .. cmd.KIND .. ")", function()
     assert.truthy(m["process_cpu_seconds_total"] > 0, text)
     assert.truthy(m["process_start_time_seconds"] > 1.7e9, text)
     assert.truthy(m["durable_active_hubs"] >= 1, text)
+    assert.equal(0, m["durable_publish_waiting"], text)
+    assert.matches("# TYPE durable_publish_refused_total counter", text, 1, true)
     local waited = wait_for(function()
       local _, v = scrape_checked()
       return v["durable_stream_lag" .. L] and v["durable_stream_lag" .. L] >= 1
