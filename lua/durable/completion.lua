@@ -158,9 +158,21 @@ local function continuation(fn, a, b)
   local co = coroutine.running()
   local n = in_continuation[co]
   in_continuation[co] = (n or 0) + 1
-  local ok, r = xpcall(fn, msgh, a, b)
+  local ok, r, message, code = xpcall(fn, msgh, a, b)
   in_continuation[co] = n
-  return ok, r
+  return ok, r, message, code
+end
+
+-- What waits for a completion (`_subs`): nothing, one subscriber, or a
+-- list of them (a table without a metatable).  A subscriber is a function
+-- fn(c), or the completion a :next() made, which runs its continuation
+-- (continue, below).  A producer may hold hundreds of thousands of
+-- completions at once: one subscriber, the usual case, costs no table and
+-- a :next() no closure.
+local continue
+
+local function notify(sub, c)
+  if type(sub) == "function" then sub(c) else continue(sub, c) end
 end
 
 local function settle(c, ok, a, b, at)
@@ -173,8 +185,11 @@ local function settle(c, ok, a, b, at)
   end
   local subs = c._subs
   c._subs = nil
-  if subs then
-    for i = 1, #subs do subs[i](c) end
+  if subs == nil then return true end
+  if type(subs) == "table" and getmetatable(subs) == nil then
+    for i = 1, #subs do notify(subs[i], c) end
+  else
+    notify(subs, c)
   end
   return true
 end
@@ -187,17 +202,35 @@ function M.is(x)
   return mt == Completion or mt == Cold
 end
 
-local function start(c)
-  local fn = c._start
-  if fn == nil then return end
-  c._start = nil
-  local ok, r = continuation(fn)
+-- `c` takes the outcome of a continuation: its raise, or what it returned
+-- (a value, or a completion to follow).
+local function take(c, ok, r)
   if not ok then
     c.traceback = last_traceback
     settle(c, false, failure_of(r))
   else
     M.adopt(c, r)
   end
+end
+
+local function start(c)
+  local fn = c._start
+  if fn == nil then return end
+  c._start = nil
+  if c._call then -- completion.cold_call: fn(settle, c), c's array its arguments
+    c._call = nil
+    local ok, r, message, code = continuation(fn, function(success, a, b)
+      settle(c, success, a, b)
+    end, c)
+    for i = #c, 1, -1 do c[i] = nil end
+    if ok and not r then
+      settle(c, false, message, code)
+    elseif not ok then
+      take(c, ok, r)
+    end
+    return
+  end
+  take(c, continuation(fn))
 end
 
 ---Run fn(c) once `c` has settled (now, if it has).  Starts a cold one.
@@ -207,14 +240,16 @@ end
 function M.subscribe(c, fn)
   start(c)
   if c.state ~= PENDING then
-    fn(c)
-  else
-    local subs = c._subs
-    if subs == nil then
-      subs = {}
-      c._subs = subs
-    end
+    notify(fn, c)
+    return
+  end
+  local subs = c._subs
+  if subs == nil then
+    c._subs = fn
+  elseif type(subs) == "table" and getmetatable(subs) == nil then
     subs[#subs + 1] = fn
+  else
+    c._subs = { subs, fn }
   end
 end
 
@@ -309,6 +344,21 @@ function M.cold(mesh, fn)
     _src = info and info.short_src, _line = info and info.currentline }, Cold)
 end
 
+---A cold completion of one call of the runtime: on the first :next(),
+---:await() or :wait(), `call(settle, c)` runs, where c[1], c[2], ... are
+---`...` (kept in the completion, not in a closure: a producer may hold a
+---great many of these), and settle(ok, value_or_message, code) settles it
+---once; a call that returns nil, message, code is refused at once.
+---@param mesh durable.Mesh
+---@param call fun(settle: fun(ok: boolean, a: any, b: any), c: table): any, string?, string?
+---@return durable.Completion
+function M.cold_call(mesh, call, ...)
+  local c = M.cold(mesh, call)
+  c._call = true
+  for i = 1, select("#", ...) do c[i] = (select(i, ...)) end
+  return c
+end
+
 -- A cold completion collected unstarted did nothing -- almost always a
 -- publish written as a statement: say where it was made.
 function Cold:__gc()
@@ -369,32 +419,31 @@ function Completion:next(on_ok, on_fail)
   if on_fail ~= nil and type(on_fail) ~= "function" then
     error("completion:next(on_ok [, on_fail]): on_fail must be a function", 2)
   end
-  local c2 = new(self.mesh)
-  M.subscribe(self, function(c)
-    local fn, a, b
-    if c.state == OK then
-      fn, a = on_ok, c.value
-    else
-      fn, a, b = on_fail, c.message, c.code
-    end
-    if fn == nil then
-      if c.state == OK then
-        settle(c2, true, c.value)
-      else
-        c2.traceback = c.traceback
-        settle(c2, false, c.message, c.code, c.at)
-      end
-      return
-    end
-    local ok, r = continuation(fn, a, b)
-    if not ok then
-      c2.traceback = last_traceback
-      settle(c2, false, failure_of(r))
-    else
-      M.adopt(c2, r)
-    end
-  end)
+  local c2 = setmetatable({ state = PENDING, mesh = self.mesh, _ok = on_ok, _fail = on_fail },
+    Completion)
+  M.subscribe(self, c2)
   return c2
+end
+
+-- c settled: run the continuation c2 (made by c:next()) holds.
+continue = function(c2, c)
+  local fn, a, b
+  if c.state == OK then
+    fn, a = c2._ok, c.value
+  else
+    fn, a, b = c2._fail, c.message, c.code
+  end
+  c2._ok, c2._fail = nil, nil
+  if fn == nil then
+    if c.state == OK then
+      settle(c2, true, c.value)
+    else
+      c2.traceback = c.traceback
+      settle(c2, false, c.message, c.code, c.at)
+    end
+    return
+  end
+  take(c2, continuation(fn, a, b))
 end
 
 ---Inside a handler: suspend it until this completion settles (the loop goes

@@ -49,9 +49,14 @@ local plugin = require "durable.plugin"
 local transaction = require "durable.transaction"
 
 -- A cold completion of one call of the runtime: nothing is sent until it
--- is used, then submit(cb) once (publish, seek, trim, delete, retention).
+-- is used, then submit(cb) once (seek, trim, delete, retention; a publish
+-- keeps its arguments in the completion instead: publish_call).
 local function cold_call(mesh, submit)
   return completion.cold(mesh, function() return completion.from(mesh, submit) end)
+end
+
+local function publish_call(cb, c)
+  return prim.hub.publish(c[1], c[2], c[3], c[4], cb, c[5])
 end
 
 -- `run` below finishes replies: let it finish even once a budget is spent
@@ -258,8 +263,7 @@ function Hub:publish_durable(stream, payload, options)
     error(("publish_durable: the payload for %s@%s: %s")
       :format(ns, key, (tostring(text):gsub("^durable%.encode: ", ""))), 2)
   end
-  local hub, mesh = self, self.mesh
-  return cold_call(mesh, function(cb) return prim.hub.publish(hub, ns, key, text, cb, id) end)
+  return completion.cold_call(self.mesh, publish_call, self, ns, key, text, id)
 end
 
 ---An operator's replay or skip: set the stream's acknowledged checkpoint to
