@@ -26,6 +26,17 @@
  * before anything else: it may wait there for room.  So a publish is one
  * block -- the struct, then its strings -- whose size is what the window
  * counts.
+ *
+ * The publishes of one stream go to its hub in the order they were
+ * started, whatever their way there: a first one that makes the stream
+ * node, an id read that answers later than the one after it.  So each
+ * stream has a lane here: the publishes started and not sent yet, in
+ * order; one is sent when it is ready (its id read, the stream node made)
+ * and every one before it has been sent.  The stream hub's mailbox keeps
+ * that order from there on.
+ *
+ *   publish --> lane: [p1 (id read...)] [p2 ready] [p3 ready] --> stream hub
+ *                      the head goes first; p2 waits for p1
  */
 #include "protocol.h"
 #include "stream.h"
@@ -35,9 +46,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct lane_s lane_t;
+
 typedef struct {
   durable__window_slot_t slot; /* first: the window hands it back */
   durable_mesh_t *mesh;
+  lane_t *lane;                    /* its stream's, until it is sent */
+  struct durable__queue link;      /* in lane->waiting */
+  uint64_t order;                  /* when it was started: the lane's order */
+  int ready;                       /* its id read (or none): it may be sent */
   char *ns, *key, *path, *payload; /* in the same block, after the struct */
   char *publish_id;                /* NULL: none */
   char *id_path;                   /* ... its node */
@@ -46,12 +63,98 @@ typedef struct {
   int resent;
 } publish_t;
 
+/* ---- lanes: the order of one stream's publishes -------------------------- */
+
+struct lane_s {
+  durable_mesh_t *mesh;
+  struct durable__queue waiting; /* publish_t not sent yet, in order */
+  int ensuring;                  /* the stream node's create is out */
+  int pumping;                   /* inside pump: it is not freed there */
+  char path[];
+};
+
+typedef struct {
+  durable__map_t lanes; /* stream path -> lane_t */
+  uint64_t started;     /* publishes started: the next order */
+} lanes_t;
+
+static const char lanes_key; /* the state's key: its address */
+
+static void lanes_free(void *data) {
+  lanes_t *l = data;
+  const char *key;
+  void *value;
+  for (size_t i = 0; durable__map_next(&l->lanes, &i, &key, &value);) {
+    lane_t *lane = value;
+    while (durable__queue_pop(&lane->waiting) != NULL)
+      ; /* publishes let go of (the mesh answered them) */
+    free(lane);
+  }
+  durable__map_free(&l->lanes);
+  free(l);
+}
+
+int durable__publish_install(durable_mesh_t *mesh) {
+  return durable__mesh_state_add(mesh, &lanes_key, sizeof(lanes_t), lanes_free);
+}
+
+/* A lane with nothing in it and nothing out goes. */
+static void lane_maybe_free(lane_t *lane) {
+  if (!durable__queue_empty(&lane->waiting) || lane->ensuring || lane->pumping)
+    return;
+  lanes_t *l = durable__mesh_state(lane->mesh, &lanes_key);
+  if (l)
+    durable__map_del(&l->lanes, lane->path);
+  free(lane);
+}
+
+/* Take p out of its lane (sent, or answered before). */
+static void lane_leave(publish_t *p) {
+  lane_t *lane = p->lane;
+  if (lane == NULL)
+    return;
+  durable__queue_remove(&p->link);
+  p->lane = NULL;
+  lane_maybe_free(lane);
+}
+
+/* Put p in its stream's lane, in the order it was started (a publish sent
+ * again goes back to its place).  0, or DURABLE_ENOMEM. */
+static int lane_join(publish_t *p) {
+  lanes_t *l = durable__mesh_state(p->mesh, &lanes_key);
+  if (l == NULL)
+    return DURABLE_ESHUTDOWN;
+  lane_t *lane = durable__map_get(&l->lanes, p->path);
+  if (lane == NULL) {
+    size_t n = strlen(p->path) + 1;
+    if ((lane = calloc(1, sizeof(*lane) + n)) == NULL)
+      return DURABLE_ENOMEM;
+    lane->mesh = p->mesh;
+    durable__queue_init(&lane->waiting);
+    memcpy(lane->path, p->path, n);
+    if (durable__map_put(&l->lanes, lane->path, lane) < 0) {
+      free(lane);
+      return DURABLE_ENOMEM;
+    }
+  }
+  if (p->order == 0)
+    p->order = ++l->started;
+  struct durable__queue *q = lane->waiting.prev; /* from the tail back */
+  while (q != &lane->waiting &&
+         DURABLE__QUEUE_DATA(q, publish_t, link)->order > p->order)
+    q = q->prev;
+  durable__queue_insert_head(q, &p->link); /* after q */
+  p->lane = lane;
+  return 0;
+}
+
 /* The callback, once; then the publish is freed, and when it was in
  * flight its room goes to those waiting. */
 static void answer(publish_t *p, int in_flight, int status, int64_t seq,
                    const char *why) {
   durable_mesh_t *mesh = p->mesh;
   size_t bytes = p->slot.bytes;
+  lane_leave(p);
   if (status < 0) {
     durable_stream_id_t id = {.ns = p->ns, .key = p->key};
     char message[DURABLE_PATH_MAX + 1024];
@@ -71,7 +174,13 @@ static void finish(publish_t *p, int status, int64_t seq, const char *why) {
   answer(p, 1, status, seq, why);
 }
 
-static void ensure(publish_t *p);
+static void pump(lane_t *lane);
+
+/* Ready: in its lane, sent once the publishes before it are. */
+static void ready(publish_t *p) {
+  p->ready = 1;
+  pump(p->lane);
+}
 
 static void on_appended(const durable_response_t *res, void *data) {
   publish_t *p = data;
@@ -97,7 +206,11 @@ static void on_appended(const durable_response_t *res, void *data) {
         durable__stream_name(&id).text, res->message);
     p->resent = 1;
     durable__directory_forget(p->mesh, p->path);
-    ensure(p);
+    int rc = lane_join(p); /* back to its place: before what came after it */
+    if (rc < 0)
+      finish(p, rc, 0, durable_strerror(rc));
+    else
+      ready(p);
     return;
   }
   finish(p, res->status, 0, res->message);
@@ -115,31 +228,74 @@ static void send_append(publish_t *p) {
     finish(p, rc, 0, err.message);
 }
 
-static void on_ensured(const durable_result_t *res, void *data) {
-  publish_t *p = data;
-  if (res->status < 0 && res->status != DURABLE_EEXIST) {
-    finish(p, res->status, 0, res->message);
-    return;
+/* The stream node could not be made: every publish ready to go fails
+ * with why (one not ready yet tries again when it is). */
+static void fail_ready(lane_t *lane, int status, const char *why) {
+  lane->pumping = 1;
+  struct durable__queue *q, *next;
+  DURABLE__QUEUE_FOREACH_SAFE(q, next, &lane->waiting) {
+    publish_t *p = DURABLE__QUEUE_DATA(q, publish_t, link);
+    if (p->ready)
+      finish(p, status, 0, why);
   }
-  durable__directory_mark(p->mesh, p->path);
-  send_append(p);
+  lane->pumping = 0;
+  lane_maybe_free(lane);
 }
 
-static void ensure(publish_t *p) {
-  if (durable__directory_has(p->mesh, p->path)) {
-    send_append(p);
+static void on_ensured(const durable_result_t *res, void *data) {
+  lane_t *lane = data;
+  lane->ensuring = 0;
+  if (res->status < 0 && res->status != DURABLE_EEXIST) {
+    fail_ready(lane, res->status, res->message);
     return;
   }
+  durable__directory_mark(lane->mesh, lane->path);
+  pump(lane);
+}
+
+/* Make the stream node (an idempotent create: "already exists" is
+ * success), once for all the lane's publishes. */
+static void ensure(lane_t *lane, const publish_t *p) {
   durable__stream_state_t s = {.ns = p->ns, .key = p->key};
   char *content = durable__state_encode(&s);
   durable_error_t err = {0};
-  int rc = content ? durable_store_create(durable_mesh_store(p->mesh), p->path,
-                                          DURABLE__STREAM_TYPE, content,
-                                          on_ensured, p, &err)
+  int rc = content ? durable_store_create(durable_mesh_store(lane->mesh),
+                                          lane->path, DURABLE__STREAM_TYPE,
+                                          content, on_ensured, lane, &err)
                    : durable__error(&err, DURABLE_ENOMEM, "out of memory");
   free(content);
   if (rc < 0)
-    finish(p, rc, 0, err.message);
+    fail_ready(lane, rc, err.message);
+  else
+    lane->ensuring = 1;
+}
+
+/* Send the lane's publishes from its head while they are ready, once the
+ * stream node is known to be there. */
+static void pump(lane_t *lane) {
+  if (lane->pumping || lane->ensuring)
+    return;
+  struct durable__queue *q = durable__queue_head(&lane->waiting);
+  if (q == &lane->waiting)
+    return;
+  publish_t *head = DURABLE__QUEUE_DATA(q, publish_t, link);
+  if (!head->ready)
+    return;
+  if (!durable__directory_has(lane->mesh, lane->path)) {
+    ensure(lane, head);
+    return;
+  }
+  lane->pumping = 1;
+  while ((q = durable__queue_head(&lane->waiting)) != &lane->waiting) {
+    publish_t *p = DURABLE__QUEUE_DATA(q, publish_t, link);
+    if (!p->ready)
+      break;
+    durable__queue_remove(&p->link);
+    p->lane = NULL;
+    send_append(p);
+  }
+  lane->pumping = 0;
+  lane_maybe_free(lane);
 }
 
 /* The id's node, read before anything is sent: present, that is the
@@ -156,20 +312,23 @@ static void on_id_read(const durable_result_t *res, void *data) {
   else if (seq > 0)
     finish(p, 0, seq, NULL);
   else
-    ensure(p);
+    ready(p);
 }
 
-/* The id lookup (with an id), then the stream node and the append. */
+/* Its place in the lane, the id lookup (with an id), then the stream node
+ * and the append. */
 static void start(publish_t *p) {
-  if (p->id_path == NULL) {
-    ensure(p);
+  int rc = lane_join(p);
+  if (rc < 0) {
+    finish(p, rc, 0, durable_strerror(rc));
     return;
   }
   durable_error_t err = {0};
-  if (durable_store_get(durable_mesh_store(p->mesh),
+  if (p->id_path == NULL ||
+      durable_store_get(durable_mesh_store(p->mesh),
                         durable_mesh_principal(p->mesh), p->id_path, on_id_read,
                         p, &err) < 0)
-    ensure(p);
+    ready(p);
 }
 
 static void on_allowed(const durable_result_t *res, void *data) {

@@ -155,6 +155,8 @@ struct durable__window_slot_s {
   void (*fail)(durable__window_slot_t *slot, int status, const char *message);
 };
 int durable__window_install(durable_mesh_t *mesh);
+/* publish.c: the lanes that keep each stream's publishes in order. */
+int durable__publish_install(durable_mesh_t *mesh);
 int durable__window_enter(durable_mesh_t *mesh, durable__window_slot_t *slot,
                           durable_error_t *err);
 void durable__window_leave(durable_mesh_t *mesh, size_t bytes);

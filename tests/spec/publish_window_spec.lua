@@ -89,6 +89,27 @@ describe("the publish window", function()
     holds_told(mesh, id, told)
   end)
 
+  it("appends in the order they were started publishes to a new stream, with ids and without",
+    function()
+    local mesh = helper.open {}
+    local id = { namespace = "Log", key = helper.ns() .. "/doc" }
+    local client = mesh:hub("client/p")
+    local done, failed = 0, {}
+    for n = 1, 3000 do
+      -- the first publishes make the stream node; an id read makes a
+      -- publish later on its way than the one after it
+      client:publish_durable(id, { n = n }, n % 3 == 0 and { id = "n" .. n } or nil)
+        :next(function() done = done + 1 end, function(m) failed[#failed + 1] = m end)
+    end
+    helper.run_until(mesh, function() return done + #failed == 3000 end, 30000)
+    assert.same({}, failed)
+    local seqs, ns = stored(mesh, id)(3000)
+    for i = 1, 3000 do
+      assert.equal(i, seqs[i])
+      assert.equal(i, ns[i], "item " .. i .. " holds publish " .. ns[i])
+    end
+  end)
+
   it("slows a handler that awaits each of its publishes, and refuses none", function()
     local mesh = helper.open { publish_window = { items = 1 } }
     local ns = helper.ns()
