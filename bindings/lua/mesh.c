@@ -251,7 +251,8 @@ static int l_stream_timings_check(lua_State *L) {
 /* core.open{ store=, read_store=, quiesce_budget_ms=, request_timeout_ms=,
  *            instruction_budget=, log=function(level, line) end,
  *            streams={ holder_probe_ms=, ... }, publish_window={ items=,
- *            bytes=, waiting_bytes=, max_block_ms= } }
+ *            bytes=, waiting_bytes=, max_block_ms= }, read_window={ items=,
+ *            bytes= } }
  * -> mesh, or nil, message, code when the store cannot be opened. */
 static int l_open(lua_State *L) {
   dlua_state_t *S = dlua_state(L);
@@ -284,6 +285,16 @@ static int l_open(lua_State *L) {
   lua_pop(L, 1);
   lua_getfield(L, 1, "publish_window");
   durable_publish_window_t window = publish_window(L, 7);
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "read_window");
+  durable_read_window_t reads = {0};
+  if (lua_istable(L, 7)) {
+    lua_getfield(L, 7, "items");
+    reads.items = (uint32_t)luaL_optinteger(L, -1, 0);
+    lua_getfield(L, 7, "bytes");
+    reads.bytes = (uint64_t)luaL_optinteger(L, -1, 0);
+    lua_pop(L, 2);
+  }
   lua_pop(L, 1);
   durable_error_t bad = {0};
   /* misuse raises: durable_mesh_open would only return the refusal */
@@ -341,6 +352,7 @@ static int l_open(lua_State *L) {
       .log_data = m,
       .streams = streams,
       .publish_window = window,
+      .read_window = reads,
   };
   rc = durable_mesh_open(&m->loop, &options, &m->mesh, &err);
   if (rc < 0) {
@@ -910,6 +922,18 @@ static int m_stats(lua_State *L) {
   FIELD(expired);
 #undef FIELD
   lua_setfield(L, -2, "publish");
+  durable_read_stats_t r = {0};
+  if (m->mesh)
+    durable_mesh_read_stats(m->mesh, &r);
+  lua_createtable(L, 0, 3);
+#define FIELD(name)                                                            \
+  lua_pushinteger(L, (lua_Integer)r.name);                                     \
+  lua_setfield(L, -2, #name)
+  FIELD(held);
+  FIELD(held_bytes);
+  FIELD(waiting);
+#undef FIELD
+  lua_setfield(L, -2, "reads");
   return 1;
 }
 

@@ -95,25 +95,30 @@ local Hub = core.Hub
 local OPEN_KEYS = {
   store = true, plugins = true, quiesce_budget_ms = true, request_timeout_ms = true,
   instruction_budget = true, log = true, streams = true, host = true, principal = true,
-  metrics = true, read_store = true, publish_window = true,
+  metrics = true, read_store = true, publish_window = true, read_window = true,
 }
 
-local WINDOW_KEYS = { items = 0xffffffff, bytes = math.maxinteger, waiting_bytes = math.maxinteger,
-  max_block_ms = 0xffffffff }
+-- the windows' options, each with its largest value
+local WINDOWS = {
+  publish_window = { keys = "items =, bytes =, waiting_bytes =, max_block_ms =",
+    items = 0xffffffff, bytes = math.maxinteger, waiting_bytes = math.maxinteger,
+    max_block_ms = 0xffffffff },
+  read_window = { keys = "items =, bytes =", items = 0xffffffff, bytes = math.maxinteger },
+}
 
-local function check_window(w)
+local function check_window(name, w)
   if w == nil then return end
+  local known = WINDOWS[name]
   if type(w) ~= "table" then
-    error("durable.open: 'publish_window' must be a table { items =, bytes =, waiting_bytes =, "
-      .. "max_block_ms = }", 3)
+    error(("durable.open: '%s' must be a table { %s }"):format(name, known.keys), 3)
   end
   for k, v in pairs(w) do
-    local max = WINDOW_KEYS[k]
+    local max = k ~= "keys" and known[k]
     if not max then
-      error(("durable.open: unknown publish_window option '%s'"):format(tostring(k)), 3)
+      error(("durable.open: unknown %s option '%s'"):format(name, tostring(k)), 3)
     end
     if math.type(v) ~= "integer" or v <= 0 or v > max then
-      error(("durable.open: publish_window.%s must be an integer > 0"):format(k), 3)
+      error(("durable.open: %s.%s must be an integer > 0"):format(name, k), 3)
     end
   end
 end
@@ -173,6 +178,9 @@ end
 ---on it simply suspends the handler); one that would take the waiting
 ---publishes past `waiting_bytes`, or that waited `max_block_ms`, fails with
 ---EAGAIN, nothing appended.
+---`read_window = { items = 65536, bytes = 64 MiB }` bounds what the stream
+---readers of the mesh (consumers, read_durable) hold at once, read ahead
+---and not handed over yet; a reader past it waits for room.
 ---`read_store = URL` (a PostgreSQL standby) serves hub:read_durable: its
 ---reads go there, its live tail is still heard from `store`, and an item
 ---is handed over once the standby has replayed it -- in order, no gap, no
@@ -181,7 +189,7 @@ end
 ---`store` first); one that cannot be read returns nil, message, code.
 ---A mesh owns its libuv loop; there is no `loop` option: a program with its
 ---own loop (luv) drives the mesh through mesh:fd() and mesh:step().
----@param opts { principal?: string|false, host?: boolean, metrics?: string, store?: string, read_store?: string, publish_window?: { items?: integer, bytes?: integer, waiting_bytes?: integer, max_block_ms?: integer }, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
+---@param opts { principal?: string|false, host?: boolean, metrics?: string, store?: string, read_store?: string, publish_window?: { items?: integer, bytes?: integer, waiting_bytes?: integer, max_block_ms?: integer }, read_window?: { items?: integer, bytes?: integer }, plugins?: string[], quiesce_budget_ms?: integer, request_timeout_ms?: integer, instruction_budget?: integer, log?: fun(level: string, line: string), streams?: { holder_probe_ms?: integer, reclaim_ms?: integer, backoff_min_ms?: integer, backoff_max_ms?: integer, liveness_ms?: integer } }
 ---@return durable.Mesh|nil mesh
 ---@return string? message
 ---@return string? code
@@ -207,7 +215,8 @@ function durable.open(opts)
     error("durable.open: 'log' must be a function(level, line)", 2)
   end
   streams.check_options(opts.streams)
-  check_window(opts.publish_window)
+  check_window("publish_window", opts.publish_window)
+  check_window("read_window", opts.read_window)
   if opts.host ~= nil and type(opts.host) ~= "boolean" then
     error("durable.open: 'host' must be a boolean", 2)
   end
@@ -229,6 +238,7 @@ function durable.open(opts)
     log = opts.log,
     streams = opts.streams,
     publish_window = opts.publish_window,
+    read_window = opts.read_window,
     principal = principal,
   }
   if not mesh then return nil, message, code end

@@ -179,6 +179,7 @@ struct durable_mesh_s {
   durable_stream_options_t stream_options; /* as given; the streams layer
                                               fills in its defaults */
   durable_publish_window_t publish_window; /* as given: the same */
+  durable_read_window_t read_window;       /* as given: the same */
 
   durable__map_t hubs;    /* address -> hub */
   durable__map_t pending; /* request id -> pending */

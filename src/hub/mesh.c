@@ -571,6 +571,7 @@ int durable__mesh_open(uv_loop_t *loop, const durable_mesh_options_t *options,
   mesh->log_data = options->log_data;
   mesh->stream_options = options->streams;
   mesh->publish_window = options->publish_window;
+  mesh->read_window = options->read_window;
   int rc;
   if (options->principal != NULL &&
       ((rc = durable_principal_check(options->principal, err)) < 0 ||

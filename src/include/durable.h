@@ -536,6 +536,18 @@ typedef struct durable_publish_window_s {
   uint32_t max_block_ms;  /* how long a publish may wait: 60000 */
 } durable_publish_window_t;
 
+/* What the stream readers of a mesh (its consumers and durable_stream_read
+ * readers) may hold at once, read ahead and not handed over yet
+ * (durable_mesh_options_t.read_window).  A read asks for what is left (a
+ * page of 1,000 at most); a reader refused waits until items are handed
+ * over elsewhere, except one that holds nothing while an item is asked of
+ * it, which reads 16 anyway.  Each reader also holds two pages and 4 MiB
+ * at most.  0 takes the default. */
+typedef struct durable_read_window_s {
+  uint32_t items; /* items held by all the readers: 65536 */
+  uint64_t bytes; /* their bytes: 64 MiB */
+} durable_read_window_t;
+
 typedef struct durable_mesh_options_s {
   const char *store; /* store URL, see durable_store_open() */
   /* The principal the mesh acts as (see "principals" above); NULL: the
@@ -561,6 +573,7 @@ typedef struct durable_mesh_options_s {
    * `store`.  NULL: `store` serves every read. */
   const char *read_store;
   durable_publish_window_t publish_window; /* zeros: the defaults */
+  durable_read_window_t read_window;       /* zeros: the defaults */
 } durable_mesh_options_t;
 
 /* Open a mesh on `loop` over the store `options->store`.  Returns 0 and sets
@@ -614,6 +627,14 @@ typedef struct durable_publish_stats_s {
 
 void durable_mesh_publish_stats(durable_mesh_t *mesh,
                                 durable_publish_stats_t *out);
+
+/* The read window now: items and bytes its readers hold (and ask for),
+ * and the readers waiting for room. */
+typedef struct durable_read_stats_s {
+  uint64_t held, held_bytes, waiting;
+} durable_read_stats_t;
+
+void durable_mesh_read_stats(durable_mesh_t *mesh, durable_read_stats_t *out);
 
 /* ---- messages, requests, replies ---------------------------------------- */
 

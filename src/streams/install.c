@@ -81,6 +81,7 @@ static int install(durable_mesh_t *mesh) {
       (rc = durable__stream_stats_install(mesh)) < 0 ||
       (rc = durable__window_install(mesh)) < 0 ||
       (rc = durable__publish_install(mesh)) < 0 ||
+      (rc = durable__read_budget_install(mesh)) < 0 ||
       (rc = durable__metrics_install(mesh)) < 0)
     return rc;
   /* (the store's hooks need no undoing: the store closes before the mesh

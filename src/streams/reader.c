@@ -40,6 +40,13 @@
  * ETIMEDOUT) is made again the same way, never the end of the reader.  The
  * cursor keeps order, gaps and duplicates as for any reader.
  *
+ * What a reader holds is bounded: two pages, and PULL_BYTES, of its own;
+ * and what the readers of a mesh hold together, by the mesh's read budget
+ * (read_budget.c), which a read asks for its rows before it is sent.  A
+ * reader refused rows waits in line and reads once items are handed over
+ * elsewhere; one that holds nothing while an item is asked of it reads a
+ * few rows anyway.
+ *
  * Every read is made as the mesh's principal, so a reader of a stream whose
  * owner (or, for a custom source, whose items' owner) it may not read
  * stops at its first read with DURABLE_EACCES, having handed over nothing.
@@ -54,6 +61,8 @@
  * soon as fewer than a page wait (read-ahead), so the store reads while the
  * loop hands items over; at most two pages are held. */
 #define PAGE 1000
+/* A reader reads ahead no further once it holds this many bytes. */
+#define PULL_BYTES (4 << 20)
 /* A custom source is re-listed from the start of its namespace on each
  * signal; items further ahead than this wait for a later round. */
 #define AHEAD_MAX 4096
@@ -67,6 +76,7 @@
 typedef struct {
   int64_t seq;
   durable_node_t *node;
+  size_t bytes; /* what the node takes, as the read budget counts it */
 } slot_t;
 
 struct durable__pull_s {
@@ -119,11 +129,32 @@ struct durable__pull_s {
   uint32_t poll_ms;
   uint64_t progress_at; /* uv_now of the last read that brought an item */
   int slow_said;        /* the slow polling was logged (until progress) */
+  /* the read budget's: rows asked by the read in flight, bytes held, the
+   * place in line for rows, and the turn owed once there is room */
+  size_t asked;
+  int64_t held_bytes;
+  durable__read_waiter_t waiter;
+  int room_owed;
 };
 
+/* What a node takes, as the read budget counts it: its strings, about. */
+static size_t node_bytes(const durable_node_t *n) {
+  return sizeof(*n) + 64 + 2 * strlen(n->path) + strlen(n->ns) +
+         (n->content ? strlen(n->content) : 0);
+}
+
+/* The slot buf[i] leaves the buffer (handed over, passed, or the reader
+ * closes): its node freed, its place in the budget given back. */
+static void slot_free(durable__pull_t *p, size_t i) {
+  durable_node_free(p->buf[i].node);
+  p->held_bytes -= (int64_t)p->buf[i].bytes;
+  durable__read_budget_give(p->mesh, 1, (int64_t)p->buf[i].bytes);
+}
+
 static void pull_free(durable__pull_t *p) {
+  durable__read_budget_unwait(p->mesh, &p->waiter);
   for (size_t i = p->first; i < p->nbuf; i++)
-    durable_node_free(p->buf[i].node);
+    slot_free(p, i);
   free(p->buf);
   free(p->ns);
   free(p->key);
@@ -134,8 +165,12 @@ static void pull_free(durable__pull_t *p) {
 }
 
 /* Insert in sequence order (takes `copy`); a second copy of a sequence
- * replaces the first. */
+ * replaces the first.  1 when it took a new place, 0 when it replaced. */
 static int buffer_put(durable__pull_t *p, int64_t seq, durable_node_t *copy) {
+  size_t bytes = node_bytes(copy);
+  p->held_bytes += (int64_t)bytes;
+  durable__read_budget_hold(p->mesh, (int64_t)bytes);
+  durable__read_budget_take(p->mesh, 1, 1); /* it is held from now */
   if (p->first > 0) { /* what was handed over leaves, once per page */
     memmove(p->buf, p->buf + p->first, (p->nbuf - p->first) * sizeof(*p->buf));
     p->nbuf -= p->first;
@@ -150,8 +185,8 @@ static int buffer_put(durable__pull_t *p, int64_t seq, durable_node_t *copy) {
       hi = mid;
   }
   if (lo < p->nbuf && p->buf[lo].seq == seq) {
-    durable_node_free(p->buf[lo].node);
-    p->buf[lo].node = copy;
+    slot_free(p, lo);
+    p->buf[lo] = (slot_t){seq, copy, bytes};
     return 0;
   }
   if (p->nbuf == p->cap) {
@@ -159,18 +194,21 @@ static int buffer_put(durable__pull_t *p, int64_t seq, durable_node_t *copy) {
     slot_t *b = realloc(p->buf, cap * sizeof(*b));
     if (b == NULL) {
       durable_node_free(copy);
+      p->held_bytes -= (int64_t)bytes;
+      durable__read_budget_give(p->mesh, 1, (int64_t)bytes);
       return DURABLE_ENOMEM;
     }
     p->buf = b;
     p->cap = cap;
   }
   memmove(&p->buf[lo + 1], &p->buf[lo], (p->nbuf - lo) * sizeof(*p->buf));
-  p->buf[lo] = (slot_t){seq, copy};
+  p->buf[lo] = (slot_t){seq, copy, bytes};
   p->nbuf++;
-  return 0;
+  return 1;
 }
 
 static void read_more(durable__pull_t *p);
+static void asked_back(durable__pull_t *p);
 
 /* Keep the first failure of a read for try_deliver to report. */
 static void read_failed(durable__pull_t *p, int status, const char *message) {
@@ -205,7 +243,7 @@ static int deliver_one(durable__pull_t *p) {
     return 0;
   /* drop what the cursor has passed (duplicates) */
   while (p->first < p->nbuf && p->buf[p->first].seq < p->next)
-    durable_node_free(p->buf[p->first++].node);
+    slot_free(p, p->first++);
   size_t waiting = p->nbuf - p->first;
   if (!p->custom && p->more && !p->reading && !p->read_status && waiting > 0 &&
       waiting < PAGE)
@@ -214,7 +252,9 @@ static int deliver_one(durable__pull_t *p) {
       check_trimmed(p))
     return 0; /* a gap at the cursor: its answer delivers */
   if (waiting > 0 && p->buf[p->first].seq == p->next) {
-    durable_node_t *node = p->buf[p->first++].node;
+    durable_node_t *node = p->buf[p->first].node;
+    p->buf[p->first].node = NULL; /* freed below, after its callback */
+    slot_free(p, p->first++);
     char *payload = NULL;
     int64_t appended_at = 0;
     durable_error_t err = {0};
@@ -295,7 +335,7 @@ typedef struct {
 
 static void maybe_free(durable__pull_t *p) {
   if (p->closed && !p->reading && !p->signal_owed && !p->busy && !p->checking &&
-      !p->asking && !p->poll_open)
+      !p->asking && !p->poll_open && !p->room_owed)
     pull_free(p);
 }
 
@@ -357,6 +397,7 @@ static void page_arrived(durable__pull_t *p, const durable_result_t *res,
   int first_read = !p->started;
   int64_t upto_before = p->read_upto;
   p->started = 1;
+  asked_back(p); /* what it keeps is held item by item (buffer_put) */
   if (status < 0 && p->lagging &&
       (status == DURABLE_EUNAVAIL || status == DURABLE_ECANCELED ||
        status == DURABLE_ETIMEDOUT)) {
@@ -423,6 +464,8 @@ static void on_page_turn(int status, const char *message, void *data) {
   p->busy++; /* its callback may close the pull */
   if (!p->closed)
     page_arrived(p, NULL, page);
+  else
+    asked_back(p);
   p->busy--;
   for (size_t i = 0; i < page->count; i++)
     durable_node_free(page->nodes[i]);
@@ -434,6 +477,7 @@ static void on_page(const durable_result_t *res, void *data) {
   durable__pull_t *p = data;
   if (p->closed) {
     p->reading = 0;
+    asked_back(p);
     maybe_free(p);
     return;
   }
@@ -447,6 +491,7 @@ static void on_page(const durable_result_t *res, void *data) {
   page_t *page = calloc(1, sizeof(*page) + res->count * sizeof(page->nodes[0]));
   if (page == NULL) {
     p->reading = 0;
+    asked_back(p);
     read_failed(p, DURABLE_ENOMEM, "out of memory");
     return;
   }
@@ -464,10 +509,58 @@ static void on_page(const durable_result_t *res, void *data) {
   durable__sched_later(&p->mesh->sched, on_page_turn, 0, NULL, page);
 }
 
+/* The rows the read in flight asked of the budget go back: the page came
+ * (what it keeps is held item by item), failed, or is not wanted. */
+static void asked_back(durable__pull_t *p) {
+  durable__read_budget_give(p->mesh, (int64_t)p->asked, 0);
+  p->asked = 0;
+}
+
+static void on_room_turn(int status, const char *message, void *data) {
+  durable__pull_t *p = data;
+  (void)status;
+  (void)message;
+  p->room_owed = 0;
+  if (!p->closed && !p->reading) {
+    if (p->cb != NULL)
+      deliver_all(p);
+    else if (!p->failed && !p->read_status && p->nbuf - p->first < PAGE)
+      read_more(p);
+  }
+  maybe_free(p);
+}
+
+/* The read budget has room again: read, in a turn of the mesh (never
+ * inside another reader's hand-over). */
+static void on_room(durable__read_waiter_t *w) {
+  durable__pull_t *p = DURABLE__QUEUE_DATA(w, durable__pull_t, waiter);
+  if (p->room_owed)
+    return;
+  p->room_owed = 1;
+  durable__sched_later(&p->mesh->sched, on_room_turn, 0, NULL, p);
+}
+
 static void read_more(durable__pull_t *p) {
   durable_store_t *store = p->from;
   durable_error_t err = {0};
   int rc;
+  size_t held = p->nbuf - p->first;
+  int starving = held == 0 && p->cb != NULL;
+  /* its own bound: what fits below PULL_BYTES, a page at most */
+  size_t want = 0;
+  if (p->held_bytes < PULL_BYTES)
+    want = durable__read_budget_rows(p->mesh, PULL_BYTES - p->held_bytes);
+  if (want > PAGE)
+    want = PAGE;
+  if (want == 0 && !starving)
+    return; /* read again as these are handed over */
+  size_t rows =
+      durable__read_budget_take(p->mesh, want ? want : PAGE, starving);
+  if (rows == 0) {
+    durable__read_budget_wait(p->mesh, &p->waiter);
+    return;
+  }
+  p->asked = rows;
   p->reading = 1;
   p->dirty = 0;
   p->heard_blind = 0;
@@ -475,14 +568,15 @@ static void read_more(durable__pull_t *p) {
     char query[DURABLE_PATH_MAX + 16];
     snprintf(query, sizeof query, "namespace:%s", p->items_ns);
     rc = durable_store_query(store, durable_mesh_principal(p->mesh), query,
-                             p->round_after, 1000, on_page, p, &err);
+                             p->round_after, rows, on_page, p, &err);
   } else {
     int64_t after = p->next - 1 > p->read_upto ? p->next - 1 : p->read_upto;
     rc = durable__store_read_items(store, durable_mesh_principal(p->mesh),
-                                   p->items_ns, after, PAGE, on_page, p, &err);
+                                   p->items_ns, after, rows, on_page, p, &err);
   }
   if (rc < 0) { /* try_deliver reports it, never from inside a read */
     p->reading = 0;
+    asked_back(p);
     read_failed(p, rc, err.message);
   }
 }
@@ -675,6 +769,8 @@ durable__pull_t *durable__pull_new(durable_mesh_t *mesh,
   }
   p->mesh = mesh;
   p->from = from;
+  durable__queue_init(&p->waiter.link);
+  p->waiter.wake = on_room;
   p->next = after + 1;
   p->read_upto = after;
   p->custom = source != NULL;
@@ -726,7 +822,7 @@ int durable__pull_ready(durable__pull_t *p) {
   if (p->closed || p->failed)
     return 0;
   while (p->first < p->nbuf && p->buf[p->first].seq < p->next)
-    durable_node_free(p->buf[p->first++].node); /* passed: duplicates */
+    slot_free(p, p->first++); /* passed: duplicates */
   return p->first < p->nbuf && p->buf[p->first].seq == p->next;
 }
 

@@ -161,6 +161,37 @@ int durable__window_enter(durable_mesh_t *mesh, durable__window_slot_t *slot,
                           durable_error_t *err);
 void durable__window_leave(durable_mesh_t *mesh, size_t bytes);
 
+/* read_budget.c: what the stream readers of a mesh may hold (see there).
+ * durable__read_budget_take: rows to ask for, of `want` (0: wait, with
+ * durable__read_budget_wait; a reader that holds nothing and has an item
+ * asked of it is `starving`, and gets DURABLE__READ_MIN anyway); they count
+ * as held from now.  durable__read_budget_give: items and bytes no longer
+ * held (what a page did not fill, what was handed over or dropped); the
+ * readers waiting are woken while there is room.  durable__read_budget_hold:
+ * the bytes of one item a page brought.  A waiter's link is set up with
+ * durable__queue_init; durable__read_budget_unwait takes it out of line
+ * (a reader that closes). */
+#define DURABLE__READ_ITEMS 65536
+#define DURABLE__READ_BYTES (64 << 20)
+#define DURABLE__READ_MIN 16
+typedef struct durable__read_waiter_s durable__read_waiter_t;
+struct durable__read_waiter_s {
+  struct durable__queue link;
+  void (*wake)(durable__read_waiter_t *w);
+};
+int durable__read_budget_install(durable_mesh_t *mesh);
+size_t durable__read_budget_take(durable_mesh_t *mesh, size_t want,
+                                 int starving);
+void durable__read_budget_give(durable_mesh_t *mesh, int64_t items,
+                               int64_t bytes);
+void durable__read_budget_hold(durable_mesh_t *mesh, int64_t bytes);
+/* How many items fit in `bytes`, by the mean size of those held so far. */
+size_t durable__read_budget_rows(durable_mesh_t *mesh, int64_t bytes);
+void durable__read_budget_wait(durable_mesh_t *mesh,
+                               durable__read_waiter_t *w);
+void durable__read_budget_unwait(durable_mesh_t *mesh,
+                                 durable__read_waiter_t *w);
+
 /* The per-mesh state each unit adds at install (install.c calls them). */
 int durable__directory_install(durable_mesh_t *mesh);
 int durable__consumers_install(durable_mesh_t *mesh);
