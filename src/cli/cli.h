@@ -181,6 +181,13 @@ int cli_parse_sequence(const char *text, int64_t *out);
 
 /* ---- publish.c ---- */
 
+/* ---- load.c ---- */
+
+/* `durable publish NS KEY -`: the JSON lines of standard input appended
+ * to the stream `s` (taken, not opened); `id_field` names each line's
+ * publish id (NULL: none), `print` prints every sequence.  The exit code. */
+int cli_load(cli_t *cli, cli_stream_t *s, const char *id_field, int print);
+
 /* A publish's answer (data: the cli_stream_t): print the sequence and
  * finish with CLI_OK, or report the failure. */
 void cli_stream_published(int status, int64_t sequence, const char *message,

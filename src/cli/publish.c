@@ -32,6 +32,8 @@ void cli_stream_published(int status, int64_t sequence, const char *message,
 
 static const cli_option_t publish_options[] = {
     {"--id", 1},
+    {"--print", 0},
+    {"--id-field", 1},
     {NULL, 0},
 };
 
@@ -95,7 +97,6 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
   publish_t p;
   cli_stream_t *s = &p.s;
   durable_error_t err;
-  char *owned = NULL;
   char address[64];
   int rc;
 
@@ -107,70 +108,65 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
   if ((rc = cli_stream_take(cli, s, argv[0], argv[1])) != 0)
     return rc;
   p.options.id = cli->values[0];
+  int print = cli->values[1] != NULL;
+  const char *id_field = cli->values[2];
+  int load = strcmp(argv[2], "-") == 0;
+  if (load && p.options.id)
+    return cli_usage(cli, "--id names one item; a load of JSON lines (-) "
+                          "takes --id-field NAME");
+  if (!load && (print || id_field))
+    return cli_usage(cli, "--print and --id-field are for a load of JSON "
+                          "lines from standard input (-)");
+  if (id_field && *id_field == '\0')
+    return cli_usage(cli, "--id-field needs a field name");
+  if (load)
+    return cli_load(cli, s, id_field, print);
   memset(&err, 0, sizeof err);
   if (p.options.id && durable_publish_id_check(&s->id, p.options.id, &err) < 0)
     return cli_usage(cli, "%s", err.message);
-  if (strcmp(argv[2], "-") == 0) {
-    size_t len;
-    p.payload = owned = cli_read_stdin(&len);
-    if (owned == NULL)
-      return cli_error(cli, CLI_FAILED,
-                       "cannot read the payload from "
-                       "standard input");
-    if (strlen(owned) != len) {
-      free(owned);
-      return cli_error(cli, CLI_USAGE,
-                       "A durable stream item for %s is not "
-                       "JSON: it holds a NUL byte",
-                       s->name);
-    }
-    /* The line break a shell adds after the JSON is not part of it. */
-    while (len > 0 && strchr(" \t\r\n", owned[len - 1]))
-      owned[--len] = '\0';
-  } else {
-    p.payload = argv[2];
-  }
+  p.payload = argv[2];
   /* refused before anything is opened: a bad payload makes no store */
-  if (durable_stream_payload_check(&s->id, p.payload, &err) < 0) {
-    free(owned);
+  if (durable_stream_payload_check(&s->id, p.payload, &err) < 0)
     return cli_error(cli, CLI_USAGE, "%s", err.message);
-  }
 
   if (p.options.id != NULL)
     cli->open_retry_ms = RETRY_FOR_MS; /* a store away at open, too */
-  if ((rc = cli_stream_open(s, cli)) != 0) {
-    free(owned);
+  if ((rc = cli_stream_open(s, cli)) != 0)
     return rc;
-  }
   memset(&err, 0, sizeof err);
   snprintf(address, sizeof address, "cli/publish-%d", (int)uv_os_getpid());
   rc = durable_mesh_client(cli->mesh, address, &p.hub, &err);
   if (rc < 0) {
-    free(owned);
     cli_refused(cli, rc, &err);
     return cli_run(cli);
   }
   p.started = uv_now(&cli->loop);
   p.delay = RETRY_MIN_MS;
   publish_send(&p);
-  rc = cli_run(cli);
-  free(owned); /* kept for a retry until the command ends */
-  return rc;
+  return cli_run(cli);
 }
 
 const cli_command_t cli_publish_command = {
     "publish",
-    "[--id ID] NAMESPACE KEY JSON|-",
+    "[--id ID] NAMESPACE KEY JSON | NAMESPACE KEY - [--id-field F] [--print]",
     "append to a durable stream, print the sequence",
-    "Appends JSON (`-` reads it from standard input, trailing whitespace\n"
-    "dropped) to the durable stream NAMESPACE@KEY -- KEY is the owning node's\n"
-    "path, NAMESPACE the stream family, e.g. `durable publish DocumentLog\n"
-    "Space/doc '{\"text\":\"hi\"}'`.  The stream node is created on first "
-    "use.\n"
-    "Prints the item's sequence once it is saved.  The payload is kept byte\n"
-    "for byte.  A bad stream id or a payload that is empty or not JSON exits "
-    "2\n"
-    "and writes nothing.\n"
+    "Appends JSON to the durable stream NAMESPACE@KEY -- KEY is the owning\n"
+    "node's path, NAMESPACE the stream family, e.g. `durable publish\n"
+    "DocumentLog Space/doc '{\"text\":\"hi\"}'`.  The stream node is created\n"
+    "on first use.  Prints the item's sequence once it is saved.  The payload\n"
+    "is kept byte for byte.  A bad stream id or a payload that is empty or\n"
+    "not JSON exits 2 and writes nothing.\n"
+    "\n"
+    "With `-` it loads JSON lines from standard input: each line that is not\n"
+    "blank is one item, appended in order, many in flight; it prints one\n"
+    "line at the end (\"N lines: M items appended, ...; sequences A-B\"),\n"
+    "and its progress on stderr when that is a terminal.  A bad line stops\n"
+    "it (exit 1, naming the line) once the lines before it are appended;\n"
+    "none after it is.\n"
+    "  --id-field F  each line's field F (a string or an integer) is its\n"
+    "           publish id (as --id): a load cut off half-way is finished by\n"
+    "           running it again, and appends nothing twice\n"
+    "  --print  print each item's sequence, one per line, instead\n"
     "\n"
     "  --id ID  an idempotent publish: when the stream already holds an item\n"
     "           published with ID, print that item's sequence and append\n"

@@ -250,14 +250,14 @@ describe("durable (" .. KIND .. ")", function()
       ITEMS = STREAM .. "/_DurableStreamItem"
     end)
 
-    -- The owner and three items; the third read from stdin with the line
-    -- break a shell adds.
+    -- The owner and three items; the third read from stdin (a load of one
+    -- JSON line, its sequence printed) with the line break a shell adds.
     local function publish_three()
       assert.equal(0, (run{ "put", KEY, "Document", "{}" }))
       for i, payload in ipairs(PAYLOADS) do
         local code, out, err
         if i == 3 then
-          code, out, err = run{ "publish", NS, KEY, "-", stdin = payload .. "\n" }
+          code, out, err = run{ "publish", NS, KEY, "-", "--print", stdin = payload .. "\n" }
         else
           code, out, err = run{ "publish", NS, KEY, payload }
         end
@@ -344,9 +344,9 @@ describe("durable (" .. KIND .. ")", function()
         assert.matches("^durable: publish: A durable stream item for "
                        .. name:gsub("%p", "%%%0") .. " " .. bad[2] .. "\n$", err)
       end
-      local code, _, err = run{ "publish", NS, KEY, "-", stdin = "" }
-      assert.equal(2, code, err)
-      assert.matches("needs a payload", err)
+      local code, _, err = run{ "publish", NS, KEY, "-", stdin = "null\n" }
+      assert.equal(1, code, err)
+      assert.matches("line 1: A durable stream item for .* needs a payload", err)
       assert.same({}, (children(KEY .. "/_DurableStream")))
       assert.same({}, (children(KEY)))
     end)

@@ -112,7 +112,8 @@ function M.run(opts)
   return code, M.read_file(out) or "", M.read_file(err) or ""
 end
 
---- spawn{ args…, store =, env = } starts the command in the background:
+--- spawn{ args…, store =, env =, stdin_file = PATH } starts the command in
+--- the background (its standard input the file, else /dev/null):
 --- { pid =, out =, err =, rc = } (rc is written when it exits).
 --- DURABLE_LOG is cleared unless given, so log lines are the defaults'.
 function M.spawn(opts)
@@ -121,7 +122,8 @@ function M.spawn(opts)
   os.remove(job.rc)
   local cmd = M.command_line(opts)
   if not (opts.env and opts.env.DURABLE_LOG) then cmd = "env -u DURABLE_LOG " .. cmd end
-  os.execute("(" .. cmd .. " </dev/null >" .. job.out .. " 2>" .. job.err
+  os.execute("(" .. cmd .. " <" .. M.quote(opts.stdin_file or "/dev/null") .. " >" .. job.out
+             .. " 2>" .. job.err
              .. " & echo $! >" .. pidfile .. "; wait $!; echo $? >" .. job.rc .. ".tmp; mv "
              .. job.rc .. ".tmp " .. job.rc .. ") >/dev/null 2>&1 &")
   job.pid = assert(M.wait_for(function()
