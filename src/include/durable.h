@@ -526,7 +526,8 @@ typedef struct durable_stream_options_s {
  * once one in flight has finished; its callback runs as usual.  A waiting
  * publish costs its payload and a small fixed part.  A publish that would
  * take the bytes waiting past waiting_bytes is refused at once, and one that
- * waited max_block_ms fails: both with DURABLE_EAGAIN, nothing appended.
+ * waited max_block_ms fails, and every one waiting behind it (so that none
+ * started after it is appended): both with DURABLE_EAGAIN, nothing appended.
  * The first publish while none is in flight always goes.  0 takes the
  * default. */
 typedef struct durable_publish_window_s {

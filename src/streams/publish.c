@@ -109,13 +109,17 @@ static void lane_maybe_free(lane_t *lane) {
 }
 
 /* Take p out of its lane (sent, or answered before). */
+static void pump(lane_t *lane);
+
+/* Take p out of its lane (answered before it was sent: an id the stream
+ * held, a failure); those behind it may go now. */
 static void lane_leave(publish_t *p) {
   lane_t *lane = p->lane;
   if (lane == NULL)
     return;
   durable__queue_remove(&p->link);
   p->lane = NULL;
-  lane_maybe_free(lane);
+  pump(lane); /* frees the lane when nothing is left in it */
 }
 
 /* Put p in its stream's lane, in the order it was started (a publish sent
@@ -174,8 +178,6 @@ static void finish(publish_t *p, int status, int64_t seq, const char *why) {
   answer(p, 1, status, seq, why);
 }
 
-static void pump(lane_t *lane);
-
 /* Ready: in its lane, sent once the publishes before it are. */
 static void ready(publish_t *p) {
   p->ready = 1;
@@ -231,15 +233,24 @@ static void send_append(publish_t *p) {
 /* The stream node could not be made: every publish ready to go fails
  * with why (one not ready yet tries again when it is). */
 static void fail_ready(lane_t *lane, int status, const char *why) {
-  lane->pumping = 1;
-  struct durable__queue *q, *next;
+  /* those ready now, taken aside first: answering one may start others
+   * (room in the window, a callback that publishes), which join the lane
+   * and are not this failure's */
+  struct durable__queue failing, *q, *next;
+  durable__queue_init(&failing);
   DURABLE__QUEUE_FOREACH_SAFE(q, next, &lane->waiting) {
     publish_t *p = DURABLE__QUEUE_DATA(q, publish_t, link);
-    if (p->ready)
-      finish(p, status, 0, why);
+    if (p->ready) {
+      durable__queue_remove(&p->link);
+      durable__queue_insert_tail(&failing, &p->link);
+      p->lane = NULL;
+    }
   }
+  lane->pumping = 1;
+  while ((q = durable__queue_pop(&failing)) != NULL)
+    finish(DURABLE__QUEUE_DATA(q, publish_t, link), status, 0, why);
   lane->pumping = 0;
-  lane_maybe_free(lane);
+  pump(lane);
 }
 
 static void on_ensured(const durable_result_t *res, void *data) {
@@ -276,8 +287,10 @@ static void pump(lane_t *lane) {
   if (lane->pumping || lane->ensuring)
     return;
   struct durable__queue *q = durable__queue_head(&lane->waiting);
-  if (q == &lane->waiting)
+  if (q == &lane->waiting) {
+    lane_maybe_free(lane);
     return;
+  }
   publish_t *head = DURABLE__QUEUE_DATA(q, publish_t, link);
   if (!head->ready)
     return;

@@ -11,12 +11,13 @@
  * fixed part), and goes once a publish in flight has finished.  Two bounds
  * end a wait, both with DURABLE_EAGAIN, nothing appended, and a message
  * that names the bound and what to do: the bytes waiting (a publish that
- * would pass `waiting_bytes` is refused at once) and the time (one that
- * waited `max_block_ms` fails then).  The first publish when nothing is in
- * flight always goes, whatever its size.  When the mesh closes, those
- * still waiting fail with DURABLE_ESHUTDOWN.  Once a burst that waited is
- * over -- the window empty for TRIM_DELAY_MS -- the memory it took goes
- * back to the system (malloc_trim; a binding first frees what it holds).
+ * would pass `waiting_bytes` is refused at once) and the time (once the
+ * oldest waited `max_block_ms`, it fails, with every one behind it: none
+ * started after a failed one is appended).  The first publish when nothing is
+ * in flight always goes, whatever its size.  When the mesh closes, those still
+ * waiting fail with DURABLE_ESHUTDOWN.  Once a burst that waited is over -- the
+ * window empty for TRIM_DELAY_MS -- the memory it took goes back to the system
+ * (malloc_trim; a binding first frees what it holds).
  *
  *   publish --room?--yes--> in flight --finished--> the next waiting go
  *               \--no--> waiting, in order --max_block_ms--> EAGAIN
@@ -105,28 +106,37 @@ static void burst_over(window_t *w) {
     malloc_trim(0);
 }
 
-/* Fail every publish that waited max_block_ms, oldest first; with none
- * waiting, a burst is over. */
+/* The oldest waiting publish waited max_block_ms: it fails, and so does
+ * every publish waiting behind it -- were they to go later, a publish
+ * started after the one that failed would be appended, and one retried
+ * would come after it.  With none waiting, a burst is over. */
 static void on_timer(uv_timer_t *timer) {
   window_t *w = timer->data;
-  if (oldest(w) == NULL) {
+  durable__window_slot_t *slot = oldest(w);
+  if (slot == NULL) {
     burst_over(w);
     return;
   }
   uint64_t now = uv_now(durable_mesh_loop(w->mesh));
-  durable__window_slot_t *slot;
-  while ((slot = oldest(w)) != NULL &&
-         now - slot->since >= w->limits.max_block_ms) {
-    unqueue(w, slot);
+  if (now - slot->since < w->limits.max_block_ms) {
+    arm(w);
+    return;
+  }
+  char message[500];
+  snprintf(message, sizeof message,
+           "the oldest publish waiting for room in the publish window "
+           "waited %u ms (%u publishes, %llu bytes in flight at most); it "
+           "and every publish behind it failed, none appended: the store "
+           "takes publishes more slowly than they come; await publishes "
+           "before starting more, or raise publish_window.max_block_ms",
+           w->limits.max_block_ms, w->limits.items,
+           (unsigned long long)w->limits.bytes);
+  struct durable__queue expired, *q;
+  durable__queue_move(&w->waiting, &expired);
+  w->stats.waiting = w->stats.waiting_bytes = 0;
+  while ((q = durable__queue_pop(&expired)) != NULL) {
     w->stats.expired++;
-    char message[400];
-    snprintf(message, sizeof message,
-             "it waited %u ms for room in the publish window (%u publishes, "
-             "%llu bytes in flight at most) and was not appended: the store "
-             "takes publishes more slowly than they come; await publishes "
-             "before starting more, or raise publish_window.max_block_ms",
-             w->limits.max_block_ms, w->limits.items,
-             (unsigned long long)w->limits.bytes);
+    slot = DURABLE__QUEUE_DATA(q, durable__window_slot_t, link);
     slot->fail(slot, DURABLE_EAGAIN, message);
   }
   arm(w);

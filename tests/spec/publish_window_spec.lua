@@ -79,13 +79,17 @@ describe("the publish window", function()
     holds_told(mesh, id, told)
   end)
 
-  it("fails with EAGAIN a publish that waited max_block_ms, having appended nothing", function()
+  it("fails with EAGAIN a publish that waited max_block_ms and every one behind it, appending none",
+    function()
     local mesh, id, told, expired = burst({ items = 1, max_block_ms = 1 }, 300)
     assert.is_true(#expired > 0, "some waited longer than 1 ms")
     assert.equal("EAGAIN", expired[1].code)
-    assert.matches("^Appending to durable stream Log@.* failed: it waited 1 ms for room in "
-      .. "the publish window", expired[1].message)
+    assert.matches("^Appending to durable stream Log@.* failed: the oldest publish waiting for "
+      .. "room in the publish window waited 1 ms", expired[1].message)
     assert.equal(#expired, mesh:stats().publish.expired)
+    -- the ones told a sequence are the first ones, those that failed all after
+    for i, pair in ipairs(told) do assert.equal(i .. "=" .. i, pair) end
+    for k, e in ipairs(expired) do assert.equal(#told + k, e.n) end
     holds_told(mesh, id, told)
   end)
 
@@ -108,6 +112,19 @@ describe("the publish window", function()
       assert.equal(i, seqs[i])
       assert.equal(i, ns[i], "item " .. i .. " holds publish " .. ns[i])
     end
+  end)
+
+  it("sends the publish behind one that its id answered", function()
+    local mesh = helper.open {}
+    local id = { namespace = "Log", key = helper.ns() .. "/doc" }
+    local client = mesh:hub("client/p")
+    assert.equal(1, helper.ok(client:publish_durable(id, { n = 1 }, { id = "a" })))
+    -- started together: the first is answered by its id's read, the
+    -- second waits behind it
+    local both = durable.all({ client:publish_durable(id, { n = 2 }, { id = "a" }),
+      client:publish_durable(id, { n = 3 }) }, mesh)
+    assert.same({ 1, 2 }, helper.ok(both))
+    assert.equal(0, mesh:stats().publish.in_flight)
   end)
 
   it("slows a handler that awaits each of its publishes, and refuses none", function()
