@@ -13,8 +13,8 @@
  * comes back is held until handed over, and what a page did not fill is
  * given back at once.  A reader that would get fewer than
  * DURABLE__READ_MIN rows waits in line, and reads when items are handed
- * over elsewhere -- unless it holds nothing and an item is asked of it:
- * then it reads DURABLE__READ_MIN rows whatever the budget says, so that
+ * over elsewhere -- unless it lacks the item asked of it: then it reads
+ * DURABLE__READ_MIN rows whatever the budget says, so that
  * every reader moves (the budget is passed by at most that much per
  * reader).
  */
@@ -114,13 +114,16 @@ void durable__read_budget_give(durable_mesh_t *mesh, int64_t items,
   b->bytes -= bytes;
   if (items <= 0 && bytes <= 0)
     return;
-  /* room again: the oldest waiting readers read, while there is enough */
+  /* room again: the oldest waiting readers read (in a later turn), one for
+   * each DURABLE__READ_MIN rows of it */
   if (b->waking)
     return;
   b->waking = 1;
   struct durable__queue *q;
-  while (room(b) >= DURABLE__READ_MIN &&
-         (q = durable__queue_pop(&b->waiting)) != NULL) {
+  size_t left = room(b);
+  for (; left >= DURABLE__READ_MIN &&
+         (q = durable__queue_pop(&b->waiting)) != NULL;
+       left -= DURABLE__READ_MIN) {
     durable__read_waiter_t *w =
         DURABLE__QUEUE_DATA(q, durable__read_waiter_t, link);
     b->nwaiting--;

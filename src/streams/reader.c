@@ -44,8 +44,8 @@
  * and what the readers of a mesh hold together, by the mesh's read budget
  * (read_budget.c), which a read asks for its rows before it is sent.  A
  * reader refused rows waits in line and reads once items are handed over
- * elsewhere; one that holds nothing while an item is asked of it reads a
- * few rows anyway.
+ * elsewhere; one that lacks the item at its cursor while that item is
+ * asked of it reads a few rows anyway.
  *
  * Every read is made as the mesh's principal, so a reader of a stream whose
  * owner (or, for a custom source, whose items' owner) it may not read
@@ -544,8 +544,10 @@ static void read_more(durable__pull_t *p) {
   durable_store_t *store = p->from;
   durable_error_t err = {0};
   int rc;
-  size_t held = p->nbuf - p->first;
-  int starving = held == 0 && p->cb != NULL;
+  /* starving: an item is asked for and the one at the cursor is not here
+   * (a custom source may hold many ahead of a gap) */
+  int starving =
+      p->cb != NULL && (p->first == p->nbuf || p->buf[p->first].seq != p->next);
   /* its own bound: what fits below PULL_BYTES, a page at most */
   size_t want = 0;
   if (p->held_bytes < PULL_BYTES)

@@ -3,9 +3,9 @@
 -- read_durable subscriptions -- together hold at most that much read ahead
 -- and not handed over yet, however many streams and however far behind;
 -- a reader refused room waits, and every item still comes, in order.
--- mesh:stats().reads shows what is held.  (A reader that holds nothing
--- while an item is asked of it reads 16 anyway: the bound is passed by at
--- most that much per reader.)
+-- mesh:stats().reads shows what is held.  (A reader that lacks the item
+-- asked of it reads 16 anyway: the bound is passed by at most that much
+-- per reader.)
 local helper = require "helper"
 
 describe("the read window", function()
@@ -65,6 +65,32 @@ describe("the read window", function()
     local _, bytes = drain(mesh, 2, 100, ("x"):rep(2000))
     -- each item is some 2.3 KB as held; two readers may read 16 past it
     assert.is_true(bytes <= 20000 + 2 * 16 * 2600, "held " .. bytes .. " bytes")
+  end)
+
+  it("lets a reader of a custom source past a gap at its cursor, however much it holds ahead",
+    function()
+    local durable = require "durable"
+    local mesh = helper.open { read_window = { items = 64 } }
+    local ns = helper.ns()
+    local events = ns .. "/events"
+    -- ids "e-N" list in another order than their numbers: a page holds
+    -- many items ahead of the one at the cursor
+    local writes = {}
+    for n = 1, 200 do
+      writes[#writes + 1] = mesh:put_node { path = ("%s/e-%d"):format(events, n), content = { n = n } }
+    end
+    helper.ok(durable.all(writes, mesh), 20000)
+    local source = durable.source {
+      items_namespace = events,
+      sequence_of = function(node) return tonumber(node.id:match("^e%-(%d+)$")) end,
+      payload_of = function(node) return node.content.n end,
+    }
+    local got = {}
+    local sub = mesh:hub("client/" .. ns):read_durable({ namespace = "Events", key = ns .. "/src" }, 0,
+      function(item) got[#got + 1] = item.payload end, source)
+    helper.run_until(mesh, function() return #got == 200 end, 20000)
+    for n = 1, 200 do assert.equal(n, got[n]) end
+    sub:close()
   end)
 
   it("is checked at open", function()
