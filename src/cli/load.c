@@ -2,11 +2,13 @@
  * load.c: `durable publish NAMESPACE KEY -` -- a bulk load: the JSON lines
  * of standard input appended to one stream, in order, many in flight.
  *
- * Standard input is read in chunks (uv_fs_read: a file, a pipe or a
- * terminal alike), split into lines, and each line that is not blank is
- * published as it comes; the mesh's publish window keeps what is in flight
- * bounded, and reading pauses while more than PAUSE_AT publishes are out,
- * so that a file of any size costs a chunk and a window.  The items take
+ * Standard input is read in chunks -- as a libuv stream where it is one
+ * (a pipe, a terminal: reading can stop at once), else from the threadpool
+ * (uv_fs_read: a file) -- split into lines, and each line that is not
+ * blank is published as it comes.  Reading pauses while publishes wait for
+ * room in the mesh's publish window (or PAUSE_AT are out), so that a file
+ * of any size costs a chunk and a window, and a store that stalls slows
+ * the load rather than fill the window's waiting bound.  The items take
  * the lines' order: one producer, one stream, and every publish goes
  * through the same window and stream hub in the order it was started.
  *
@@ -32,6 +34,8 @@
 #include <unistd.h>
 
 #define CHUNK (64 * 1024)
+/* A line longer than this is refused (a file that is no JSON lines). */
+#define LINE_MAX_BYTES (64u << 20)
 /* Reading pauses past this many publishes out, and goes on below half. */
 #define PAUSE_AT 4096
 #define PROGRESS_MS 500
@@ -41,6 +45,13 @@ typedef struct {
   durable_hub_t *hub;
   const char *id_field; /* --id-field, or NULL */
   int print;            /* --print */
+  /* standard input: a stream (pipe, tty) while `stream`, else a file */
+  union {
+    uv_stream_t stream;
+    uv_pipe_t pipe;
+    uv_tty_t tty;
+  } in;
+  int stream, in_open, streaming;
   uv_fs_t req;
   char chunk[CHUNK];
   int reading, eof, stopped, finished;
@@ -52,6 +63,7 @@ typedef struct {
   int64_t last_before;   /* the stream's last sequence when the load began */
   int64_t first_seq, last_seq;
   int failed;
+  uint64_t failed_line; /* the first line that failed, of those that did */
   char failure[1024];
   int tty; /* stderr is a terminal: progress there */
   uv_timer_t progress;
@@ -81,6 +93,10 @@ static void maybe_end(load_t *l) {
     l->progress_open = 0;
     uv_close((uv_handle_t *)&l->progress, NULL);
   }
+  if (l->in_open) {
+    l->in_open = 0;
+    uv_close((uv_handle_t *)&l->in.stream, NULL);
+  }
   if (l->failed) {
     cli_error(l->s.cli, CLI_FAILED, "%s", l->failure);
     cli_finish(l->s.cli, CLI_FAILED);
@@ -98,12 +114,15 @@ static void maybe_end(load_t *l) {
   cli_finish(l->s.cli, CLI_OK);
 }
 
-/* Stop at line `line` with `fmt`: nothing more is started. */
+/* Stop at line `line` with `fmt`: nothing more is started.  Of several
+ * failures, the earliest line's is told (a publish that fails after a bad
+ * line was found is an earlier line's). */
 static void stop(load_t *l, uint64_t line, const char *fmt, const char *why) {
-  if (l->failed)
+  l->stopped = 1;
+  if (l->failed && l->failed_line <= line)
     return;
   l->failed = 1;
-  l->stopped = 1;
+  l->failed_line = line;
   char reason[800];
   snprintf(reason, sizeof reason, fmt, why);
   snprintf(l->failure, sizeof l->failure,
@@ -120,11 +139,14 @@ static void on_published(int status, int64_t seq, const char *message,
   free(sent);
   l->out--;
   if (status < 0) {
-    if (!l->failed) {
-      l->failed = l->stopped = 1;
+    l->stopped = 1;
+    if (!l->failed || line < l->failed_line) {
+      l->failed = 1;
+      l->failed_line = line;
       snprintf(l->failure, sizeof l->failure,
-               "line %" PRIu64 ": %s; lines after it may have been appended "
-               "too (with --id-field, run the load again to finish it)",
+               "line %" PRIu64 ": %.700s; lines after it may have been "
+               "appended (with --id-field, running the load again appends "
+               "what is missing, after them)",
                line, message && *message ? message : durable_strerror(status));
     }
   } else {
@@ -137,8 +159,7 @@ static void on_published(int status, int64_t seq, const char *message,
     if (l->print)
       printf("%" PRId64 "\n", seq);
   }
-  if (!l->reading && !l->eof && !l->stopped && l->out <= PAUSE_AT / 2)
-    read_more(l);
+  read_more(l); /* if it paused */
   maybe_end(l);
 }
 
@@ -147,6 +168,10 @@ static int id_of(load_t *l, uint64_t line, const char *text, char *out,
                  size_t size) {
   json_error_t je;
   json_t *doc = json_loads(text, JSON_DECODE_ANY, &je);
+  if (doc == NULL) {
+    stop(l, line, "it is not JSON: %s", je.text);
+    return -1;
+  }
   json_t *v = json_is_object(doc) ? json_object_get(doc, l->id_field) : NULL;
   int ok = 1;
   if (json_is_string(v))
@@ -186,15 +211,16 @@ static void publish_line(load_t *l, char *text) {
     return;
   }
   *sent = (sent_t){l, line};
+  l->out++; /* before: a failure may be answered inside the call */
   /* a payload that is no JSON, or null, is refused here */
   int rc = durable_stream_publish_with(l->hub, &l->s.id, text, &options,
                                        on_published, sent, &err);
   if (rc < 0) {
+    l->out--;
     free(sent);
     stop(l, line, "%s", err.message);
     return;
   }
-  l->out++;
   l->sent++;
 }
 
@@ -210,6 +236,11 @@ static void take_line(load_t *l) {
 }
 
 static int append(load_t *l, const char *at, size_t n) {
+  if (l->len + n > LINE_MAX_BYTES) {
+    stop(l, l->lines + 1, "it is longer than %s bytes (is this JSON lines?)",
+         "67108864");
+    return -1;
+  }
   if (l->len + n + 1 > l->cap) {
     size_t cap = l->cap ? l->cap : 256;
     while (cap < l->len + n + 1)
@@ -226,6 +257,36 @@ static int append(load_t *l, const char *at, size_t n) {
   return 0;
 }
 
+/* A chunk of standard input: split into lines (the last one may go on in
+ * the next chunk); n == 0 is the end. */
+static void took(load_t *l, const char *chunk, size_t n) {
+  if (n == 0) {
+    l->eof = 1;
+    if (l->len > 0 && !l->stopped) /* a last line without its break */
+      take_line(l);
+    return;
+  }
+  const char *at = chunk, *end = chunk + n;
+  while (at < end && !l->stopped) {
+    const char *nl = memchr(at, '\n', (size_t)(end - at));
+    if (append(l, at, (size_t)((nl ? nl : end) - at)) < 0)
+      return;
+    if (nl == NULL)
+      return;
+    take_line(l);
+    at = nl + 1;
+  }
+}
+
+/* Whether to read on: not while publishes wait for room in the window. */
+static int wants_more(load_t *l) {
+  durable_publish_stats_t ps;
+  if (l->eof || l->stopped || l->finished || l->s.cli->mesh == NULL)
+    return 0;
+  durable_mesh_publish_stats(l->s.cli->mesh, &ps);
+  return ps.waiting == 0 && l->out < PAUSE_AT;
+}
+
 static void on_read(uv_fs_t *req) {
   load_t *l = req->data;
   ssize_t n = req->result;
@@ -233,33 +294,57 @@ static void on_read(uv_fs_t *req) {
   l->reading = 0;
   if (l->finished)
     return;
-  if (n < 0) {
+  if (n < 0)
     stop(l, l->lines + 1, "cannot read standard input: %s",
          uv_strerror((int)n));
-  } else if (n == 0) {
-    l->eof = 1;
-    if (l->len > 0 && !l->stopped) /* a last line without its break */
-      take_line(l);
-  } else {
-    const char *at = l->chunk, *end = l->chunk + n;
-    while (at < end && !l->stopped) {
-      const char *nl = memchr(at, '\n', (size_t)(end - at));
-      if (append(l, at, (size_t)((nl ? nl : end) - at)) < 0) {
-        stop(l, l->lines + 1, "%s", "out of memory");
-        break;
-      }
-      if (nl == NULL)
-        break;
-      take_line(l);
-      at = nl + 1;
-    }
-    if (!l->stopped && l->out < PAUSE_AT)
-      read_more(l);
-  }
+  else
+    took(l, l->chunk, (size_t)n);
+  read_more(l);
   maybe_end(l);
 }
 
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
+  load_t *l = handle->data;
+  (void)suggested;
+  *buf = uv_buf_init(l->chunk, sizeof l->chunk);
+}
+
+static void on_stream_read(uv_stream_t *stream, ssize_t n,
+                           const uv_buf_t *buf) {
+  load_t *l = stream->data;
+  if (n == 0 || l->finished)
+    return; /* nothing this time (EAGAIN) */
+  if (n == UV_EOF)
+    took(l, NULL, 0);
+  else if (n < 0)
+    stop(l, l->lines + 1, "cannot read standard input: %s",
+         uv_strerror((int)n));
+  else
+    took(l, buf->base, (size_t)n);
+  read_more(l); /* or pause */
+  maybe_end(l);
+}
+
+/* Read on if the load wants more, else pause (a stream stops at once; a
+ * file's read in flight finishes). */
 static void read_more(load_t *l) {
+  int more = wants_more(l);
+  if (l->stream) {
+    if (more && !l->streaming && l->in_open) {
+      int rc = uv_read_start(&l->in.stream, on_alloc, on_stream_read);
+      if (rc < 0)
+        stop(l, l->lines + 1, "cannot read standard input: %s",
+             uv_strerror(rc));
+      else
+        l->streaming = 1;
+    } else if (!more && l->streaming) {
+      uv_read_stop(&l->in.stream);
+      l->streaming = 0;
+    }
+    return;
+  }
+  if (!more || l->reading)
+    return;
   uv_buf_t buf = uv_buf_init(l->chunk, sizeof l->chunk);
   l->req.data = l;
   int rc = uv_fs_read(&l->s.cli->loop, &l->req, 0, &buf, 1, -1, on_read);
@@ -267,6 +352,22 @@ static void read_more(load_t *l) {
     stop(l, l->lines + 1, "cannot read standard input: %s", uv_strerror(rc));
   else
     l->reading = 1;
+}
+
+/* Standard input as a stream where it is one (a pipe, a terminal). */
+static void input_open(load_t *l) {
+  uv_loop_t *loop = &l->s.cli->loop;
+  uv_handle_type type = uv_guess_handle(0);
+  int rc = -1;
+  if (type == UV_NAMED_PIPE && (rc = uv_pipe_init(loop, &l->in.pipe, 0)) == 0 &&
+      (rc = uv_pipe_open(&l->in.pipe, 0)) < 0)
+    uv_close((uv_handle_t *)&l->in.pipe, NULL);
+  else if (type == UV_TTY)
+    rc = uv_tty_init(loop, &l->in.tty, 0, 1);
+  if (rc == 0) {
+    l->stream = l->in_open = 1;
+    l->in.stream.data = l;
+  }
 }
 
 static void on_progress(uv_timer_t *timer) {
@@ -292,6 +393,7 @@ static void on_last(const durable_result_t *res, void *data) {
     l->progress_open = 1;
     uv_timer_start(&l->progress, on_progress, PROGRESS_MS, PROGRESS_MS);
   }
+  input_open(l);
   read_more(l);
   maybe_end(l);
 }

@@ -93,6 +93,23 @@ describe("durable publish - (" .. cmd.KIND .. ")", function()
     for i = 1, N do assert.equal(i, got[i].i) end
   end)
 
+  it("reads a pipe as it comes, and ends at a failure without waiting for more input", function()
+    local out = cmd.tmpname()
+    os.execute("printf '{\"n\":1}\\n{\"n\":2}\\n' | "
+      .. cmd.command_line { "publish", "Log", KEY, "-", "--print" } .. " >" .. out .. " 2>/dev/null")
+    assert.equal("1\n2\n", cmd.read_file(out))
+    -- a principal that may read the stream, not write to it: its first
+    -- publish fails while the pipe stays open for two seconds more
+    local who = "loader" .. cmd.ns:gsub("%W", "")
+    assert.equal(0, (run { "grant", who, cmd.ns, "read" }))
+    local took = cmd.tmpname()
+    os.execute("s=$(date +%s%N); (echo '{\"n\":3}'; sleep 2) | ("
+      .. cmd.command_line { "publish", "Log", KEY, "-", env = { DURABLE_PRINCIPAL = who } }
+      .. " >/dev/null 2>" .. out .. "; echo $(( ($(date +%s%N) - s) / 1000000 )) >" .. took .. ")")
+    assert.matches("line 1: .* may not write", cmd.read_file(out))
+    assert.is_true(tonumber(cmd.read_file(took)) < 1500, "it ended at once: " .. cmd.read_file(took) .. " ms")
+  end)
+
   it("takes --id for one item and --id-field for a load, not the other way round", function()
     local code, _, err = run{ "publish", "--id", "x", "Log", KEY, "-", stdin = "{}\n" }
     assert.equal(2, code)
