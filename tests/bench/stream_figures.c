@@ -431,6 +431,13 @@ const char *find_durable(const char *fallback) {
 
 double lua_figure(const char *durable, const char *script,
                   const char *const *args) {
+  double v;
+  lua_numbers(durable, script, args, &v, 1);
+  return v;
+}
+
+void lua_numbers(const char *durable, const char *script,
+                 const char *const *args, double *out_values, int count) {
   const char *argv[16];
   int argc = 0;
   argv[argc++] = durable;
@@ -468,10 +475,13 @@ double lua_figure(const char *durable, const char *script,
   int status;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  char *end;
-  double v = strtod(out, &end);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || end == out || v <= 0)
+  char *at = out, *end;
+  int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  for (int i = 0; ok && i < count; i++, at = end) {
+    out_values[i] = strtod(at, &end);
+    ok = end != at && (i > 0 || out_values[i] > 0);
+  }
+  if (!ok)
     die("%s lua %s %s failed (status %d): %s", durable, script,
         args[0] ? args[0] : "", status, out);
-  return v;
 }

@@ -158,5 +158,8 @@ const char *find_durable(const char *fallback);
  * none.  An alarm bounds a subprocess that hangs. */
 double lua_figure(const char *durable, const char *script,
                   const char *const *args);
+/* The same, for the first `count` numbers it prints (the first > 0). */
+void lua_numbers(const char *durable, const char *script,
+                 const char *const *args, double *out_values, int count);
 
 #endif
