@@ -9,7 +9,9 @@
 #    DURABLE_TEST_PG for the PostgreSQL leg), the fault and house checks,
 #    the examples and the install checks.
 # 4. busted specs under tests/spec/, once with DURABLE_TEST_STORE=sqlite and
-#    once with DURABLE_TEST_STORE=postgres (see .busted).
+#    once with DURABLE_TEST_STORE=postgres (see .busted), the two at once:
+#    they share nothing (a file per mesh, a database per run), and most of
+#    either's time is waiting.
 #
 # One line per suite, then one summary line; the exit status is non-zero when
 # anything failed.  Each suite's full output is kept in build/test-logs/ and
@@ -63,24 +65,26 @@ mkdir -p "$logs"
 # foreground child would first have to finish), and the whole job, a test's
 # children included, is stopped before the private PostgreSQL is.
 set -m
-child=
-run_logged() { # run_logged LOG COMMAND...: the command's status
+children=()
+start_logged() { # start_logged LOG COMMAND...: started in the background; $started
   local log=$1
   shift
   "$@" >"$log" 2>&1 </dev/null &
-  child=$!
-  wait "$child"
-  local rc=$?
-  child=
-  return "$rc"
+  started=$!
+  children+=("$started")
+}
+run_logged() { # run_logged LOG COMMAND...: the command's status
+  start_logged "$@"
+  wait "$started"
 }
 # shellcheck disable=SC2317 # called from the traps below
 interrupted() {
   echo "tests/run.sh: interrupted" >&2
-  if [[ -n $child ]]; then
-    kill -TERM -- "-$child" 2>/dev/null
-    wait "$child" 2>/dev/null
-  fi
+  local pid
+  for pid in "${children[@]}"; do
+    kill -TERM -- "-$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  done
   exit "$1"
 }
 
@@ -144,11 +148,21 @@ if grep -qx 'DURABLE_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
   busted_env+=("LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/support/lsan.supp,print_suppressions=0}")
 fi
 
-run_busted() {
-  local store=$1 log=$logs/busted-$1.log start=$SECONDS rc line ok fail err pend
+# start_busted STORE: its run started (busted_pid[STORE]); finish_busted
+# STORE waits for it and records it.
+declare -A busted_pid busted_start
+start_busted() {
+  local store=$1
   echo "busted $store: running every spec under tests/spec ..."
-  run_logged "$log" env "${busted_env[@]}" DURABLE_TEST_STORE="$store" \
+  busted_start[$store]=$SECONDS
+  start_logged "$logs/busted-$store.log" env "${busted_env[@]}" DURABLE_TEST_STORE="$store" \
     "${busted[@]}" --run="$store" -o plainTerminal
+  busted_pid[$store]=$started
+}
+finish_busted() {
+  local store=$1 log=$logs/busted-$1.log rc line ok fail err pend
+  local start=${busted_start[$store]}
+  wait "${busted_pid[$store]}"
   rc=$?
   # "40 successes / 0 failures / 0 errors / 2 pending : 1.2 seconds"
   line=$(grep -E '^[0-9]+ success.* / [0-9]+ failure.* / [0-9]+ error.* / [0-9]+ pending' "$log" | tail -n 1)
@@ -172,9 +186,11 @@ elif [[ -z $(find tests/spec -name '*_spec.lua' -print -quit 2>/dev/null) ]]; th
   echo "busted: no specs under tests/spec yet, skipped"
   parts+=("busted none")
 else
-  run_busted sqlite
+  start_busted sqlite
+  ((pg_up)) && start_busted postgres
+  finish_busted sqlite
   if ((pg_up)); then
-    run_busted postgres
+    finish_busted postgres
   else
     failed=$((failed + 1))
     parts+=("busted postgres not run")
