@@ -246,8 +246,10 @@ static int append(load_t *l, const char *at, size_t n) {
     while (cap < l->len + n + 1)
       cap *= 2;
     char *grown = realloc(l->line, cap);
-    if (grown == NULL)
+    if (grown == NULL) {
+      stop(l, l->lines + 1, "%s", "out of memory");
       return -1;
+    }
     l->line = grown;
     l->cap = cap;
   }
