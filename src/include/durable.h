@@ -541,9 +541,9 @@ typedef struct durable_publish_window_s {
  * readers) may hold at once, read ahead and not handed over yet
  * (durable_mesh_options_t.read_window).  A read asks for what is left (a
  * page of 1,000 at most); a reader refused waits until items are handed
- * over elsewhere, except one that lacks the item asked of it, which reads
- * 16 anyway.  Each reader also holds two pages and 4 MiB
- * at most.  0 takes the default. */
+ * over elsewhere, except one that has nothing it could hand over while an
+ * item is asked of it, which reads 16 anyway.  Each reader also holds two pages
+ * and 4 MiB at most.  0 takes the default. */
 typedef struct durable_read_window_s {
   uint32_t items; /* items held by all the readers: 65536 */
   uint64_t bytes; /* their bytes: 64 MiB */

@@ -13,7 +13,8 @@
  * comes back is held until handed over, and what a page did not fill is
  * given back at once.  A reader that would get fewer than
  * DURABLE__READ_MIN rows waits in line, and reads when items are handed
- * over elsewhere -- unless it lacks the item asked of it: then it reads
+ * over elsewhere -- unless it has nothing it could hand over while an item
+ * is asked of it: then it reads
  * DURABLE__READ_MIN rows whatever the budget says, so that
  * every reader moves (the budget is passed by at most that much per
  * reader).

@@ -44,7 +44,7 @@
  * and what the readers of a mesh hold together, by the mesh's read budget
  * (read_budget.c), which a read asks for its rows before it is sent.  A
  * reader refused rows waits in line and reads once items are handed over
- * elsewhere; one that lacks the item at its cursor while that item is
+ * elsewhere; one that has nothing it could hand over while an item is
  * asked of it reads a few rows anyway.
  *
  * Every read is made as the mesh's principal, so a reader of a stream whose
@@ -544,10 +544,15 @@ static void read_more(durable__pull_t *p) {
   durable_store_t *store = p->from;
   durable_error_t err = {0};
   int rc;
-  /* starving: an item is asked for and the one at the cursor is not here
-   * (a custom source may hold many ahead of a gap) */
+  /* starving: an item is asked for and none is here; or, for a custom
+   * source, which lists by id and may hold many ahead of a gap that a
+   * later read fills, the one at the cursor is not here (within its own
+   * PULL_BYTES).  A stream's own items are read after the highest read:
+   * reading on never fills a gap there (check_trimmed answers it) */
   int starving =
-      p->cb != NULL && (p->first == p->nbuf || p->buf[p->first].seq != p->next);
+      p->cb != NULL &&
+      (p->first == p->nbuf || (p->custom && p->buf[p->first].seq != p->next &&
+                               p->held_bytes < PULL_BYTES));
   /* its own bound: what fits below PULL_BYTES, a page at most */
   size_t want = 0;
   if (p->held_bytes < PULL_BYTES)
@@ -556,8 +561,8 @@ static void read_more(durable__pull_t *p) {
     want = PAGE;
   if (want == 0 && !starving)
     return; /* read again as these are handed over */
-  size_t rows =
-      durable__read_budget_take(p->mesh, want ? want : PAGE, starving);
+  size_t rows = durable__read_budget_take(
+      p->mesh, want ? want : DURABLE__READ_MIN, starving);
   if (rows == 0) {
     durable__read_budget_wait(p->mesh, &p->waiter);
     return;

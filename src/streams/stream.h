@@ -163,8 +163,8 @@ void durable__window_leave(durable_mesh_t *mesh, size_t bytes);
 
 /* read_budget.c: what the stream readers of a mesh may hold (see there).
  * durable__read_budget_take: rows to ask for, of `want` (0: wait, with
- * durable__read_budget_wait; a reader that lacks the item asked of it is
- * `starving`, and gets DURABLE__READ_MIN anyway); they count
+ * durable__read_budget_wait; a reader that has nothing it could hand over
+ * while an item is asked of it is `starving`, and gets DURABLE__READ_MIN anyway); they count
  * as held from now.  durable__read_budget_give: items and bytes no longer
  * held (what a page did not fill, what was handed over or dropped); the
  * readers waiting are woken while there is room.  durable__read_budget_hold:
