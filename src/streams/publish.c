@@ -158,7 +158,6 @@ static void answer(publish_t *p, int in_flight, int status, int64_t seq,
                    const char *why) {
   durable_mesh_t *mesh = p->mesh;
   size_t bytes = p->slot.bytes;
-  lane_leave(p);
   if (status < 0) {
     durable_stream_id_t id = {.ns = p->ns, .key = p->key};
     char message[DURABLE_PATH_MAX + 1024];
@@ -169,6 +168,7 @@ static void answer(publish_t *p, int in_flight, int status, int64_t seq,
   } else {
     p->cb(0, seq, NULL, p->data);
   }
+  lane_leave(p); /* after: those behind it are answered after it */
   free(p);
   if (in_flight)
     durable__window_leave(mesh, bytes);
