@@ -28,6 +28,7 @@
 
 #include <jansson.h>
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,7 @@ typedef struct {
     uv_tty_t tty;
   } in;
   int stream, in_open, streaming;
+  int in_flags; /* fd 0's flags before libuv made it non-blocking */
   uv_fs_t req;
   char chunk[CHUNK];
   int reading, eof, stopped, finished;
@@ -95,7 +97,10 @@ static void maybe_end(load_t *l) {
   }
   if (l->in_open) {
     l->in_open = 0;
-    uv_close((uv_handle_t *)&l->in.stream, NULL);
+    uv_close((uv_handle_t *)&l->in.stream, NULL); /* fd 0 itself stays */
+    /* a pipe is shared with whoever reads it after: as it was */
+    if (l->in_flags >= 0)
+      fcntl(0, F_SETFL, l->in_flags);
   }
   if (l->failed) {
     cli_error(l->s.cli, CLI_FAILED, "%s", l->failure);
@@ -361,6 +366,7 @@ static void input_open(load_t *l) {
   uv_loop_t *loop = &l->s.cli->loop;
   uv_handle_type type = uv_guess_handle(0);
   int rc = -1;
+  l->in_flags = fcntl(0, F_GETFL);
   if (type == UV_NAMED_PIPE && (rc = uv_pipe_init(loop, &l->in.pipe, 0)) == 0 &&
       (rc = uv_pipe_open(&l->in.pipe, 0)) < 0)
     uv_close((uv_handle_t *)&l->in.pipe, NULL);
