@@ -73,9 +73,20 @@ start_logged() { # start_logged LOG COMMAND...: started in the background; $star
   started=$!
   children+=("$started")
 }
+# A job waited for leaves the list: its process group id may be reused.
+forget_child() {
+  local pid kept=()
+  for pid in "${children[@]}"; do
+    [[ $pid == "$1" ]] || kept+=("$pid")
+  done
+  children=("${kept[@]}")
+}
 run_logged() { # run_logged LOG COMMAND...: the command's status
   start_logged "$@"
   wait "$started"
+  local rc=$?
+  forget_child "$started"
+  return "$rc"
 }
 # shellcheck disable=SC2317 # called from the traps below
 interrupted() {
@@ -164,6 +175,7 @@ finish_busted() {
   local start=${busted_start[$store]}
   wait "${busted_pid[$store]}"
   rc=$?
+  forget_child "${busted_pid[$store]}"
   # "40 successes / 0 failures / 0 errors / 2 pending : 1.2 seconds"
   line=$(grep -E '^[0-9]+ success.* / [0-9]+ failure.* / [0-9]+ error.* / [0-9]+ pending' "$log" | tail -n 1)
   if [[ -z $line ]]; then
