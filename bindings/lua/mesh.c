@@ -885,55 +885,48 @@ static void push_stream_stats(const durable_stream_id_t *id,
 }
 
 /* mesh:stats() -> { activations, recycles, quiesce_timeouts, messages,
- * read_reprobes, active_hubs, streams = { ["NS@KEY"] = counters } }. */
+ * read_reprobes, active_hubs, streams = { ["NS@KEY"] = counters },
+ * publish = { the publish window's }, reads = { the read window's } }. */
 static int m_stats(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
   durable_mesh_stats_t s;
+  durable_publish_stats_t p = {0};
+  durable_read_stats_t r = {0};
   durable_mesh_stats(m->mesh, &s);
-  lua_createtable(L, 0, 6);
-#define FIELD(name)                                                            \
-  lua_pushinteger(L, (lua_Integer)s.name);                                     \
-  lua_setfield(L, -2, #name)
-  FIELD(activations);
-  FIELD(recycles);
-  FIELD(quiesce_timeouts);
-  FIELD(messages);
-  FIELD(read_reprobes);
-  FIELD(active_hubs);
-#undef FIELD
+  if (m->mesh) {
+    durable_mesh_publish_stats(m->mesh, &p);
+    durable_mesh_read_stats(m->mesh, &r);
+  }
+/* one field of the struct `of` into the table at the top */
+#define FIELD(of, name)                                                        \
+  (lua_pushinteger(L, (lua_Integer)(of).name), lua_setfield(L, -2, #name))
+  lua_createtable(L, 0, 9);
+  FIELD(s, activations);
+  FIELD(s, recycles);
+  FIELD(s, quiesce_timeouts);
+  FIELD(s, messages);
+  FIELD(s, read_reprobes);
+  FIELD(s, active_hubs);
   /* stack: stats */
   lua_newtable(L);
   if (m->mesh)
     durable_mesh_stream_stats(m->mesh, push_stream_stats, L);
   lua_setfield(L, -2, "streams");
-  durable_publish_stats_t p = {0};
-  if (m->mesh)
-    durable_mesh_publish_stats(m->mesh, &p);
   lua_createtable(L, 0, 7);
-#define FIELD(name)                                                            \
-  lua_pushinteger(L, (lua_Integer)p.name);                                     \
-  lua_setfield(L, -2, #name)
-  FIELD(in_flight);
-  FIELD(in_flight_bytes);
-  FIELD(waiting);
-  FIELD(waiting_bytes);
-  FIELD(waited);
-  FIELD(refused);
-  FIELD(expired);
-#undef FIELD
+  FIELD(p, in_flight);
+  FIELD(p, in_flight_bytes);
+  FIELD(p, waiting);
+  FIELD(p, waiting_bytes);
+  FIELD(p, waited);
+  FIELD(p, refused);
+  FIELD(p, expired);
   lua_setfield(L, -2, "publish");
-  durable_read_stats_t r = {0};
-  if (m->mesh)
-    durable_mesh_read_stats(m->mesh, &r);
   lua_createtable(L, 0, 3);
-#define FIELD(name)                                                            \
-  lua_pushinteger(L, (lua_Integer)r.name);                                     \
-  lua_setfield(L, -2, #name)
-  FIELD(held);
-  FIELD(held_bytes);
-  FIELD(waiting);
-#undef FIELD
+  FIELD(r, held);
+  FIELD(r, held_bytes);
+  FIELD(r, waiting);
   lua_setfield(L, -2, "reads");
+#undef FIELD
   return 1;
 }
 
