@@ -156,7 +156,10 @@ static void on_published(int status, int64_t seq, const char *message,
     }
   } else {
     l->items++;
-    l->fresh += seq > l->last_before;
+    /* new: above all the stream held and this load was told so far (the
+     * answers come in the lines' order; a repeated id gets an earlier
+     * sequence) */
+    l->fresh += seq > l->last_before && seq > l->last_seq;
     if (l->first_seq == 0 || seq < l->first_seq)
       l->first_seq = seq;
     if (seq > l->last_seq)

@@ -45,6 +45,11 @@ describe("durable publish - (" .. cmd.KIND .. ")", function()
     code, out, err = run{ "publish", "Log", KEY, "-", "--print", stdin = lines(501, 503) }
     assert.equal(0, code, err)
     assert.equal("501\n502\n503\n", out)
+    -- an id twice in one load: one item, the second line answered by it
+    code, out, err = run{ "publish", "Log", KEY, "-", "--id-field", "id",
+      stdin = '{"id":"d1","i":504}\n{"id":"d1","i":505}\n{"id":"d2","i":506}\n' }
+    assert.equal(0, code, err)
+    assert.equal("3 lines: 2 items appended, 1 answered by their publish ids; sequences 504-505\n", out)
     -- nothing to load is no error
     code, out, err = run{ "publish", "Log", KEY, "-", stdin = "" }
     assert.equal(0, code, err)
