@@ -164,13 +164,13 @@ void durable__window_leave(durable_mesh_t *mesh, size_t bytes);
 /* read_budget.c: what the stream readers of a mesh may hold (see there).
  * durable__read_budget_take: rows to ask for, of `want` (0: wait, with
  * durable__read_budget_wait; a reader that has nothing it could hand over
- * while an item is asked of it is `starving`, and gets DURABLE__READ_MIN anyway); they count
- * as held from now.  durable__read_budget_give: items and bytes no longer
- * held (what a page did not fill, what was handed over or dropped); the
- * readers waiting are woken while there is room.  durable__read_budget_hold:
- * the bytes of one item a page brought.  A waiter's link is set up with
- * durable__queue_init; durable__read_budget_unwait takes it out of line
- * (a reader that closes). */
+ * while an item is asked of it is `starving`, and gets DURABLE__READ_MIN
+ * anyway); they count as held from now.  durable__read_budget_give: items and
+ * bytes no longer held (what a page did not fill, what was handed over or
+ * dropped); the readers waiting are woken while there is room.
+ * durable__read_budget_hold: the bytes of one item a page brought.  A waiter's
+ * link is set up with durable__queue_init; durable__read_budget_unwait takes it
+ * out of line (a reader that closes). */
 #define DURABLE__READ_ITEMS 65536
 #define DURABLE__READ_BYTES (64 << 20)
 #define DURABLE__READ_MIN 16
@@ -187,8 +187,7 @@ void durable__read_budget_give(durable_mesh_t *mesh, int64_t items,
 void durable__read_budget_hold(durable_mesh_t *mesh, int64_t bytes);
 /* How many items fit in `bytes`, by the mean size of those held so far. */
 size_t durable__read_budget_rows(durable_mesh_t *mesh, int64_t bytes);
-void durable__read_budget_wait(durable_mesh_t *mesh,
-                               durable__read_waiter_t *w);
+void durable__read_budget_wait(durable_mesh_t *mesh, durable__read_waiter_t *w);
 void durable__read_budget_unwait(durable_mesh_t *mesh,
                                  durable__read_waiter_t *w);
 
