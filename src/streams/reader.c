@@ -509,6 +509,18 @@ static void on_page(const durable_result_t *res, void *data) {
   durable__sched_later(&p->mesh->sched, on_page_turn, 0, NULL, page);
 }
 
+/* Go on when no read is out: hand items over if one is asked for, else
+ * read ahead while less than a page waits (while the last item is being
+ * handled). */
+static void read_on(durable__pull_t *p) {
+  if (p->reading)
+    return;
+  if (p->cb != NULL)
+    deliver_all(p);
+  else if (!p->failed && !p->read_status && p->nbuf - p->first < PAGE)
+    read_more(p);
+}
+
 /* The rows the read in flight asked of the budget go back: the page came
  * (what it keeps is held item by item), failed, or is not wanted. */
 static void asked_back(durable__pull_t *p) {
@@ -521,12 +533,8 @@ static void on_room_turn(int status, const char *message, void *data) {
   (void)status;
   (void)message;
   p->room_owed = 0;
-  if (!p->closed && !p->reading) {
-    if (p->cb != NULL)
-      deliver_all(p);
-    else if (!p->failed && !p->read_status && p->nbuf - p->first < PAGE)
-      read_more(p);
-  }
+  if (!p->closed)
+    read_on(p);
   maybe_free(p);
 }
 
@@ -592,11 +600,8 @@ static void read_more(durable__pull_t *p) {
  * page waits. */
 static void read_again(durable__pull_t *p) {
   p->dirty = 1;
-  if (!p->reading && p->cb != NULL)
-    try_deliver(p);
-  else if (!p->reading && !p->failed && !p->read_status &&
-           p->nbuf - p->first < PAGE)
-    read_more(p); /* ahead, while the last item is being handled */
+  read_on(p);
+  maybe_free(p); /* a callback may have closed it */
 }
 
 /* ---- a read store's reader (see the top) ---- */
@@ -680,7 +685,9 @@ static void on_target(const durable_result_t *res, void *data) {
    * signals go on, and so do the reads they start */
   if (res->status == 0 && res->value > p->read_upto) {
     target_rose(p, res->value);
+    p->busy++; /* a callback may close it: freed below, not there */
     read_again(p);
+    p->busy--;
   }
   if (p->ask_again && !p->closed) {
     p->ask_again = 0;
