@@ -64,11 +64,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The embedder's handle is the consumer itself. */
-struct durable_consumer_handle_s {
-  durable__consumer_t c;
-};
-
 /* A claim or a release (durable__consumer_ask: no effects). */
 static int ask(durable__consumer_t *c, const char *type, int64_t epoch,
                int64_t seq, durable_response_cb cb, durable__consumer_ask_t *a,
@@ -79,20 +74,6 @@ static int ask(durable__consumer_t *c, const char *type, int64_t epoch,
 static void claim(durable__consumer_t *c);
 static void claim_again(durable__consumer_t *c);
 static void start_pulling(durable__consumer_t *c);
-static void finish_stop(durable__consumer_t *c);
-static void stop_done(durable__consumer_t *c);
-static void on_stop_later(int status, const char *message, void *data);
-
-/* The reader goes, and with it what was taken from it ahead of the turn
- * out: a batch being gathered, the item carried over (all read again from
- * the checkpoint next time). */
-static void stop_reading(durable__consumer_t *c) {
-  durable__pull_close(c->pull);
-  c->pull = NULL;
-  durable_watch_close(c->orphan_watch);
-  c->orphan_watch = NULL;
-  durable__consumer_turn_drop(c);
-}
 
 /* ---- failures ------------------------------------------------------------ */
 
@@ -105,7 +86,7 @@ static void lease_lost(durable__consumer_t *c) {
                    "claiming again",
                    durable__consumer_hub_name(c),
                    durable__consumer_name(c, &n));
-  stop_reading(c);
+  durable__consumer_stop_reading(c);
   claim(c);
 }
 
@@ -211,7 +192,7 @@ static void on_failure_recorded(int attempts, void *data) {
 
 static void fail_item(durable__consumer_t *c, int64_t seq, const char *why,
                       const char *payload, int64_t appended_at) {
-  stop_reading(c);
+  durable__consumer_stop_reading(c);
   if (durable__consumer_leaving(c))
     return;
   durable__stream_count(c->mesh, c->ns, c->key, DURABLE__COUNT_FAILED, 1);
@@ -253,7 +234,7 @@ static void fail_item(durable__consumer_t *c, int64_t seq, const char *why,
  * append of an earlier item), at `seq` (0: no item) for the log: retried
  * after the backoff, never counted against the item. */
 static void failure(durable__consumer_t *c, int64_t seq, const char *why) {
-  stop_reading(c);
+  durable__consumer_stop_reading(c);
   if (durable__consumer_leaving(c))
     return;
   backoff(c, seq, why);
@@ -293,7 +274,7 @@ static void on_append_failed(durable__consumer_t *c, int status,
  * lease in the database (durable__consumers_session_lost).  A wait longer
  * than the fence is logged (on_fence). */
 static void wait_for_liveness(durable__consumer_t *c, int64_t seq) {
-  stop_reading(c);
+  durable__consumer_stop_reading(c);
   c->gen++; /* retire what the last round has out */
   if (durable__store_live(durable_mesh_store(c->mesh))) {
     start_pulling(c); /* answered while the turn came back */
@@ -379,14 +360,15 @@ static void batch_failed(durable__consumer_t *c, const outcome_t *t,
                    durable__consumer_hub_name(c), durable__consumer_name(c, &n),
                    (long long)t->first, (long long)t->last, next, why);
   c->gen++; /* retire what the round has out */
-  stop_reading(c);
+  durable__consumer_stop_reading(c);
   start_pulling(c);
 }
 
 static void turn_done(durable__consumer_t *c, const durable_response_t *res,
                       uint64_t gen, const outcome_t *t) {
   if (c->flags & DURABLE__CONSUMER_STOPPING) {
-    finish_stop(c); /* the items in flight are done: now let go */
+    durable__consumer_finish_stop(
+        c); /* the items in flight are done: now let go */
     return;
   }
   int reclaim = (c->flags & DURABLE__CONSUMER_RECLAIM_AFTER_TURN) != 0;
@@ -406,7 +388,7 @@ static void turn_done(durable__consumer_t *c, const durable_response_t *res,
      * first, whatever the turn did (a fenced one handed nothing over; an
      * acknowledged one had the lease still) */
     c->gen++;
-    stop_reading(c);
+    durable__consumer_stop_reading(c);
     claim(c);
   } else if (earlier) {
     /* a turn of an earlier round (an append failed meanwhile, and the
@@ -415,7 +397,7 @@ static void turn_done(durable__consumer_t *c, const durable_response_t *res,
      * before the new grant if at all; should the grant's checkpoint not
      * have had it, this round reads again after it.  Then its turns go on */
     if (c->pull != NULL && moved) {
-      stop_reading(c);
+      durable__consumer_stop_reading(c);
       start_pulling(c);
     } else if (c->pull != NULL) {
       durable__consumer_next_turn(c);
@@ -430,9 +412,10 @@ static void turn_done(durable__consumer_t *c, const durable_response_t *res,
   } else if (res->status == DURABLE_ECONFLICT) {
     lease_lost(c);
   } else if (res->status == DURABLE_ESHUTDOWN && durable__consumer_leaving(c)) {
-    stop_reading(c);          /* the hub is leaving: the release follows */
+    durable__consumer_stop_reading(
+        c);                   /* the hub is leaving: the release follows */
   } else if (t->ack_failed) { /* the store's fault, not the item's */
-    stop_reading(c);
+    durable__consumer_stop_reading(c);
     backoff(c, t->first, res->message);
     c->flags |= DURABLE__CONSUMER_STORE_BACKOFF;
   } else if (t->count > 1) {
@@ -459,8 +442,6 @@ static void on_orphan_signal(durable_watch_t *w, durable_change_kind_t kind,
   if (free_now)
     claim(c); /* the orphan event */
 }
-
-static void release_granted(durable__consumer_t *c, int64_t epoch);
 
 /* Read the items after the checkpoint: the lease is held. */
 static void start_pulling(durable__consumer_t *c) {
@@ -526,11 +507,11 @@ static void claim_stale(durable__consumer_t *c,
   if (ans && report) {
     c->state = DURABLE__CONSUMER_CONSUMING;
     c->epoch = ans->epoch;
-    finish_stop(c); /* releases, then reports */
+    durable__consumer_finish_stop(c); /* releases, then reports */
   } else if (ans) {
-    release_granted(c, ans->epoch);
+    durable__consumer_release(c, ans->epoch);
   } else if (report) {
-    durable__sched_later(&c->mesh->sched, on_stop_later, 0, NULL, c);
+    durable__consumer_stop_later(c);
   }
 }
 
@@ -711,7 +692,7 @@ static void on_claim_allowed(const durable_result_t *res, void *data) {
         c->state == DURABLE__CONSUMER_STOPPED) {
       /* stopped while only the access check was out: nothing was claimed */
       c->flags &= ~DURABLE__CONSUMER_STOP_AFTER_CLAIM;
-      durable__sched_later(&c->mesh->sched, on_stop_later, 0, NULL, c);
+      durable__consumer_stop_later(c);
     }
   } else if (res->status < 0) {
     free(a);
@@ -724,7 +705,7 @@ static void on_claim_allowed(const durable_result_t *res, void *data) {
 static void claim(durable__consumer_t *c) {
   if (durable__consumer_leaving(c))
     return;
-  stop_reading(c);
+  durable__consumer_stop_reading(c);
   c->flags &= ~DURABLE__CONSUMER_FENCE_LOGGED;
   c->state = DURABLE__CONSUMER_CLAIMING;
   c->gen++;
@@ -812,7 +793,7 @@ static void claim_again(durable__consumer_t *c) {
     return;
   }
   c->gen++; /* retire what the last round has out */
-  stop_reading(c);
+  durable__consumer_stop_reading(c);
   claim(c);
 }
 
@@ -937,146 +918,12 @@ void durable__consumer_live(durable__consumer_t *c, int reconnected) {
   }
 }
 
-/* ---- leaving ------------------------------------------------------------- */
-
-/* A release that did not go out, or failed: nothing is lost, only time. */
-static void say_not_released(durable__consumer_t *c, const char *why) {
-  durable__stream_name_t n;
-  durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
-                   "Durable stream consumer %s could not release %s; the next "
-                   "claimant takes it over once this address stops answering "
-                   "(%s)",
-                   durable__consumer_hub_name(c), durable__consumer_name(c, &n),
-                   why);
-}
-
-/* The same for a release that could not be sent; one refused because the
- * mesh is closing is not news (every lease of a closing process ends so). */
-static void say_not_sent(durable__consumer_t *c, const durable_error_t *err) {
-  if (err->code != DURABLE_ESHUTDOWN)
-    say_not_released(c, err->message[0] ? err->message : "out of memory");
-}
-
-static void on_released(const durable_response_t *res, void *data) {
-  durable__consumer_ask_t *a = data;
-  durable__consumer_t *c = a->c;
-  durable__stream_name_t n;
-  const durable__stream_ans_t *ans = durable__stream_answer(res);
-  if (res->status == 0)
-    durable_mesh_log(
-        c->mesh, DURABLE_LOG_DEBUG, "Durable stream consumer %s released %s%s",
-        durable__consumer_hub_name(c), durable__consumer_name(c, &n),
-        ans && ans->ok ? "" : " (it was not its lease any more)");
-  else
-    say_not_released(c, res->message);
-  if (a->stopped)
-    stop_done(c);
-  durable_hub_unref(c->hub);
-  free(a);
-}
-
-static void release_granted(durable__consumer_t *c, int64_t epoch) {
-  durable__consumer_ask_t *a = calloc(1, sizeof(*a));
-  durable_error_t err = {0};
-  if (a == NULL ||
-      ask(c, DURABLE__MSG_RELEASE, epoch, 0, on_released, a, &err) < 0) {
-    free(a);
-    say_not_sent(c, &err);
-  }
-}
-
-/* ---- stopping (durable_consumer_stop) ------------------------------------ */
-
-static void stop_done(durable__consumer_t *c) {
-  if (c->flags & DURABLE__CONSUMER_STOP_REPORTED)
-    return;
-  c->flags |= DURABLE__CONSUMER_STOP_REPORTED;
-  if (c->stop_cb)
-    c->stop_cb(0, NULL, c->stop_data);
-  durable_hub_unref(c->hub); /* the handle's reference: c may be gone now */
-}
-
-static void on_stop_later(int status, const char *message, void *data) {
-  (void)status;
-  (void)message;
-  stop_done(data);
-}
-
-/* The lease was granted and is not known lost: consuming, or in the
- * backoff after a failed item (which keeps it, to retry from the
- * checkpoint).  A stop lets it go in either; a release whose epoch has
- * gone meanwhile is refused by the stream hub, harmlessly. */
-static int holds_lease(const durable__consumer_t *c) {
-  return (durable__consumer_consuming(c) ||
-          c->state == DURABLE__CONSUMER_BACKOFF) &&
-         c->epoch > 0;
-}
-
-/* No item is in flight: stop reading and let go of the lease, if held;
- * the stopper hears once the release is answered. */
-static void finish_stop(durable__consumer_t *c) {
-  int held = holds_lease(c);
-  int claiming = c->state == DURABLE__CONSUMER_CLAIMING;
-  c->state = DURABLE__CONSUMER_STOPPED;
-  c->gen++; /* retire the timers and answers of the last round */
-  stop_reading(c);
-  durable__consumer_close_spare(c);
-  if (claiming) { /* on_claim lets go of what it gets, then reports */
-    c->flags |= DURABLE__CONSUMER_STOP_AFTER_CLAIM;
-    return;
-  }
-  durable__consumer_ask_t *a = held ? calloc(1, sizeof(*a)) : NULL;
-  durable_error_t err = {0};
-  if (a != NULL) {
-    a->stopped = 1;
-    if (ask(c, DURABLE__MSG_RELEASE, c->epoch, 0, on_released, a, &err) == 0)
-      return;
-    free(a);
-  }
-  if (held)
-    say_not_sent(c, &err);
-  durable__sched_later(&c->mesh->sched, on_stop_later, 0, NULL, c);
-}
-
-void durable_consumer_stop(durable_consumer_handle_t *handle,
-                           durable_status_cb cb, void *data) {
-  durable__consumer_t *c = &handle->c;
-  if (c->flags & DURABLE__CONSUMER_STOPPING)
-    return; /* stopped once already */
-  c->flags |= DURABLE__CONSUMER_STOPPING;
-  c->stop_cb = cb;
-  c->stop_data = data;
-  if (c->state == DURABLE__CONSUMER_STOPPED) {
-    /* the hub left first (its mesh may be closed and gone): nothing is
-     * held, nothing to wait for */
-    stop_done(c);
-    return;
-  }
-  if (!(c->flags & DURABLE__CONSUMER_TURN_OUT))
-    finish_stop(c);
-  /* else turn_done finishes the stop after the turn out */
-}
-
-static void on_dispose(durable_hub_t *hub, void *data) {
-  durable__consumer_t *c = data;
-  (void)hub;
-  durable__consumer_unlink(c);
-  int held = holds_lease(c);
-  c->state = DURABLE__CONSUMER_STOPPED;
-  stop_reading(c);
-  durable__consumer_close_spare(c);
-  durable__consumer_turn_clear(c);
-  /* the item in flight is done (the quiesce waited for its turn): let go */
-  if (held)
-    release_granted(c, c->epoch);
-}
-
 static void consumer_free(void *data) {
   durable__consumer_t *c = data;
   durable__consumer_unlink(c);
   durable__sweep_free(c->sweep);
   durable__consumer_appends_drop(c);
-  stop_reading(c);
+  durable__consumer_stop_reading(c);
   durable__consumer_turn_clear(c);
   free(c->turn);
   free(c->ns);
@@ -1181,7 +1028,8 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
       (rc = durable__hub_on(hub, c->msg_sweep, on_sweep, c, err)) < 0 ||
       (rc = durable__hub_on(hub, c->msg_gather, durable__consumer_gathered, c,
                             err)) < 0 ||
-      (rc = durable__hub_on_dispose(hub, on_dispose, c)) < 0) {
+      (rc = durable__hub_on_dispose(hub, durable__consumer_on_dispose, c)) <
+          0) {
     /* the handlers made go again, so that the hub may consume the family
      * later (a second consumer would be refused: "already handles");
      * `c` stays attached, stopped, and goes with the hub */

@@ -5,7 +5,8 @@
  *
  * consumers.c declares consumers and keeps each mesh's list of them;
  * consumer.c is one consumer, from its start to its stop (its states, its
- * claim, its items, its failures); consumer_timer.c arms its timers;
+ * claim, its items, its failures); consumer_stop.c lets it go (its reader,
+ * its lease, its stopper); consumer_timer.c arms its timers;
  * dead_letter.c moves an item that failed max_attempts times to the dead
  * letters; turn.c makes and runs a turn (an item, or a batch: the handler,
  * the acknowledgement with the effects, the appends made after it).  Each file
@@ -271,6 +272,25 @@ void durable__consumer_lease_gone(durable__consumer_t *c, int claiming);
 void durable__consumer_live(durable__consumer_t *c, int reconnected);
 /* An operator's retention policy changed: look at what is due now. */
 void durable__consumer_retention_changed(durable__consumer_t *c);
+
+/* ---- consumer_stop.c: letting go -------------------------------------- */
+
+/* The embedder's handle is the consumer itself. */
+struct durable_consumer_handle_s {
+  durable__consumer_t c;
+};
+
+/* The reader goes, and with it what was taken from it ahead of the turn
+ * out (read again from the checkpoint next time). */
+void durable__consumer_stop_reading(durable__consumer_t *c);
+/* Release the lease granted at `epoch` (a failure to is logged). */
+void durable__consumer_release(durable__consumer_t *c, int64_t epoch);
+/* No item is in flight: stop, let the lease go, tell the stopper after. */
+void durable__consumer_finish_stop(durable__consumer_t *c);
+/* Tell the stopper on a later turn (nothing was held). */
+void durable__consumer_stop_later(durable__consumer_t *c);
+/* The hub's dispose: stopped, and a lease held let go. */
+void durable__consumer_on_dispose(durable_hub_t *hub, void *data);
 
 /* ---- consumer_timer.c: the consumer's timers -------------------------- */
 
