@@ -865,11 +865,9 @@ static int m_principal(lua_State *L) {
 /* streams["NS@KEY"] = { appended, handled, failed, redelivered,
  * dead_lettered, trimmed, batches }; stack: stats streams -> stats
  * streams */
-static void push_stream_stats(const durable_stream_id_t *id,
-                              const durable_stream_stats_t *c, void *data) {
-  lua_State *L = data;
-  lua_pushfstring(L, "%s@%s", id->ns, id->key);
-  lua_createtable(L, 0, 7);
+/* A table of counters. */
+static void push_counts(lua_State *L, const durable_stream_stats_t *c) {
+  lua_createtable(L, 0, 8);
 #define COUNT(name)                                                            \
   lua_pushinteger(L, (lua_Integer)c->name);                                    \
   lua_setfield(L, -2, #name)
@@ -881,11 +879,51 @@ static void push_stream_stats(const durable_stream_id_t *id,
   COUNT(trimmed);
   COUNT(batches);
 #undef COUNT
-  lua_settable(L, -3);
+}
+
+/* streams["NS@KEY"] (the table at the top) = the stream's own counters,
+ * with a consumer group's in its `groups` = { [GROUP] = counters } (the
+ * stream's made with zeroes when only its groups counted here). */
+static void push_stream_stats(const durable_stream_id_t *id,
+                              const durable_stream_stats_t *c, void *data) {
+  lua_State *L = data;
+  int streams = lua_gettop(L);
+  lua_pushfstring(L, "%s@%s", id->ns, id->key);
+  int name = lua_gettop(L);
+  if (c->group == NULL) {
+    push_counts(L, c);
+    lua_pushvalue(L, name); /* a groups table made before stays */
+    if (lua_gettable(L, streams) == LUA_TTABLE) {
+      lua_getfield(L, -1, "groups");
+      lua_setfield(L, -3, "groups");
+    }
+    lua_pop(L, 1);
+    lua_settable(L, streams);
+    return;
+  }
+  lua_pushvalue(L, name);
+  if (lua_gettable(L, streams) != LUA_TTABLE) {
+    static const durable_stream_stats_t none = {0};
+    lua_pop(L, 1);
+    push_counts(L, &none);
+    lua_pushvalue(L, name);
+    lua_pushvalue(L, -2);
+    lua_settable(L, streams);
+  }
+  if (lua_getfield(L, -1, "groups") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "groups");
+  }
+  push_counts(L, c);
+  lua_setfield(L, -2, c->group);
+  lua_settop(L, streams);
 }
 
 /* mesh:stats() -> { activations, recycles, quiesce_timeouts, messages,
- * read_reprobes, active_hubs, streams = { ["NS@KEY"] = counters },
+ * read_reprobes, active_hubs, streams = { ["NS@KEY"] = counters, with
+ * groups = { [GROUP] = counters } },
  * publish = { the publish window's }, reads = { the read window's } }. */
 static int m_stats(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);

@@ -307,6 +307,49 @@ static durable_retention_t spec_retention(lua_State *L, int spec) {
   return policy;
 }
 
+/* A duration's text ("30s", "7d"; checked by lua/durable/streams.lua) in
+ * ms; 0 when absent, -1 for "never". */
+static int64_t spec_ms(lua_State *L, int t, const char *field) {
+  durable_retention_t d;
+  lua_getfield(L, t, field);
+  const char *text = lua_tostring(L, -1);
+  int64_t ms = 0;
+  if (text && strcmp(text, "never") == 0)
+    ms = -1;
+  else if (text && durable_retention_parse(text, &d, NULL) == 0 &&
+           d.keep == DURABLE_KEEP_AGE)
+    ms = d.age_ms;
+  lua_pop(L, 1);
+  return ms;
+}
+
+/* spec.group, spec.start and spec.detach (checked by
+ * lua/durable/streams.lua): the group is the spec's string, borrowed for
+ * the call (the consumer copies it). */
+static void spec_group(lua_State *L, int spec, durable_consumer_t *cfg) {
+  lua_getfield(L, spec, "group");
+  cfg->group = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, spec, "start");
+  if (lua_isinteger(L, -1)) {
+    cfg->start.kind = DURABLE_START_SEQUENCE;
+    cfg->start.value = lua_tointeger(L, -1);
+  } else if (lua_isstring(L, -1)) {
+    durable_start_parse(lua_tostring(L, -1), &cfg->start, NULL);
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, spec, "detach");
+  if (lua_istable(L, -1)) {
+    int t = lua_gettop(L);
+    cfg->detach.idle_ms = spec_ms(L, t, "idle");
+    cfg->detach.age_ms = spec_ms(L, t, "age");
+    lua_getfield(L, t, "items");
+    cfg->detach.items = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+}
+
 /* spec.max_attempts (checked by lua/durable/streams.lua), 0 when absent. */
 static int spec_max_attempts(lua_State *L, int spec) {
   lua_getfield(L, spec, "max_attempts");
@@ -350,6 +393,7 @@ static int m_consume_type(lua_State *L) {
                             .max_attempts = max_attempts,
                             .retention = spec_retention(L, 4)};
   spec_handler(L, 4, &cfg);
+  spec_group(L, 4, &cfg);
   durable_error_t err = {0};
   if (durable_node_type_consume(type, &cfg, &err) < 0) {
     cspec_free(cs);
@@ -397,13 +441,15 @@ static int h_consume(lua_State *L) {
                             .max_attempts = spec_max_attempts(L, 4),
                             .retention = spec_retention(L, 4)};
   spec_handler(L, 4, &cfg);
+  spec_group(L, 4, &cfg);
   durable_error_t err = {0};
   int rc = durable_hub_consume(h->hub, &cfg, NULL, &err);
   if (rc < 0) {
     cspec_free(cs);
     if (rc == DURABLE_EEXIST)
-      return luaL_error(L, "hub '%s' already consumes '%s'",
-                        durable_hub_address(h->hub), ns);
+      return luaL_error(
+          L, "hub '%s' already consumes '%s'%s%s", durable_hub_address(h->hub),
+          ns, cfg.group ? " in group " : "", cfg.group ? cfg.group : "");
     if (rc == DURABLE_EINVAL)
       return luaL_error(L, "consume: %s", err.message);
     return dlua_fail(L, rc, err.message);
@@ -468,6 +514,38 @@ static int m_seek(lua_State *L) {
   dlua_req_t *r = dlua_req_new(L, m, 5);
   durable_error_t err = {0};
   int rc = durable_stream_seek(m->mesh, &id, (int64_t)to, on_sequence, r, &err);
+  return dlua_req_submitted(L, r, rc, &err, NULL);
+}
+
+/* mesh:_group_seek(namespace, key, group, sequence, cb): cb(true, the
+ * checkpoint it was at), or cb(false, message, code). */
+static int m_group_seek(lua_State *L) {
+  durable_stream_id_t id;
+  dlua_mesh_t *m = operated(L, &id);
+  if (m == NULL)
+    return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closed");
+  const char *group = dlua_check_text(L, 4, "consumer group");
+  lua_Integer to = luaL_checkinteger(L, 5);
+  dlua_req_t *r = dlua_req_new(L, m, 6);
+  durable_error_t err = {0};
+  int rc = durable_group_seek(m->mesh, &id, group, (int64_t)to, on_sequence, r,
+                              &err);
+  return dlua_req_submitted(L, r, rc, &err, NULL);
+}
+
+/* mesh:_group_delete(namespace, key, group, force, cb): cb(true, the
+ * checkpoint it had), or cb(false, message, code). */
+static int m_group_delete(lua_State *L) {
+  durable_stream_id_t id;
+  dlua_mesh_t *m = operated(L, &id);
+  if (m == NULL)
+    return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closed");
+  const char *group = dlua_check_text(L, 4, "consumer group");
+  int force = lua_toboolean(L, 5);
+  dlua_req_t *r = dlua_req_new(L, m, 6);
+  durable_error_t err = {0};
+  int rc =
+      durable_group_delete(m->mesh, &id, group, force, on_sequence, r, &err);
   return dlua_req_submitted(L, r, rc, &err, NULL);
 }
 
@@ -600,6 +678,33 @@ static int l_retention_check(lua_State *L) {
   return 1;
 }
 
+/* core.group_check(name) -> true, or nil, message, "EINVAL" naming the
+ * rule; core.start_check(text) the same for a group's start. */
+static int l_group_check(lua_State *L) {
+  char why[400];
+  if (dlua_has_nul(L, 1, "consumer group", why, sizeof why))
+    return dlua_fail(L, DURABLE_EINVAL, why);
+  durable_error_t err = {0};
+  int rc = durable_group_check(luaL_checkstring(L, 1), &err);
+  if (rc < 0)
+    return dlua_fail(L, rc, err.message);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_start_check(lua_State *L) {
+  char why[400];
+  if (dlua_has_nul(L, 1, "start", why, sizeof why))
+    return dlua_fail(L, DURABLE_EINVAL, why);
+  durable_start_t start;
+  durable_error_t err = {0};
+  int rc = durable_start_parse(luaL_checkstring(L, 1), &start, &err);
+  if (rc < 0)
+    return dlua_fail(L, rc, err.message);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* core.publish_id_check(id [, namespace, key]) -> true, or nil, message,
  * "EINVAL" naming the id and the rule it breaks (with a stream: also the
  * stream's own rules, and its id node's path length). */
@@ -644,6 +749,8 @@ void dlua_open_streams(lua_State *L) {
                                  {"stream_path", l_stream_path},
                                  {"publish_id_check", l_publish_id_check},
                                  {"retention_check", l_retention_check},
+                                 {"group_check", l_group_check},
+                                 {"start_check", l_start_check},
                                  {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
   lua_getfield(L, -1, "Mesh");
@@ -653,6 +760,10 @@ void dlua_open_streams(lua_State *L) {
   lua_setfield(L, -2, "_seek");
   lua_pushcfunction(L, m_trim);
   lua_setfield(L, -2, "_trim");
+  lua_pushcfunction(L, m_group_seek);
+  lua_setfield(L, -2, "_group_seek");
+  lua_pushcfunction(L, m_group_delete);
+  lua_setfield(L, -2, "_group_delete");
   lua_pushcfunction(L, m_delete);
   lua_setfield(L, -2, "_delete");
   lua_pushcfunction(L, m_set_retention);

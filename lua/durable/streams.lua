@@ -119,6 +119,19 @@ local function stream_id(what, stream, level)
   return ns, key
 end
 
+-- The `group` of a stream table (nil: the stream's own), checked; raises at
+-- `level`.
+local function group_of(what, stream, level)
+  local group = stream.group
+  if group == nil then return nil end
+  if type(group) ~= "string" then
+    error(("%s: the group must be a string, not %s"):format(what, type(group)), level + 1)
+  end
+  local ok, message = core.group_check(group)
+  if not ok then error(("%s: %s"):format(what, message), level + 1) end
+  return group
+end
+
 ---Whether `x` is a source (durable.source{...}, durable.document_parts(...)).
 ---@param x any
 ---@return boolean
@@ -272,15 +285,23 @@ end
 ---`sequence` (the item it has begun may be handed over once more).  A cold
 ---completion of the checkpoint it was at; a stream that does not exist
 ---fails ENOTFOUND, a sequence past its last EINVAL.
----@param stream { namespace: string, key: string }
+---With `group` in the stream table, it is that consumer group's checkpoint
+---that moves (the way on for a group behind a trim); the group must exist.
+---@param stream { namespace: string, key: string, group?: string }
 ---@param sequence integer
 ---@return durable.Completion
 function Mesh:seek_durable(stream, sequence)
   local ns, key = stream_id("seek_durable", stream, 2)
+  local group = group_of("seek_durable", stream, 2)
   if math.type(sequence) ~= "integer" or sequence < 0 then
     error(("seek_durable: the checkpoint must be an integer >= 0, not %s"):format(tostring(sequence)), 2)
   end
   local mesh = self
+  if group then
+    return cold_call(mesh, function(cb)
+      return prim.mesh.group_seek(mesh, ns, key, group, sequence, cb)
+    end)
+  end
   return cold_call(mesh, function(cb) return prim.mesh.seek(mesh, ns, key, sequence, cb) end)
 end
 
@@ -294,6 +315,25 @@ local function force_option(what, options)
     if k ~= "force" then error(("%s: unknown option '%s'"):format(what, tostring(k)), 3) end
   end
   return options.force == true
+end
+
+---An operator's delete of a consumer group of the stream: its node (lease,
+---checkpoint) and failure record go.  Refused (ECONFLICT) while a consumer
+---holds it, unless `{ force = true }`, which fences that consumer first.  A
+---consumer that still declares the group makes it anew at its next claim,
+---at its start.  A cold completion of the checkpoint the group had.
+---@param stream { namespace: string, key: string, group: string }
+---@param options? { force?: boolean }
+---@return durable.Completion
+function Mesh:delete_durable_group(stream, options)
+  local ns, key = stream_id("delete_durable_group", stream, 2)
+  local group = group_of("delete_durable_group", stream, 2)
+  if group == nil then error("delete_durable_group: the stream table needs group =", 2) end
+  local force = force_option("delete_durable_group", options)
+  local mesh = self
+  return cold_call(mesh, function(cb)
+    return prim.mesh.group_delete(mesh, ns, key, group, force, cb)
+  end)
 end
 
 ---An operator's trim: delete the stream's items 1 .. `through`, which must
@@ -401,7 +441,64 @@ end
 -- ---- consuming ------------------------------------------------------------------------------
 
 local CONSUMER_KEYS = { namespace = true, key = true, handler = true, source = true,
-                        max_attempts = true, retention = true, batch = true }
+                        max_attempts = true, retention = true, batch = true,
+                        group = true, start = true, detach = true }
+local DETACH_KEYS = { idle = true, items = true, age = true }
+
+-- A consumer group's `group`, `start` and `detach`; raises at `level`,
+-- naming the field and its rule.
+local function check_group(what, t, level)
+  if t.group == nil then
+    if t.start ~= nil or t.detach ~= nil then
+      error(("%s: start and detach are a consumer group's (give group =)"):format(what), level + 1)
+    end
+    return
+  end
+  if type(t.group) ~= "string" then
+    error(("%s: group must be a string, not %s"):format(what, type(t.group)), level + 1)
+  end
+  local ok, message = core.group_check(t.group)
+  if not ok then error(("%s: %s"):format(what, message), level + 1) end
+  local start = t.start
+  if math.type(start) == "integer" then
+    if start < 1 then
+      error(("%s: start as a sequence is 1 or more (was %d)"):format(what, start), level + 1)
+    end
+  elseif start ~= nil then
+    if type(start) ~= "string" then
+      error(("%s: start must be \"earliest\", \"latest\", a sequence or a UTC time, not %s")
+        :format(what, type(start)), level + 1)
+    end
+    ok, message = core.start_check(start)
+    if not ok then error(("%s: %s"):format(what, message), level + 1) end
+  end
+  local d = t.detach
+  if d == nil then return end
+  if type(d) ~= "table" then
+    error(("%s: detach must be a table { idle =, items =, age = }"):format(what), level + 1)
+  end
+  for k in pairs(d) do
+    if not DETACH_KEYS[k] then
+      error(("%s: unknown detach field '%s' (known: idle, items, age)"):format(what, tostring(k)),
+        level + 1)
+    end
+  end
+  for _, k in ipairs({ "idle", "age" }) do
+    local v = d[k]
+    if v ~= nil and not (k == "idle" and v == "never") then
+      local good = type(v) == "string" and v ~= "all" and core.retention_check(v)
+        and not v:match("^%d+$")
+      if not good then
+        error(("%s: detach.%s must be a duration such as \"7d\" or \"12h\"%s (was %s)")
+          :format(what, k, k == "idle" and ", or \"never\"" or "", tostring(v)), level + 1)
+      end
+    end
+  end
+  if d.items ~= nil and (math.type(d.items) ~= "integer" or d.items < 1) then
+    error(("%s: detach.items must be an integer >= 1 (was %s)"):format(what, tostring(d.items)),
+      level + 1)
+  end
+end
 
 -- The limits of a batch (durable.h: DURABLE_BATCH_ITEMS_MAX,
 -- DURABLE_BATCH_WAIT_MAX_MS).
@@ -449,7 +546,7 @@ local function check_consumer(what, t, level)
   for k in pairs(t) do
     if not CONSUMER_KEYS[k] then
       error(("%s: unknown field '%s' (known: namespace, key, handler, source, max_attempts, "
-        .. "retention, batch)")
+        .. "retention, batch, group, start, detach)")
         :format(what, tostring(k)), level + 1)
     end
   end
@@ -477,6 +574,7 @@ local function check_consumer(what, t, level)
     local ok, message = retention_text(t.retention)
     if not ok then error(("%s: retention %s"):format(what, message), level + 1) end
   end
+  check_group(what, t, level + 1)
   return t.namespace, batch_of(what, t.batch, level + 1)
 end
 
@@ -549,10 +647,12 @@ function plugin.methods.with_durable_stream_consumer(config, t)
   local rec = plugin.record(config)
   local ns, batch = check_consumer("config:with_durable_stream_consumer", t, 2)
   rec.stream_families = rec.stream_families or {}
-  if rec.stream_families[ns] then
-    error(("NodeType '%s' already consumes the '%s' stream family"):format(rec.name, ns), 2)
+  local consumed = t.group and (ns .. "/" .. t.group) or ns
+  if rec.stream_families[consumed] then
+    error(("NodeType '%s' already consumes the '%s' stream family%s")
+      :format(rec.name, ns, t.group and (" in group " .. t.group) or ""), 2)
   end
-  rec.stream_families[ns] = true
+  rec.stream_families[consumed] = true
   local key_fn, source_fn = t.key, t.source
   local spec = {
     key_of = key_fn and function(hub) return key_checked(ns, key_fn(hub)) end,
@@ -561,6 +661,7 @@ function plugin.methods.with_durable_stream_consumer(config, t)
     max_attempts = t.max_attempts,
     retention = t.retention and retention_text(t.retention),
     batch = batch,
+    group = t.group, start = t.start, detach = t.detach,
   }
   rec.installs[#rec.installs + 1] = function(mesh, r)
     prim.mesh.consume_type(mesh, r.name, ns, spec)
@@ -598,7 +699,7 @@ function Hub:consume(t)
   end
   return prim.hub.consume(self, ns, key, { run = runner(ns, t.handler, batch),
     max_attempts = t.max_attempts, retention = t.retention and retention_text(t.retention),
-    batch = batch }, source)
+    batch = batch, group = t.group, start = t.start, detach = t.detach }, source)
 end
 
 M.Mesh, M.Hub = Mesh, Hub

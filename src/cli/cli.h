@@ -213,6 +213,7 @@ extern const cli_command_t cli_dead_command;
 extern const cli_command_t cli_requeue_command;
 extern const cli_command_t cli_seek_command;
 extern const cli_command_t cli_trim_command;
+extern const cli_command_t cli_group_command;
 extern const cli_command_t cli_delete_stream_command;
 extern const cli_command_t cli_retention_command;
 extern const cli_command_t cli_streams_command;

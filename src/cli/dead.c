@@ -22,23 +22,32 @@
 typedef struct {
   cli_stream_t stream; /* first: the reader's callbacks are handed it */
   char origin_ns[DURABLE_PATH_MAX + 1];
-  char dead_ns[DURABLE_PATH_MAX + 8];
+  char dead_ns[DURABLE_PATH_MAX + DURABLE_GROUP_MAX + 8];
   int64_t requeue;    /* requeue: the sequence of the item looked for */
   char *requeue_text; /* ... the payload text of its latest dead letter */
   int requeue_unread; /* ... which could not be read when it failed */
   int requeue_found;
 } dead_t;
 
-/* NAMESPACE KEY as the dead stream {NAMESPACE}.dead@KEY (d->stream.id),
- * with the stream it serves kept in d->origin_ns. */
+static const cli_option_t dead_options[] = {
+    {"--group", 1},
+    {NULL, 0},
+};
+
+/* NAMESPACE KEY as the dead stream {NAMESPACE}.dead@KEY (d->stream.id) --
+ * or with --group GROUP the group's, {NAMESPACE}.dead.{GROUP}@KEY -- with
+ * the stream it serves kept in d->origin_ns. */
 static int take_dead_stream(cli_t *cli, dead_t *d, char *ns, char *key) {
   durable_stream_id_t origin = {.ns = ns, .key = key};
+  const char *group = cli->values[0];
   durable_error_t err;
   memset(&err, 0, sizeof err);
-  if (durable_stream_check(&origin, &err) < 0)
+  if (durable_stream_check(&origin, &err) < 0 ||
+      (group && durable_group_check(group, &err) < 0))
     return cli_error(cli, CLI_USAGE, "%s", err.message);
   snprintf(d->origin_ns, sizeof d->origin_ns, "%s", ns);
-  snprintf(d->dead_ns, sizeof d->dead_ns, "%s.dead", ns);
+  snprintf(d->dead_ns, sizeof d->dead_ns, "%s.dead%s%s", ns, group ? "." : "",
+           group ? group : "");
   d->stream.missing_is_empty = 1;
   return cli_stream_take(cli, &d->stream, d->dead_ns, key);
 }
@@ -67,7 +76,7 @@ static int dead_main(cli_t *cli, int argc, char **argv) {
 
 const cli_command_t cli_dead_command = {
     "dead",
-    "NAMESPACE KEY",
+    "NAMESPACE KEY [--group GROUP]",
     "print a durable stream's dead letters as JSON lines",
     "Prints the dead letters of the durable stream NAMESPACE@KEY: the items\n"
     "its consumer gave up on after max_attempts failures in a row, kept in\n"
@@ -78,8 +87,11 @@ const cli_command_t cli_dead_command = {
     "   \"PayloadJson\":\"...\",\"AppendedAt\":\"...\"}}\n"
     "PayloadJson is the item's payload text, or null when it could not be\n"
     "read.  No dead letter prints nothing.  `durable requeue` appends one\n"
-    "again.",
-    NULL,
+    "again.\n"
+    "\n"
+    "  --group GROUP  the dead letters of that consumer group of the stream,\n"
+    "                 kept in NAMESPACE.dead.GROUP@KEY (each has \"Group\")",
+    dead_options,
     dead_main,
     0,
 };
@@ -157,15 +169,21 @@ static int requeue_main(cli_t *cli, int argc, char **argv) {
 
 const cli_command_t cli_requeue_command = {
     "requeue",
-    "NAMESPACE KEY SEQUENCE",
+    "NAMESPACE KEY SEQUENCE [--group GROUP]",
     "append a dead letter's item to its stream again",
     "Appends the payload of item SEQUENCE of NAMESPACE@KEY, as its latest\n"
     "dead letter keeps it (`durable dead`), to NAMESPACE@KEY again, at a new\n"
     "sequence, and prints that sequence: for an item whose handler failed\n"
     "until it was moved aside, once the handler is fixed.  The dead letter\n"
     "stays.  Fails (exit 1) when there is no such dead letter, or when the\n"
-    "item's payload could not be read.",
-    NULL,
+    "item's payload could not be read.\n"
+    "\n"
+    "  --group GROUP  the letter from that consumer group's dead letters\n"
+    "                 (NAMESPACE.dead.GROUP@KEY).  The item is appended to\n"
+    "                 the stream, so every group of it, and its own\n"
+    "                 consumer, gets it again: a stream has no item for one\n"
+    "                 group alone.",
+    dead_options,
     requeue_main,
     0,
 };

@@ -16,12 +16,12 @@
 #include <string.h>
 
 static const cli_command_t *const commands[] = {
-    &cli_put_command,     &cli_get_command,           &cli_search_command,
-    &cli_lua_command,     &cli_publish_command,       &cli_read_command,
-    &cli_dead_command,    &cli_requeue_command,       &cli_seek_command,
-    &cli_trim_command,    &cli_delete_stream_command, &cli_retention_command,
-    &cli_streams_command, &cli_run_command,           &cli_grant_command,
-    &cli_revoke_command,  &cli_grants_command,
+    &cli_put_command,       &cli_get_command,           &cli_search_command,
+    &cli_lua_command,       &cli_publish_command,       &cli_read_command,
+    &cli_dead_command,      &cli_requeue_command,       &cli_seek_command,
+    &cli_trim_command,      &cli_delete_stream_command, &cli_group_command,
+    &cli_retention_command, &cli_streams_command,       &cli_run_command,
+    &cli_grant_command,     &cli_revoke_command,        &cli_grants_command,
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 

@@ -17,6 +17,7 @@
 
 static const cli_option_t seek_options[] = {
     {"--to", 1},
+    {"--group", 1},
     {NULL, 0},
 };
 
@@ -26,8 +27,9 @@ static void seeked(int status, int64_t was, const char *message, void *data) {
     cli_failed_with(s->cli, status, message);
     return;
   }
-  printf("%s: checkpoint %" PRId64 " (was %" PRId64 ")\n", s->name, s->after,
-         was);
+  const char *group = s->cli->values[1];
+  printf("%s%s%s: checkpoint %" PRId64 " (was %" PRId64 ")\n", s->name,
+         group ? " group " : "", group ? group : "", s->after, was);
   cli_finish(s->cli, CLI_OK);
 }
 
@@ -60,7 +62,11 @@ static int seek_main(cli_t *cli, int argc, char **argv) {
   if (rc != 0)
     return rc;
   memset(&err, 0, sizeof err);
-  rc = durable_stream_seek(cli->mesh, &s.id, s.after, seeked, &s, &err);
+  if (cli->values[1]) /* --group */
+    rc = durable_group_seek(cli->mesh, &s.id, cli->values[1], s.after, seeked,
+                            &s, &err);
+  else
+    rc = durable_stream_seek(cli->mesh, &s.id, s.after, seeked, &s, &err);
   if (rc < 0)
     cli_refused(cli, rc, &err);
   return cli_run(cli);
@@ -68,7 +74,7 @@ static int seek_main(cli_t *cli, int argc, char **argv) {
 
 const cli_command_t cli_seek_command = {
     "seek",
-    "NAMESPACE KEY --to N",
+    "NAMESPACE KEY --to N [--group GROUP]",
     "move a durable stream's checkpoint: replay or skip",
     "Sets the acknowledged checkpoint of NAMESPACE@KEY to N (0 to its last\n"
     "sequence): back to replay the items after N, forward to skip them.  The\n"
@@ -76,7 +82,13 @@ const cli_command_t cli_seek_command = {
     "process, claims again and resumes after N (the item it had begun may be\n"
     "handed over once more).  Prints the new checkpoint and the one before;\n"
     "the stream's host logs the move.  A stream that does not exist, or N\n"
-    "past its last sequence, fails (exit 1).",
+    "past its last sequence, fails (exit 1).\n"
+    "\n"
+    "  --to N         the checkpoint\n"
+    "  --group GROUP  move that consumer group's checkpoint instead (the\n"
+    "                 stream's own and the other groups' stay); a group\n"
+    "                 behind a trim goes on this way, with N at or past\n"
+    "                 the trim",
     seek_options,
     seek_main,
     0,
@@ -189,5 +201,64 @@ const cli_command_t cli_delete_stream_command = {
     "  --force      also while a consumer holds it",
     delete_options,
     delete_main,
+    0,
+};
+
+/* ---- group delete ------------------------------------------------------ */
+
+static const cli_option_t group_options[] = {
+    {"--force", 0},
+    {NULL, 0},
+};
+
+static void group_deleted(int status, int64_t was, const char *message,
+                          void *data) {
+  cli_stream_t *s = data;
+  if (status < 0) {
+    cli_failed_with(s->cli, status, message);
+    return;
+  }
+  printf("%s: group deleted (it had acknowledged up to %" PRId64 ")\n", s->name,
+         was);
+  cli_finish(s->cli, CLI_OK);
+}
+
+static int group_main(cli_t *cli, int argc, char **argv) {
+  cli_stream_t s;
+  durable_error_t err;
+  memset(&s, 0, sizeof s);
+  memset(&err, 0, sizeof err);
+  if (argc < 1 || strcmp(argv[0], "delete") != 0)
+    return cli_usage(cli, "expected delete NAMESPACE KEY GROUP");
+  if (argc != 4)
+    return cli_usage(cli, "expected delete NAMESPACE KEY GROUP");
+  if (durable_group_check(argv[3], &err) < 0)
+    return cli_error(cli, CLI_USAGE, "%s", err.message);
+  int rc = operator_args(cli, 2, argv + 1, &s, NULL, NULL, 0);
+  if (rc != 0)
+    return rc;
+  rc = durable_group_delete(cli->mesh, &s.id, argv[3], cli->values[0] != NULL,
+                            group_deleted, &s, &err);
+  if (rc < 0)
+    cli_refused(cli, rc, &err);
+  return cli_run(cli);
+}
+
+const cli_command_t cli_group_command = {
+    "group",
+    "delete NAMESPACE KEY GROUP [--force]",
+    "delete a consumer group of a durable stream",
+    "Deletes the consumer group GROUP of NAMESPACE@KEY: its node (lease,\n"
+    "checkpoint) and its failure record.  The stream, its items and the\n"
+    "other groups stay; a trim held back by the group goes on.  Refused\n"
+    "(exit 1) while a consumer holds the group, unless --force, which\n"
+    "fences that consumer first.  A consumer that still declares the group\n"
+    "makes it anew at its next claim, at its start: take the declaration\n"
+    "away first to be rid of the group.  Its dead letters\n"
+    "(NAMESPACE.dead.GROUP@KEY) are a stream of their own and stay.\n"
+    "\n"
+    "  --force      also while a consumer holds it",
+    group_options,
+    group_main,
     0,
 };

@@ -31,6 +31,7 @@ static const cli_option_t streams_options[] = {
  * printed after the last). */
 typedef struct stream_row_s {
   char *stream;                           /* NAMESPACE@KEY */
+  char *group;                            /* a consumer group's, or NULL */
   char *subscriber;                       /* NULL for none */
   char orphaned_at[DURABLE_ISO_TIME_MAX]; /* "-" for none */
   char *last_error;                       /* NULL for none */
@@ -49,6 +50,7 @@ typedef struct streams_state_s {
 
 static void row_free(stream_row_t *r) {
   free(r->stream);
+  free(r->group);
   free(r->subscriber);
   free(r->last_error);
 }
@@ -108,6 +110,7 @@ static void print_json(int64_t now, const durable_stream_status_t *s,
   json_field("stream", stream, 1);
   json_field("namespace", s->stream.ns, 0);
   json_field("key", s->stream.key, 0);
+  json_field("group", s->group, 0);
   json_field("path", s->path, 0);
   printf(",\"last\":%" PRId64 ",\"checkpoint\":%" PRId64 ",\"lag\":%" PRId64,
          s->last_sequence, s->checkpoint, s->lag);
@@ -148,9 +151,16 @@ static void print_json(int64_t now, const durable_stream_status_t *s,
   else
     fputs(",\"lost\":null", stdout);
   if (s->last_batch > 0)
-    printf(",\"last_batch\":%" PRId64 "}\n", s->last_batch);
+    printf(",\"last_batch\":%" PRId64, s->last_batch);
   else
-    fputs(",\"last_batch\":null}\n", stdout);
+    fputs(",\"last_batch\":null", stdout);
+  if (s->group) { /* a consumer group's: how it began, whether it pins */
+    json_field("start", s->start, 0);
+    time_field("detached_at", s->detached_at);
+  } else {
+    printf(",\"groups\":%d", s->groups);
+  }
+  fputs("}\n", stdout);
 }
 
 static int digits(int64_t v) {
@@ -171,13 +181,16 @@ static void put_cell(FILE *out, const char *text) {
     fputc(*p == '\n' || *p == '\r' || *p == '\t' ? ' ' : *p, out);
 }
 
+/* A group's row names its group (GROUP, a column only when there is one). */
 static void print_table(const streams_state_t *st) {
   int ws = 6, wl = 4, wc = 10, wg = 3, wsub = 10, wp = 7, we = 5, wo = 6,
-      wa = 8, wd = 4;
+      wa = 8, wd = 4, wgr = 0;
   char age[32];
   for (size_t i = 0; i < st->nrows; i++) {
     const stream_row_t *r = &st->rows[i];
     ws = width(ws, r->stream);
+    if (r->group)
+      wgr = width(wgr > 5 ? wgr : 5, r->group);
     wsub = width(wsub, r->subscriber);
     wp = width(wp, r->process);
     if (digits(r->last) > wl)
@@ -195,21 +208,27 @@ static void print_table(const streams_state_t *st) {
     if (digits(r->dead_letters) > wd)
       wd = digits(r->dead_letters);
   }
-  printf("%-*s  %*s  %*s  %*s  %*s  %-*s  %-*s  %*s  %*s  %*s  %-24s  %s\n", ws,
-         "STREAM", wl, "LAST", wc, "CHECKPOINT", wg, "LAG", wo, "OLDEST", wsub,
-         "SUBSCRIBER", wp, "PROCESS", we, "EPOCH", wa, "ATTEMPTS", wd, "DEAD",
-         "ORPHANED_AT", "LAST_ERROR");
+  printf("%-*s  ", ws, "STREAM");
+  if (wgr)
+    printf("%-*s  ", wgr, "GROUP");
+  printf("%*s  %*s  %*s  %*s  %-*s  %-*s  %*s  %*s  %*s  %-24s  %s\n", wl,
+         "LAST", wc, "CHECKPOINT", wg, "LAG", wo, "OLDEST", wsub, "SUBSCRIBER",
+         wp, "PROCESS", we, "EPOCH", wa, "ATTEMPTS", wd, "DEAD", "ORPHANED_AT",
+         "LAST_ERROR");
   for (size_t i = 0; i < st->nrows; i++) {
     const stream_row_t *r = &st->rows[i];
     format_age(age, st->now, r->oldest_at);
     char attempts[16] = "-";
     if (r->attempts > 0)
       snprintf(attempts, sizeof attempts, "%d", r->attempts);
-    printf("%-*s  %*" PRId64 "  %*" PRId64 "  %*" PRId64
+    printf("%-*s  ", ws, r->stream);
+    if (wgr)
+      printf("%-*s  ", wgr, r->group ? r->group : "-");
+    printf("%*" PRId64 "  %*" PRId64 "  %*" PRId64
            "  %*s  %-*s  %-*s  %*" PRId64 "  %*s  %*" PRId64 "  %-24s  ",
-           ws, r->stream, wl, r->last, wc, r->checkpoint, wg, r->lag, wo, age,
-           wsub, r->subscriber ? r->subscriber : "-", wp, r->process, we,
-           r->epoch, wa, attempts, wd, r->dead_letters, r->orphaned_at);
+           wl, r->last, wc, r->checkpoint, wg, r->lag, wo, age, wsub,
+           r->subscriber ? r->subscriber : "-", wp, r->process, we, r->epoch,
+           wa, attempts, wd, r->dead_letters, r->orphaned_at);
     put_cell(stdout, r->last_error ? r->last_error : "-");
     putchar('\n');
   }
@@ -227,7 +246,8 @@ static int keep_row(streams_state_t *st, const durable_stream_status_t *status,
                       .oldest_at = status->oldest_appended_at,
                       .dead_letters = status->dead_letters,
                       .attempts = status->attempts};
-  if (copy_text(&row.subscriber, status->subscriber) < 0 ||
+  if (copy_text(&row.group, status->group) < 0 ||
+      copy_text(&row.subscriber, status->subscriber) < 0 ||
       copy_text(&row.last_error, status->last_error) < 0) {
     row_free(&row);
     return -1;
@@ -338,6 +358,14 @@ const cli_command_t cli_streams_command = {
     "item per stream with a lag: never the whole backlog.  A stream's\n"
     "whole state is its node: durable get @KEY/_DurableStream/NAMESPACE.\n"
     "\n"
+    "Each consumer group follows its stream on a line of its own, with a\n"
+    "GROUP column (shown when there is a group): its CHECKPOINT, its LAG\n"
+    "(LAST - its checkpoint, exact), its OLDEST, holder, failures and dead\n"
+    "letters (NAMESPACE.dead.GROUP@KEY).  LAST_ERROR of a group behind a\n"
+    "trim names the seek that goes on.  A stream consumed only in groups\n"
+    "shows no lag of its own.  A group's node is\n"
+    "@KEY/_DurableStream/NAMESPACE/_DurableStreamGroup/GROUP.\n"
+    "\n"
     "  --json  JSON lines instead: stream, namespace, key, path, last,\n"
     "          checkpoint, lag, subscriber, subscriber_instance, epoch,\n"
     "          orphaned_at, last_subscriber, subscribed_at, checkpoint_at,\n"
@@ -348,7 +376,10 @@ const cli_command_t cli_streams_command = {
     "          than one; null until then), stopped (seen_last,\n"
     "          seen_checkpoint, seen_epoch while the stream is stopped\n"
     "          because the store went back; else null), lost (from, to: the\n"
-    "          sequences a seek accepted as lost; else null)\n"
+    "          sequences a seek accepted as lost; else null), group (null\n"
+    "          for the stream's own line), and for a stream: groups (how\n"
+    "          many), for a group: start, detached_at (null while it holds\n"
+    "          trims back)\n"
     "  --read-store URL  read there instead of the store: a PostgreSQL\n"
     "          standby (nothing is written to it; it answers with what it\n"
     "          has replayed)",

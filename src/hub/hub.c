@@ -566,6 +566,14 @@ void durable__hub_off(durable_hub_t *hub, const char *msg_type, void *data) {
   }
 }
 
+void *durable__hub_handler_data(const durable_hub_t *hub, const char *msg_type,
+                                durable_handler_cb cb) {
+  for (size_t i = 0; i < hub->nhandlers; i++)
+    if (strcmp(hub->handlers[i].msg_type, msg_type) == 0)
+      return hub->handlers[i].cb == cb ? hub->handlers[i].data : NULL;
+  return NULL;
+}
+
 int durable__hub_on_dispose(durable_hub_t *hub, durable_dispose_cb cb,
                             void *data) {
   durable__step_t *d =

@@ -252,6 +252,10 @@ int durable__hub_post_every(durable_hub_t *hub, uint32_t ms, const char *type,
 /* Undo a durable__hub_on of `msg_type` with `data` (a setup that failed
  * half-way leaves the hub as it was). */
 void durable__hub_off(durable_hub_t *hub, const char *msg_type, void *data);
+/* The data of this activation's handler of `msg_type` when that handler is
+ * `cb`, else NULL (several runtime units sharing one message). */
+void *durable__hub_handler_data(const durable_hub_t *hub, const char *msg_type,
+                                durable_handler_cb cb);
 int durable__hub_on_dispose(durable_hub_t *hub, durable_dispose_cb cb,
                             void *data);
 /* Free `a` and `b` (either may be NULL) when the node type is freed. */

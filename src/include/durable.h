@@ -879,6 +879,23 @@ int durable_stream_seek(durable_mesh_t *mesh, const durable_stream_id_t *id,
                         int64_t sequence, durable_sequence_cb cb, void *data,
                         durable_error_t *err);
 
+/* The same for consumer group `group` of the stream: its checkpoint set to
+ * `sequence`, its lease let go ("... group G: checkpoint moved ..."); a
+ * group that does not exist is DURABLE_ENOTFOUND, a sequence below what was
+ * trimmed DURABLE_EINVAL.  This is how a group behind a trim goes on. */
+int durable_group_seek(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                       const char *group, int64_t sequence,
+                       durable_sequence_cb cb, void *data,
+                       durable_error_t *err);
+/* Delete consumer group `group` of the stream (its node and failure record):
+ * refused (DURABLE_ECONFLICT) while a consumer holds it, unless `force`,
+ * which fences that consumer first.  A consumer that still declares the
+ * group makes it anew at its next claim, at its start.  `cb` gets the
+ * checkpoint the group had. */
+int durable_group_delete(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                         const char *group, int force, durable_sequence_cb cb,
+                         void *data, durable_error_t *err);
+
 /* An operator's trim: delete the stream's items 1 .. `through`, which must
  * be acknowledged (through <= the checkpoint) unless `force`, which first
  * moves the checkpoint to `through` as durable_stream_seek does.  The
@@ -959,13 +976,25 @@ typedef struct durable_stream_status_s {
    * sequences lost_from .. lost_to that are never there (0, 0: none). */
   int64_t seen_last, seen_checkpoint, seen_epoch;
   int64_t lost_from, lost_to;
+  /* A consumer group's status (it follows its stream's): the group's name,
+   * and the lease, checkpoint, lag, oldest item, failure and dead letters
+   * ({ns}.dead.{group}) are the group's; `path` and `node` its node's; the
+   * start it was made with, and when it was detached (0: it pins the
+   * stream's trim).  NULL and 0 for the stream's own status, where
+   * `groups` counts its groups -- a stream consumed only in groups (never
+   * claimed on its own) shows no lag of its own. */
+  const char *group;
+  const char *start;
+  int64_t detached_at;
+  int groups;
 } durable_stream_status_t;
 
 typedef void (*durable_stream_status_cb)(const durable_stream_status_t *status,
                                          void *data);
 /* List every stored stream (every DurableStream node, as `principal` may
  * read them; NULL: the platform) whose family `want(ns, data)` accepts
- * (NULL: every one), in path order: `each` once per stream, then `done`
+ * (NULL: every one), in path order, each followed by its consumer groups:
+ * `each` once per stream and once per group, then `done`
  * once, with 0 or a failure (after which `each` runs no more).  It reads
  * the stream nodes and the failure records in pages and, per stream with a
  * lag, its oldest unacknowledged item: O(streams), never O(items).  Nothing
@@ -990,6 +1019,10 @@ typedef struct durable_stream_stats_s {
   uint64_t trimmed;       /* items a trim made here deleted */
   uint64_t batches;       /* acknowledgements of a batch handler's calls
                              here: `handled` / `batches` is the mean batch */
+  /* NULL: the counts of the stream's own consumer (and its producers,
+   * trims); a name: those of that consumer group's consumer, counted
+   * apart (each group handles every item once) */
+  const char *group;
 } durable_stream_stats_t;
 
 typedef void (*durable_stream_stats_cb)(const durable_stream_id_t *stream,
@@ -1224,6 +1257,53 @@ typedef struct durable_batch_s {
 void durable_reply_fail_at(durable_reply_t *reply, int64_t sequence, int code,
                            const char *message);
 
+/* Consumer groups.  A consumer that names a group is one of several
+ * independent consumers of the stream: the group has its own lease, epoch,
+ * checkpoint, failure record and dead letters ({ns}.dead.{group}), saved in
+ * the node {stream path}/_DurableStreamGroup/{group} (durable_group_path),
+ * which the group's first claim on an existing stream makes.  A group name
+ * is 1 to DURABLE_GROUP_MAX bytes of letters, digits, '.', '_' and '-',
+ * starting with a letter or a digit. */
+#define DURABLE_GROUP_MAX 64
+#define DURABLE__GROUP_SEGMENT "_DurableStreamGroup"
+/* 0, or DURABLE_EINVAL with a message naming the name and the rule. */
+int durable_group_check(const char *group, durable_error_t *err);
+/* "{stream path}/_DurableStreamGroup/{group}"; its length, or DURABLE_EINVAL
+ * for a group or stream that breaks the rules, or a path too long. */
+int durable_group_path(const durable_stream_id_t *stream, const char *group,
+                       char *out, size_t size);
+
+/* Where a new group starts, chosen when the group is first made and never
+ * changed afterwards (durable seek moves it). */
+typedef enum {
+  DURABLE_START_EARLIEST = 0, /* the oldest item kept (the default) */
+  DURABLE_START_LATEST,       /* what is appended after the group is made */
+  DURABLE_START_SEQUENCE,     /* item `value` (its first item if trimmed) */
+  DURABLE_START_TIME          /* the first item appended at or after `value`
+                                 (ms since the epoch) */
+} durable_start_kind_t;
+typedef struct durable_start_s {
+  durable_start_kind_t kind;
+  int64_t value;
+} durable_start_t;
+/* "earliest", "latest", a sequence ("42") or an ISO-8601 UTC time
+ * ("2026-12-05T10:00:00Z"); DURABLE_EINVAL with a message naming it. */
+int durable_start_parse(const char *text, durable_start_t *out,
+                        durable_error_t *err);
+
+/* When a group stops holding a trim back (it is then detached: logged,
+ * counted, its checkpoint kept; it pins again once it is claimed and is not
+ * behind the trim).  `idle_ms`: no holder and no acknowledgement for this
+ * long while items wait for it (0: DURABLE_DETACH_IDLE_MS; negative: never).
+ * `items`: more than this many items behind (0: no bound).  `age_ms`: its
+ * oldest unacknowledged item older than this (0: no bound). */
+#define DURABLE_DETACH_IDLE_MS (7 * 24 * 3600 * 1000LL)
+typedef struct durable_detach_s {
+  int64_t idle_ms;
+  int64_t items;
+  int64_t age_ms;
+} durable_detach_t;
+
 typedef struct durable_consumer_s {
   const char *ns; /* the stream family */
   /* the owner whose stream this hub consumes, written into `out`; NULL:
@@ -1249,6 +1329,12 @@ typedef struct durable_consumer_s {
    * handed over only once its acknowledgement is saved. */
   durable_batch_handler_cb batch_handler;
   durable_batch_t batch;
+  /* NULL: the stream's own consumer (its lease on the stream node).  A
+   * name: that consumer group's (durable_group_check), which starts at
+   * `start` when it is first made and detaches past `detach`. */
+  const char *group;
+  durable_start_t start;
+  durable_detach_t detach;
 } durable_consumer_t;
 
 /* Every hub of NodeType `type` consumes (several families per type are

@@ -1,7 +1,7 @@
 /*
- * consumer.c: the leased consumer, one per stream family per hub
- * activation, as one state machine: c->state says what it is doing,
- * c->flags what it remembers meanwhile (consumer.h names both).
+ * consumer.c: the leased consumer, one per stream family (and consumer
+ * group) per hub activation, as one state machine: c->state says what it
+ * is doing, c->flags what it remembers meanwhile (consumer.h names both).
  *
  *   STARTING  --the stream exists---------------------------> CLAIMING
  *             --no stream-----------------------------------> DORMANT
@@ -41,9 +41,15 @@
  *
  * The consumer never creates a stream: it looks with an existence query (a
  * listing read) and otherwise waits for the wake that a producer's append
- * causes.  Claim, ack and release go out from the read-issuing hub, naming
- * this hub as subscriber, because a quiescing hub sends no new requests.
- * Timers post messages to the hub; a generation number retires the
+ * causes.  A consumer of a consumer group (c->group) is the same machine on
+ * the group's node (c->lease_path): its claim, acks and release go there,
+ * its failure record and dead letters are the group's; a claim that finds
+ * no group asks the stream's hub to make it (make_group), once per round,
+ * and a stream that is not there leaves it dormant.  The family's wake
+ * reaches every consumer of the family on the hub; its payload names whose
+ * lease is free (woken).  Claim, ack and release go out from the read-issuing
+ * hub, naming this hub as subscriber, because a quiescing hub sends no new
+ * requests. Timers post messages to the hub; a generation number retires the
  * messages and answers of an earlier round.
  *
  * A mesh acting as a principal consumes only what it may read and write:
@@ -72,6 +78,8 @@ static int ask(durable__consumer_t *c, const char *type, int64_t epoch,
 }
 
 static void claim(durable__consumer_t *c);
+static void make_group(durable__consumer_t *c);
+static void send_claim(durable__consumer_t *c, durable__consumer_ask_t *a);
 static void claim_again(durable__consumer_t *c);
 static void start_pulling(durable__consumer_t *c);
 
@@ -129,7 +137,7 @@ static void acked(durable__consumer_t *c, int64_t seq) {
      * item at or below the checkpoint, which is never shown, and which only
      * a seek or a delete -- both clear it -- could hand over again */
     c->failed_seq = c->failed_times = 0;
-    durable__failure_clear(durable_mesh_store(c->mesh), c->path);
+    durable__failure_clear(durable_mesh_store(c->mesh), c->lease_path);
   }
   durable__sweep_acked(c->sweep, seq);
 }
@@ -195,7 +203,8 @@ static void fail_item(durable__consumer_t *c, int64_t seq, const char *why,
   durable__consumer_stop_reading(c);
   if (durable__consumer_leaving(c))
     return;
-  durable__stream_count(c->mesh, c->ns, c->key, DURABLE__COUNT_FAILED, 1);
+  durable__stream_count(c->mesh, c->ns, c->key, c->group, DURABLE__COUNT_FAILED,
+                        1);
   if (seq == c->failed_seq) {
     c->failed_times++;
   } else {
@@ -219,8 +228,8 @@ static void fail_item(durable__consumer_t *c, int64_t seq, const char *why,
                        .payload = payload ? strdup(payload) : NULL};
     durable_hub_ref(c->hub);
     if (r->why != NULL && (payload == NULL || r->payload != NULL) &&
-        durable__failure_record(durable_mesh_store(c->mesh), c->path, seq, why,
-                                on_failure_recorded, r, &err) == 0)
+        durable__failure_record(durable_mesh_store(c->mesh), c->lease_path, seq,
+                                why, on_failure_recorded, r, &err) == 0)
       return;
     durable_hub_unref(c->hub);
     free(r->why);
@@ -330,7 +339,8 @@ static void on_turn_back(durable__consumer_t *c, const durable_response_t *res,
 static void batch_failed(durable__consumer_t *c, const outcome_t *t,
                          const char *why) {
   durable__stream_name_t n;
-  durable__stream_count(c->mesh, c->ns, c->key, DURABLE__COUNT_FAILED, 1);
+  durable__stream_count(c->mesh, c->ns, c->key, c->group, DURABLE__COUNT_FAILED,
+                        1);
   int64_t from = t->failed_at ? t->failed_at : t->first;
   int64_t to = t->failed_at ? t->failed_at : t->last;
   if (c->alone_to > to) /* a range found before, not passed yet */
@@ -432,7 +442,7 @@ static void on_orphan_signal(durable_watch_t *w, durable_change_kind_t kind,
   durable__consumer_t *c = data;
   (void)w;
   if (c->state != DURABLE__CONSUMER_WAITING || kind == DURABLE_CHANGE_REMOVED ||
-      node == NULL || strcmp(node->id, c->ns) != 0)
+      node == NULL || strcmp(node->id, c->lease_id) != 0)
     return;
   durable__stream_state_t s;
   if (durable__state_decode(node->content, node->path, &s) < 0)
@@ -520,7 +530,7 @@ static void claim_stale(durable__consumer_t *c,
  * next publish -- which goes to the owner: a consumer on another hub looks
  * again every reclaim_ms too (said once, the repeats at debug). */
 static void claim_gone(durable__consumer_t *c, const char *message) {
-  durable__stream_renewed(c->mesh, c->ns, c->key);
+  durable__stream_renewed(c->mesh, c->ns, c->key, c->group);
   durable_mesh_log(c->mesh,
                    (c->flags & DURABLE__CONSUMER_GONE_SAID) ? DURABLE_LOG_DEBUG
                                                             : DURABLE_LOG_INFO,
@@ -642,11 +652,60 @@ static void claim_refused(durable__consumer_t *c,
     return;
   }
   durable_error_t err = {0};
-  if (durable_store_watch(durable_mesh_store(c->mesh), c->stream_ns, 0,
+  if (durable_store_watch(durable_mesh_store(c->mesh), c->lease_ns, 0,
                           on_orphan_signal, c, &c->orphan_watch, &err) < 0)
     c->orphan_watch = NULL; /* the wake and the timer still come */
   durable__consumer_arm(c, c->msg_reclaim,
                         durable__stream_options(c->mesh).reclaim_ms);
+}
+
+/* The stream's hub made the group (or found it made): claim it; the
+ * stream is gone: dormant. */
+static void on_group_made(const durable_response_t *res, void *data) {
+  durable__consumer_ask_t *a = data;
+  durable__consumer_t *c = a->c;
+  uint64_t gen = a->gen;
+  free(a);
+  if (c->state != DURABLE__CONSUMER_CLAIMING || gen != c->gen ||
+      durable__consumer_leaving(c))
+    claim_stale(c, NULL);
+  else if (res->status == DURABLE_ENOTFOUND)
+    claim_gone(c, res->message);
+  else if (res->status < 0)
+    failure(c, 0, res->message); /* backs off */
+  else if ((a = calloc(1, sizeof(*a))) == NULL)
+    failure(c, 0, "out of memory");
+  else {
+    a->gen = c->gen;
+    send_claim(c, a); /* in the same round */
+  }
+  durable_hub_unref(c->hub);
+}
+
+static void make_group(durable__consumer_t *c) {
+  durable__consumer_ask_t *a = calloc(1, sizeof(*a));
+  durable__stream_req_t *req =
+      durable__stream_req_new(NULL, durable__consumer_hub_name(c), 0, 0);
+  durable_error_t err = {0};
+  c->flags |= DURABLE__CONSUMER_GROUP_MADE;
+  if (a == NULL || req == NULL || (req->group = strdup(c->group)) == NULL) {
+    free(a);
+    durable__body_free(req ? &req->base : NULL);
+    failure(c, 0, "out of memory");
+    return;
+  }
+  req->start = c->cfg.start;
+  req->detach = c->cfg.detach;
+  a->c = c;
+  a->gen = c->gen;
+  durable_hub_ref(c->hub);
+  if (durable__hub_request_body(durable__mesh_reads_hub(c->mesh), c->path,
+                                DURABLE__MSG_GROUP, &req->base, 0,
+                                on_group_made, a, &err) < 0) {
+    durable_hub_unref(c->hub);
+    free(a);
+    failure(c, 0, err.message);
+  }
 }
 
 /* The claim answered: too late for this round, the stream gone, the claim
@@ -660,6 +719,9 @@ static void on_claim(const durable_response_t *res, void *data) {
   int granted = ans && ans->ok;
   if (c->state == DURABLE__CONSUMER_STOPPED || gen != c->gen)
     claim_stale(c, granted ? ans : NULL);
+  else if (res->status == DURABLE_ENOTFOUND && c->group &&
+           !(c->flags & DURABLE__CONSUMER_GROUP_MADE))
+    make_group(c); /* a group's first claim: the stream's hub makes it */
   else if (res->status == DURABLE_ENOTFOUND)
     claim_gone(c, res->message);
   else if (res->status < 0)
@@ -706,7 +768,7 @@ static void claim(durable__consumer_t *c) {
   if (durable__consumer_leaving(c))
     return;
   durable__consumer_stop_reading(c);
-  c->flags &= ~DURABLE__CONSUMER_FENCE_LOGGED;
+  c->flags &= ~(DURABLE__CONSUMER_FENCE_LOGGED | DURABLE__CONSUMER_GROUP_MADE);
   c->state = DURABLE__CONSUMER_CLAIMING;
   c->gen++;
   durable__consumer_ask_t *a = calloc(1, sizeof(*a));
@@ -802,24 +864,60 @@ void durable__consumer_lease_gone(durable__consumer_t *c, int claiming) {
     claim_again(c);
 }
 
-static void on_wake(durable_hub_t *hub, const durable_msg_t *msg,
-                    durable_reply_t *reply, void *data) {
-  durable__consumer_t *c = data;
-  (void)hub;
-  (void)msg;
-  if (c->state == DURABLE__CONSUMER_DORMANT ||
-      c->state == DURABLE__CONSUMER_WAITING) {
+/* Whether a wake's payload -- null: the stream's own lease; "name": that
+ * group's -- is for `c`. */
+static int wake_is_mine(const durable__consumer_t *c, const char *payload) {
+  if (c->group == NULL)
+    return payload == NULL || strcmp(payload, "null") == 0;
+  size_t n = strlen(c->group);
+  return payload && payload[0] == '"' &&
+         strncmp(payload + 1, c->group, n) == 0 && payload[n + 1] == '"' &&
+         payload[n + 2] == '\0';
+}
+
+/* A wake: the lease it names is free with items waiting -- or, for
+ * another consumer of the family, at least that the stream exists. */
+static void woken(durable__consumer_t *c, const char *payload) {
+  if (!wake_is_mine(c, payload)) {
+    if (c->state == DURABLE__CONSUMER_DORMANT)
+      claim(c); /* its stream exists now: its group is made at its claim */
+    else if (c->state == DURABLE__CONSUMER_STARTING)
+      c->flags |= DURABLE__CONSUMER_WAKE_PENDING;
+  } else if (c->state == DURABLE__CONSUMER_DORMANT ||
+             c->state == DURABLE__CONSUMER_WAITING) {
     claim(c);
   } else if (c->state == DURABLE__CONSUMER_STARTING ||
              c->state == DURABLE__CONSUMER_CLAIMING) {
     /* its existence check or claim may predate it */
     c->flags |= DURABLE__CONSUMER_WAKE_PENDING;
   } else if (durable__consumer_consuming(c)) {
-    /* owners are woken for streams nobody holds: the lease this consumer
+    /* owners are woken for leases nobody holds: the one this consumer
      * holds was let go behind it (an operator's seek, in another process) */
     claim_again(c);
   }
+}
+
+/* The family's wake reaches every consumer of the family on the hub: the
+ * first registered it, the others are its siblings. */
+static void on_wake(durable_hub_t *hub, const durable_msg_t *msg,
+                    durable_reply_t *reply, void *data) {
+  durable__consumer_t *first = data;
+  struct durable__queue *q, *next;
+  (void)hub;
+  woken(first, msg->payload);
+  DURABLE__QUEUE_FOREACH_SAFE(q, next, &first->siblings) {
+    woken(DURABLE__QUEUE_DATA(q, durable__consumer_t, siblings), msg->payload);
+  }
   durable_reply_ok(reply, NULL);
+}
+
+static int join_wake(durable__consumer_t *c, durable_error_t *err) {
+  durable__consumer_t *first =
+      durable__hub_handler_data(c->hub, c->msg_wake, on_wake);
+  if (first == NULL)
+    return durable__hub_on(c->hub, c->msg_wake, on_wake, c, err);
+  durable__queue_insert_tail(&first->siblings, &c->siblings);
+  return 0;
 }
 
 static void on_retry(durable_hub_t *hub, const durable_msg_t *msg,
@@ -927,6 +1025,8 @@ static void consumer_free(void *data) {
   durable__consumer_turn_clear(c);
   free(c->turn);
   free(c->ns);
+  free(c->group);
+  durable__queue_remove(&c->siblings);
   free(c->key);
   free(c->held_by);
   free(c);
@@ -952,6 +1052,7 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
    * drops the appends */
   durable__queue_init(&c->link);
   durable__queue_init(&c->outq);
+  durable__queue_init(&c->siblings);
   c->hub = hub;
   c->mesh = durable_hub_mesh(hub);
   c->cfg = *cfg;
@@ -966,7 +1067,8 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
     snprintf(key, sizeof key, "%s", durable_hub_address(hub));
   c->ns = strdup(cfg->ns);
   c->key = strdup(key);
-  if (c->ns == NULL || c->key == NULL)
+  c->cfg.group = c->group = cfg->group ? strdup(cfg->group) : NULL;
+  if (c->ns == NULL || c->key == NULL || (cfg->group && c->group == NULL))
     rc = DURABLE_ENOMEM;
   durable_stream_id_t id = {.ns = c->ns, .key = c->key};
   if (rc < 0) {
@@ -975,8 +1077,17 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
   } else if ((rc = durable_stream_check(&id, err)) == 0 &&
              (rc = durable__dead_letters_check(c, err)) == 0) {
     durable_stream_path(&id, c->path, sizeof c->path);
-    snprintf(c->stream_ns, sizeof c->stream_ns, "%.*s",
-             (int)(strrchr(c->path, '/') - c->path), c->path);
+    if (c->group && durable_group_path(&id, c->group, c->lease_path,
+                                       sizeof c->lease_path) < 0)
+      rc = durable__error(err, DURABLE_EINVAL,
+                          "consumer group %s of %s@%s makes a path longer "
+                          "than %d bytes",
+                          c->group, c->ns, c->key, DURABLE_PATH_MAX);
+    else if (!c->group)
+      snprintf(c->lease_path, sizeof c->lease_path, "%s", c->path);
+    snprintf(c->lease_ns, sizeof c->lease_ns, "%.*s",
+             (int)(strrchr(c->lease_path, '/') - c->lease_path), c->lease_path);
+    c->lease_id = c->group ? c->group : c->ns;
     if (cfg->source_of) {
       rc = cfg->source_of(hub, &c->source, cfg->data);
       if (rc < 0)
@@ -1000,15 +1111,14 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
     consumer_free(c);
     return rc;
   }
-  snprintf(c->msg_turn, sizeof c->msg_turn, DURABLE__MSG_TURN "%s", c->ns);
+  /* one wake per family (wake_all); the rest are this consumer's own */
   durable__wake_type(c->msg_wake, c->ns);
-  snprintf(c->msg_retry, sizeof c->msg_retry, DURABLE__MSG_RETRY "%s", c->ns);
-  snprintf(c->msg_reclaim, sizeof c->msg_reclaim, DURABLE__MSG_RECLAIM "%s",
-           c->ns);
-  snprintf(c->msg_fence, sizeof c->msg_fence, DURABLE__MSG_FENCE "%s", c->ns);
-  snprintf(c->msg_sweep, sizeof c->msg_sweep, DURABLE__MSG_SWEEP "%s", c->ns);
-  snprintf(c->msg_gather, sizeof c->msg_gather, DURABLE__MSG_GATHER "%s",
-           c->ns);
+  durable__consumer_msg(c->msg_turn, DURABLE__MSG_TURN, c->ns, c->group);
+  durable__consumer_msg(c->msg_retry, DURABLE__MSG_RETRY, c->ns, c->group);
+  durable__consumer_msg(c->msg_reclaim, DURABLE__MSG_RECLAIM, c->ns, c->group);
+  durable__consumer_msg(c->msg_fence, DURABLE__MSG_FENCE, c->ns, c->group);
+  durable__consumer_msg(c->msg_sweep, DURABLE__MSG_SWEEP, c->ns, c->group);
+  durable__consumer_msg(c->msg_gather, DURABLE__MSG_GATHER, c->ns, c->group);
   if (!(c->flags & DURABLE__CONSUMER_HAS_SOURCE) &&
       (c->sweep = durable__sweep_new(hub, c->msg_sweep, &id,
                                      &cfg->retention)) == NULL) {
@@ -1021,7 +1131,7 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
   }
   durable_handler_cb turn = durable__consumer_turn; /* turn.c */
   if ((rc = durable__hub_on(hub, c->msg_turn, turn, c, err)) < 0 ||
-      (rc = durable__hub_on(hub, c->msg_wake, on_wake, c, err)) < 0 ||
+      (rc = join_wake(c, err)) < 0 ||
       (rc = durable__hub_on(hub, c->msg_retry, on_retry, c, err)) < 0 ||
       (rc = durable__hub_on(hub, c->msg_reclaim, on_reclaim, c, err)) < 0 ||
       (rc = durable__hub_on(hub, c->msg_fence, on_fence, c, err)) < 0 ||
@@ -1038,6 +1148,7 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
                            c->msg_gather};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
       durable__hub_off(hub, types[i], c);
+    durable__queue_remove(&c->siblings);
     c->state = DURABLE__CONSUMER_STOPPED;
     if (rc == DURABLE_ENOMEM)
       durable__error(err, rc, "out of memory");

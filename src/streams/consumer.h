@@ -23,6 +23,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* What a consumer is doing: one state at a time (the diagram at the top of
  * consumer.c says how one leads to another). */
@@ -78,7 +79,10 @@ enum {
   DURABLE__CONSUMER_GATHERING = 1u << 15,
   /* in a backoff for a failure that was not the item's own (the store, a
    * claim): the store's reconnect (durable__consumer_live) ends it */
-  DURABLE__CONSUMER_STORE_BACKOFF = 1u << 16
+  DURABLE__CONSUMER_STORE_BACKOFF = 1u << 16,
+  /* a group's consumer: its claim found no group, and the stream's hub
+   * made it (once per round: a claim that finds none again is gone) */
+  DURABLE__CONSUMER_GROUP_MADE = 1u << 17
 };
 
 /* One item of the turn: taken from the reader, kept until the turn is
@@ -95,11 +99,18 @@ typedef struct durable__consumer_s durable__consumer_t;
 struct durable__consumer_s {
   durable_hub_t *hub; /* not a reference: the consumer lives inside the hub */
   durable_mesh_t *mesh;
-  durable_consumer_t cfg;
-  char *ns, *key;
-  char path[DURABLE_PATH_MAX + 1];
-  char stream_ns[DURABLE_PATH_MAX + 1]; /* {key}/_DurableStream */
-  durable_source_t source;              /* with DURABLE__CONSUMER_HAS_SOURCE */
+  durable_consumer_t cfg; /* cfg.group is `group` */
+  char *ns, *key, *group;
+  char path[DURABLE_PATH_MAX + 1]; /* the stream node's */
+  /* the node its lease lives on: the stream node, or its group's
+   * ({path}/_DurableStreamGroup/{group}); that node's namespace and id */
+  char lease_path[DURABLE_PATH_MAX + 1];
+  char lease_ns[DURABLE_PATH_MAX + 1];
+  const char *lease_id;
+  /* the other consumers of its family on its hub, which hear the same wake
+   * (the first of them handles the family's wake message for all) */
+  struct durable__queue siblings;
+  durable_source_t source; /* with DURABLE__CONSUMER_HAS_SOURCE */
   char source_ns[DURABLE_PATH_MAX + 1];
   durable__consumer_state_t state;
   unsigned flags; /* DURABLE__CONSUMER_HAS_SOURCE, ... */
@@ -175,11 +186,16 @@ durable__consumer_id(const durable__consumer_t *c) {
   return (durable_stream_id_t){.ns = c->ns, .key = c->key};
 }
 
-/* "{ns}@{key}" of the consumed stream, for logs. */
+/* "{ns}@{key}" of the consumed stream, and " group {group}" for a
+ * group's consumer, for logs. */
 static inline const char *durable__consumer_name(const durable__consumer_t *c,
                                                  durable__stream_name_t *buf) {
   durable_stream_id_t id = durable__consumer_id(c);
   *buf = durable__stream_name(&id);
+  if (c->group) {
+    size_t n = strlen(buf->text);
+    snprintf(buf->text + n, sizeof buf->text - n, " group %s", c->group);
+  }
   return buf->text;
 }
 
@@ -239,10 +255,13 @@ durable__consumer_ask(durable__consumer_t *c, const char *type, int64_t epoch,
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
   req->effects = effects;
+  req->start = c->cfg.start; /* a group's claim: where it starts if new */
+  req->detach = c->cfg.detach;
   a->c = c;
   durable_hub_ref(c->hub);
-  int rc = durable__hub_request_body(durable__mesh_reads_hub(c->mesh), c->path,
-                                     type, &req->base, 0, cb, a, err);
+  int rc =
+      durable__hub_request_body(durable__mesh_reads_hub(c->mesh), c->lease_path,
+                                type, &req->base, 0, cb, a, err);
   if (rc < 0)
     durable_hub_unref(c->hub);
   return rc;

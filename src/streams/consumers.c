@@ -81,15 +81,21 @@ static void list_link(durable__consumer_t *c) {
 
 /* ---- what reaches every consumer ----------------------------------------- */
 
+static int same_group(const char *a, const char *b) {
+  return a == b || (a && b && strcmp(a, b) == 0);
+}
+
 void durable__consumers_lease_gone(durable_mesh_t *mesh, const char *ns,
-                                   const char *key, int claiming) {
+                                   const char *key, const char *group,
+                                   int claiming) {
   struct durable__queue *all = consumers_of(mesh), *q, *next;
   if (all == NULL)
     return;
   /* the next taken first: a claim may not unlink, but be safe */
   DURABLE__QUEUE_FOREACH_SAFE(q, next, all) {
     durable__consumer_t *c = consumer_of(q);
-    if (strcmp(c->ns, ns) == 0 && strcmp(c->key, key) == 0)
+    if (strcmp(c->ns, ns) == 0 && strcmp(c->key, key) == 0 &&
+        same_group(c->cfg.group, group))
       durable__consumer_lease_gone(c, claiming);
   }
 }
@@ -175,6 +181,22 @@ static int check_consumer(const durable_consumer_t *cfg, durable_error_t *err) {
                           "max_attempts is %d: 0 retries an item for ever, "
                           "N > 0 moves it to the dead letters after N failures",
                           cfg->max_attempts);
+  if (cfg->group && durable_group_check(cfg->group, err) < 0)
+    return DURABLE_EINVAL;
+  if (cfg->start.kind < DURABLE_START_EARLIEST ||
+      cfg->start.kind > DURABLE_START_TIME ||
+      (cfg->start.kind >= DURABLE_START_SEQUENCE && cfg->start.value < 1))
+    return durable__error(err, DURABLE_EINVAL,
+                          "start is not one: earliest, latest, a sequence "
+                          "from 1, or a time after the epoch");
+  if (cfg->start.kind != DURABLE_START_EARLIEST && cfg->group == NULL)
+    return durable__error(err, DURABLE_EINVAL,
+                          "start is a consumer group's: the stream's own "
+                          "consumer starts after its checkpoint");
+  if (cfg->detach.items < 0 || cfg->detach.age_ms < 0)
+    return durable__error(err, DURABLE_EINVAL,
+                          "detach.items and detach.age_ms are 0 (no bound) "
+                          "or more");
   int rc = durable__retention_check(&cfg->retention, err);
   durable_stream_id_t probe = {.ns = cfg->ns, .key = "x"};
   return rc < 0 ? rc : durable_stream_check(&probe, err);
@@ -191,18 +213,25 @@ int durable_node_type_consume(durable_node_type_t *type,
   /* the configuration lives as long as the mesh: keep a copy with it */
   durable_consumer_t *copy = malloc(sizeof(*copy));
   char *ns = strdup(consumer->ns);
-  if (copy == NULL || ns == NULL) {
+  char *group = consumer->group ? strdup(consumer->group) : NULL;
+  if (copy == NULL || ns == NULL || (consumer->group && group == NULL)) {
     free(copy);
     free(ns);
+    free(group);
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
   *copy = *consumer;
   copy->ns = ns;
+  copy->group = group;
   rc = durable_node_type_on_init(type, consumer_init, copy);
   if (rc == 0)
     rc = durable__node_type_keep(type, copy, ns);
+  if (rc == 0 && group)
+    rc = durable__node_type_keep(type, NULL, group);
   if (rc == 0)
     rc = durable__consumed_add(type->mesh, type->name, ns);
+  if (rc == 0 && group)
+    rc = durable__grouped_add(type->mesh, ns);
   return rc < 0 ? durable__error(err, rc, "out of memory") : 0;
 }
 
@@ -216,6 +245,9 @@ int durable_hub_consume(durable_hub_t *hub, const durable_consumer_t *consumer,
                           "hub '%s' is not started and cannot consume",
                           durable_hub_address(hub));
   durable__consumer_t *c = NULL;
+  if (consumer->group &&
+      durable__grouped_add(durable_hub_mesh(hub), consumer->ns) < 0)
+    return durable__error(err, DURABLE_ENOMEM, "out of memory");
   if ((rc = declare(hub, consumer, out ? &c : NULL, err)) < 0)
     return rc;
   if (out) {

@@ -20,8 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The dead-letter stream of `ns`: {ns}.dead, of the same owner. */
+/* The dead-letter stream of `c`'s stream: {ns}.dead, of the same owner;
+ * a consumer group's, {ns}.dead.{group}. */
 #define DEAD_SUFFIX ".dead"
+
+static void dead_family(const durable__consumer_t *c, char *out, size_t size) {
+  snprintf(out, size, "%s" DEAD_SUFFIX "%s%s", c->ns, c->group ? "." : "",
+           c->group ? c->group : "");
+}
 
 typedef struct {
   durable__consumer_ask_t base; /* seq, gen, outbox */
@@ -43,15 +49,15 @@ static void on_dead_letter_acked(const durable_response_t *res, void *data) {
      * stop waits for neither; the append goes out before its release) */
     durable__consumer_append(c, d->base.outbox);
     d->base.outbox = NULL;
-    durable__stream_count(c->mesh, c->ns, c->key, DURABLE__COUNT_DEAD_LETTERED,
-                          1);
+    durable__stream_count(c->mesh, c->ns, c->key, c->group,
+                          DURABLE__COUNT_DEAD_LETTERED, 1);
     durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
                      "Durable stream consumer %s: item %lld of %s failed "
                      "%d times (%s); moved to the dead letters %s" DEAD_SUFFIX
-                     "@%s and acknowledged",
+                     "%s%s@%s and acknowledged",
                      durable__consumer_hub_name(c), (long long)d->base.seq,
                      durable__consumer_name(c, &n), d->attempts, d->why, c->ns,
-                     c->key);
+                     c->group ? "." : "", c->group ? c->group : "", c->key);
   }
   if (current) {
     if (res->status < 0) {
@@ -75,17 +81,20 @@ static void on_dead_letter_acked(const durable_response_t *res, void *data) {
 void durable__dead_letter(durable__consumer_t *c, int64_t seq, const char *why,
                           const char *payload, int64_t appended_at,
                           durable__letter_cb done) {
-  char dead_ns[DURABLE_PATH_MAX + 8], when[32] = "";
-  durable__stream_name_t n;
-  snprintf(dead_ns, sizeof dead_ns, "%s" DEAD_SUFFIX, c->ns);
+  char dead_ns[DURABLE_PATH_MAX + DURABLE_GROUP_MAX + 8], when[32] = "";
+  dead_family(c, dead_ns, sizeof dead_ns);
   if (appended_at > 0)
     durable__iso_time(appended_at, when);
+  durable_stream_id_t id = durable__consumer_id(c);
   json_t *reason = durable__json_message(why);
-  json_t *letter = json_pack(
-      "{s:s, s:I, s:i, s:o, s:o, s:o}", "Stream", durable__consumer_name(c, &n),
-      "Sequence", (json_int_t)seq, "Attempts", c->failed_times, "Reason",
-      reason, "PayloadJson", payload ? json_string(payload) : json_null(),
-      "AppendedAt", *when ? json_string(when) : json_null());
+  json_t *letter =
+      json_pack("{s:s, s:I, s:i, s:o, s:o, s:o}", "Stream",
+                durable__stream_name(&id).text, "Sequence", (json_int_t)seq,
+                "Attempts", c->failed_times, "Reason", reason, "PayloadJson",
+                payload ? json_string(payload) : json_null(), "AppendedAt",
+                *when ? json_string(when) : json_null());
+  if (letter && c->group)
+    json_object_set_new(letter, "Group", json_string(c->group));
   char *text =
       letter ? json_dumps(letter, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
   json_decref(letter);
@@ -139,8 +148,8 @@ int durable__dead_letters_check(const durable__consumer_t *c,
                                 durable_error_t *err) {
   if (c->cfg.max_attempts <= 0)
     return 0;
-  char dead_ns[DURABLE_PATH_MAX + 8];
-  snprintf(dead_ns, sizeof dead_ns, "%s" DEAD_SUFFIX, c->ns);
+  char dead_ns[DURABLE_PATH_MAX + DURABLE_GROUP_MAX + 8];
+  dead_family(c, dead_ns, sizeof dead_ns);
   durable_stream_id_t dead = {.ns = dead_ns, .key = c->key};
   durable_error_t why = {0};
   if (durable_stream_check(&dead, &why) == 0)

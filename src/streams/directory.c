@@ -21,6 +21,8 @@ typedef struct {
   durable_stream_options_t options;
   durable__map_t ensured;  /* stream paths made or seen by this process */
   durable__map_t consumed; /* "NodeType\nfamily" served by this process */
+  durable__map_t grouped;  /* families some consumer here reads in a group */
+  durable__group_seen_fn group_seen; /* the stream hubs' ear (stream_hub.c) */
 } directory_t;
 
 static const char directory_key; /* the state's key: its address */
@@ -33,6 +35,7 @@ static void directory_free(void *data) {
   directory_t *d = data;
   durable__map_free(&d->ensured);
   durable__map_free(&d->consumed);
+  durable__map_free(&d->grouped);
   free(d);
 }
 
@@ -106,6 +109,27 @@ int durable__consumed_has(durable_mesh_t *mesh, const char *type,
   char key[2 * DURABLE_PATH_MAX];
   consumed_key(key, sizeof key, type, family);
   return durable__map_get(&directory_of(mesh)->consumed, key) != NULL;
+}
+
+int durable__grouped_add(durable_mesh_t *mesh, const char *family) {
+  static char present;
+  return durable__map_put(&directory_of(mesh)->grouped, family, &present);
+}
+
+void durable__groups_on_seen(durable_mesh_t *mesh, durable__group_seen_fn fn) {
+  directory_of(mesh)->group_seen = fn;
+}
+
+void durable__group_seen(durable_mesh_t *mesh, const char *group_path,
+                         const durable__stream_state_t *s, int64_t version) {
+  directory_t *d = directory_of(mesh);
+  if (d && d->group_seen)
+    d->group_seen(mesh, group_path, s, version);
+}
+
+int durable__grouped_has(durable_mesh_t *mesh, const char *family) {
+  directory_t *d = directory_of(mesh);
+  return d && durable__map_get(&d->grouped, family) != NULL;
 }
 
 /* Every family some NodeType consumes here (a family consumed by two

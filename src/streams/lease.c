@@ -54,12 +54,32 @@ int durable__lease_unheld(const durable__stream_state_t *s, const char *here,
          strcmp(s->subscriber, s->key) == 0;
 }
 
+/* "ns@key", or "ns@key group G" for a consumer group's lease; and the
+ * stream's last sequence, which only a stream node's state knows. */
+static durable__stream_name_t lease_name(const durable__stream_state_t *s) {
+  durable_stream_id_t id = {s->ns, s->key};
+  durable__stream_name_t name = durable__stream_name(&id);
+  size_t n = strlen(name.text);
+  if (s->group)
+    snprintf(name.text + n, sizeof name.text - n, " group %s", s->group);
+  return name;
+}
+
+static const char *of_last(const durable__stream_state_t *s, const char *sep,
+                           char *out, size_t size) {
+  if (s->group)
+    *out = '\0';
+  else
+    snprintf(out, size, "%s%lld", sep, (long long)s->last_sequence);
+  return out;
+}
+
 void durable__lease_log_granted(durable_mesh_t *mesh,
                                 const durable__stream_state_t *s,
                                 const char *from, const char *from_instance,
                                 uint32_t probe_ms) {
-  durable_stream_id_t id = {s->ns, s->key};
-  durable__stream_name_t name = durable__stream_name(&id);
+  durable__stream_name_t name = lease_name(s);
+  char last[40];
   if (from && from_instance)
     durable_mesh_log(
         mesh, DURABLE_LOG_WARN,
@@ -79,17 +99,19 @@ void durable__lease_log_granted(durable_mesh_t *mesh,
   else
     durable_mesh_log(mesh, DURABLE_LOG_INFO,
                      "[DurableStreams] %s: lease granted to %s (epoch %lld, "
-                     "checkpoint %lld, last %lld)",
+                     "checkpoint %lld%s)",
                      name.text, s->subscriber, (long long)s->lease_epoch,
-                     (long long)s->checkpoint, (long long)s->last_sequence);
+                     (long long)s->checkpoint,
+                     of_last(s, ", last ", last, sizeof last));
 }
 
 void durable__lease_log_released(durable_mesh_t *mesh,
                                  const durable__stream_state_t *s) {
-  durable_stream_id_t id = {s->ns, s->key};
+  char last[40];
   durable_mesh_log(mesh, DURABLE_LOG_INFO,
                    "[DurableStreams] %s ORPHANED: %s released the lease at "
-                   "checkpoint %lld of %lld",
-                   durable__stream_name(&id).text, s->last_subscriber,
-                   (long long)s->checkpoint, (long long)s->last_sequence);
+                   "checkpoint %lld%s",
+                   lease_name(s).text, s->last_subscriber,
+                   (long long)s->checkpoint,
+                   of_last(s, " of ", last, sizeof last));
 }

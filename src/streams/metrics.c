@@ -21,7 +21,9 @@
  * counters are this process's (stats.c), summed per family when the store
  * has answered, so that a scrape's counters are never older than its gauges
  * (an item seen acknowledged is an item counted); a stream's key is never a
- * label (one series per owner would be unbounded).  The server
+ * label (one series per owner would be unbounded).  A consumer group's
+ * figures are a series of their own, labelled family and group (a group
+ * is a name a plugin declares: their number is bounded).  The server
  * closes with the mesh: when its read-issuing hub is disposed, the daemon
  * stops and its two libuv handles close, counted among the mesh's handles,
  * so that the loop is empty once the mesh is freed.
@@ -95,9 +97,22 @@ static int want(const char *ns, void *data) {
   return durable__map_get(&s->families, ns) != NULL;
 }
 
+/* The figures of family `ns` (one of this scrape's), or of its consumer
+ * group `group` there: "{ns}/{group}" (a family has no '/'); NULL for a
+ * family not served here. */
+static family_t *figures_of(scrape_t *s, const char *ns, const char *group) {
+  if (durable__map_get(&s->families, ns) == NULL)
+    return NULL;
+  if (group == NULL)
+    return durable__map_get(&s->families, ns);
+  char name[DURABLE_PATH_MAX + DURABLE_GROUP_MAX + 2];
+  snprintf(name, sizeof name, "%s/%s", ns, group);
+  return family_of(s, name);
+}
+
 static void on_status(const durable_stream_status_t *st, void *data) {
   scrape_t *s = data;
-  family_t *f = durable__map_get(&s->families, st->stream.ns);
+  family_t *f = figures_of(s, st->stream.ns, st->group);
   if (f == NULL)
     return;
   f->streams++;
@@ -117,7 +132,7 @@ static void on_status(const durable_stream_status_t *st, void *data) {
 static void on_counted(const durable_stream_id_t *id,
                        const durable_stream_stats_t *c, void *data) {
   scrape_t *s = data;
-  family_t *f = durable__map_get(&s->families, id->ns);
+  family_t *f = figures_of(s, id->ns, c->group);
   if (f == NULL)
     return;
   f->counts.appended += c->appended;
@@ -158,8 +173,17 @@ static void put_family_metric(FILE *out, scrape_t *s, const char *name,
   void *value;
   for (size_t i = 0; durable__map_next(&s->families, &i, &family, &value);) {
     const char *field = (const char *)value + offset;
+    const char *group = strchr(family, '/'); /* a consumer group's */
     fprintf(out, "%s{family=\"", name);
-    put_label(out, family);
+    if (group) {
+      char ns[DURABLE_PATH_MAX + 1];
+      snprintf(ns, sizeof ns, "%.*s", (int)(group - family), family);
+      put_label(out, ns);
+      fputs("\",group=\"", out);
+      put_label(out, group + 1);
+    } else {
+      put_label(out, family);
+    }
     if (kind == V_INT)
       fprintf(out, "\"} %lld\n", (long long)*(const int64_t *)field);
     else if (kind == V_UINT)

@@ -53,6 +53,7 @@ typedef struct {
   int remove;       /* delete: ... and then the ids and the node */
   const char *verb; /* for its failure: "Moving the checkpoint of" ... */
   char *ns, *key, *path, *items_ns;
+  char *group;      /* a consumer group's seek or delete: path is the group's */
   int64_t sequence; /* seek: the checkpoint; trim: the last item to go */
   int force;
   int quiet;       /* retention's trim: the hub logs it at debug */
@@ -67,6 +68,7 @@ static void act_free(act_t *a) {
   free(a->key);
   free(a->path);
   free(a->items_ns);
+  free(a->group);
   free(a);
 }
 
@@ -74,10 +76,12 @@ static void act_free(act_t *a) {
  * items a trim deleted. */
 static void finish(act_t *a, int status, int64_t value, const char *why) {
   if (a->trim && !a->remove && a->deleted > 0)
-    durable__stream_count(a->mesh, a->ns, a->key, DURABLE__COUNT_TRIMMED,
+    durable__stream_count(a->mesh, a->ns, a->key, NULL, DURABLE__COUNT_TRIMMED,
                           (uint64_t)a->deleted);
   if (status == 0 && a->remove)
-    durable__stream_renewed(a->mesh, a->ns, a->key);
+    durable__stream_renewed(a->mesh, a->ns, a->key, NULL);
+  if (status == 0 && a->group && strcmp(a->msg, DURABLE__MSG_DELETE) == 0)
+    durable__stream_renewed(a->mesh, a->ns, a->key, a->group);
   if (status == 0 && !a->trim) /* a seek: a failure recorded is of the past */
     durable__failure_clear(durable_mesh_store(a->mesh), a->path);
   if (status < 0) {
@@ -86,8 +90,9 @@ static void finish(act_t *a, int status, int64_t value, const char *why) {
     if (a->deleted > 0)
       snprintf(deleted, sizeof deleted, " after %lld item(s)",
                (long long)a->deleted);
-    snprintf(message, sizeof message, "%s durable stream %s failed%s: %s",
-             a->verb, durable__stream_name(&id).text, deleted,
+    snprintf(message, sizeof message, "%s durable stream %s%s%s failed%s: %s",
+             a->verb, durable__stream_name(&id).text, a->group ? " group " : "",
+             a->group ? a->group : "", deleted,
              why ? why : durable_strerror(status));
     a->cb(status, a->trim ? a->deleted : 0, message, a->data);
   } else {
@@ -100,6 +105,7 @@ static void finish(act_t *a, int status, int64_t value, const char *why) {
 
 static void delete_next(act_t *a);
 static void delete_ids(act_t *a);
+static void delete_groups(act_t *a);
 
 static void on_deleted(const durable_result_t *res, void *data) {
   act_t *a = data;
@@ -187,10 +193,8 @@ static void on_ids(const durable_result_t *res, void *data) {
     finish(a, res->status, 0, res->message);
     return;
   }
-  if (res->count == 0) { /* items and ids gone: a failure record, the node */
-    durable__failure_clear(durable_mesh_store(a->mesh), a->path);
-    if (ask_hub(a, 1, &err) < 0)
-      finish(a, err.code, 0, err.message);
+  if (res->count == 0) { /* items and ids gone: the groups, the node */
+    delete_groups(a);
     return;
   }
   durable_write_t *writes = calloc(res->count, sizeof(*writes));
@@ -207,6 +211,58 @@ static void on_ids(const durable_result_t *res, void *data) {
   free(writes);
   if (rc < 0)
     finish(a, rc, 0, err.message);
+}
+
+/* The consumer groups go (each with its failure record), then the stream's
+ * failure record and the node. */
+static void on_groups_deleted(const durable_result_t *res, void *data) {
+  act_t *a = data;
+  if (res->status < 0 && res->status != DURABLE_ENOTFOUND)
+    finish(a, res->status, 0, res->message);
+  else
+    delete_groups(a);
+}
+
+static void on_groups(const durable_result_t *res, void *data) {
+  act_t *a = data;
+  durable_error_t err = {0};
+  if (res->status < 0) {
+    finish(a, res->status, 0, res->message);
+    return;
+  }
+  if (res->count == 0) {
+    durable__failure_clear(durable_mesh_store(a->mesh), a->path);
+    if (ask_hub(a, 1, &err) < 0)
+      finish(a, err.code, 0, err.message);
+    return;
+  }
+  durable_write_t *writes = calloc(res->count, sizeof(*writes));
+  if (writes == NULL) {
+    finish(a, DURABLE_ENOMEM, 0, "out of memory");
+    return;
+  }
+  for (size_t i = 0; i < res->count; i++) {
+    writes[i] = (durable_write_t){.kind = DURABLE_WRITE_DELETE,
+                                  .path = res->nodes[i]->path};
+    durable__failure_clear(durable_mesh_store(a->mesh), res->nodes[i]->path);
+  }
+  int rc = durable_store_write_as(durable_mesh_store(a->mesh),
+                                  durable_mesh_principal(a->mesh), writes,
+                                  res->count, on_groups_deleted, a, &err);
+  free(writes);
+  if (rc < 0)
+    finish(a, rc, 0, err.message);
+}
+
+static void delete_groups(act_t *a) {
+  char query[DURABLE_PATH_MAX + 64];
+  snprintf(query, sizeof query, "namespace:%s/" DURABLE__GROUP_SEGMENT,
+           a->path);
+  durable_error_t err = {0};
+  if (durable_store_query(durable_mesh_store(a->mesh),
+                          durable_mesh_principal(a->mesh), query, NULL,
+                          TRIM_BATCH, on_groups, a, &err) < 0)
+    finish(a, err.code, 0, err.message);
 }
 
 static void delete_ids(act_t *a) {
@@ -228,9 +284,11 @@ static void on_answered(const durable_response_t *res, void *data) {
     finish(a, res->status, 0, res->message);
   else if (ans == NULL || !ans->ok)
     finish(a, DURABLE_EIO, 0, "the stream hub did not do it");
-  else if (a->trim)
+  else if (a->trim) {
+    if (!a->remove && ans->sequence < a->sequence)
+      a->sequence = ans->sequence; /* as far as the hub trimmed */
     delete_next(a);
-  else
+  } else
     finish(a, 0, ans->checkpoint, NULL);
 }
 
@@ -242,7 +300,9 @@ static void on_exists(const durable_result_t *res, void *data) {
     return;
   }
   if (res->value == 0) {
-    finish(a, DURABLE_ENOTFOUND, 0, "the stream does not exist");
+    finish(a, DURABLE_ENOTFOUND, 0,
+           a->group ? "the consumer group does not exist"
+                    : "the stream does not exist");
     return;
   }
   if (ask_hub(a, a->remove ? 0 : a->sequence, &err) < 0)
@@ -284,25 +344,30 @@ static void on_allowed(const durable_result_t *res, void *data) {
 }
 
 static int act(durable_mesh_t *mesh, const durable_stream_id_t *id,
-               const char *msg, const char *verb, int64_t sequence, int force,
-               int quiet, durable_sequence_cb cb, void *data,
-               durable_error_t *err) {
+               const char *group, const char *msg, const char *verb,
+               int64_t sequence, int force, int quiet, durable_sequence_cb cb,
+               void *data, durable_error_t *err) {
   if (mesh->closing)
     return durable__error(err, DURABLE_ESHUTDOWN, "the mesh is closing");
   char path[DURABLE_PATH_MAX + 1], items[DURABLE_PATH_MAX + 32];
-  durable_stream_path(id, path, sizeof path);
+  if (group)
+    durable_group_path(id, group, path, sizeof path);
+  else
+    durable_stream_path(id, path, sizeof path);
   durable_stream_items_ns(id, items, sizeof items);
   act_t *a = calloc(1, sizeof(*a));
   if (a == NULL || (a->ns = strdup(id->ns)) == NULL ||
       (a->key = strdup(id->key)) == NULL || (a->path = strdup(path)) == NULL ||
-      (a->items_ns = strdup(items)) == NULL) {
+      (a->items_ns = strdup(items)) == NULL ||
+      (group && (a->group = strdup(group)) == NULL)) {
     if (a)
       act_free(a);
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   }
   a->mesh = mesh;
   a->msg = msg;
-  a->remove = strcmp(msg, DURABLE__MSG_DELETE) == 0;
+  /* a group's delete is its node's alone (the stream hub of the group) */
+  a->remove = !group && strcmp(msg, DURABLE__MSG_DELETE) == 0;
   a->trim = a->remove || strcmp(msg, DURABLE__MSG_TRIM) == 0;
   a->verb = verb;
   a->sequence = sequence;
@@ -330,17 +395,47 @@ static int check_args(const durable_stream_id_t *id, durable_sequence_cb cb,
   return rc;
 }
 
-int durable_stream_seek(durable_mesh_t *mesh, const durable_stream_id_t *id,
-                        int64_t sequence, durable_sequence_cb cb, void *data,
-                        durable_error_t *err) {
+/* A seek of the stream's own checkpoint (`group` NULL) or of a group's. */
+static int seek(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                const char *group, int64_t sequence, durable_sequence_cb cb,
+                void *data, durable_error_t *err) {
   int rc = check_args(id, cb, err);
+  if (rc == 0 && group)
+    rc = durable_group_check(group, err);
   if (rc == 0 && sequence < 0)
     rc = durable__error(err, DURABLE_EINVAL,
                         "a checkpoint is a sequence >= 0, not %lld",
                         (long long)sequence);
+  return rc < 0
+             ? rc
+             : act(mesh, id, group, DURABLE__MSG_SEEK,
+                   "Moving the checkpoint of", sequence, 0, 0, cb, data, err);
+}
+
+int durable_stream_seek(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                        int64_t sequence, durable_sequence_cb cb, void *data,
+                        durable_error_t *err) {
+  return seek(mesh, id, NULL, sequence, cb, data, err);
+}
+
+int durable_group_seek(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                       const char *group, int64_t sequence,
+                       durable_sequence_cb cb, void *data,
+                       durable_error_t *err) {
+  if (group == NULL)
+    return durable__error(err, DURABLE_EINVAL, "a group seek needs a group");
+  return seek(mesh, id, group, sequence, cb, data, err);
+}
+
+int durable_group_delete(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                         const char *group, int force, durable_sequence_cb cb,
+                         void *data, durable_error_t *err) {
+  int rc = check_args(id, cb, err);
+  if (rc == 0)
+    rc = durable_group_check(group, err);
   return rc < 0 ? rc
-                : act(mesh, id, DURABLE__MSG_SEEK, "Moving the checkpoint of",
-                      sequence, 0, 0, cb, data, err);
+                : act(mesh, id, group, DURABLE__MSG_DELETE, "Deleting", 0,
+                      force, 0, cb, data, err);
 }
 
 int durable_stream_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
@@ -352,8 +447,8 @@ int durable_stream_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
                         "a trim goes through a sequence >= 1, not %lld",
                         (long long)through);
   return rc < 0 ? rc
-                : act(mesh, id, DURABLE__MSG_TRIM, "Trimming", through, force,
-                      0, cb, data, err);
+                : act(mesh, id, NULL, DURABLE__MSG_TRIM, "Trimming", through,
+                      force, 0, cb, data, err);
 }
 
 int durable_stream_delete(durable_mesh_t *mesh, const durable_stream_id_t *id,
@@ -361,8 +456,8 @@ int durable_stream_delete(durable_mesh_t *mesh, const durable_stream_id_t *id,
                           durable_error_t *err) {
   int rc = check_args(id, cb, err);
   return rc < 0 ? rc
-                : act(mesh, id, DURABLE__MSG_DELETE, "Deleting", INT64_MAX,
-                      force, 0, cb, data, err);
+                : act(mesh, id, NULL, DURABLE__MSG_DELETE, "Deleting",
+                      INT64_MAX, force, 0, cb, data, err);
 }
 
 int durable__stream_sweep(durable_mesh_t *mesh, const durable_stream_id_t *id,
@@ -370,6 +465,6 @@ int durable__stream_sweep(durable_mesh_t *mesh, const durable_stream_id_t *id,
                           durable_error_t *err) {
   int rc = check_args(id, cb, err);
   return rc < 0 ? rc
-                : act(mesh, id, DURABLE__MSG_TRIM, "Retention's trim of",
+                : act(mesh, id, NULL, DURABLE__MSG_TRIM, "Retention's trim of",
                       through, 0, 1, cb, data, err);
 }

@@ -15,6 +15,7 @@ static void req_free(durable__body_t *body) {
   free(r->payload);
   free(r->id);
   free(r->subscriber);
+  free(r->group);
   free(r->effects);
   free(r);
 }
@@ -107,6 +108,16 @@ durable__stream_req_t *durable__stream_req_parse(durable__stream_op_t op,
                           json_integer_value(
                               json_object_get(j, "Sequence")))) == NULL)
     *why = "is out of memory";
+  const char *start = json_string_value(json_object_get(j, "Start"));
+  const char *group = json_string_value(json_object_get(j, "Group"));
+  if (r && op == DURABLE__OP_GROUP &&
+      (durable_group_check(group, NULL) < 0 ||
+       (start && durable_start_parse(start, &r->start, NULL) < 0) ||
+       (r->group = strdup(group)) == NULL)) {
+    *why = "got a group request without a good Group and Start";
+    durable__body_free(&r->base);
+    r = NULL;
+  }
   json_decref(j);
   return r;
 }
@@ -146,6 +157,10 @@ char *durable__stream_ans_json(durable__stream_op_t op,
     break;
   case DURABLE__OP_DELETE:
     j = json_pack("{s:b, s:I}", "Deleted", a->ok, "Was",
+                  (json_int_t)a->checkpoint);
+    break;
+  case DURABLE__OP_GROUP:
+    j = json_pack("{s:b, s:I}", "Made", a->ok, "Was",
                   (json_int_t)a->checkpoint);
     break;
   }

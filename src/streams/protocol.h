@@ -32,6 +32,15 @@
  *                    typed only, the runtime's own -- Was is the last
  *                    sequence)
  *
+ *   durable.group    {Subscriber, Group [, Start]}   -> {Made, Was}
+ *                    (a consumer group's first claim found no group: the
+ *                    stream's hub makes its node, starting at Start; Was
+ *                    is its checkpoint, 0 when it was there already)
+ *
+ * A consumer group's node (group.c) has a hub of the same kind, which takes
+ * claim, ack, release and seek for the group's lease, and delete for the
+ * group itself (refused while held unless Epoch 1 = force).
+ *
  * An append's Id is its publish id (durable_publish_id_check): an id the
  * stream already holds is answered with the sequence it got then, and
  * nothing is appended.
@@ -51,6 +60,7 @@
 #define DURABLE__MSG_SEEK "durable.seek"
 #define DURABLE__MSG_TRIM "durable.trim"
 #define DURABLE__MSG_DELETE "durable.delete"
+#define DURABLE__MSG_GROUP "durable.group"
 /* per family: "durable.wake:DocumentLog", ... */
 #define DURABLE__MSG_WAKE "durable.wake:"
 #define DURABLE__MSG_TURN "durable.turn:"
@@ -67,7 +77,8 @@ typedef enum {
   DURABLE__OP_RELEASE,
   DURABLE__OP_SEEK,
   DURABLE__OP_TRIM,
-  DURABLE__OP_DELETE
+  DURABLE__OP_DELETE,
+  DURABLE__OP_GROUP
 } durable__stream_op_t;
 
 /* A request to a stream hub.  Strings are owned (malloc'ed). */
@@ -81,13 +92,20 @@ typedef struct {
   /* ack: the item's effects (durable_reply_commit), written in the ack's
    * transaction and only under the lease; NULL for none */
   durable__write_set_t *effects;
+  /* group (to the stream's hub): the consumer group to make, where it
+   * starts (JSON: Group, Start, the text durable_start_parse reads); claim
+   * (to the group's hub): the detach bounds its consumer declares (typed
+   * only) */
+  char *group;
+  durable_start_t start;
+  durable_detach_t detach;
 } durable__stream_req_t;
 
 /* A stream hub's answer.  Strings are owned; NULL for none. */
 typedef struct {
   durable__body_t base;
   int ok;                /* claim: granted; ack: accepted; release: done */
-  int64_t sequence;      /* append */
+  int64_t sequence;      /* append; trim: how far it is trimmed now */
   int64_t epoch;         /* claim: the lease's epoch */
   int64_t checkpoint;    /* claim: resume after this; seek: what it was;
                             trim: TrimmedThrough before */

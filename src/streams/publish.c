@@ -190,7 +190,8 @@ static void on_appended(const durable_response_t *res, void *data) {
     const durable__stream_ans_t *ans = durable__stream_answer(res);
     int64_t seq = ans ? ans->sequence : 0;
     if (seq > 0)
-      durable__stream_count(p->mesh, p->ns, p->key, DURABLE__COUNT_APPENDED, 1);
+      durable__stream_count(p->mesh, p->ns, p->key, NULL,
+                            DURABLE__COUNT_APPENDED, 1);
     if (seq > 0)
       finish(p, 0, seq, NULL);
     else

@@ -176,6 +176,8 @@ void durable__state_free(durable__stream_state_t *s) {
   free(s->subscriber);
   free(s->subscriber_instance);
   free(s->last_subscriber);
+  free(s->group);
+  free(s->start);
   memset(s, 0, sizeof *s);
 }
 
@@ -183,8 +185,10 @@ int durable__state_copy(const durable__stream_state_t *from,
                         durable__stream_state_t *to) {
   *to = *from;
   to->ns = to->key = to->subscriber = to->subscriber_instance =
-      to->last_subscriber = NULL;
+      to->last_subscriber = to->group = to->start = NULL;
   if (durable__str_set(&to->ns, from->ns) < 0 ||
+      durable__str_set(&to->group, from->group) < 0 ||
+      durable__str_set(&to->start, from->start) < 0 ||
       durable__str_set(&to->key, from->key) < 0 ||
       durable__str_set(&to->subscriber, from->subscriber) < 0 ||
       durable__str_set(&to->subscriber_instance, from->subscriber_instance) <
@@ -216,14 +220,21 @@ int durable__state_decode(const char *content, const char *stream_path,
   const char *ns = j ? str_of(j, "Namespace") : NULL;
   const char *key = j ? str_of(j, "Key") : NULL;
   if (ns == NULL || key == NULL || *ns == '\0' || *key == '\0') {
-    /* no content: Namespace = node id, Key = namespace without the segment */
+    /* no content: Namespace = node id, Key = namespace without the segment
+     * (a group's: Namespace the stream's id, Group its own) */
     const char *seg = strstr(stream_path, "/" DURABLE__STREAM_SEGMENT "/");
     if (seg == NULL) { /* no stream: a node of the type made by hand */
       json_decref(j);
       return DURABLE_EINVAL;
     }
     out->key = strndup(stream_path, (size_t)(seg - stream_path));
-    out->ns = strdup(seg + strlen("/" DURABLE__STREAM_SEGMENT "/"));
+    const char *id = seg + strlen("/" DURABLE__STREAM_SEGMENT "/");
+    const char *gseg = strstr(id, "/" DURABLE__GROUP_SEGMENT "/");
+    out->ns = gseg ? strndup(id, (size_t)(gseg - id)) : strdup(id);
+    if (gseg &&
+        durable__str_set(&out->group,
+                         gseg + strlen("/" DURABLE__GROUP_SEGMENT "/")) < 0)
+      rc = DURABLE_ENOMEM;
   } else {
     out->ns = strdup(ns);
     out->key = strdup(key);
@@ -246,7 +257,15 @@ int durable__state_decode(const char *content, const char *stream_path,
     out->seen_epoch = int_of(j, "SeenLeaseEpoch");
     out->lost_from = int_of(j, "LostFrom");
     out->lost_to = int_of(j, "LostTo");
-    if (durable__str_set(&out->subscriber, str_of(j, "Subscriber")) < 0 ||
+    out->created_at = durable__parse_time(str_of(j, "CreatedAt"));
+    out->detach_idle_ms = int_of(j, "DetachIdleMs");
+    out->detach_items = int_of(j, "DetachItems");
+    out->detach_age_ms = int_of(j, "DetachAgeMs");
+    out->detached_at = durable__parse_time(str_of(j, "DetachedAt"));
+    if ((str_of(j, "Group") &&
+         durable__str_set(&out->group, str_of(j, "Group")) < 0) ||
+        durable__str_set(&out->start, str_of(j, "Start")) < 0 ||
+        durable__str_set(&out->subscriber, str_of(j, "Subscriber")) < 0 ||
         durable__str_set(&out->subscriber_instance,
                          str_of(j, "SubscriberInstance")) < 0 ||
         durable__str_set(&out->last_subscriber, str_of(j, "LastSubscriber")) <
@@ -372,6 +391,22 @@ char *durable__state_encode(const durable__stream_state_t *s) {
   buf_put_str(&b, s->ns);
   BUF_LIT(&b, ",\"Key\":");
   buf_put_str(&b, s->key);
+  if (s->group) {
+    BUF_LIT(&b, ",\"Group\":");
+    buf_put_str(&b, s->group);
+    BUF_LIT(&b, ",\"Start\":");
+    buf_put_str(&b, s->start);
+    BUF_LIT(&b, ",\"CreatedAt\":");
+    buf_put_time(&b, s->created_at);
+    BUF_LIT(&b, ",\"DetachIdleMs\":");
+    buf_put_int(&b, s->detach_idle_ms);
+    BUF_LIT(&b, ",\"DetachItems\":");
+    buf_put_int(&b, s->detach_items);
+    BUF_LIT(&b, ",\"DetachAgeMs\":");
+    buf_put_int(&b, s->detach_age_ms);
+    BUF_LIT(&b, ",\"DetachedAt\":");
+    buf_put_time(&b, s->detached_at);
+  }
   BUF_LIT(&b, ",\"LastSequence\":");
   buf_put_int(&b, s->last_sequence);
   BUF_LIT(&b, ",\"Subscriber\":");

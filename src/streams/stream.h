@@ -16,6 +16,7 @@
 #define DURABLE__ITEM_TYPE "DurableStreamItem"
 #define DURABLE__ID_SEGMENT "_DurableStreamId"
 #define DURABLE__ID_TYPE "DurableStreamId"
+#define DURABLE__GROUP_TYPE "DurableStreamGroup"
 
 /* The stream node's content (DurableStreamState).  Times are ms since the
  * epoch, 0 for null; strings NULL for null. */
@@ -55,6 +56,16 @@ typedef struct {
    * (LostFrom, LostTo; 0 and not written before any loss). */
   int64_t seen_last, seen_checkpoint, seen_epoch;
   int64_t lost_from, lost_to;
+  /* A consumer group's node (DurableStreamGroup, group.c) has the same
+   * lease fields, LastSequence always 0, and these: its name (NULL on a
+   * stream node), the start it was made with, when; the detach bounds its
+   * last holder declared (durable_detach_t, idle -1: never); and when it
+   * was detached (0: it pins the stream's trim). */
+  char *group;
+  char *start;
+  int64_t created_at;
+  int64_t detach_idle_ms, detach_items, detach_age_ms;
+  int64_t detached_at;
 } durable__stream_state_t;
 
 /* The stream is stopped because the store went back (seen.c). */
@@ -72,6 +83,19 @@ static inline void durable__state_acked(durable__stream_state_t *s, int64_t seq,
   s->checkpoint = seq;
   s->checkpoint_at = now;
 }
+
+/* group.c: a group's start as text ("earliest", "latest", "42", an ISO
+ * time; `size` at least 32); whether `path` is a group node's, and then
+ * its stream's path and (borrowed from `path`) its name; a consumer's
+ * message type "{prefix}{ns}" or "{prefix}{ns}/{group}"; the idle bound of
+ * `d` in ms (-1: never). */
+void durable__start_format(const durable_start_t *start, char *out,
+                           size_t size);
+int durable__group_split(const char *path, char *stream_path, size_t size,
+                         const char **group);
+void durable__consumer_msg(char out[DURABLE_PATH_MAX], const char *prefix,
+                           const char *ns, const char *group);
+int64_t durable__detach_idle_ms(const durable_detach_t *d);
 
 /* "{ns}@{key}", for logs only (never parsed). */
 typedef struct {
@@ -218,14 +242,16 @@ void durable__consumers_session_lost(durable_mesh_t *mesh);
  * `reconnected` (the store's watch connected again), every one in a backoff
  * for the store's failure claims now. */
 void durable__consumers_live(durable_mesh_t *mesh, int reconnected);
-/* The lease of ns@key was let go behind its holder (a seek, a forced
+/* The lease of ns@key (of its consumer group `group`; NULL: its own) was
+ * let go behind its holder (a seek, a forced
  * trim): a consumer of this process holding it claims again, after the
  * item in flight, and resumes from the checkpoint stored; with
  * `claiming`, also one whose claim is out now (its grant may predate the
  * change: the stream hub of this process says so, a waker's look does
  * not). */
 void durable__consumers_lease_gone(durable_mesh_t *mesh, const char *ns,
-                                   const char *key, int claiming);
+                                   const char *key, const char *group,
+                                   int claiming);
 
 /* stats.c: this process's counters per stream (durable_mesh_stream_stats),
  * kept as per-mesh state. */
@@ -237,15 +263,19 @@ typedef enum {
   DURABLE__COUNT_TRIMMED,
   DURABLE__COUNT_BATCHES
 } durable__count_t;
+/* Counts are the stream's own, or with `group` its consumer group's. */
 void durable__stream_count(durable_mesh_t *mesh, const char *ns,
-                           const char *key, durable__count_t which, uint64_t n);
-/* The stream was deleted: its next items are new, not handed again. */
+                           const char *key, const char *group,
+                           durable__count_t which, uint64_t n);
+/* The stream was deleted (`group` NULL: it and every group), or the group
+ * was: its next items are new, not handed again. */
 void durable__stream_renewed(durable_mesh_t *mesh, const char *ns,
-                             const char *key);
+                             const char *key, const char *group);
 /* Items `first` to `last` are handed to a handler (one turn): each is a
  * redelivery when one at or beyond it was handed here before. */
 void durable__stream_handed(durable_mesh_t *mesh, const char *ns,
-                            const char *key, int64_t first, int64_t last);
+                            const char *key, const char *group, int64_t first,
+                            int64_t last);
 
 /* failure.c: a failing consumer's record, the satellite node
  * "{stream_path}/_DurableStreamFailure" {Sequence, Attempts, Error,
@@ -283,6 +313,10 @@ int durable__consumed_add(durable_mesh_t *mesh, const char *type,
                           const char *family);
 int durable__consumed_has(durable_mesh_t *mesh, const char *type,
                           const char *family);
+/* directory.c: a family is consumed here in some consumer group (the
+ * waker then looks at the groups of its streams too). */
+int durable__grouped_add(durable_mesh_t *mesh, const char *family);
+int durable__grouped_has(durable_mesh_t *mesh, const char *family);
 /* directory.c: every family a NodeType consumes here (a family twice when
  * two do); consumers.c: the family of every consumer running here (those of
  * hub:consume too). */
@@ -294,9 +328,11 @@ void durable__consumers_families(durable_mesh_t *mesh,
                                  void *data);
 
 /* wake.c: activate the owner of stream `id` and post it the wake of the
- * stream's family, logging what went wrong.  `cb` (may be NULL) is told how
- * it went, unless the call itself fails (a negative code; nothing comes):
- * DURABLE_ESHUTDOWN, said nowhere, while the mesh closes. */
+ * stream's family, for its consumer group `group` (NULL: the stream's own
+ * consumer; every consumer of the family there hears it, and one waiting
+ * for the stream to exist claims), logging what went wrong.  `cb` (may be NULL)
+ * is told how it went, unless the call itself fails (a negative code; nothing
+ * comes): DURABLE_ESHUTDOWN, said nowhere, while the mesh closes. */
 typedef enum {
   DURABLE__WAKE_SENT,        /* posted: its consumer claims */
   DURABLE__WAKE_NO_CONSUMER, /* its NodeType consumes no such stream here */
@@ -307,9 +343,25 @@ typedef enum {
 } durable__wake_outcome_t;
 typedef void (*durable__wake_cb)(durable__wake_outcome_t outcome, void *data);
 int durable__wake_owner(durable_mesh_t *mesh, const durable_stream_id_t *id,
-                        durable__wake_cb cb, void *data);
+                        const char *group, durable__wake_cb cb, void *data);
 /* The wake's message type, "durable.wake:FAMILY" (protocol.h's prefix). */
 void durable__wake_type(char out[DURABLE_PATH_MAX], const char *family);
+
+/* The group node at `group_path` is `s` as stored at `version` (NULL:
+ * deleted), as this process wrote or heard it: the stream's hub here, if
+ * active, wakes its owner for it as needed (stream_hub_group.c's
+ * durable__stream_group_seen, which stream_hub.c hands directory.c so that
+ * the waker, below the stream hubs, reaches it). */
+typedef void (*durable__group_seen_fn)(durable_mesh_t *mesh,
+                                       const char *group_path,
+                                       const durable__stream_state_t *s,
+                                       int64_t version);
+void durable__groups_on_seen(durable_mesh_t *mesh, durable__group_seen_fn fn);
+void durable__group_seen(durable_mesh_t *mesh, const char *group_path,
+                         const durable__stream_state_t *s, int64_t version);
+void durable__stream_group_seen(durable_mesh_t *mesh, const char *group_path,
+                                const durable__stream_state_t *s,
+                                int64_t version);
 
 /* waker.c: a stream with waiting items whose lease names another process
  * `instance`: a host asks every liveness_ms whether that process is alive,

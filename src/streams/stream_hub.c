@@ -57,8 +57,6 @@
  * (the stream's row lock orders them).  Bounded only against a livelock. */
 #define MAX_CONTENDED 256
 
-static const char shub_key;
-
 static void pump(durable__shub_t *sh);
 
 /* ---- the lease, as this process sees it
@@ -181,6 +179,7 @@ static void batch_written(durable__shub_t *sh, const durable_result_t *res) {
       durable__shub_wake_owner(sh);
     else
       suspect_if_elsewhere(sh);
+    durable__shub_groups_appended(sh);
   }
   durable__shub_go_on(sh);
 }
@@ -385,6 +384,8 @@ static void granted(durable__shub_t *sh, const durable_result_t *res) {
   durable__lease_log_granted(sh->mesh, s, sh->holder, sh->holder_instance,
                              durable__stream_options(sh->mesh).holder_probe_ms);
   sh->flags &= ~DURABLE__SHUB_WOKEN; /* a new lease period */
+  if (sh->group)
+    durable__shub_group_changed(sh, 0);
   durable__stream_ans_t *ans = durable__stream_ans_new();
   if (ans) {
     ans->ok = 1;
@@ -415,6 +416,13 @@ static void grant(durable__shub_t *sh) {
   next.lease_epoch++;
   next.subscribed_at = durable__now_ms();
   next.orphaned_at = 0;
+  if (sh->group) { /* the holder's declaration; claimed, it pins again */
+    const durable__stream_req_t *req = durable__shub_head(sh)->req;
+    next.detach_idle_ms = durable__detach_idle_ms(&req->detach);
+    next.detach_items = req->detach.items;
+    next.detach_age_ms = req->detach.age_ms;
+    next.detached_at = 0;
+  }
   /* taken over from a process that is gone: the hold is written with the
    * lease, so that it binds whoever holds the stream next, too (a wall
    * clock: hosts' clocks are assumed to agree within a fraction of it) */
@@ -486,7 +494,8 @@ static void on_holder_alive(const durable_result_t *res, void *data) {
 static void run_claim(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   if (durable__shub_refuse_deleting(sh, "claimed") ||
-      durable__shub_refuse_behind(sh, "claimed"))
+      durable__shub_refuse_behind(sh, "claimed") ||
+      (sh->group && durable__shub_group_refuse(sh)))
     return;
   durable__claim_t meets = durable__lease_claim(
       s, durable__shub_head(sh)->req->subscriber, here(sh));
@@ -494,8 +503,12 @@ static void run_claim(durable__shub_t *sh) {
     grant(sh);
     return;
   }
-  const char *holder = s->subscriber;
   int local = meets == DURABLE__CLAIM_PING_HOLDER;
+  /* held by another process as this hub last knew it: that process's
+   * release never passed through here -- read the lease as stored first */
+  if (!local && durable__shub_read_again_first(sh, 1))
+    return;
+  const char *holder = s->subscriber;
   sh->holder = strdup(holder);
   if (!local)
     sh->holder_instance = strdup(s->subscriber_instance);
@@ -538,7 +551,9 @@ static void released(durable__shub_t *sh, const durable_result_t *res) {
   durable__lease_log_released(sh->mesh, &sh->state);
   durable__shub_answer_ok(durable__shub_head(sh), 1, NULL);
   sh->flags &= ~DURABLE__SHUB_WOKEN; /* a new orphan period */
-  if (durable__lease_waiting(&sh->state))
+  if (sh->group)
+    durable__shub_group_changed(sh, 1);
+  else if (durable__lease_waiting(&sh->state))
     durable__shub_wake_owner(sh);
   durable__shub_next(sh);
 }
@@ -569,7 +584,26 @@ static void run_release(durable__shub_t *sh) {
 
 /* The head's turn, its state known. */
 static void run_head(durable__shub_t *sh) {
-  switch (durable__shub_head(sh)->kind) {
+  durable__stream_op_t kind = durable__shub_head(sh)->kind;
+  if (durable__shub_group_needs_parent(sh))
+    return; /* back here with the stream read */
+  if (sh->group && (kind == DURABLE__OP_APPEND || kind == DURABLE__OP_TRIM ||
+                    kind == DURABLE__OP_GROUP)) {
+    char message[DURABLE_PATH_MAX + 96];
+    snprintf(message, sizeof message,
+             "%s is a consumer group: %s the stream %s instead", sh->path,
+             kind == DURABLE__OP_APPEND ? "append to"
+             : kind == DURABLE__OP_TRIM ? "trim"
+                                        : "make groups of",
+             sh->stream_path);
+    durable__shub_fail(sh, DURABLE_EINVAL, message);
+    return;
+  }
+  if (sh->group && kind == DURABLE__OP_DELETE) {
+    durable__shub_group_delete(sh);
+    return;
+  }
+  switch (kind) {
   case DURABLE__OP_APPEND:
   case DURABLE__OP_ACK:
     run_batch(sh); /* with the appends and acks queued behind */
@@ -588,6 +622,9 @@ static void run_head(durable__shub_t *sh) {
     break;
   case DURABLE__OP_DELETE:
     durable__shub_delete(sh);
+    break;
+  case DURABLE__OP_GROUP:
+    durable__shub_group_create(sh);
     break;
   }
 }
@@ -676,7 +713,12 @@ static int stop_if_behind(durable__shub_t *sh) {
 
 static void on_state_read(const durable_result_t *res, void *data) {
   durable__shub_t *sh = data;
-  if (res->status == DURABLE_ENOTFOUND) {
+  if (res->status == DURABLE_ENOTFOUND && sh->group) {
+    char message[DURABLE_PATH_MAX + 96];
+    snprintf(message, sizeof message, "consumer group %s of %s does not exist",
+             sh->group, sh->stream_path);
+    durable__shub_fail(sh, DURABLE_ENOTFOUND, message);
+  } else if (res->status == DURABLE_ENOTFOUND) {
     /* never made, or deleted: a producer ensures it and asks again */
     durable_stream_id_t id = durable__shub_id(sh);
     char message[sizeof(durable__stream_name_t) + 64];
@@ -743,7 +785,7 @@ static void pump(durable__shub_t *sh) {
 static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
                        durable_reply_t *reply, void *data) {
   durable__stream_op_t kind = (durable__stream_op_t)(intptr_t)data;
-  durable__shub_t *sh = durable__hub_attached(hub, &shub_key);
+  durable__shub_t *sh = durable__shub_of(hub);
   /* a typed body from this process's producers and consumers, else JSON */
   durable__stream_req_t *req = (durable__stream_req_t *)durable__msg_take(msg);
   int typed = req != NULL;
@@ -766,6 +808,8 @@ static void on_request(durable_hub_t *hub, const durable_msg_t *msg,
     req = durable__stream_req_parse(kind, msg->payload, &bad);
   else if (kind == DURABLE__OP_APPEND && req->payload == NULL)
     bad = "got an append without PayloadJson";
+  else if (kind == DURABLE__OP_GROUP && req->group == NULL)
+    bad = "got a group request without Group";
   else if (kind != DURABLE__OP_APPEND && req->subscriber == NULL)
     bad = "got a request without Subscriber";
   /* a publish id from JSON has not been checked yet (a typed one has) */
@@ -808,14 +852,19 @@ static void shub_free(void *data) {
   while (!durable__queue_empty(&sh->ops)) /* their replies ended with the hub */
     durable__shub_op_free(durable__shub_pop(sh));
   durable__state_free(&sh->state);
+  durable__state_free(&sh->parent);
+  durable__shub_groups_free(sh);
   forget_holder(sh);
   free(sh->path);
+  free(sh->group);
+  free(sh->stream_path);
   free(sh);
 }
 
+/* The hub of a stream node, or with `data` set of a consumer group's node
+ * (stream_hub_group.c), whose stream is the path above it. */
 static void stream_hub_init(durable_hub_t *hub, durable_reply_t *done,
                             void *data) {
-  (void)data;
   durable__shub_t *sh = calloc(1, sizeof(*sh));
   if (sh)
     durable__queue_init(&sh->ops); /* before shub_free can see it */
@@ -827,9 +876,25 @@ static void stream_hub_init(durable_hub_t *hub, durable_reply_t *done,
   sh->hub = hub; /* not a reference: sh lives inside the hub */
   sh->mesh = durable_hub_mesh(hub);
   sh->pump = pump;
+  sh->run = run_head;
+  sh->node_type = data ? DURABLE__GROUP_TYPE : DURABLE__STREAM_TYPE;
+  char stream_path[DURABLE_PATH_MAX + 1];
+  const char *group = NULL;
+  if (data && (!durable__group_split(sh->path, stream_path, sizeof stream_path,
+                                     &group) ||
+               (sh->group = strdup(group)) == NULL ||
+               (sh->stream_path = strdup(stream_path)) == NULL)) {
+    int bad = group == NULL;
+    shub_free(sh);
+    durable_reply_fail(done, bad ? DURABLE_EINVAL : DURABLE_ENOMEM,
+                       bad ? "a consumer group's node is "
+                             "{stream}/" DURABLE__GROUP_SEGMENT "/{group}"
+                           : "out of memory");
+    return;
+  }
   snprintf(sh->items_ns, sizeof sh->items_ns, "%s/" DURABLE__ITEM_SEGMENT,
-           sh->path);
-  if (durable__hub_attach(hub, &shub_key, sh, shub_free) < 0) {
+           sh->stream_path ? sh->stream_path : sh->path);
+  if (durable__hub_attach(hub, &durable__shub_key, sh, shub_free) < 0) {
     shub_free(sh);
     durable_reply_fail(done, DURABLE_ENOMEM, "out of memory");
     return;
@@ -839,19 +904,21 @@ static void stream_hub_init(durable_hub_t *hub, durable_reply_t *done,
 
 static void stream_hub_dispose(durable_hub_t *hub, void *data) {
   (void)data;
-  durable__shub_t *sh = durable__hub_attached(hub, &shub_key);
+  durable__shub_t *sh = durable__shub_of(hub);
   if (sh)
     sh->flags |= DURABLE__SHUB_DEAD;
 }
 
-int durable__stream_hub_install(durable_mesh_t *mesh) {
-  durable_node_type_t *t = durable_node_type_get(mesh, DURABLE__STREAM_TYPE);
+/* The NodeType `name` runs stream hubs (`group`: a consumer group's). */
+static int install_type(durable_mesh_t *mesh, const char *name, int group) {
+  durable_node_type_t *t = durable_node_type_get(mesh, name);
   if (t == NULL)
     return DURABLE_ENOMEM;
   /* a closing mesh stops stream hubs after the consumers, whose releases
    * they still have to take */
   t->late = 1;
-  int rc = durable_node_type_on_init(t, stream_hub_init, NULL);
+  int rc = durable_node_type_on_init(t, stream_hub_init,
+                                     group ? (void *)&durable__shub_key : NULL);
   if (rc == 0)
     rc = durable_node_type_on_dispose(t, stream_hub_dispose, NULL);
   static const struct {
@@ -863,9 +930,16 @@ int durable__stream_hub_install(durable_mesh_t *mesh) {
              {DURABLE__MSG_RELEASE, DURABLE__OP_RELEASE},
              {DURABLE__MSG_SEEK, DURABLE__OP_SEEK},
              {DURABLE__MSG_TRIM, DURABLE__OP_TRIM},
-             {DURABLE__MSG_DELETE, DURABLE__OP_DELETE}};
+             {DURABLE__MSG_DELETE, DURABLE__OP_DELETE},
+             {DURABLE__MSG_GROUP, DURABLE__OP_GROUP}};
   for (size_t i = 0; rc == 0 && i < sizeof ops / sizeof ops[0]; i++)
     rc = durable__node_type_on(t, ops[i].type, on_request,
                                (void *)(intptr_t)ops[i].kind, NULL);
   return rc;
+}
+
+int durable__stream_hub_install(durable_mesh_t *mesh) {
+  durable__groups_on_seen(mesh, durable__stream_group_seen);
+  int rc = install_type(mesh, DURABLE__STREAM_TYPE, 0);
+  return rc < 0 ? rc : install_type(mesh, DURABLE__GROUP_TYPE, 1);
 }

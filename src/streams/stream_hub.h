@@ -16,6 +16,9 @@
  *     |   v
  *     |  stream_hub_operator.c      an operator's seek, trim and delete
  *     v
+ *   stream_hub_group.c     consumer groups: a group's node's hub, a group
+ *     |                    made, the groups a stream's hub wakes owners for
+ *     v
  *   stream_hub_op.c        an operation's end: answered, failed, decided
  *     |                    again; the owner woken
  *     v
@@ -83,8 +86,24 @@ enum {
   DURABLE__SHUB_WITH_IDS = 1 << 5,
   /* the trim in flight goes past the checkpoint: it moves the checkpoint
    * and lets the lease go */
-  DURABLE__SHUB_TRIM_FORCED = 1 << 6
+  DURABLE__SHUB_TRIM_FORCED = 1 << 6,
+  /* a group's hub: sh->parent was read in this turn */
+  DURABLE__SHUB_PARENT_READ = 1 << 7,
+  /* a stream's hub: sh->groups was listed (in this activation), or the
+   * listing is out */
+  DURABLE__SHUB_GROUPS_LISTED = 1 << 8,
+  DURABLE__SHUB_GROUPS_LISTING = 1 << 9
 };
+
+/* What a stream's hub knows of one of the stream's consumer groups, as last
+ * listed, written by this process's group hubs, or heard from others (the
+ * waker): enough to wake the owner for it once per orphan period. */
+typedef struct {
+  durable__stream_state_t state;
+  int64_t version;
+  unsigned flags;    /* DURABLE__SHUB_WAKING, DURABLE__SHUB_WOKEN */
+  int64_t oldest_at; /* a trim's: its oldest unacknowledged item's time */
+} durable__shub_group_t;
 
 typedef struct durable__shub_s durable__shub_t;
 struct durable__shub_s {
@@ -118,8 +137,20 @@ struct durable__shub_s {
   int op_resumed; /* ... and the seek lets a stream stopped go on (2: past
                      lost sequences) */
   /* stream_hub.c's engine: runs the head once its turn comes (see
-   * durable__shub_go_on) */
+   * durable__shub_go_on); `run` goes on with the head's turn, its state
+   * known */
   void (*pump)(durable__shub_t *sh);
+  void (*run)(durable__shub_t *sh);
+  /* A consumer group's hub (stream_hub_group.c): the group's name, its
+   * stream's path, and the stream node as read in this turn; NULL for a
+   * stream's own hub */
+  char *group;
+  char *stream_path;
+  durable__stream_state_t parent;
+  const char *node_type; /* DurableStream or DurableStreamGroup */
+  /* a stream's hub: its groups, as far as this process knows */
+  durable__shub_group_t *groups;
+  size_t ngroups;
 };
 
 /* The chain's head (NULL: the chain is empty). */
@@ -156,7 +187,42 @@ void durable__shub_seek(durable__shub_t *sh);
 void durable__shub_trim(durable__shub_t *sh);
 void durable__shub_delete(durable__shub_t *sh);
 
+/* ---- stream_hub_group.c: consumer groups -------------------------------- */
+
+/* A group's hub, at the head's turn: a claim, seek or delete needs the
+ * stream as stored now -- read it (sh->parent) and go on with the turn
+ * (sh->run), or fail the head when the stream is not there.  1 when it took
+ * the turn over. */
+int durable__shub_group_needs_parent(durable__shub_t *sh);
+/* A stream's hub, at the head's turn: a durable.group request (a group's
+ * first claim found none) -- make the group's node, at the request's start,
+ * and answer. */
+void durable__shub_group_create(durable__shub_t *sh);
+/* A group's claim on a stream being deleted, or behind what was trimmed:
+ * refused, saying why and what to do.  1 when refused. */
+int durable__shub_group_refuse(durable__shub_t *sh);
+/* A group's lease changed here (granted, acknowledged, let go): the
+ * stream's hub of this process hears it; let go with items waiting, the
+ * owner is woken. */
+void durable__shub_group_changed(durable__shub_t *sh, int let_go);
+/* A group's operator delete (Epoch 1: force). */
+void durable__shub_group_delete(durable__shub_t *sh);
+/* A stream's hub appended: the owner is woken for each group nobody holds
+ * that now has items waiting (the groups listed once per activation). */
+void durable__shub_groups_appended(durable__shub_t *sh);
+/* Read every group of the stream afresh into sh->groups -- with `oldest`,
+ * and the oldest unacknowledged item's time of each that bounds its age --
+ * then `then(sh, status)` (a trim decides on them). */
+void durable__shub_groups_read(durable__shub_t *sh, int oldest,
+                               void (*then)(durable__shub_t *sh, int status,
+                                            const char *message));
+void durable__shub_groups_free(durable__shub_t *sh);
+
 /* ---- stream_hub_op.c: an operation's end -------------------------------- */
+
+/* The stream hub of `hub` (NULL: not one), attached under this key. */
+extern const char durable__shub_key;
+durable__shub_t *durable__shub_of(durable_hub_t *hub);
 
 void durable__shub_op_free(durable__shub_op_t *op);
 /* The head off the chain (NULL: none). */
@@ -208,6 +274,13 @@ void durable__shub_behind_says(durable__shub_t *sh, const char *what, char *out,
  * any other failure fails the operation. */
 int durable__shub_lease_saved(durable__shub_t *sh, const durable_result_t *res,
                               int retry_absent);
+
+/* Delete the hub's node, in one transaction with `check`: a mutator that
+ * writes nothing and refuses (DURABLE_ECONFLICT) unless the node is still
+ * as the operation decided (its argument is &sh->op_was).  `then` hears how
+ * it went, with `sh` as its data, and drops the hub's reference. */
+void durable__shub_delete_node(durable__shub_t *sh, durable_mutate_cb check,
+                               durable_done_cb then);
 
 /* Activate the owner and post it a wake (wake.c), once per orphan period:
  * items wait that nobody holds. */

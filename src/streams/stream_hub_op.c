@@ -23,6 +23,12 @@
 /* Compare-and-set retries before an operation is reported failed. */
 #define MAX_ATTEMPTS 8
 
+const char durable__shub_key;
+
+durable__shub_t *durable__shub_of(durable_hub_t *hub) {
+  return durable__hub_attached(hub, &durable__shub_key);
+}
+
 void durable__shub_op_free(durable__shub_op_t *op) {
   durable__body_free(op->req ? &op->req->base : NULL);
   free(op->reason);
@@ -93,7 +99,7 @@ void durable__shub_answer_seq(durable__shub_op_t *op, int64_t seq) {
 /* ---- the end of a turn -------------------------------------------------- */
 
 void durable__shub_go_on(durable__shub_t *sh) {
-  sh->flags &= ~DURABLE__SHUB_BUSY;
+  sh->flags &= ~(DURABLE__SHUB_BUSY | DURABLE__SHUB_PARENT_READ);
   sh->pump(sh);
 }
 
@@ -189,6 +195,22 @@ int durable__shub_lease_saved(durable__shub_t *sh, const durable_result_t *res,
   return res->status >= 0;
 }
 
+void durable__shub_delete_node(durable__shub_t *sh, durable_mutate_cb check,
+                               durable_done_cb then) {
+  durable_write_t del[2] = {{.kind = DURABLE_WRITE_MUTATE,
+                             .path = sh->path,
+                             .mutate = check,
+                             .mutate_arg = &sh->op_was},
+                            {.kind = DURABLE_WRITE_DELETE, .path = sh->path}};
+  durable_error_t err = {0};
+  durable_hub_ref(sh->hub);
+  if (durable_store_write(durable_mesh_store(sh->mesh), del, 2, then, sh,
+                          &err) < 0) {
+    durable_hub_unref(sh->hub);
+    durable__shub_fail(sh, err.code, err.message);
+  }
+}
+
 /* ---- wake the owner ----------------------------------------------------- */
 
 static void on_woken(durable__wake_outcome_t outcome, void *data) {
@@ -209,7 +231,7 @@ void durable__shub_wake_owner(durable__shub_t *sh) {
   sh->flags |= DURABLE__SHUB_WAKING;
   durable_hub_ref(sh->hub);
   durable_stream_id_t id = durable__shub_id(sh);
-  if (durable__wake_owner(sh->mesh, &id, on_woken, sh) < 0) {
+  if (durable__wake_owner(sh->mesh, &id, sh->group, on_woken, sh) < 0) {
     sh->flags &= ~DURABLE__SHUB_WAKING;
     durable_hub_unref(sh->hub);
   }

@@ -31,6 +31,7 @@
 #include "stream_hub.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 /* ---- the lease let go --------------------------------------------------- */
 
@@ -56,17 +57,23 @@ static int let_go(const durable__stream_state_t *s,
 static void after_let_go(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   sh->flags &= ~DURABLE__SHUB_WOKEN; /* a new orphan period */
-  durable__consumers_lease_gone(sh->mesh, s->ns, s->key, 1);
-  if (durable__lease_waiting(s))
+  durable__consumers_lease_gone(sh->mesh, s->ns, s->key, sh->group, 1);
+  if (sh->group)
+    durable__shub_group_changed(sh, 1);
+  else if (durable__lease_waiting(s))
     durable__shub_wake_owner(sh);
 }
 
-/* Answer an operator's request: done, and what it was before. */
-static void answer_was(durable__shub_op_t *op, int64_t was) {
+/* Answer an operator's request of `sh`: done, and what it was before (and,
+ * for a trim, how far the stream is trimmed now: a sweep goes only as far
+ * as every consumer allows). */
+static void answer_was(durable__shub_t *sh, durable__shub_op_t *op,
+                       int64_t was) {
   durable__stream_ans_t *ans = durable__stream_ans_new();
   if (ans) {
     ans->ok = 1;
     ans->checkpoint = was;
+    ans->sequence = sh->state.trimmed_through;
   }
   durable__shub_answer(op, ans);
 }
@@ -91,13 +98,14 @@ static void seeked(durable__shub_t *sh, const durable_result_t *res) {
                      "(a seek by %s): %s",
                      durable__stream_name(&id).text, op->req->subscriber, lost);
   durable_mesh_log(sh->mesh, DURABLE_LOG_INFO,
-                   "[DurableStreams] %s: checkpoint moved from %lld to %lld by "
-                   "%s; the lease is free (epoch %lld), and the next holder "
-                   "resumes after %lld",
-                   durable__stream_name(&id).text, (long long)was,
+                   "[DurableStreams] %s%s%s: checkpoint moved from %lld to "
+                   "%lld by %s; the lease is free (epoch %lld), and the next "
+                   "holder resumes after %lld",
+                   durable__stream_name(&id).text, sh->group ? " group " : "",
+                   sh->group ? sh->group : "", (long long)was,
                    (long long)s->checkpoint, op->req->subscriber,
                    (long long)s->lease_epoch, (long long)s->checkpoint);
-  answer_was(op, was);
+  answer_was(sh, op, was);
   after_let_go(sh);
   durable__shub_next(sh);
 }
@@ -124,26 +132,32 @@ static void resume(const durable__stream_state_t *s,
  * went back, the operator's act that lets it go on (resume). */
 void durable__shub_seek(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
+  /* a group's items are its stream's (read in this turn) */
+  const durable__stream_state_t *tail = sh->group ? &sh->parent : s;
   int64_t to = durable__shub_head(sh)->req->sequence;
-  int64_t last =
-      s->seen_last > s->last_sequence ? s->seen_last : s->last_sequence;
+  int64_t last = tail->seen_last > tail->last_sequence ? tail->seen_last
+                                                       : tail->last_sequence;
   if (durable__shub_refuse_deleting(sh, "sought") ||
       durable__shub_read_again_first(sh, to > last))
     return;
-  if (to < 0 || to > last || to < s->trimmed_through) {
+  if (to < 0 || to > last || to < tail->trimmed_through) {
     durable_stream_id_t id = durable__shub_id(sh);
-    char message[sizeof(durable__stream_name_t) + 200];
-    if (to < s->trimmed_through)
+    char message[sizeof(durable__stream_name_t) + DURABLE_GROUP_MAX + 240];
+    char of[DURABLE_GROUP_MAX + 32] = "";
+    if (sh->group)
+      snprintf(of, sizeof of, " (group %s)", sh->group);
+    if (to < tail->trimmed_through)
       snprintf(message, sizeof message,
-               "cannot move the checkpoint of %s to %lld: items up to %lld "
+               "cannot move the checkpoint of %s%s to %lld: items up to %lld "
                "were trimmed",
-               durable__stream_name(&id).text, (long long)to,
-               (long long)s->trimmed_through);
+               durable__stream_name(&id).text, of, (long long)to,
+               (long long)tail->trimmed_through);
     else
       snprintf(message, sizeof message,
-               "cannot move the checkpoint of %s to %lld: its items are 1 to "
-               "%lld",
-               durable__stream_name(&id).text, (long long)to, (long long)last);
+               "cannot move the checkpoint of %s%s to %lld: its items are 1 "
+               "to %lld",
+               durable__stream_name(&id).text, of, (long long)to,
+               (long long)last);
     durable__shub_fail(sh, DURABLE_EINVAL, message);
     return;
   }
@@ -189,27 +203,193 @@ static void trimmed(durable__shub_t *sh, const durable_result_t *res) {
       durable__stream_name(&id).text, (long long)s->trimmed_through,
       op->req->subscriber, (long long)s->checkpoint,
       forced ? ", moved there with the trim: the lease is free" : "");
-  answer_was(op, was);
+  answer_was(sh, op, was);
   if (forced)
     after_let_go(sh);
   durable__shub_next(sh);
 }
 
+/* ---- what holds a trim back --------------------------------------------- */
+
+/* The stream's own checkpoint pins the stream -- items wait for a consumer
+ * that has not come yet -- unless the stream has consumer groups and was
+ * never claimed on its own: then it is consumed only in groups, and they
+ * pin it. */
+static int own_pins(const durable__shub_t *sh) {
+  const durable__stream_state_t *s = &sh->state;
+  return s->lease_epoch > 0 || s->checkpoint > 0 || sh->ngroups == 0;
+}
+
+/* Why group `g` (its oldest unacknowledged item appended at `oldest_at`,
+ * 0: not known) of a stream whose last item is `last` stops pinning now
+ * (its declared bounds), in `why`; 0 while it pins. */
+static int detach_due(const durable__stream_state_t *g, int64_t oldest_at,
+                      int64_t last, int64_t now, char *why, size_t size) {
+  int64_t lag = last - g->checkpoint;
+  int64_t active = g->checkpoint_at;
+  if (g->orphaned_at > active)
+    active = g->orphaned_at;
+  if (g->subscribed_at > active)
+    active = g->subscribed_at;
+  if (g->created_at > active)
+    active = g->created_at;
+  if (lag <= 0 || g->detached_at)
+    return 0;
+  if (g->detach_items > 0 && lag > g->detach_items) {
+    snprintf(why, size, "%lld items behind, more than its bound of %lld",
+             (long long)lag, (long long)g->detach_items);
+    return 1;
+  }
+  if (g->detach_age_ms > 0 && oldest_at > 0 &&
+      now - oldest_at > g->detach_age_ms) {
+    snprintf(why, size,
+             "its oldest unacknowledged item is %lld s old, more than its "
+             "bound of %lld s",
+             (long long)((now - oldest_at) / 1000),
+             (long long)(g->detach_age_ms / 1000));
+    return 1;
+  }
+  if (g->subscriber == NULL && g->detach_idle_ms > 0 &&
+      now - active > g->detach_idle_ms) {
+    snprintf(why, size,
+             "idle (no holder, no acknowledgement) for %lld s with %lld "
+             "items waiting, more than its bound of %lld s",
+             (long long)((now - active) / 1000), (long long)lag,
+             (long long)(g->detach_idle_ms / 1000));
+    return 1;
+  }
+  return 0;
+}
+
+typedef struct {
+  durable_mesh_t *mesh;
+  char path[DURABLE_PATH_MAX + 1];
+  char line[3 * DURABLE_PATH_MAX + 400];
+} detaching_t;
+
+static void on_detached(const durable_result_t *res, void *data) {
+  detaching_t *d = data;
+  /* lost to the group's own write (it acknowledged, was claimed): it is
+   * looked at again at the next trim */
+  if (res->status == 0)
+    durable_mesh_log(d->mesh, DURABLE_LOG_WARN, "%s", d->line);
+  free(d);
+}
+
+/* Detach group `g` (written at the version listed: a group that moved since
+ * stays as it is), saying `why`. */
+static void detach(durable__shub_t *sh, durable__shub_group_t *g,
+                   const char *why) {
+  detaching_t *d = malloc(sizeof(*d));
+  durable__stream_state_t next;
+  if (d == NULL || durable__state_copy(&g->state, &next) < 0) {
+    free(d);
+    return;
+  }
+  next.detached_at = durable__now_ms();
+  char *content = durable__state_encode(&next);
+  d->mesh = sh->mesh;
+  snprintf(d->path, sizeof d->path, "%s/" DURABLE__GROUP_SEGMENT "/%s",
+           sh->path, g->state.group);
+  snprintf(d->line, sizeof d->line,
+           "[DurableStreams] %s@%s group %s DETACHED: %s; it no longer holds "
+           "trims back and keeps its checkpoint %lld (claimed again before a "
+           "trim passes it, it pins again; behind a trim it stops with what "
+           "to do)",
+           g->state.ns, g->state.key, g->state.group, why,
+           (long long)g->state.checkpoint);
+  durable_write_t w = {.kind = DURABLE_WRITE_REPLACE,
+                       .path = d->path,
+                       .node_type = DURABLE__GROUP_TYPE,
+                       .content = content,
+                       .expected_version = g->version};
+  if (content == NULL || durable_store_write(durable_mesh_store(sh->mesh), &w,
+                                             1, on_detached, d, NULL) < 0)
+    free(d);
+  else
+    g->state.detached_at = next.detached_at;
+  free(content);
+  durable__state_free(&next);
+}
+
+/* The highest sequence a trim may reach without passing what a consumer
+ * has not acknowledged: the stream's own checkpoint (once it had a
+ * consumer) and every attached group's; the last sequence when nothing
+ * pins.  `who` names what holds it there.  Groups past their detach bounds
+ * are detached on the way (or, with `passing`, a forced trim through it
+ * goes past every group behind it: they are detached too). */
+static int64_t trim_pin(durable__shub_t *sh, int64_t passing, char *who,
+                        size_t size) {
+  const durable__stream_state_t *s = &sh->state;
+  int64_t pin = INT64_MAX, now = durable__now_ms();
+  snprintf(who, size, "nothing");
+  if (own_pins(sh)) {
+    pin = s->checkpoint;
+    snprintf(who, size, "checkpoint %lld", (long long)s->checkpoint);
+  }
+  for (size_t i = 0; i < sh->ngroups; i++) {
+    durable__shub_group_t *g = &sh->groups[i];
+    char why[200];
+    if (g->state.detached_at)
+      continue;
+    if (detach_due(&g->state, g->oldest_at, s->last_sequence, now, why,
+                   sizeof why) ||
+        (passing > g->state.checkpoint &&
+         snprintf(why, sizeof why, "a forced trim through %lld passed it",
+                  (long long)passing) > 0)) {
+      detach(sh, g, why);
+      continue;
+    }
+    if (g->state.checkpoint < pin) {
+      pin = g->state.checkpoint;
+      snprintf(who, size, "group %s's checkpoint %lld", g->state.group,
+               (long long)pin);
+    }
+  }
+  return pin == INT64_MAX ? s->last_sequence : pin;
+}
+
+/* The groups read for this turn (a trim, a delete): on with it. */
+static void read_groups_then_run(durable__shub_t *sh, int status,
+                                 const char *message) {
+  if (status < 0) {
+    durable__shub_retry(sh, status, message);
+    return;
+  }
+  sh->flags |= DURABLE__SHUB_PARENT_READ; /* read for this turn */
+  sh->run(sh);
+}
+
 /* Trim: record that items 1 .. N go (TrimmedThrough), so that a reader
  * asking for one hears so instead of waiting; the asker deletes them after.
- * Never past the checkpoint, unless forced (Epoch 1): then the checkpoint
- * moves to N as by a seek. */
+ * Never past what a consumer has not acknowledged -- the stream's own
+ * checkpoint and each attached group's (read afresh) -- unless forced
+ * (Epoch 1): then the stream's own checkpoint moves to N as by a seek, and
+ * the groups behind are detached.  Retention's sweep (Epoch 2) trims as far
+ * as they allow. */
 void durable__shub_trim(durable__shub_t *sh) {
   durable__shub_op_t *op = durable__shub_head(sh);
   const durable__stream_state_t *s = &sh->state;
   int64_t to = op->req->sequence;
   int force = op->req->epoch == 1; /* 2: retention's, never forced */
+  if (!(sh->flags & DURABLE__SHUB_PARENT_READ)) {
+    durable__shub_groups_read(sh, 1, read_groups_then_run);
+    return;
+  }
+  char who[DURABLE_GROUP_MAX + 80];
+  int64_t pin = trim_pin(sh, force ? to : 0, who, sizeof who);
+  if (op->req->epoch == 2 && to > pin)
+    to = pin; /* as far as every consumer allows */
   if (durable__shub_refuse_deleting(sh, "trimmed") ||
-      durable__shub_read_again_first(sh, to > s->last_sequence ||
-                                             to > s->checkpoint))
+      durable__shub_read_again_first(sh, to > s->last_sequence || to > pin))
     return;
   durable_stream_id_t id = durable__shub_id(sh);
-  char message[sizeof(durable__stream_name_t) + 240];
+  char message[sizeof(durable__stream_name_t) + sizeof who + 240];
+  if (op->req->epoch == 2 && to <= s->trimmed_through) {
+    answer_was(sh, op, s->trimmed_through); /* nothing more is due */
+    durable__shub_next(sh);
+    return;
+  }
   if (to < 1 || to > s->last_sequence) {
     snprintf(message, sizeof message,
              "cannot trim %s through %lld: its items are 1 to %lld",
@@ -218,18 +398,19 @@ void durable__shub_trim(durable__shub_t *sh) {
     durable__shub_fail(sh, DURABLE_EINVAL, message);
     return;
   }
-  if (to > s->checkpoint && !force) {
+  if (to > pin && !force) {
     snprintf(message, sizeof message,
              "cannot trim %s through %lld: item %lld is not acknowledged "
-             "(checkpoint %lld); trimming past the checkpoint needs force",
+             "(%s); trimming past the checkpoint needs force",
              durable__stream_name(&id).text, (long long)to,
-             (long long)(s->checkpoint + 1), (long long)s->checkpoint);
+             (long long)(pin + 1), who);
     durable__shub_fail(sh, DURABLE_EINVAL, message);
     return;
   }
-  if (to <= s->trimmed_through && to <= s->checkpoint) {
+  int forced = own_pins(sh) && to > s->checkpoint; /* forced: skip to it */
+  if (to <= s->trimmed_through && !forced) {
     /* recorded already: the deletes go on */
-    answer_was(op, s->trimmed_through);
+    answer_was(sh, op, s->trimmed_through);
     durable__shub_next(sh);
     return;
   }
@@ -238,7 +419,6 @@ void durable__shub_trim(durable__shub_t *sh) {
     durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
     return;
   }
-  int forced = to > s->checkpoint; /* forced: skip to it */
   if (forced)
     sh->flags |= DURABLE__SHUB_TRIM_FORCED;
   else
@@ -275,10 +455,16 @@ static void delete_marked(durable__shub_t *sh, const durable_result_t *res) {
                    "1 to %lld; the lease is free (epoch %lld)",
                    durable__stream_name(&id).text, op->req->subscriber,
                    (long long)s->last_sequence, (long long)s->lease_epoch);
-  answer_was(op, s->last_sequence);
-  /* the stream's next life wakes its owner afresh */
+  answer_was(sh, op, s->last_sequence);
+  /* the stream's next life wakes its owner afresh; its consumers, of every
+   * group, claim again and find it being deleted */
   sh->flags &= ~DURABLE__SHUB_WOKEN;
-  durable__consumers_lease_gone(sh->mesh, s->ns, s->key, 1);
+  durable__consumers_lease_gone(sh->mesh, s->ns, s->key, NULL, 1);
+  for (size_t i = 0; i < sh->ngroups; i++)
+    durable__consumers_lease_gone(sh->mesh, s->ns, s->key,
+                                  sh->groups[i].state.group, 1);
+  durable__shub_groups_free(sh);
+  sh->flags &= ~DURABLE__SHUB_GROUPS_LISTED;
   durable__shub_next(sh);
 }
 
@@ -321,7 +507,7 @@ static void on_node_deleted(const durable_result_t *res, void *data) {
                      "[DurableStreams] %s: deleted by %s; a publish makes it "
                      "anew, from sequence 1",
                      durable__stream_name(&id).text, op->req->subscriber);
-    answer_was(op, sh->state.last_sequence);
+    answer_was(sh, op, sh->state.last_sequence);
     durable__shub_forget_state(sh);
     sh->flags &= ~DURABLE__SHUB_WOKEN;
     durable__directory_forget(sh->mesh, sh->path);
@@ -358,18 +544,7 @@ void durable__shub_delete(durable__shub_t *sh) {
       return;
     }
     sh->op_was = s->deleting_at; /* still_deleting's, until it answers */
-    durable_write_t del[2] = {{.kind = DURABLE_WRITE_MUTATE,
-                               .path = sh->path,
-                               .mutate = still_deleting,
-                               .mutate_arg = &sh->op_was},
-                              {.kind = DURABLE_WRITE_DELETE, .path = sh->path}};
-    durable_error_t err = {0};
-    durable_hub_ref(sh->hub);
-    if (durable_store_write(durable_mesh_store(sh->mesh), del, 2,
-                            on_node_deleted, sh, &err) < 0) {
-      durable_hub_unref(sh->hub);
-      durable__shub_fail(sh, err.code, err.message);
-    }
+    durable__shub_delete_node(sh, still_deleting, on_node_deleted);
     return;
   }
   if (s->deleting_at) { /* begun already: the deletes go on */
@@ -377,21 +552,33 @@ void durable__shub_delete(durable__shub_t *sh) {
      * finished and a publish made the stream anew */
     if (durable__shub_read_again_first(sh, 1))
       return;
-    answer_was(op, s->last_sequence);
+    answer_was(sh, op, s->last_sequence);
     durable__shub_next(sh);
     return;
   }
-  if (s->subscriber && op->req->epoch == 0) {
+  if (!(sh->flags & DURABLE__SHUB_PARENT_READ)) {
+    durable__shub_groups_read(sh, 0, read_groups_then_run); /* its groups too */
+    return;
+  }
+  /* the stream's own holder, or a group's: refused unless forced */
+  const durable__stream_state_t *held = s->subscriber ? s : NULL;
+  for (size_t i = 0; held == NULL && i < sh->ngroups; i++)
+    if (sh->groups[i].state.subscriber)
+      held = &sh->groups[i].state;
+  if (held && op->req->epoch == 0) {
     /* it may have been released meanwhile */
     if (durable__shub_read_again_first(sh, 1))
       return;
+    char group[DURABLE_GROUP_MAX + 16] = "";
+    if (held->group)
+      snprintf(group, sizeof group, " (group %s)", held->group);
     snprintf(message, sizeof message,
-             "durable stream %s is held by %s%s%s%s: deleting it under its "
+             "durable stream %s is held by %s%s%s%s%s: deleting it under its "
              "consumer needs force, which fences the consumer first",
-             durable__stream_name(&id).text, s->subscriber,
-             s->subscriber_instance ? " (process " : "",
-             s->subscriber_instance ? s->subscriber_instance : "",
-             s->subscriber_instance ? ")" : "");
+             durable__stream_name(&id).text, held->subscriber,
+             held->subscriber_instance ? " (process " : "",
+             held->subscriber_instance ? held->subscriber_instance : "",
+             held->subscriber_instance ? ")" : "", group);
     durable__shub_fail(sh, DURABLE_ECONFLICT, message);
     return;
   }
@@ -403,6 +590,45 @@ void durable__shub_delete(durable__shub_t *sh) {
     return;
   }
   next.deleting_at = durable__now_ms();
-  durable__shub_write_state(sh, DURABLE__PART_LEASE, &next, NULL, 0, NULL, NULL,
-                            delete_marked);
+  /* every group's lease let go in the same transaction (a new epoch, at
+   * the version listed: one that moved meanwhile fails it, and it is
+   * decided again), so that a holder anywhere is fenced and, claiming
+   * again, finds the stream being deleted */
+  size_t n = 0;
+  durable_write_t *extra = calloc(sh->ngroups + 1, sizeof(*extra));
+  char **contents = calloc(sh->ngroups + 1, sizeof(char *));
+  char(*paths)[DURABLE_PATH_MAX + 1] = calloc(sh->ngroups + 1, sizeof(*paths));
+  int ok = extra && contents && paths;
+  for (size_t i = 0; ok && i < sh->ngroups; i++) {
+    const durable__stream_state_t *g = &sh->groups[i].state;
+    durable__stream_state_t gone;
+    if (g->subscriber == NULL)
+      continue;
+    ok = durable__state_copy(g, &gone) == 0;
+    if (ok && let_go(g, &gone, g->checkpoint) == 0)
+      contents[n] = durable__state_encode(&gone);
+    if (ok)
+      durable__state_free(&gone);
+    ok = ok && contents[n] != NULL;
+    snprintf(paths[n], sizeof paths[n], "%s/" DURABLE__GROUP_SEGMENT "/%s",
+             sh->path, g->group);
+    extra[n] = (durable_write_t){.kind = DURABLE_WRITE_REPLACE,
+                                 .path = paths[n],
+                                 .node_type = DURABLE__GROUP_TYPE,
+                                 .content = contents[n],
+                                 .expected_version = sh->groups[i].version};
+    n++;
+  }
+  if (!ok) {
+    durable__state_free(&next);
+    durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
+  } else {
+    durable__shub_write_state(sh, DURABLE__PART_LEASE, &next, extra, n, NULL,
+                              NULL, delete_marked);
+  }
+  for (size_t i = 0; contents && i < n; i++)
+    free(contents[i]);
+  free(contents);
+  free(paths);
+  free(extra);
 }

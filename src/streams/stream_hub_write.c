@@ -36,6 +36,7 @@ typedef struct {
   durable__stream_state_t base; /* the state the decision was made on */
   durable__stream_state_t next; /* the decision */
   const char *path;
+  const char *node_type;
   /* set by the mutator: the state as stored now -- the one written, or on
    * a lost compare-and-set the one that won */
   durable__stream_state_t seen;
@@ -154,10 +155,17 @@ static int mutate_state(const durable_node_t *current, char **content,
       cur.lost_from = next->lost_from;
       cur.lost_to = next->lost_to;
     }
+    /* a group's: its holder's bounds, and whether it pins (only the
+     * decisions that change them write them: a trim may detach it) */
+    if (next->detached_at != base->detached_at)
+      cur.detached_at = next->detached_at;
+    cur.detach_idle_ms = next->detach_idle_ms;
+    cur.detach_items = next->detach_items;
+    cur.detach_age_ms = next->detach_age_ms;
   }
   if (rc == 1) {
     *content = durable__state_encode(&cur);
-    *node_type = strdup(DURABLE__STREAM_TYPE);
+    *node_type = strdup(w->node_type);
     if (*content == NULL || *node_type == NULL)
       rc = DURABLE_ENOMEM;
   }
@@ -299,6 +307,7 @@ void durable__shub_write_state(durable__shub_t *sh, int part,
     w->then = then;
     w->part = part;
     w->path = sh->path;
+    w->node_type = sh->node_type;
     /* Known at its version and nobody else writing: the whole new state,
      * checked against the version by the database (no read, no decode on
      * the writer).  Else read-modify-write of the part decided on. */
@@ -309,7 +318,7 @@ void durable__shub_write_state(durable__shub_t *sh, int part,
     if (w->replace)
       writes[0] = (durable_write_t){.kind = DURABLE_WRITE_REPLACE,
                                     .path = sh->path,
-                                    .node_type = DURABLE__STREAM_TYPE,
+                                    .node_type = sh->node_type,
                                     .content = content,
                                     .expected_version = sh->version};
     else

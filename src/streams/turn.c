@@ -115,11 +115,11 @@ static void on_ack(const durable_response_t *res, void *data) {
       /* committed: now the appends it recorded (in order, each once) */
       durable__consumer_append(c, a->outbox);
       a->outbox = NULL;
-      durable__stream_count(c->mesh, c->ns, c->key, DURABLE__COUNT_HANDLED,
-                            c->nturn);
+      durable__stream_count(c->mesh, c->ns, c->key, c->group,
+                            DURABLE__COUNT_HANDLED, c->nturn);
       if (durable__consumer_batches(c))
-        durable__stream_count(c->mesh, c->ns, c->key, DURABLE__COUNT_BATCHES,
-                              1);
+        durable__stream_count(c->mesh, c->ns, c->key, c->group,
+                              DURABLE__COUNT_BATCHES, 1);
       durable_reply_ok(a->turn, NULL);
     } else {
       char m[2048];
@@ -490,7 +490,7 @@ void durable__consumer_turn(durable_hub_t *hub, const durable_msg_t *msg,
                                 .appended_at = t->appended_at,
                                 .node = t->node};
   }
-  durable__stream_handed(c->mesh, c->ns, c->key, items[0].sequence,
+  durable__stream_handed(c->mesh, c->ns, c->key, c->group, items[0].sequence,
                          items[c->nturn - 1].sequence);
   char what[64];
   durable__consumer_turn_items(c, what, sizeof what);

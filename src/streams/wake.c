@@ -27,6 +27,7 @@ void durable__wake_type(char out[DURABLE_PATH_MAX], const char *family) {
 typedef struct {
   durable_mesh_t *mesh;
   durable_stream_id_t id; /* strings after the struct */
+  const char *group;      /* ... NULL: the stream's own consumer */
   durable__wake_cb cb;
   void *data;
 } wake_t;
@@ -74,7 +75,13 @@ static void on_owner_read(durable_read_outcome_t outcome,
     return;
   }
   durable_error_t err = {0};
-  if (durable_hub_post(durable__mesh_reads_hub(mesh), w->id.key, type, "null",
+  /* the payload names whose lease is free: the group's consumer, or with
+   * null the stream's own (every consumer of the family on the owner
+   * hears it: one that waits for its stream to exist claims) */
+  char payload[DURABLE_GROUP_MAX + 3] = "null";
+  if (w->group)
+    snprintf(payload, sizeof payload, "\"%s\"", w->group);
+  if (durable_hub_post(durable__mesh_reads_hub(mesh), w->id.key, type, payload,
                        &err) < 0) {
     durable_mesh_log(mesh, DURABLE_LOG_WARN,
                      "[DurableStreams] %s: items are waiting but waking the "
@@ -87,18 +94,22 @@ static void on_owner_read(durable_read_outcome_t outcome,
 }
 
 int durable__wake_owner(durable_mesh_t *mesh, const durable_stream_id_t *id,
-                        durable__wake_cb cb, void *data) {
+                        const char *group, durable__wake_cb cb, void *data) {
   if (mesh->closing) /* the next process to serve the owner wakes it */
     return DURABLE_ESHUTDOWN;
   size_t ns = strlen(id->ns) + 1, key = strlen(id->key) + 1;
-  wake_t *w = malloc(sizeof(*w) + ns + key);
+  size_t g = group ? strlen(group) + 1 : 0;
+  wake_t *w = malloc(sizeof(*w) + ns + key + g);
   durable_error_t err = {0};
   int rc = DURABLE_ENOMEM;
   if (w != NULL) {
     char *text = (char *)(w + 1);
     memcpy(text, id->ns, ns);
     memcpy(text + ns, id->key, key);
-    *w = (wake_t){mesh, {text, text + ns}, cb, data};
+    if (group)
+      memcpy(text + ns + key, group, g);
+    *w = (wake_t){
+        mesh, {text, text + ns}, group ? text + ns + key : NULL, cb, data};
     rc = durable_mesh_read(mesh, id->key, on_owner_read, w, &err);
     if (rc == 0)
       return 0;

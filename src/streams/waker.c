@@ -33,16 +33,19 @@
 #include <string.h>
 
 #define SEGMENT_SUFFIX "/" DURABLE__STREAM_SEGMENT
+#define GROUP_SUFFIX "/" DURABLE__GROUP_SEGMENT
 
 typedef struct {
   durable_mesh_t *mesh;
   char *family;
   char *key;
+  char *group; /* NULL: the stream's own lease */
 } wake_t;
 
 static void wake_free(wake_t *w) {
   free(w->family);
   free(w->key);
+  free(w->group);
   free(w);
 }
 
@@ -61,7 +64,7 @@ static void on_owner_read(const durable_result_t *res, void *data) {
   if (res->status == 0 &&
       durable__consumed_has(w->mesh, res->node->node_type, w->family)) {
     durable_stream_id_t id = {w->family, w->key};
-    int rc = durable__wake_owner(w->mesh, &id, on_woken, w->mesh);
+    int rc = durable__wake_owner(w->mesh, &id, w->group, on_woken, w->mesh);
     if (rc < 0)
       look_lost(w->mesh, rc, 0);
   } else if (res->status < 0 && res->status != DURABLE_ENOTFOUND) {
@@ -148,45 +151,38 @@ void durable__waker_suspect(durable_mesh_t *mesh, const char *stream_path,
 /* ---- looking at one stream
  * ------------------------------------------------------ */
 
-/* A stream node: wake its owner if it has work nobody holds -- nobody, or
- * the process `gone` (just found dead; may be NULL).  Held by another
- * process that may be alive: a suspect, looked after by the liveness round
- * below.  At the host's start, a lease written before leases named their
- * process, by the owner's own address, counts as unheld: the owner
- * activated here re-claims it as the same subscriber (what one host per
- * store did). */
-static void consider(durable_mesh_t *mesh, const durable_node_t *node,
-                     int at_start, const char *gone) {
-  durable__stream_state_t s;
+static void consider_groups(durable_mesh_t *mesh,
+                            const durable__stream_state_t *stream,
+                            const char *stream_path, int at_start,
+                            const char *gone);
+
+/* The lease `s` (of the node at `path`: a stream's own, or a consumer
+ * group's) with `waiting` items: wake the owner if nobody holds it. */
+static void consider_lease(durable_mesh_t *mesh, const char *path,
+                           const durable__stream_state_t *s, int waiting,
+                           int at_start, const char *gone) {
   waker_t *wk = waker_of(mesh);
-  if (mesh->closing || wk == NULL)
-    return;
-  int rc = durable__state_decode(node->content, node->path, &s);
-  if (rc < 0) { /* no stream (made by hand), or no memory to read it */
-    look_lost(mesh, rc, at_start);
-    return;
-  }
   const char *here = durable_store_instance(durable_mesh_store(mesh));
-  durable__lease_where_t where = durable__lease_where(&s, here);
-  int unheld = durable__lease_unheld(&s, here, gone, at_start);
-  int waiting = durable__lease_waiting(&s);
+  durable__lease_where_t where = durable__lease_where(s, here);
+  int unheld = durable__lease_unheld(s, here, gone, at_start);
   /* nobody holds it as stored: a consumer here that thinks it does was let
    * go behind its back (an operator's seek or trim in another process) and
    * claims again before its next item, items waiting or not */
   if (where == DURABLE__LEASE_FREE)
-    durable__consumers_lease_gone(mesh, s.ns, s.key, 0);
+    durable__consumers_lease_gone(mesh, s->ns, s->key, s->group, 0);
   if (waiting && where == DURABLE__LEASE_ELSEWHERE && !unheld)
-    suspect_put(wk, node->path, s.subscriber_instance);
+    suspect_put(wk, path, s->subscriber_instance);
   else
-    suspect_del(wk, node->path);
+    suspect_del(wk, path);
   if (waiting && unheld) {
     wake_t *w = calloc(1, sizeof(*w));
     durable_error_t err = {0};
-    if (w && (w->family = strdup(s.ns)) && (w->key = strdup(s.key))) {
+    if (w && (w->family = strdup(s->ns)) && (w->key = strdup(s->key)) &&
+        (s->group == NULL || (w->group = strdup(s->group)))) {
       w->mesh = mesh;
       /* read the owner first: only a NodeType served here is activated */
       if (durable_store_get(durable_mesh_store(mesh),
-                            durable_mesh_principal(mesh), s.key, on_owner_read,
+                            durable_mesh_principal(mesh), s->key, on_owner_read,
                             w, &err) < 0) {
         wake_free(w);
         look_lost(mesh, err.code, at_start); /* not for a Key that is no path */
@@ -197,7 +193,194 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node,
       look_lost(mesh, DURABLE_ENOMEM, at_start);
     }
   }
+}
+
+/* A stream node, or a consumer group's (its stream read first: whether
+ * items wait for the group is the stream's tail against its checkpoint):
+ * wake its owner if it has work nobody holds -- nobody, or the process
+ * `gone` (just found dead; may be NULL).  Held by another process that may
+ * be alive: a suspect, looked after by the liveness round below.  At the
+ * host's start, a lease written before leases named their process, by the
+ * owner's own address, counts as unheld: the owner activated here re-claims
+ * it as the same subscriber (what one host per store did).  A stream whose
+ * family some consumer here reads in a group has its groups looked at too;
+ * a stream nobody ever consumed on its own (no lease yet) wakes its owner
+ * only while it has no group, so that its consumers waiting for the
+ * stream to exist make theirs. */
+static void consider_group_node(durable_mesh_t *mesh,
+                                const durable_node_t *node, int at_start,
+                                const char *gone);
+
+static void consider(durable_mesh_t *mesh, const durable_node_t *node,
+                     int at_start, const char *gone) {
+  durable__stream_state_t s;
+  waker_t *wk = waker_of(mesh);
+  if (mesh->closing || wk == NULL)
+    return;
+  if (strcmp(node->node_type, DURABLE__GROUP_TYPE) == 0) {
+    consider_group_node(mesh, node, at_start, gone);
+    return;
+  }
+  int rc = durable__state_decode(node->content, node->path, &s);
+  if (rc < 0) { /* no stream (made by hand), or no memory to read it */
+    look_lost(mesh, rc, at_start);
+    return;
+  }
+  if (durable__grouped_has(mesh, s.ns) && s.lease_epoch == 0) {
+    /* groups may hold it: they decide, and their absence wakes */
+    consider_groups(mesh, &s, node->path, at_start, gone);
+  } else {
+    consider_lease(mesh, node->path, &s, durable__lease_waiting(&s), at_start,
+                   gone);
+    if (durable__grouped_has(mesh, s.ns))
+      consider_groups(mesh, &s, node->path, at_start, gone);
+  }
   durable__state_free(&s);
+}
+
+/* ---- the groups of a stream ------------------------------------------------
+ */
+
+/* A look at the groups of one stream (its state kept for the answer). */
+typedef struct {
+  durable_mesh_t *mesh;
+  durable__stream_state_t stream;
+  char *path; /* the stream's */
+  char *gone;
+  int at_start;
+  int groups; /* how many the listing found */
+} groups_look_t;
+
+static void groups_look_free(groups_look_t *g) {
+  durable__state_free(&g->stream);
+  free(g->path);
+  free(g->gone);
+  free(g);
+}
+
+static void one_group(durable_mesh_t *mesh,
+                      const durable__stream_state_t *stream,
+                      const durable_node_t *node, int at_start,
+                      const char *gone) {
+  durable__stream_state_t g;
+  int rc = durable__state_decode(node->content, node->path, &g);
+  if (rc < 0 || g.group == NULL) {
+    if (rc == 0)
+      durable__state_free(&g);
+    else
+      look_lost(mesh, rc, at_start);
+    return;
+  }
+  durable__group_seen(mesh, node->path, &g, node->version);
+  consider_lease(mesh, node->path, &g, stream->last_sequence > g.checkpoint,
+                 at_start, gone);
+  durable__state_free(&g);
+}
+
+static void on_groups(const durable_result_t *res, void *data) {
+  groups_look_t *g = data;
+  if (res->status < 0) {
+    look_lost(g->mesh, res->status, g->at_start);
+  } else if (!g->mesh->closing) {
+    for (size_t i = 0; i < res->count; i++)
+      if (strcmp(res->nodes[i]->node_type, DURABLE__GROUP_TYPE) == 0) {
+        g->groups++;
+        one_group(g->mesh, &g->stream, res->nodes[i], g->at_start, g->gone);
+      }
+    /* a stream with no group yet, never consumed on its own: its owner's
+     * consumers make their groups once they claim */
+    if (g->groups == 0 && g->stream.lease_epoch == 0)
+      consider_lease(g->mesh, g->path, &g->stream,
+                     durable__lease_waiting(&g->stream), g->at_start, g->gone);
+  }
+  durable_hub_unref(durable__mesh_reads_hub(g->mesh));
+  groups_look_free(g);
+}
+
+static void consider_groups(durable_mesh_t *mesh,
+                            const durable__stream_state_t *stream,
+                            const char *stream_path, int at_start,
+                            const char *gone) {
+  groups_look_t *g = calloc(1, sizeof(*g));
+  char query[DURABLE_PATH_MAX + 48];
+  if (g == NULL || durable__state_copy(stream, &g->stream) < 0 ||
+      (g->path = strdup(stream_path)) == NULL ||
+      (gone && (g->gone = strdup(gone)) == NULL)) {
+    if (g)
+      groups_look_free(g);
+    look_lost(mesh, DURABLE_ENOMEM, at_start);
+    return;
+  }
+  g->mesh = mesh;
+  g->at_start = at_start;
+  snprintf(query, sizeof query, "namespace:%s/" DURABLE__GROUP_SEGMENT,
+           stream_path);
+  durable_error_t err = {0};
+  durable_hub_ref(durable__mesh_reads_hub(mesh));
+  /* a stream's groups are few: one page (the stream hub lists more) */
+  if (durable_store_query(durable_mesh_store(mesh),
+                          durable_mesh_principal(mesh), query, NULL, 1000,
+                          on_groups, g, &err) < 0) {
+    durable_hub_unref(durable__mesh_reads_hub(mesh));
+    groups_look_free(g);
+    look_lost(mesh, err.code, at_start);
+  }
+}
+
+/* A group node alone (another process changed it, or its holder's process
+ * is gone): its stream read first. */
+typedef struct {
+  durable_mesh_t *mesh;
+  durable_node_t *node;
+  char *gone;
+  int at_start;
+} group_look_t;
+
+static void on_group_stream(const durable_result_t *res, void *data) {
+  group_look_t *g = data;
+  durable__stream_state_t s;
+  if (res->status == 0 && !g->mesh->closing &&
+      durable__state_decode(res->node->content, res->node->path, &s) == 0) {
+    one_group(g->mesh, &s, g->node, g->at_start, g->gone);
+    durable__state_free(&s);
+  } else if (res->status < 0 && res->status != DURABLE_ENOTFOUND) {
+    look_lost(g->mesh, res->status, g->at_start);
+  }
+  durable_hub_unref(durable__mesh_reads_hub(g->mesh));
+  durable_node_free(g->node);
+  free(g->gone);
+  free(g);
+}
+
+static void consider_group_node(durable_mesh_t *mesh,
+                                const durable_node_t *node, int at_start,
+                                const char *gone) {
+  char stream_path[DURABLE_PATH_MAX + 1];
+  const char *name;
+  if (!durable__group_split(node->path, stream_path, sizeof stream_path, &name))
+    return;
+  group_look_t *g = calloc(1, sizeof(*g));
+  if (g == NULL || (g->node = durable_node_dup(node)) == NULL ||
+      (gone && (g->gone = strdup(gone)) == NULL)) {
+    if (g) {
+      durable_node_free(g->node);
+      free(g);
+    }
+    look_lost(mesh, DURABLE_ENOMEM, at_start);
+    return;
+  }
+  g->mesh = mesh;
+  g->at_start = at_start;
+  durable_error_t err = {0};
+  durable_hub_ref(durable__mesh_reads_hub(mesh));
+  if (durable_store_get(durable_mesh_store(mesh), durable_mesh_principal(mesh),
+                        stream_path, on_group_stream, g, &err) < 0) {
+    durable_hub_unref(durable__mesh_reads_hub(mesh));
+    durable_node_free(g->node);
+    free(g->gone);
+    free(g);
+    look_lost(mesh, err.code, at_start);
+  }
 }
 
 /* A stream of a process found gone, read again. */
@@ -364,7 +547,8 @@ static void on_page(const durable_result_t *res, void *data) {
     look_lost(sc->mesh, res->status, sc->at_start);
   if (res->status == 0) {
     for (size_t i = 0; i < res->count; i++)
-      if (strcmp(res->nodes[i]->node_type, DURABLE__STREAM_TYPE) == 0)
+      if (strcmp(res->nodes[i]->node_type, DURABLE__STREAM_TYPE) == 0 ||
+          strcmp(res->nodes[i]->node_type, DURABLE__GROUP_TYPE) == 0)
         consider(sc->mesh, res->nodes[i], sc->at_start, NULL);
     if (res->more && res->count > 0 && !sc->mesh->closing) {
       scan_page(sc, res->nodes[res->count - 1]->path + 0);
@@ -437,8 +621,9 @@ static void on_foreign(void *data, const char *ns) {
     scan(mesh, "type:" DURABLE__STREAM_TYPE, NULL, 0);
     return;
   }
-  size_t n = strlen(ns), k = strlen(SEGMENT_SUFFIX);
-  if (n > k && strcmp(ns + n - k, SEGMENT_SUFFIX) == 0) {
+  size_t n = strlen(ns), k = strlen(SEGMENT_SUFFIX), kg = strlen(GROUP_SUFFIX);
+  if ((n > k && strcmp(ns + n - k, SEGMENT_SUFFIX) == 0) ||
+      (n > kg && strcmp(ns + n - kg, GROUP_SUFFIX) == 0)) {
     char query[DURABLE_PATH_MAX + 16];
     snprintf(query, sizeof query, "namespace:%s", ns);
     scan(mesh, query, ns, 0);
