@@ -219,12 +219,12 @@ static void checkpoint_got(const durable_result_t *r, void *data) {
     return;
   }
   if (checkpoint >= k->want)
-    checkpoint_read(k); /* the next stream */
+    checkpoint_read(k); /* the next node */
   else                  /* not yet: look again in a millisecond */
     uv_timer_start(&k->timer, checkpoint_timer_cb, 1, 0);
 }
 
-/* Read the stream node of stream k->checked. */
+/* Read node k->checked (a stream's, or a consumer group's). */
 static void checkpoint_read(checkpoints_t *k) {
   durable_error_t err = {0};
   if (durable_store_get(durable_mesh_store(M), NULL, k->paths[k->checked],
@@ -306,6 +306,8 @@ static void drain_reply(dstream_t *s, int64_t last, durable_reply_t *done) {
 /* After a call that handled k items: done, or the slices due. */
 static void drain_handled(dstream_t *s, size_t k) {
   s->calls++;
+  if (s->count >= s->want && s->done_at == 0)
+    s->done_at = now_s(), s->done_sliced = beside.seconds;
   s->d->handled += (long)k;
   if (s->d->handled >= s->d->want)
     s->d->all_handled = 1;
@@ -337,51 +339,81 @@ static void drain_batch_handler(durable_hub_t *hub, const durable_item_t *items,
   drain_handled(s, count);
 }
 
-double drain_batches(char (*keys)[128], int n, long per, int rep, int effect,
-                     uint32_t batch, long *calls) {
-  drain_t d = {.want = per * n};
-  dstream_t *s = calloc((size_t)n, sizeof *s);
-  const char **paths = calloc((size_t)n, sizeof *paths);
+double drain_groups(char (*keys)[128], int n, long per, int rep, int effect,
+                    uint32_t batch, const char *const *groups, int ngroups,
+                    long *calls, double *each) {
+  int g = ngroups > 0 ? ngroups : 1; /* consumers per stream */
+  int nc = n * g;
+  drain_t d = {.want = per * nc};
+  dstream_t *s = calloc((size_t)nc, sizeof *s);
+  const char **paths = calloc((size_t)nc, sizeof *paths);
   const char **hubs = calloc((size_t)n, sizeof *hubs);
   if (s == NULL || paths == NULL || hubs == NULL)
     die("out of memory");
-  for (int i = 0; i < n; i++) {
-    s[i] = (dstream_t){.d = &d, .want = per, .order_ok = 1, .effect = effect};
-    snprintf(s[i].key, sizeof s[i].key, "%s", keys[i]);
-    snprintf(s[i].effect_path, sizeof s[i].effect_path, "%s/_Tally", keys[i]);
-    durable_stream_id_t id = {.ns = "Bench", .key = s[i].key};
-    durable_stream_path(&id, s[i].path, sizeof s[i].path);
-    snprintf(s[i].hub, sizeof s[i].hub, "client/drain/r%d_n%d_%d_e%d_b%u", rep,
-             n, i, effect, (unsigned)batch);
-    paths[i] = s[i].path;
-    hubs[i] = s[i].hub;
+  for (int c = 0; c < nc; c++) {
+    int i = c / g;
+    const char *group = ngroups > 0 ? groups[c % g] : NULL;
+    s[c] = (dstream_t){
+        .d = &d, .want = per, .order_ok = 1, .effect = effect, .group = group};
+    snprintf(s[c].key, sizeof s[c].key, "%s", keys[i]);
+    /* each group's effect in a node of its own: they are independent */
+    snprintf(s[c].effect_path, sizeof s[c].effect_path, "%s/_Tally%s%s",
+             keys[i], group ? "_" : "", group ? group : "");
+    durable_stream_id_t id = {.ns = "Bench", .key = s[c].key};
+    durable_stream_path(&id, s[c].path, sizeof s[c].path);
+    if (group == NULL)
+      snprintf(s[c].lease_path, sizeof s[c].lease_path, "%s", s[c].path);
+    else if (durable_group_path(&id, group, s[c].lease_path,
+                                sizeof s[c].lease_path) < 0)
+      die("durable_group_path: bad group '%s'", group);
+    /* the stream's own consumer keeps the hub names drain_batches always
+     * had; groups get theirs */
+    if (ngroups > 0)
+      snprintf(s[c].hub, sizeof s[c].hub, "client/drain/r%d_n%d_%d_e%d_b%u_g%d",
+               rep, n, i, effect, (unsigned)batch, ngroups);
+    else
+      snprintf(s[c].hub, sizeof s[c].hub, "client/drain/r%d_n%d_%d_e%d_b%u",
+               rep, n, i, effect, (unsigned)batch);
+    paths[c] = s[c].lease_path;
+    hubs[i] = s[c].hub;
   }
   durable_error_t err = {0};
   double t0 = now_s(), sliced = beside.seconds;
   for (int i = 0; i < n; i++) {
     durable_hub_t *h;
-    if (durable_mesh_client(M, s[i].hub, &h, &err) < 0)
+    if (durable_mesh_client(M, hubs[i], &h, &err) < 0)
       die("durable_mesh_client: %s", err.message);
-    durable_consumer_t cons = {
-        .ns = "Bench", .key_of = drain_key_of, .data = &s[i]};
-    if (batch > 0) {
-      cons.batch_handler = drain_batch_handler;
-      cons.batch.items = batch;
-    } else {
-      cons.handler = drain_handler;
+    for (int c = i * g; c < (i + 1) * g; c++) {
+      durable_consumer_t cons = {.ns = "Bench",
+                                 .key_of = drain_key_of,
+                                 .data = &s[c],
+                                 .group = s[c].group};
+      if (batch > 0) {
+        cons.batch_handler = drain_batch_handler;
+        cons.batch.items = batch;
+      } else {
+        cons.handler = drain_handler;
+      }
+      if (durable_hub_consume(h, &cons, NULL, &err) < 0)
+        die("durable_hub_consume: %s", err.message);
     }
-    if (durable_hub_consume(h, &cons, NULL, &err) < 0)
-      die("durable_hub_consume: %s", err.message);
   }
   run_until(&C, &d.all_handled, "draining the backlog");
-  wait_checkpoints(paths, n, per);
+  wait_checkpoints(paths, nc, per);
   double dt = now_s() - t0 - (beside.seconds - sliced);
   long all_calls = 0;
-  for (int i = 0; i < n; i++) {
-    all_calls += s[i].calls;
-    if (!s[i].order_ok || s[i].count != per)
-      printf("  WARNING: %s handled %ld items (of %ld), in order: %s\n",
-             s[i].key, s[i].count, per, s[i].order_ok ? "yes" : "NO");
+  for (int c = 0; c < nc; c++) {
+    all_calls += s[c].calls;
+    if (each)
+      each[c] =
+          s[c].done_at > 0
+              ? (double)per / (s[c].done_at - t0 - (s[c].done_sliced - sliced))
+              : 0;
+    if (!s[c].order_ok || s[c].count != per)
+      printf("  WARNING: %s%s%s handled %ld items (of %ld), in order: %s\n",
+             s[c].key, s[c].group ? " group " : "",
+             s[c].group ? s[c].group : "", s[c].count, per,
+             s[c].order_ok ? "yes" : "NO");
   }
   if (calls)
     *calls = all_calls;
@@ -390,7 +422,12 @@ double drain_batches(char (*keys)[128], int n, long per, int rep, int effect,
   free(s);
   free(paths);
   free(hubs);
-  return (double)(per * n) / dt;
+  return (double)(per * nc) / dt;
+}
+
+double drain_batches(char (*keys)[128], int n, long per, int rep, int effect,
+                     uint32_t batch, long *calls) {
+  return drain_groups(keys, n, per, rep, effect, batch, NULL, 0, calls, NULL);
 }
 
 double drain_run(char (*keys)[128], int n, long per, int rep, int effect) {

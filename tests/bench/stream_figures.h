@@ -1,10 +1,11 @@
 /*
  * stream_figures.h: what the C benches of durable streams share
- * (stream_figures.c; stream_bench, batch_bench), on top of bench.h: the store
- * under test with its plain loops (and the one-row loop in slices beside a
- * durable run), the mesh every figure runs on with its log counts, owner nodes,
- * waiting for the streams' checkpoints, letting consumers go, printing a
- * figure, and running a Lua figure in a `durable lua` subprocess.
+ * (stream_figures.c; stream_bench, batch_bench, group_bench), on top of
+ * bench.h: the store under test with its plain loops (and the one-row loop
+ * in slices beside a durable run), the mesh every figure runs on with its
+ * log counts, owner nodes, waiting for the streams' (and consumer groups')
+ * checkpoints, letting consumers go, printing a figure, and running a Lua
+ * figure in a `durable lua` subprocess.
  *
  * These programs measure one store at a time on one loop, so this keeps
  * that store and that loop in globals (T, C, M, client) rather than pass
@@ -101,8 +102,9 @@ void put_owners(durable_store_t *store, char (*keys)[128], int n,
  * NodeType `type`. */
 char (*owner_keys(const char *tag, int n, const char *type))[128];
 
-/* Wait until the stream node at every paths[i] says Checkpoint >= want
- * (one after the other, looking again every millisecond). */
+/* Wait until the node at every paths[i] -- a stream node, or a consumer
+ * group's -- says Checkpoint >= want (one after the other, looking again
+ * every millisecond). */
 void wait_checkpoints(const char *const *paths, int n, long want);
 /* durable_mesh_recycle every hub addresses[0..n-1] and wait: their
  * consumers release their leases. */
@@ -112,7 +114,8 @@ void recycle_hubs(const char *const *addresses, int n);
  */
 
 typedef struct drain_s drain_t;
-/* One stream of a drain, and the data of its consumer. */
+/* One consumer of a drain (a stream's own, or one of its groups'), and
+ * its data. */
 typedef struct {
   drain_t *d;
   char key[128];  /* the owner: the stream is Bench@key */
@@ -123,6 +126,11 @@ typedef struct {
   int order_ok; /* every item came as the next sequence */
   int effect;   /* the handler commits one node write with each ack */
   char effect_path[256];
+  const char *group; /* NULL: the stream's own consumer; else its group */
+  /* where its checkpoint is read: `path`, or the group's node */
+  char lease_path[400];
+  /* now_s() and beside.seconds when its last item was handled */
+  double done_at, done_sliced;
 } dstream_t;
 
 /* A consumer's key_of: the dstream_t's key. */
@@ -142,6 +150,16 @@ double drain_run(char (*keys)[128], int n, long per, int rep, int effect);
  * *calls (may be NULL). */
 double drain_batches(char (*keys)[128], int n, long per, int rep, int effect,
                      uint32_t batch, long *calls);
+/* drain_batches by `ngroups` consumer groups groups[0..ngroups-1] of each
+ * stream at once, all on the stream's one client hub, each group draining
+ * the whole backlog (ngroups 0: the stream's own consumer, which is
+ * drain_batches).  Timed until every group's node says Checkpoint >= per;
+ * returns the items all of them handled per second.  each[] (may be NULL)
+ * gets every consumer's own items/s, stream by stream and group by group,
+ * until its last item's handler call. */
+double drain_groups(char (*keys)[128], int n, long per, int rep, int effect,
+                    uint32_t batch, const char *const *groups, int ngroups,
+                    long *calls, double *each);
 
 /* ---- printing ----------------------------------------------------------- */
 
