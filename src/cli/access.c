@@ -132,6 +132,7 @@ const cli_command_t cli_grant_command = {
     NULL,
     grant_main,
     0,
+    0,
 };
 
 const cli_command_t cli_revoke_command = {
@@ -143,6 +144,7 @@ const cli_command_t cli_revoke_command = {
     "after it.  Grants on other prefixes stay.  The platform's alone.",
     NULL,
     revoke_main,
+    0,
     0,
 };
 
@@ -156,4 +158,5 @@ const cli_command_t cli_grants_command = {
     NULL,
     grants_main,
     0,
+    1,
 };

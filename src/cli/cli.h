@@ -45,6 +45,9 @@ typedef struct cli_command_s {
   /* Everything after the first positional argument is handed over as is,
    * options included (`durable lua SCRIPT --flag`). */
   int pass_through;
+  /* It only reads: a SQLite file that is not there is refused, never
+   * made (`durable get` in the wrong folder). */
+  int reads_only;
 } cli_command_t;
 
 struct cli_s {

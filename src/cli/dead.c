@@ -94,6 +94,7 @@ const cli_command_t cli_dead_command = {
     dead_options,
     dead_main,
     0,
+    1,
 };
 
 /* requeue's `each`: remember the payload of the latest dead letter of
@@ -185,5 +186,6 @@ const cli_command_t cli_requeue_command = {
     "                 group alone.",
     dead_options,
     requeue_main,
+    0,
     0,
 };

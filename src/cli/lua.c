@@ -43,4 +43,5 @@ const cli_command_t cli_lua_command = {
     NULL,
     lua_main,
     1,
+    0,
 };

@@ -111,6 +111,7 @@ const cli_command_t cli_put_command = {
     NULL,
     put_main,
     0,
+    0,
 };
 
 /* ---- get ---------------------------------------------------------------- */
@@ -181,6 +182,7 @@ const cli_command_t cli_get_command = {
     read_store_options,
     get_main,
     0,
+    1,
 };
 
 /* ---- search ------------------------------------------------------------- */
@@ -286,4 +288,5 @@ const cli_command_t cli_search_command = {
     read_store_options,
     search_main,
     0,
+    1,
 };

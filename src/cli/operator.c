@@ -92,6 +92,7 @@ const cli_command_t cli_seek_command = {
     seek_options,
     seek_main,
     0,
+    0,
 };
 
 /* ---- trim ---------------------------------------------------------------- */
@@ -148,6 +149,7 @@ const cli_command_t cli_trim_command = {
     trim_options,
     trim_main,
     0,
+    0,
 };
 
 /* ---- delete-stream ------------------------------------------------------- */
@@ -201,6 +203,7 @@ const cli_command_t cli_delete_stream_command = {
     "  --force      also while a consumer holds it",
     delete_options,
     delete_main,
+    0,
     0,
 };
 
@@ -260,5 +263,6 @@ const cli_command_t cli_group_command = {
     "  --force      also while a consumer holds it",
     group_options,
     group_main,
+    0,
     0,
 };

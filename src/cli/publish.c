@@ -180,4 +180,5 @@ const cli_command_t cli_publish_command = {
     publish_options,
     publish_main,
     0,
+    0,
 };

@@ -190,4 +190,5 @@ const cli_command_t cli_read_command = {
     read_options,
     read_main,
     0,
+    1,
 };

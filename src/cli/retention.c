@@ -126,4 +126,5 @@ const cli_command_t cli_retention_command = {
     retention_options,
     retention_main,
     0,
+    0,
 };

@@ -80,4 +80,5 @@ const cli_command_t cli_run_command = {
     run_options,
     run_main,
     0,
+    0,
 };

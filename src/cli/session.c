@@ -21,6 +21,8 @@
  */
 #include "cli.h"
 
+#include <sys/stat.h>
+
 #include <durable_text.h>
 
 #include <errno.h>
@@ -98,8 +100,30 @@ static void masked(const char *url, char *out, size_t size) {
  * one that cannot be reached is tried again for cli->open_retry_ms. */
 static int session_open(cli_t *cli, int mesh);
 
+/* A command that only reads, on a SQLite file that is not there: say so
+ * rather than make an empty database (the path before any "?"). */
+static int refuse_missing_file(cli_t *cli, const char *url) {
+  if (url == NULL || strncmp(url, "sqlite:", 7) != 0)
+    return 0;
+  char path[4096];
+  snprintf(path, sizeof path, "%.*s", (int)strcspn(url + 7, "?"), url + 7);
+  struct stat st;
+  if (path[0] == '\0' || strcmp(path, ":memory:") == 0 ||
+      stat(path, &st) == 0 || errno != ENOENT)
+    return 0;
+  return cli_error(cli, CLI_FAILED,
+                   "no database at '%s' (nothing was created); --store or "
+                   "DURABLE_STORE names one",
+                   path);
+}
+
 static int session_open_once(cli_t *cli, int mesh, int *unavailable) {
   durable_error_t err;
+  /* a store session with --read-store opens only that one, which
+   * durable_store_open_read never makes */
+  if (cli->command->reads_only && (mesh || cli->read_store_url == NULL) &&
+      refuse_missing_file(cli, cli->store_url))
+    return CLI_FAILED;
   int rc = uv_loop_init(&cli->loop);
   if (rc != 0)
     return cli_error(cli, CLI_FAILED, "cannot start the event loop: %s",

@@ -386,4 +386,5 @@ const cli_command_t cli_streams_command = {
     streams_options,
     streams_main,
     0,
+    1,
 };
