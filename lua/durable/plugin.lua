@@ -202,6 +202,21 @@ local function run_in(file, fn, ...)
   return true, result, return_line
 end
 
+-- What a plugin's code sees as its globals: the process's, but with an
+-- os.exit that is refused -- it would end the whole host, every hub and
+-- every lease held, without a word.  A call raises instead, naming where
+-- it was made: at load the plugin is refused, in a handler the item fails.
+-- (Reads and writes of other globals go to the process's own table.)
+local plugin_os = setmetatable({
+  exit = function()
+    local info = debug.getinfo(2, "Sl")
+    local where = info and ("%s:%d"):format(info.short_src, info.currentline) or "?"
+    error(("os.exit is refused in a plugin (called at %s): a plugin cannot end the host; "
+      .. "raise an error to fail the item, or the load"):format(where), 0)
+  end,
+}, { __index = os })
+local plugin_env = setmetatable({ os = plugin_os }, { __index = _G, __newindex = _G })
+
 ---Load a plugin file: run it and the NodeType functions it returns against
 ---recording configs.  Raises "durable.open: plugin FILE:LINE: reason" on any
 ---mistake (syntax, runtime error, wrong return shape, unknown field).
@@ -216,7 +231,7 @@ function M.load(file, seen)
   if kind and kind ~= "file" then
     error(("durable.open: plugin %s is not a regular file (a %s)"):format(file, kind), 0)
   end
-  local chunk, err = loadfile(file, "t")
+  local chunk, err = loadfile(file, "t", plugin_env)
   if not chunk then
     if err:find("^cannot open") then error("durable.open: plugin " .. err, 0) end
     error(refusal(file, nil, err), 0)

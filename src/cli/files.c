@@ -105,6 +105,11 @@ int cli_find_plugin(const cli_t *cli, char **plugin) {
   const char *name = *plugin;
   /* a path, or a file of that name here (not a folder): as given */
   struct stat here;
+  if (*name != '\0' && stat(name, &here) == 0 && S_ISDIR(here.st_mode))
+    return cli_error(cli, CLI_FAILED,
+                     "plugin '%s' is a folder: name the plugin's file in it "
+                     "(durable run %s%sNAME.lua)",
+                     name, name, name[strlen(name) - 1] == '/' ? "" : "/");
   if (strchr(name, '/') != NULL || *name == '\0' ||
       (stat(name, &here) == 0 && !S_ISDIR(here.st_mode)))
     return cli_check_file(cli, "plugin", name);
