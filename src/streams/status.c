@@ -55,17 +55,19 @@ typedef struct {
   size_t next;            /* the next row whose oldest item to read */
 } listing_t;
 
-/* The items after the checkpoint: last - checkpoint, less the sequences
- * lost when the store went back (they never come); 0 when the checkpoint is
- * ahead (a stream read from a custom source). */
-static int64_t lag_of(const durable__stream_state_t *s, int64_t last) {
-  if (last <= s->checkpoint)
+/* The items after the checkpoint of `s` in the stream `of` (itself, or a
+ * group's stream): last - checkpoint, less the sequences lost when the
+ * store went back (they never come); 0 when the checkpoint is ahead (a
+ * stream read from a custom source). */
+static int64_t lag_of(const durable__stream_state_t *s,
+                      const durable__stream_state_t *of) {
+  if (of->last_sequence <= s->checkpoint)
     return 0;
-  int64_t lag = last - s->checkpoint;
+  int64_t lag = of->last_sequence - s->checkpoint;
   int64_t from =
-      s->lost_from > s->checkpoint ? s->lost_from : s->checkpoint + 1;
-  if (s->lost_to >= from)
-    lag -= s->lost_to - from + 1;
+      of->lost_from > s->checkpoint ? of->lost_from : s->checkpoint + 1;
+  if (of->lost_to >= from)
+    lag -= of->lost_to - from + 1;
   return lag;
 }
 
@@ -120,7 +122,7 @@ static void emit_row(listing_t *l, row_t *r) {
       .node = r->node,
       .last_sequence = of->last_sequence,
       .checkpoint = s->checkpoint,
-      .lag = own_idle(r) ? 0 : lag_of(s, of->last_sequence),
+      .lag = own_idle(r) ? 0 : lag_of(s, of),
       .lease_epoch = s->lease_epoch,
       .trimmed_through = of->trimmed_through,
       .subscriber = s->subscriber,

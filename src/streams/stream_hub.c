@@ -255,7 +255,7 @@ static void run_batch(durable__shub_t *sh) {
        op && (op->kind == DURABLE__OP_APPEND || op->kind == DURABLE__OP_ACK) &&
        n < APPEND_BATCH;
        op = durable__shub_after(sh, op)) {
-    if (deleting && op->kind == DURABLE__OP_APPEND)
+    if ((deleting || sh->group) && op->kind == DURABLE__OP_APPEND)
       break; /* refused when it comes to the head */
     if (op->kind == DURABLE__OP_ACK && op->req->effects) {
       if (n == 0) {

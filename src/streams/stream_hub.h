@@ -103,6 +103,7 @@ typedef struct {
   int64_t version;
   unsigned flags;    /* DURABLE__SHUB_WAKING, DURABLE__SHUB_WOKEN */
   int64_t oldest_at; /* a trim's: its oldest unacknowledged item's time */
+  char *detaching;   /* the trim in flight detaches it, saying this */
 } durable__shub_group_t;
 
 typedef struct durable__shub_s durable__shub_t;

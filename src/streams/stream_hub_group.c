@@ -185,18 +185,44 @@ static void time_step(seek_time_t *st) {
   }
 }
 
-/* What the group's node was made with, kept for the answer. */
+/* What the group's node was made with, kept for the answer; and what the
+ * stream was when it was decided, checked in the same transaction. */
 typedef struct {
   durable__shub_t *sh;
   durable__stream_state_t g;
   char path[DURABLE_PATH_MAX + 1];
+  int64_t trimmed_through, last_sequence; /* -1: not decided on */
 } making_t;
+
+/* In the making's transaction (writer thread): the stream is as decided
+ * -- not being deleted, trimmed as far, and for "latest" its last item the
+ * same -- else DURABLE_ECONFLICT and it is decided again; writes nothing. */
+static int stream_as_decided(const durable_node_t *current, char **content,
+                             char **node_type, void *arg) {
+  (void)content;
+  (void)node_type;
+  const making_t *m = arg;
+  durable__stream_state_t cur;
+  if (current == NULL)
+    return DURABLE_ENOTFOUND;
+  int rc = durable__state_decode(current->content, current->path, &cur);
+  if (rc < 0)
+    return rc;
+  int same = cur.deleting_at == 0 &&
+             cur.trimmed_through == m->trimmed_through &&
+             (m->last_sequence < 0 || cur.last_sequence == m->last_sequence);
+  durable__state_free(&cur);
+  return same ? 0 : DURABLE_ECONFLICT;
+}
 
 static void on_group_made(const durable_result_t *res, void *data) {
   making_t *m = data;
   durable__shub_t *sh = m->sh;
   durable__shub_op_t *op = durable__shub_head(sh);
-  if (res->status < 0 && res->status != DURABLE_EEXIST) {
+  if (res->status == DURABLE_ECONFLICT || res->status == DURABLE_ENOTFOUND) {
+    /* the stream moved since it was read (another process): again */
+    durable__shub_retry(sh, res->status, res->message);
+  } else if (res->status < 0 && res->status != DURABLE_EEXIST) {
     durable__shub_fail(sh, res->status, res->message);
   } else {
     durable__stream_ans_t *ans = durable__stream_ans_new();
@@ -207,7 +233,7 @@ static void on_group_made(const durable_result_t *res, void *data) {
                        m->g.ns, m->g.key, m->g.group, op->req->subscriber,
                        (long long)m->g.checkpoint, m->g.start);
       durable__stream_group_seen(sh->mesh, m->path, &m->g,
-                                 durable__written_version(res, 0));
+                                 durable__written_version(res, 1));
     }
     if (ans) {
       ans->ok = 1; /* made, or there already (made by another) */
@@ -229,6 +255,12 @@ static void make_group(durable__shub_t *sh, int64_t checkpoint) {
   durable_stream_id_t id = durable__shub_id(sh);
   char *content = NULL;
   int rc = DURABLE_ENOMEM;
+  if (m) {
+    m->trimmed_through = sh->state.trimmed_through;
+    m->last_sequence = op->req->start.kind == DURABLE_START_LATEST
+                           ? sh->state.last_sequence
+                           : -1;
+  }
   if (m && durable__str_set(&m->g.ns, sh->state.ns) == 0 &&
       durable__str_set(&m->g.key, sh->state.key) == 0 &&
       durable__str_set(&m->g.group, op->req->group) == 0 &&
@@ -243,14 +275,18 @@ static void make_group(durable__shub_t *sh, int64_t checkpoint) {
     if (rc >= 0)
       rc = (content = durable__state_encode(&m->g)) ? 0 : DURABLE_ENOMEM;
   }
-  durable_write_t w = {.kind = DURABLE_WRITE_CREATE,
-                       .path = m ? m->path : NULL,
-                       .node_type = DURABLE__GROUP_TYPE,
-                       .content = content};
+  durable_write_t w[2] = {{.kind = DURABLE_WRITE_MUTATE,
+                           .path = sh->path,
+                           .mutate = stream_as_decided,
+                           .mutate_arg = m},
+                          {.kind = DURABLE_WRITE_CREATE,
+                           .path = m ? m->path : NULL,
+                           .node_type = DURABLE__GROUP_TYPE,
+                           .content = content}};
   durable_error_t err = {0};
   durable_hub_ref(sh->hub);
   if (rc == 0)
-    rc = durable_store_write(durable_mesh_store(sh->mesh), &w, 1, on_group_made,
+    rc = durable_store_write(durable_mesh_store(sh->mesh), w, 2, on_group_made,
                              m, &err);
   free(content);
   if (rc < 0) {
@@ -268,7 +304,10 @@ static void make_group(durable__shub_t *sh, int64_t checkpoint) {
 void durable__shub_group_create(durable__shub_t *sh) {
   const durable__stream_state_t *s = &sh->state;
   const durable_start_t *start = &durable__shub_head(sh)->req->start;
-  if (durable__shub_refuse_deleting(sh, "given a consumer group") ||
+  /* decided on the stream as stored (another process may have trimmed,
+   * appended or begun to delete it), and checked again as it is written */
+  if (durable__shub_read_again_first(sh, 1) ||
+      durable__shub_refuse_deleting(sh, "given a consumer group") ||
       durable__shub_refuse_behind(sh, "given a consumer group"))
     return;
   switch (start->kind) {
@@ -306,8 +345,10 @@ static durable__shub_group_t *group_find(durable__shub_t *sh,
 }
 
 void durable__shub_groups_free(durable__shub_t *sh) {
-  for (size_t i = 0; i < sh->ngroups; i++)
+  for (size_t i = 0; i < sh->ngroups; i++) {
     durable__state_free(&sh->groups[i].state);
+    free(sh->groups[i].detaching);
+  }
   free(sh->groups);
   sh->groups = NULL;
   sh->ngroups = 0;
@@ -332,6 +373,12 @@ static int group_put(durable__shub_t *sh, const durable__stream_state_t *s,
     sh->ngroups++;
   } else {
     durable__stream_state_t copy;
+    /* a state older than the one known (a listing that was out while this
+     * process wrote the group) is no news */
+    if (version > 0 && g->version > version) {
+      g->flags &= ~GROUP_UNSEEN;
+      return 0;
+    }
     if (durable__state_copy(s, &copy) < 0)
       return DURABLE_ENOMEM;
     if (copy.lease_epoch != g->state.lease_epoch ||
@@ -350,6 +397,7 @@ static void group_forget(durable__shub_t *sh, const char *name) {
   if (g == NULL)
     return;
   durable__state_free(&g->state);
+  free(g->detaching);
   *g = sh->groups[--sh->ngroups];
 }
 
@@ -417,6 +465,7 @@ typedef struct {
   void (*then)(durable__shub_t *sh, int status, const char *message);
   int oldest;
   size_t next; /* the group whose oldest item is read next */
+  char name[DURABLE_GROUP_MAX + 1]; /* ... its name (it may move meanwhile) */
   char ns[DURABLE_PATH_MAX + 1];
 } listing_t;
 
@@ -427,10 +476,13 @@ static void on_oldest(const durable_result_t *res, void *data) {
   durable__shub_t *sh = l->sh;
   char *payload = NULL;
   int64_t at = 0;
-  if (l->next < sh->ngroups && res->status == 0 && res->count > 0 &&
+  durable__shub_group_t *g = group_find(sh, l->name);
+  if (g && res->status == 0 && res->count > 0 &&
       durable__item_decode(res->nodes[0], &payload, &at, NULL) == 0)
-    sh->groups[l->next].oldest_at = at;
+    g->oldest_at = at;
   free(payload);
+  /* (a group deleted meanwhile moves the last one into its place: that one
+   * may go unread, and then is not detached for its age this time) */
   l->next++;
   read_oldest(l); /* one that could not be read is not detached for age */
   durable_hub_unref(sh->hub);
@@ -446,6 +498,7 @@ static void read_oldest(listing_t *l) {
     if (g->state.detach_age_ms <= 0 || g->state.detached_at ||
         sh->state.last_sequence <= g->state.checkpoint)
       continue;
+    snprintf(l->name, sizeof l->name, "%s", g->state.group);
     durable_hub_ref(sh->hub);
     if (durable__store_read_items(durable_mesh_store(sh->mesh), NULL,
                                   sh->items_ns, g->state.checkpoint, 1,
@@ -564,7 +617,8 @@ void durable__stream_group_seen(durable_mesh_t *mesh, const char *group_path,
   durable_hub_t *hub = durable_mesh_find(mesh, stream_path);
   durable__shub_t *sh = hub ? durable__shub_of(hub) : NULL;
   if (sh == NULL || sh->group != NULL ||
-      !(sh->flags & DURABLE__SHUB_GROUPS_LISTED))
+      !(sh->flags &
+        (DURABLE__SHUB_GROUPS_LISTED | DURABLE__SHUB_GROUPS_LISTING)))
     return; /* not active here, or it lists them when it needs them */
   if (s == NULL) {
     group_forget(sh, name);

@@ -32,6 +32,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- the lease let go --------------------------------------------------- */
 
@@ -186,11 +187,19 @@ void durable__shub_seek(durable__shub_t *sh) {
 
 /* ---- trim --------------------------------------------------------------- */
 
+static void detaching_clear(durable__shub_t *sh);
+static void detaching_said(durable__shub_t *sh);
+
 static void trimmed(durable__shub_t *sh, const durable_result_t *res) {
   int64_t was = sh->op_was;
   int forced = (sh->flags & DURABLE__SHUB_TRIM_FORCED) != 0;
+  /* a detach lost to the group's own write (it acknowledged, was
+   * claimed) fails the trim: it is decided again on a fresh read */
+  if (res->status < 0)
+    detaching_clear(sh);
   if (!durable__shub_lease_saved(sh, res, 0))
     return;
+  detaching_said(sh);
   durable__shub_op_t *op = durable__shub_head(sh);
   const durable__stream_state_t *s = &sh->state;
   durable_stream_id_t id = durable__shub_id(sh);
@@ -261,63 +270,71 @@ static int detach_due(const durable__stream_state_t *g, int64_t oldest_at,
   return 0;
 }
 
-typedef struct {
-  durable_mesh_t *mesh;
-  char path[DURABLE_PATH_MAX + 1];
-  char line[3 * DURABLE_PATH_MAX + 400];
-} detaching_t;
-
-static void on_detached(const durable_result_t *res, void *data) {
-  detaching_t *d = data;
-  /* lost to the group's own write (it acknowledged, was claimed): it is
-   * looked at again at the next trim */
-  if (res->status == 0)
-    durable_mesh_log(d->mesh, DURABLE_LOG_WARN, "%s", d->line);
-  free(d);
+/* Forget what the trim decided to detach (it wrote nothing, or failed). */
+static void detaching_clear(durable__shub_t *sh) {
+  for (size_t i = 0; i < sh->ngroups; i++) {
+    free(sh->groups[i].detaching);
+    sh->groups[i].detaching = NULL;
+  }
 }
 
-/* Detach group `g` (written at the version listed: a group that moved since
- * stays as it is), saying `why`. */
-static void detach(durable__shub_t *sh, durable__shub_group_t *g,
-                   const char *why) {
-  detaching_t *d = malloc(sizeof(*d));
-  durable__stream_state_t next;
-  if (d == NULL || durable__state_copy(&g->state, &next) < 0) {
-    free(d);
-    return;
+/* The trim's writes that detach the groups it decided to, each a replace
+ * at the version listed (one that moved since fails the trim, which is
+ * decided again); their contents into `contents` (freed by the caller).
+ * The count, or -1 when out of memory. */
+static int detach_writes(durable__shub_t *sh, durable_write_t *writes,
+                         char **contents, char (*paths)[DURABLE_PATH_MAX + 1]) {
+  int n = 0;
+  int64_t now = durable__now_ms();
+  for (size_t i = 0; i < sh->ngroups; i++) {
+    durable__shub_group_t *g = &sh->groups[i];
+    durable__stream_state_t next;
+    if (g->detaching == NULL)
+      continue;
+    if (durable__state_copy(&g->state, &next) < 0)
+      return -1;
+    next.detached_at = now;
+    contents[n] = durable__state_encode(&next);
+    durable__state_free(&next);
+    if (contents[n] == NULL)
+      return -1;
+    snprintf(paths[n], sizeof paths[n], "%s/" DURABLE__GROUP_SEGMENT "/%s",
+             sh->path, g->state.group);
+    writes[n] = (durable_write_t){.kind = DURABLE_WRITE_REPLACE,
+                                  .path = paths[n],
+                                  .node_type = DURABLE__GROUP_TYPE,
+                                  .content = contents[n],
+                                  .expected_version = g->version};
+    n++;
   }
-  next.detached_at = durable__now_ms();
-  char *content = durable__state_encode(&next);
-  d->mesh = sh->mesh;
-  snprintf(d->path, sizeof d->path, "%s/" DURABLE__GROUP_SEGMENT "/%s",
-           sh->path, g->state.group);
-  snprintf(d->line, sizeof d->line,
-           "[DurableStreams] %s@%s group %s DETACHED: %s; it no longer holds "
-           "trims back and keeps its checkpoint %lld (claimed again before a "
-           "trim passes it, it pins again; behind a trim it stops with what "
-           "to do)",
-           g->state.ns, g->state.key, g->state.group, why,
-           (long long)g->state.checkpoint);
-  durable_write_t w = {.kind = DURABLE_WRITE_REPLACE,
-                       .path = d->path,
-                       .node_type = DURABLE__GROUP_TYPE,
-                       .content = content,
-                       .expected_version = g->version};
-  if (content == NULL || durable_store_write(durable_mesh_store(sh->mesh), &w,
-                                             1, on_detached, d, NULL) < 0)
-    free(d);
-  else
-    g->state.detached_at = next.detached_at;
-  free(content);
-  durable__state_free(&next);
+  return n;
+}
+
+/* The trim is written: the groups it detached are said. */
+static void detaching_said(durable__shub_t *sh) {
+  for (size_t i = 0; i < sh->ngroups; i++) {
+    durable__shub_group_t *g = &sh->groups[i];
+    if (g->detaching == NULL)
+      continue;
+    durable_mesh_log(sh->mesh, DURABLE_LOG_WARN,
+                     "[DurableStreams] %s@%s group %s DETACHED: %s; it no "
+                     "longer holds trims back and keeps its checkpoint %lld "
+                     "(claimed again before a trim passes it, it pins "
+                     "again; behind a trim it stops with what to do)",
+                     g->state.ns, g->state.key, g->state.group, g->detaching,
+                     (long long)g->state.checkpoint);
+    g->state.detached_at = durable__now_ms();
+    g->version = 0; /* written: the next listing has its version */
+  }
+  detaching_clear(sh);
 }
 
 /* The highest sequence a trim may reach without passing what a consumer
  * has not acknowledged: the stream's own checkpoint (once it had a
  * consumer) and every attached group's; the last sequence when nothing
- * pins.  `who` names what holds it there.  Groups past their detach bounds
- * are detached on the way (or, with `passing`, a forced trim through it
- * goes past every group behind it: they are detached too). */
+ * pins.  `who` names what holds it there.  The groups past their detach
+ * bounds -- and with `passing`, those a forced trim through it goes past
+ * -- do not pin: the trim detaches them in its transaction (`detaching`). */
 static int64_t trim_pin(durable__shub_t *sh, int64_t passing, char *who,
                         size_t size) {
   const durable__stream_state_t *s = &sh->state;
@@ -337,8 +354,12 @@ static int64_t trim_pin(durable__shub_t *sh, int64_t passing, char *who,
         (passing > g->state.checkpoint &&
          snprintf(why, sizeof why, "a forced trim through %lld passed it",
                   (long long)passing) > 0)) {
-      detach(sh, g, why);
-      continue;
+      char *d = strdup(why);
+      if (d != NULL) { /* (no memory to say why: it pins this time) */
+        free(g->detaching);
+        g->detaching = d;
+        continue;
+      }
     }
     if (g->state.checkpoint < pin) {
       pin = g->state.checkpoint;
@@ -381,20 +402,19 @@ void durable__shub_trim(durable__shub_t *sh) {
   if (op->req->epoch == 2 && to > pin)
     to = pin; /* as far as every consumer allows */
   if (durable__shub_refuse_deleting(sh, "trimmed") ||
-      durable__shub_read_again_first(sh, to > s->last_sequence || to > pin))
-    return;
-  durable_stream_id_t id = durable__shub_id(sh);
-  char message[sizeof(durable__stream_name_t) + sizeof who + 240];
-  if (op->req->epoch == 2 && to <= s->trimmed_through) {
-    answer_was(sh, op, s->trimmed_through); /* nothing more is due */
-    durable__shub_next(sh);
+      durable__shub_read_again_first(sh, to > s->last_sequence || to > pin)) {
+    detaching_clear(sh);
     return;
   }
+  durable_stream_id_t id = durable__shub_id(sh);
+  char message[sizeof(durable__stream_name_t) + sizeof who + 240];
+  int forced = own_pins(sh) && to > s->checkpoint; /* forced: skip to it */
   if (to < 1 || to > s->last_sequence) {
     snprintf(message, sizeof message,
              "cannot trim %s through %lld: its items are 1 to %lld",
              durable__stream_name(&id).text, (long long)to,
              (long long)s->last_sequence);
+    detaching_clear(sh);
     durable__shub_fail(sh, DURABLE_EINVAL, message);
     return;
   }
@@ -404,35 +424,50 @@ void durable__shub_trim(durable__shub_t *sh) {
              "(%s); trimming past the checkpoint needs force",
              durable__stream_name(&id).text, (long long)to,
              (long long)(pin + 1), who);
+    detaching_clear(sh);
     durable__shub_fail(sh, DURABLE_EINVAL, message);
     return;
   }
-  int forced = own_pins(sh) && to > s->checkpoint; /* forced: skip to it */
   if (to <= s->trimmed_through && !forced) {
-    /* recorded already: the deletes go on */
+    /* recorded already (or, for retention, nothing more is due): the
+     * deletes go on; nothing is detached for a trim that moves nothing */
+    detaching_clear(sh);
     answer_was(sh, op, s->trimmed_through);
     durable__shub_next(sh);
     return;
   }
   durable__stream_state_t next;
-  if (durable__state_copy(s, &next) < 0) {
+  durable_write_t *writes = calloc(sh->ngroups + 1, sizeof(*writes));
+  char **contents = calloc(sh->ngroups + 1, sizeof(char *));
+  char(*paths)[DURABLE_PATH_MAX + 1] = calloc(sh->ngroups + 1, sizeof(*paths));
+  int n = writes && contents && paths
+              ? detach_writes(sh, writes, contents, paths)
+              : -1;
+  if (n < 0 || durable__state_copy(s, &next) < 0) {
+    n = n < 0 ? 0 : n;
+    detaching_clear(sh);
     durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
-    return;
-  }
-  if (forced)
-    sh->flags |= DURABLE__SHUB_TRIM_FORCED;
-  else
-    sh->flags &= ~DURABLE__SHUB_TRIM_FORCED;
-  if (forced && let_go(s, &next, to) < 0) {
+  } else if (forced && let_go(s, &next, to) < 0) {
     durable__state_free(&next);
+    detaching_clear(sh);
     durable__shub_fail(sh, DURABLE_ENOMEM, "out of memory");
-    return;
+  } else {
+    if (forced)
+      sh->flags |= DURABLE__SHUB_TRIM_FORCED;
+    else
+      sh->flags &= ~DURABLE__SHUB_TRIM_FORCED;
+    if (to > next.trimmed_through)
+      next.trimmed_through = to;
+    sh->op_was = s->trimmed_through;
+    /* the groups detached in the same transaction: all or nothing */
+    durable__shub_write_state(sh, DURABLE__PART_LEASE, &next, writes, (size_t)n,
+                              NULL, NULL, trimmed);
   }
-  if (to > next.trimmed_through)
-    next.trimmed_through = to;
-  sh->op_was = s->trimmed_through;
-  durable__shub_write_state(sh, DURABLE__PART_LEASE, &next, NULL, 0, NULL, NULL,
-                            trimmed);
+  for (int k = 0; contents && k < n; k++)
+    free(contents[k]);
+  free(contents);
+  free(paths);
+  free(writes);
 }
 
 /* ---- delete ------------------------------------------------------------- */
@@ -592,18 +627,18 @@ void durable__shub_delete(durable__shub_t *sh) {
   next.deleting_at = durable__now_ms();
   /* every group's lease let go in the same transaction (a new epoch, at
    * the version listed: one that moved meanwhile fails it, and it is
-   * decided again), so that a holder anywhere is fenced and, claiming
-   * again, finds the stream being deleted */
+   * decided again), so that a holder anywhere, and a claim decided before
+   * the mark, is fenced and, claiming again, finds the stream being
+   * deleted */
   size_t n = 0;
   durable_write_t *extra = calloc(sh->ngroups + 1, sizeof(*extra));
   char **contents = calloc(sh->ngroups + 1, sizeof(char *));
   char(*paths)[DURABLE_PATH_MAX + 1] = calloc(sh->ngroups + 1, sizeof(*paths));
   int ok = extra && contents && paths;
   for (size_t i = 0; ok && i < sh->ngroups; i++) {
+    /* held or not: a new epoch fences a claim decided before the mark */
     const durable__stream_state_t *g = &sh->groups[i].state;
     durable__stream_state_t gone;
-    if (g->subscriber == NULL)
-      continue;
     ok = durable__state_copy(g, &gone) == 0;
     if (ok && let_go(g, &gone, g->checkpoint) == 0)
       contents[n] = durable__state_encode(&gone);

@@ -89,7 +89,8 @@ static int mutate_state(const durable_node_t *current, char **content,
       (!same_str(cur.subscriber, base->subscriber) ||
        !same_str(cur.subscriber_instance, base->subscriber_instance) ||
        cur.lease_epoch != base->lease_epoch ||
-       cur.checkpoint != base->checkpoint);
+       cur.checkpoint != base->checkpoint ||
+       cur.detached_at != base->detached_at); /* a group's: a trim's */
   /* Another process appended since the decision: a batch whose items are
    * made here (remake) takes the sequences after its tail instead, decided
    * under the row's lock, so that it cannot be overtaken again.  A tail

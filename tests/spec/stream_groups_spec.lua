@@ -294,6 +294,25 @@ describe("consumer groups", function()
     assert.is_true(absent(group_node("Notes", owner, "idle").content.DetachedAt)) -- it pins again
   end)
 
+  it("detaches nothing for a trim that is refused", function()
+    setup()
+    local owner = ns .. "/log"
+    local stream = { namespace = "Notes", key = owner }
+    local got = {}
+    for i = 1, 5 do publish("Notes", owner, i) end
+    assert(mesh:hub("reader/" .. ns):consume { namespace = "Notes", key = function() return owner end,
+      group = "live", handler = function(_, item) got[#got + 1] = item.sequence end })
+    helper.run_until(mesh, function() return group_checkpoint("Notes", owner, "live") == 5 end)
+    assert.matches("its items are 1 to 5",
+      helper.fails(mesh:trim_durable(stream, 100, { force = true }), "EINVAL"), 1, true)
+    sleep(100)
+    assert.same({}, helper.log_lines("DETACHED"))
+    assert.is_true(absent(group_node("Notes", owner, "live").content.DetachedAt))
+    helper.ok(mesh:recycle("reader/" .. ns))
+    for i = 6, 10 do publish("Notes", owner, i) end
+    assert.matches("group live's checkpoint 5", helper.fails(mesh:trim_durable(stream, 10), "EINVAL"), 1, true)
+  end)
+
   it("detaches a group held past its bound of items, or of age", function()
     setup()
     local owner = ns .. "/log"
