@@ -108,8 +108,10 @@ static int refuse_missing_file(cli_t *cli, const char *url) {
   char path[4096];
   snprintf(path, sizeof path, "%.*s", (int)strcspn(url + 7, "?"), url + 7);
   struct stat st;
+  /* (a SQLite URI, "file:...", is refused by the store itself) */
   if (path[0] == '\0' || strcmp(path, ":memory:") == 0 ||
-      stat(path, &st) == 0 || errno != ENOENT)
+      strncmp(path, "file:", 5) == 0 || stat(path, &st) == 0 ||
+      errno != ENOENT)
     return 0;
   return cli_error(cli, CLI_FAILED,
                    "no database at '%s' (nothing was created); --store or "

@@ -104,6 +104,7 @@ describe("durable --as (" .. cmd.KIND .. ")", function()
   end)
 
   it("leaves grants to the platform", function()
+    ok { "put", P .. "/made", "T", "{}" } -- the store is made
     local code, _, err = run { "--as", alice, "grant", alice, P, "read,write" }
     assert.equal(1, code)
     assert.equal(("durable: grant: principal '%s' may not grant: grants are the platform's "

@@ -23,6 +23,8 @@ end
 
 local function children(ns, store)
   local code, out, err = run{ "search", "namespace:" .. ns, store = store }
+  -- a store that was never made holds nothing either
+  if code == 1 and err:find("no database at", 1, true) then return {}, "" end
   assert.equal(0, code, err)
   local nodes = {}
   for line in out:gmatch("[^\n]+") do nodes[#nodes + 1] = assert(json.decode(line), line) end
@@ -105,6 +107,7 @@ describe("durable (" .. KIND .. ")", function()
     end)
 
     it("get of a missing node exits 1 naming the path", function()
+      assert.equal(0, (run{ "put", P .. "/something", "T", "{}" })) -- the store is made
       local code, out, err = run{ "get", "@" .. P .. "/nothing" }
       assert.equal(1, code)
       assert.equal("", out)
