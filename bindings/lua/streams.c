@@ -481,7 +481,7 @@ static dlua_mesh_t *operated(lua_State *L, durable_stream_id_t *id) {
   return m;
 }
 
-/* hub:_publish(namespace, key, payload_text, cb [, id]): cb(true,
+/* hub:_publish(namespace, key, payload_text, cb [, id [, no_owner]]): cb(true,
  * sequence) once the item is saved (for an id the stream holds already:
  * the sequence it got then), or cb(false, message, code). */
 static int h_publish(lua_State *L) {
@@ -495,7 +495,8 @@ static int h_publish(lua_State *L) {
    * written \u0000), so one here would cut the payload short */
   const char *payload = dlua_check_text(L, 4, "publish: payload JSON text");
   durable_publish_options_t options = {
-      .id = dlua_opt_text(L, 6, "publish id", NULL)};
+      .id = dlua_opt_text(L, 6, "publish id", NULL),
+      .no_owner = lua_toboolean(L, 7)};
   dlua_req_t *r = dlua_req_new(L, h->m, 5);
   durable_error_t err = {0};
   int rc = durable_stream_publish_with(h->hub, &id, payload, &options,

@@ -56,7 +56,7 @@ local function cold_call(mesh, submit)
 end
 
 local function publish_call(cb, c)
-  return prim.hub.publish(c[1], c[2], c[3], c[4], cb, c[5])
+  return prim.hub.publish(c[1], c[2], c[3], c[4], cb, c[5], c[6])
 end
 
 -- `run` below finishes replies: let it finish even once a budget is spent
@@ -229,10 +229,11 @@ end
 
 -- ---- producing -----------------------------------------------------------------------
 
-local PUBLISH_KEYS = { id = true }
+local PUBLISH_KEYS = { id = true, no_owner = true }
 
 ---@class durable.PublishOptions
 ---@field id? string a publish id: 1 to 128 bytes, one path segment (no '/'); a publish whose id the stream holds already completes with the sequence it got then and appends nothing
+---@field no_owner? boolean true: no warning when the publish makes a stream whose owner has no node (a stream read by its key alone, an owner made later)
 
 ---Append `payload` to the stream; a COLD completion of its sequence:
 ---nothing is sent until :next() or :wait().  It completes once the item is
@@ -243,13 +244,16 @@ local PUBLISH_KEYS = { id = true }
 ---is idempotent: an id the stream already holds -- from this process or
 ---any other, however long ago -- gives the sequence it got the first time,
 ---and nothing is appended; so retry a failed publish with the same id.
+---A publish that makes a stream whose owner (the key) has no node logs a
+---WARN once (no host consumes it until one is there); `options.no_owner =
+---true` says the caller means it.
 ---@param stream durable.StreamId
 ---@param payload any
 ---@param options? durable.PublishOptions
 ---@return durable.Completion # of the sequence (integer); fails "Appending to durable stream NS@KEY failed: ..."
 function Hub:publish_durable(stream, payload, options)
   local ns, key = stream_id("publish_durable", stream, 2)
-  local id
+  local id, no_owner
   if options ~= nil then
     if type(options) ~= "table" then
       error(("publish_durable: options must be a table { id = }, not %s"):format(type(options)), 2)
@@ -259,7 +263,10 @@ function Hub:publish_durable(stream, payload, options)
         error(("publish_durable: unknown option '%s'"):format(tostring(k)), 2)
       end
     end
-    id = options.id
+    id, no_owner = options.id, options.no_owner
+    if no_owner ~= nil and type(no_owner) ~= "boolean" then
+      error(("publish_durable: no_owner must be a boolean, not %s"):format(type(no_owner)), 2)
+    end
     if id ~= nil and type(id) ~= "string" then
       error(("publish_durable: the publish id must be a string, not %s"):format(type(id)), 2)
     end
@@ -276,7 +283,8 @@ function Hub:publish_durable(stream, payload, options)
     error(("publish_durable: the payload for %s@%s: %s")
       :format(ns, key, (tostring(text):gsub("^durable%.encode: ", ""))), 2)
   end
-  return completion.cold_call(self.mesh, publish_call, self, ns, key, text, id)
+  return completion.cold_call(self.mesh, publish_call, self, ns, key, text, id,
+    no_owner == true)
 end
 
 ---An operator's replay or skip: set the stream's acknowledged checkpoint to

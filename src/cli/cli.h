@@ -181,6 +181,14 @@ int cli_stream_take(cli_t *cli, cli_stream_t *s, char *ns, char *key);
 int cli_stream_open(cli_stream_t *s, cli_t *cli);
 /* A sequence argument: digits only, a whole number >= 0; 0, or -1. */
 int cli_parse_sequence(const char *text, int64_t *out);
+/* Before a publish: the stream's owner node must be there -- a stream
+ * with none is consumed by no host, and a typo in the key or the family
+ * would otherwise be appended to in silence -- unless `anyway` (the
+ * publish's --no-owner).  `then(s)` runs once it is, or at once with
+ * `anyway`; else the command fails (ENOTFOUND, naming the path).  The
+ * mesh is open. */
+void cli_stream_owner_check(cli_stream_t *s, int anyway,
+                            void (*then)(cli_stream_t *s));
 
 /* ---- publish.c ---- */
 
@@ -188,8 +196,10 @@ int cli_parse_sequence(const char *text, int64_t *out);
 
 /* `durable publish NS KEY -`: the JSON lines of standard input appended
  * to the stream `s` (taken, not opened); `id_field` names each line's
- * publish id (NULL: none), `print` prints every sequence.  The exit code. */
-int cli_load(cli_t *cli, cli_stream_t *s, const char *id_field, int print);
+ * publish id (NULL: none), `print` prints every sequence, `no_owner` loads
+ * even with no node at the key.  The exit code. */
+int cli_load(cli_t *cli, cli_stream_t *s, const char *id_field, int print,
+             int no_owner);
 
 /* A publish's answer (data: the cli_stream_t): print the sequence and
  * finish with CLI_OK, or report the failure. */

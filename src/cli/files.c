@@ -107,8 +107,9 @@ int cli_find_plugin(const cli_t *cli, char **plugin) {
   struct stat here;
   if (*name != '\0' && stat(name, &here) == 0 && S_ISDIR(here.st_mode))
     return cli_error(cli, CLI_FAILED,
-                     "plugin '%s' is a folder: name the plugin's file in it "
-                     "(durable run %s%sNAME.lua)",
+                     "plugin '%s' is not a regular file (a directory): name "
+                     "the plugin's file in that folder (durable run "
+                     "%s%sNAME.lua)",
                      name, name, name[strlen(name) - 1] == '/' ? "" : "/");
   if (strchr(name, '/') != NULL || *name == '\0' ||
       (stat(name, &here) == 0 && !S_ISDIR(here.st_mode)))

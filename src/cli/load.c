@@ -46,6 +46,7 @@ typedef struct {
   durable_hub_t *hub;
   const char *id_field; /* --id-field, or NULL */
   int print;            /* --print */
+  int no_owner;         /* --no-owner */
   /* standard input: a stream (pipe, tty) while `stream`, else a file */
   union {
     uv_stream_t stream;
@@ -203,7 +204,7 @@ static void publish_line(load_t *l, char *text) {
   if (strspn(text, " \t\r\n") == strlen(text))
     return; /* a blank line: nothing */
   char id[DURABLE_PATH_MAX + 1];
-  durable_publish_options_t options = {0};
+  durable_publish_options_t options = {.no_owner = l->no_owner};
   if (l->id_field) {
     if (id_of(l, line, text, id, sizeof id) < 0)
       return;
@@ -409,13 +410,25 @@ static void on_last(const durable_result_t *res, void *data) {
   maybe_end(l);
 }
 
-int cli_load(cli_t *cli, cli_stream_t *s, const char *id_field, int print) {
+/* The owner is there (or --no-owner): where the stream ends, then on. */
+static void load_first(cli_stream_t *s) {
+  load_t *l = (load_t *)s;
+  durable_error_t err = {0};
+  if (durable__store_last_item(durable_mesh_store(s->cli->mesh),
+                               s->cli->principal, l->s.items_ns, on_last, l,
+                               &err) < 0)
+    cli_refused(s->cli, err.code, &err);
+}
+
+int cli_load(cli_t *cli, cli_stream_t *s, const char *id_field, int print,
+             int no_owner) {
   load_t *l = calloc(1, sizeof *l);
   if (l == NULL)
     return cli_error(cli, CLI_FAILED, "out of memory");
   l->s = *s;
   l->id_field = id_field;
   l->print = print;
+  l->no_owner = no_owner;
   l->tty = isatty(2);
   int rc = cli_stream_open(&l->s, cli);
   if (rc != 0) {
@@ -426,11 +439,10 @@ int cli_load(cli_t *cli, cli_stream_t *s, const char *id_field, int print) {
   durable_error_t err = {0};
   snprintf(address, sizeof address, "cli/publish-%d", (int)uv_os_getpid());
   rc = durable_mesh_client(cli->mesh, address, &l->hub, &err);
-  if (rc == 0)
-    rc = durable__store_last_item(durable_mesh_store(cli->mesh), cli->principal,
-                                  l->s.items_ns, on_last, l, &err);
   if (rc < 0)
     cli_refused(cli, rc, &err);
+  else
+    cli_stream_owner_check(&l->s, no_owner, load_first);
   rc = cli_run(cli);
   free(l->line);
   free(l);

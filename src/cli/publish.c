@@ -31,10 +31,8 @@ void cli_stream_published(int status, int64_t sequence, const char *message,
 }
 
 static const cli_option_t publish_options[] = {
-    {"--id", 1},
-    {"--print", 0},
-    {"--id-field", 1},
-    {NULL, 0},
+    {"--id", 1},       {"--print", 0}, {"--id-field", 1},
+    {"--no-owner", 0}, {NULL, 0},
 };
 
 /* With --id, a publish that failed because the store could not be reached
@@ -85,6 +83,10 @@ static void on_published(int status, int64_t sequence, const char *message,
   p->delay = p->delay * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : p->delay * 2;
 }
 
+static void publish_first(cli_stream_t *s) {
+  publish_send((publish_t *)s);
+}
+
 static void publish_send(publish_t *p) {
   durable_error_t err = {0};
   int rc = durable_stream_publish_with(p->hub, &p->s.id, p->payload,
@@ -120,7 +122,7 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
   if (id_field && *id_field == '\0')
     return cli_usage(cli, "--id-field needs a field name");
   if (load)
-    return cli_load(cli, s, id_field, print);
+    return cli_load(cli, s, id_field, print, cli->values[3] != NULL);
   memset(&err, 0, sizeof err);
   if (p.options.id && durable_publish_id_check(&s->id, p.options.id, &err) < 0)
     return cli_usage(cli, "%s", err.message);
@@ -142,18 +144,22 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
   }
   p.started = uv_now(&cli->loop);
   p.delay = RETRY_MIN_MS;
-  publish_send(&p);
+  p.options.no_owner = cli->values[3] != NULL;
+  cli_stream_owner_check(s, p.options.no_owner, publish_first);
   return cli_run(cli);
 }
 
 const cli_command_t cli_publish_command = {
     "publish",
-    "[--id ID] NAMESPACE KEY JSON | NAMESPACE KEY - [--id-field F] [--print]",
+    "[--id ID] [--no-owner] NAMESPACE KEY JSON | NAMESPACE KEY - "
+    "[--id-field F] [--print] [--no-owner]",
     "append to a durable stream, print the sequence",
     "Appends JSON to the durable stream NAMESPACE@KEY -- KEY is the owning\n"
     "node's path, NAMESPACE the stream family, e.g. `durable publish\n"
     "DocumentLog Space/doc '{\"text\":\"hi\"}'`.  The stream node is created\n"
-    "on first use.  Prints the item's sequence once it is saved.  The payload\n"
+    "on first use; the owner node must be there (a stream with none is\n"
+    "consumed by no host): a KEY with no node fails, naming it, unless\n"
+    "--no-owner.  Prints the item's sequence once it is saved.  The payload\n"
     "is kept byte for byte.  A bad stream id or a payload that is empty or\n"
     "not JSON exits 2 and writes nothing.\n"
     "\n"
@@ -167,6 +173,9 @@ const cli_command_t cli_publish_command = {
     "           publish id (as --id): a load cut off half-way is finished by\n"
     "           running it again, and appends nothing twice\n"
     "  --print  print each item's sequence, one per line, instead\n"
+    "  --no-owner  publish even though no node is at KEY (a stream that a\n"
+    "           consumer on another hub reads by its key, or an owner made\n"
+    "           later)\n"
     "\n"
     "  --id ID  an idempotent publish: when the stream already holds an item\n"
     "           published with ID, print that item's sequence and append\n"

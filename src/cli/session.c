@@ -110,8 +110,7 @@ static int refuse_missing_file(cli_t *cli, const char *url) {
   struct stat st;
   /* (a SQLite URI, "file:...", is refused by the store itself) */
   if (path[0] == '\0' || strcmp(path, ":memory:") == 0 ||
-      strncmp(path, "file:", 5) == 0 || stat(path, &st) == 0 ||
-      errno != ENOENT)
+      strncmp(path, "file:", 5) == 0 || stat(path, &st) == 0 || errno != ENOENT)
     return 0;
   return cli_error(cli, CLI_FAILED,
                    "no database at '%s' (nothing was created); --store or "

@@ -75,3 +75,52 @@ int cli_parse_sequence(const char *text, int64_t *out) {
   *out = v;
   return 0;
 }
+
+/* ---- the owner of a stream published to ------------------------------ */
+
+typedef struct {
+  cli_stream_t *s;
+  void (*then)(cli_stream_t *s);
+} owner_check_t;
+
+static void on_owner(const durable_result_t *res, void *data) {
+  owner_check_t *o = data;
+  cli_stream_t *s = o->s;
+  void (*then)(cli_stream_t * s) = o->then;
+  free(o);
+  if (res->status == DURABLE_EACCES) {
+    then(s); /* a principal that may write but not read: the store decides */
+  } else if (res->status < 0) {
+    cli_failed(s->cli, res);
+  } else if (res->value == 0) {
+    cli_error(s->cli, CLI_FAILED,
+              "no node at '%s', the owner of %s: no host would consume what "
+              "is published there (a typo in the key or the family?); make "
+              "the owner first (durable put %s TYPE '{}'), or give "
+              "--no-owner to publish anyway",
+              s->id.key, s->name, s->id.key);
+    cli_finish(s->cli, CLI_FAILED);
+  } else {
+    then(s);
+  }
+}
+
+void cli_stream_owner_check(cli_stream_t *s, int anyway,
+                            void (*then)(cli_stream_t *s)) {
+  owner_check_t *o = anyway ? NULL : malloc(sizeof(*o));
+  durable_error_t err = {0};
+  if (anyway) {
+    then(s);
+    return;
+  }
+  if (o == NULL) {
+    cli_failed_with(s->cli, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  *o = (owner_check_t){s, then};
+  if (durable_store_exists(durable_mesh_store(s->cli->mesh), s->cli->principal,
+                           s->id.key, on_owner, o, &err) < 0) {
+    free(o);
+    cli_refused(s->cli, err.code, &err);
+  }
+}

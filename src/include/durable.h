@@ -1088,6 +1088,12 @@ int durable_stream_payload_check(const durable_stream_id_t *stream,
  * (more may be added; zero keeps today's meaning). */
 typedef struct durable_publish_options_s {
   const char *id; /* the publish id (see above), or NULL: none */
+  /* A publish that makes a stream whose owner (the key) has no node logs
+   * a WARN (no host consumes such a stream until one is put there: a typo
+   * in the key or the family?); set, the caller says it means it -- a
+   * stream read by its key alone (durable_hub_consume), an owner made
+   * later -- and nothing is said. */
+  int no_owner;
 } durable_publish_options_t;
 
 /* durable_stream_publish with `options` (NULL: none).  A publish id that

@@ -51,10 +51,11 @@ typedef struct lane_s lane_t;
 typedef struct {
   durable__window_slot_t slot; /* first: the window hands it back */
   durable_mesh_t *mesh;
-  lane_t *lane;                    /* its stream's, until it is sent */
-  struct durable__queue link;      /* in lane->waiting */
-  uint64_t order;                  /* when it was started: the lane's order */
-  int ready;                       /* its id read (or none): it may be sent */
+  lane_t *lane;               /* its stream's, until it is sent */
+  struct durable__queue link; /* in lane->waiting */
+  uint64_t order;             /* when it was started: the lane's order */
+  int ready;                  /* its id read (or none): it may be sent */
+  int no_owner; /* no warning for a stream it makes with no owner */
   char *ns, *key, *path, *payload; /* in the same block, after the struct */
   char *publish_id;                /* NULL: none */
   char *id_path;                   /* ... its node */
@@ -254,6 +255,41 @@ static void fail_ready(lane_t *lane, int status, const char *why) {
   pump(lane);
 }
 
+/* A stream just made whose owner has no node: consumed by no host (a
+ * typo in the key or the family?).  Said once, as the stream is made; the
+ * publish goes on -- a consumer on another hub (hub:consume) reads a
+ * stream by its key alone, and an owner may be made later. */
+typedef struct {
+  durable_mesh_t *mesh;
+  char name[sizeof(durable__stream_name_t)];
+  char key[DURABLE_PATH_MAX + 1];
+} owner_look_t;
+
+static void on_owner(const durable_result_t *res, void *data) {
+  owner_look_t *o = data;
+  if (res->status == 0 && res->value == 0 && !o->mesh->closing)
+    durable_mesh_log(o->mesh, DURABLE_LOG_WARN,
+                     "[DurableStreams] %s: made, but there is no node at %s, "
+                     "its owner: no host consumes it until one is put there "
+                     "(a consumer that reads it by its key aside)",
+                     o->name, o->key);
+  free(o);
+}
+
+static void look_at_owner(durable_mesh_t *mesh, const publish_t *p) {
+  owner_look_t *o = malloc(sizeof(*o));
+  if (o == NULL)
+    return; /* a warning lost, nothing else */
+  durable_stream_id_t id = {.ns = p->ns, .key = p->key};
+  o->mesh = mesh;
+  snprintf(o->name, sizeof o->name, "%s", durable__stream_name(&id).text);
+  snprintf(o->key, sizeof o->key, "%s", p->key);
+  if (durable_store_exists(durable_mesh_store(mesh),
+                           durable_mesh_principal(mesh), p->key, on_owner, o,
+                           NULL) < 0)
+    free(o);
+}
+
 static void on_ensured(const durable_result_t *res, void *data) {
   lane_t *lane = data;
   lane->ensuring = 0;
@@ -261,6 +297,11 @@ static void on_ensured(const durable_result_t *res, void *data) {
     fail_ready(lane, res->status, res->message);
     return;
   }
+  struct durable__queue *q = durable__queue_head(&lane->waiting);
+  publish_t *head =
+      q != &lane->waiting ? DURABLE__QUEUE_DATA(q, publish_t, link) : NULL;
+  if (res->status == 0 && head && !head->no_owner) /* made now */
+    look_at_owner(lane->mesh, head);
   durable__directory_mark(lane->mesh, lane->path);
   pump(lane);
 }
@@ -458,7 +499,10 @@ int durable_stream_publish_with(durable_hub_t *hub,
   if (p == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   char *at = (char *)(p + 1);
-  *p = (publish_t){.mesh = mesh, .cb = cb, .data = data};
+  *p = (publish_t){.mesh = mesh,
+                   .cb = cb,
+                   .data = data,
+                   .no_owner = options && options->no_owner};
   p->ns = put_text(&at, id->ns);
   p->key = put_text(&at, id->key);
   p->path = put_text(&at, path);

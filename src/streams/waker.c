@@ -39,17 +39,21 @@ typedef struct {
   durable_mesh_t *mesh;
   char *family;
   char *key;
-  char *group; /* NULL: the stream's own lease */
+  char *group;     /* NULL: the stream's own lease */
+  char *path;      /* the lease's node */
+  int64_t waiting; /* its items waiting */
 } wake_t;
 
 static void wake_free(wake_t *w) {
   free(w->family);
   free(w->key);
   free(w->group);
+  free(w->path);
   free(w);
 }
 
 static void look_lost(durable_mesh_t *mesh, int code, int at_start);
+static void say_unwoken(wake_t *w, const char *reason);
 
 /* A wake that could not be made (the owner unreadable, its post failed):
  * the next round looks again. */
@@ -61,16 +65,31 @@ static void on_woken(durable__wake_outcome_t outcome, void *data) {
 
 static void on_owner_read(const durable_result_t *res, void *data) {
   wake_t *w = data;
+  char reason[DURABLE_PATH_MAX * 2 + 160];
   if (res->status == 0 &&
       durable__consumed_has(w->mesh, res->node->node_type, w->family)) {
+    say_unwoken(w, NULL);
     durable_stream_id_t id = {w->family, w->key};
     int rc = durable__wake_owner(w->mesh, &id, w->group, on_woken, w->mesh);
     if (rc < 0)
       look_lost(w->mesh, rc, 0);
-  } else if (res->status < 0 && res->status != DURABLE_ENOTFOUND) {
+  } else if (res->status == DURABLE_ENOTFOUND) {
+    snprintf(reason, sizeof reason,
+             "there is no node at %s, its owner (put one there, of a "
+             "NodeType whose plugin consumes %s)",
+             w->key, w->family);
+    say_unwoken(w, reason);
+  } else if (res->status == 0) {
+    snprintf(reason, sizeof reason,
+             "its owner %s is a%s %s, and no plugin of this host declares "
+             "a consumer of %s for that NodeType",
+             w->key, *res->node->node_type ? "" : " node of no NodeType",
+             *res->node->node_type ? res->node->node_type : "", w->family);
+    say_unwoken(w, reason);
+  } else {
     look_lost(w->mesh, res->status, 0); /* unreadable now */
   }
-  wake_free(w); /* absent, or no consumer of that family here */
+  wake_free(w);
 }
 
 /* ---- the suspects
@@ -87,6 +106,9 @@ typedef struct {
    * the feed reports (on a slow link, one read per commit would queue up
    * without end) */
   durable__map_t looking;
+  /* lease path -> why this host cannot wake the owner of the items waiting
+   * there (malloc'ed), as last said: said again only when it changes */
+  durable__map_t told;
   /* a look that did not finish (no memory for it, a read that failed): the
    * next liveness round looks at every stream, so that nothing waits for a
    * change that may never come -- as the host's start does when that was
@@ -137,8 +159,40 @@ static void waker_free(void *data) {
   for (size_t i = 0; durable__map_next(&wk->suspects, &i, &k, &v);)
     free(v);
   durable__map_free(&wk->suspects);
+  for (size_t i = 0; durable__map_next(&wk->told, &i, &k, &v);)
+    free(v);
+  durable__map_free(&wk->told);
   durable__map_free(&wk->looking);
   free(wk);
+}
+
+/* Items wait at `w` that this host cannot have consumed, for `reason`
+ * (NULL: it can, again): said at info once per lease node and reason --
+ * at the start, and when the reason changes -- so that a stream whose
+ * owner is missing, or whose type no plugin here consumes, is not a
+ * silent backlog. */
+static void say_unwoken(wake_t *w, const char *reason) {
+  waker_t *wk = waker_of(w->mesh);
+  if (wk == NULL)
+    return;
+  char *said = durable__map_get(&wk->told, w->path);
+  if (reason == NULL || (said && strcmp(said, reason) == 0)) {
+    if (reason == NULL)
+      free(durable__map_del(&wk->told, w->path));
+    return;
+  }
+  char *copy = strdup(reason);
+  if (copy == NULL)
+    return;
+  free(durable__map_del(&wk->told, w->path));
+  if (durable__map_put(&wk->told, w->path, copy) < 0)
+    free(copy);
+  durable_mesh_log(w->mesh, DURABLE_LOG_INFO,
+                   "[DurableStreams] %s@%s%s%s: %lld item%s waiting, but this "
+                   "host cannot have them consumed: %s",
+                   w->family, w->key, w->group ? " group " : "",
+                   w->group ? w->group : "", (long long)w->waiting,
+                   w->waiting == 1 ? "" : "s", reason);
 }
 
 void durable__waker_suspect(durable_mesh_t *mesh, const char *stream_path,
@@ -151,6 +205,11 @@ void durable__waker_suspect(durable_mesh_t *mesh, const char *stream_path,
 /* ---- looking at one stream
  * ------------------------------------------------------ */
 
+/* The items waiting for the lease `s` of a stream whose last is `last`. */
+static int64_t backlog(const durable__stream_state_t *s, int64_t last) {
+  return last > s->checkpoint ? last - s->checkpoint : 0;
+}
+
 static void consider_groups(durable_mesh_t *mesh,
                             const durable__stream_state_t *stream,
                             const char *stream_path, int at_start,
@@ -159,7 +218,7 @@ static void consider_groups(durable_mesh_t *mesh,
 /* The lease `s` (of the node at `path`: a stream's own, or a consumer
  * group's) with `waiting` items: wake the owner if nobody holds it. */
 static void consider_lease(durable_mesh_t *mesh, const char *path,
-                           const durable__stream_state_t *s, int waiting,
+                           const durable__stream_state_t *s, int64_t waiting,
                            int at_start, const char *gone) {
   waker_t *wk = waker_of(mesh);
   const char *here = durable_store_instance(durable_mesh_store(mesh));
@@ -178,7 +237,9 @@ static void consider_lease(durable_mesh_t *mesh, const char *path,
     wake_t *w = calloc(1, sizeof(*w));
     durable_error_t err = {0};
     if (w && (w->family = strdup(s->ns)) && (w->key = strdup(s->key)) &&
+        (w->path = strdup(path)) &&
         (s->group == NULL || (w->group = strdup(s->group)))) {
+      w->waiting = waiting;
       w->mesh = mesh;
       /* read the owner first: only a NodeType served here is activated */
       if (durable_store_get(durable_mesh_store(mesh),
@@ -230,7 +291,7 @@ static void consider(durable_mesh_t *mesh, const durable_node_t *node,
     /* groups may hold it: they decide, and their absence wakes */
     consider_groups(mesh, &s, node->path, at_start, gone);
   } else {
-    consider_lease(mesh, node->path, &s, durable__lease_waiting(&s), at_start,
+    consider_lease(mesh, node->path, &s, backlog(&s, s.last_sequence), at_start,
                    gone);
     if (durable__grouped_has(mesh, s.ns))
       consider_groups(mesh, &s, node->path, at_start, gone);
@@ -272,7 +333,7 @@ static void one_group(durable_mesh_t *mesh,
     return;
   }
   durable__group_seen(mesh, node->path, &g, node->version);
-  consider_lease(mesh, node->path, &g, stream->last_sequence > g.checkpoint,
+  consider_lease(mesh, node->path, &g, backlog(&g, stream->last_sequence),
                  at_start, gone);
   durable__state_free(&g);
 }
@@ -291,7 +352,8 @@ static void on_groups(const durable_result_t *res, void *data) {
      * consumers make their groups once they claim */
     if (g->groups == 0 && g->stream.lease_epoch == 0)
       consider_lease(g->mesh, g->path, &g->stream,
-                     durable__lease_waiting(&g->stream), g->at_start, g->gone);
+                     backlog(&g->stream, g->stream.last_sequence), g->at_start,
+                     g->gone);
   }
   durable_hub_unref(durable__mesh_reads_hub(g->mesh));
   groups_look_free(g);

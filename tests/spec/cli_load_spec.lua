@@ -13,6 +13,7 @@ describe("durable publish - (" .. cmd.KIND .. ")", function()
   before_each(function()
     cmd.begin("loadspec")
     KEY = cmd.ns .. "/doc"
+    assert.equal(0, (run{ "put", KEY, "Doc", "{}" })) -- the stream's owner
   end)
   after_each(cmd.finish)
 
@@ -59,7 +60,8 @@ describe("durable publish - (" .. cmd.KIND .. ")", function()
   it("stops at a bad line, naming it, with the lines before it appended and none after", function()
     for _, bad in ipairs { "{oops", "null", '"', "[1," } do
       local ns = cmd.ns .. "/" .. #bad
-      local code, out, err = run{ "publish", "Log", ns, "-", stdin = lines(1, 40) .. bad .. "\n" .. lines(41, 50) }
+      local code, out, err = run{ "publish", "Log", ns, "-", "--no-owner",
+        stdin = lines(1, 40) .. bad .. "\n" .. lines(41, 50) }
       assert.equal(1, code, err)
       assert.equal("", out)
       assert.matches("^durable: publish: line 41: .*; the lines before it were appended, none after\n$", err)
@@ -69,7 +71,8 @@ describe("durable publish - (" .. cmd.KIND .. ")", function()
       for i = 1, 40 do assert.equal(i, got[i].i) end
     end
     -- a line without its id field
-    local code, _, err = run{ "publish", "Log", KEY, "-", "--id-field", "id", stdin = '{"i":1}\n' }
+    local code, _, err = run{ "publish", "Log", KEY, "-", "--id-field", "id", "--no-owner",
+      stdin = '{"i":1}\n' }
     assert.equal(1, code)
     assert.matches("line 1: it has no field 'id' that is a string or an integer", err, 1, true)
   end)

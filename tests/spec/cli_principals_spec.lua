@@ -92,7 +92,7 @@ describe("durable --as (" .. cmd.KIND .. ")", function()
 
     ok { "grant", alice, doc, "write" }
     assert.equal("1\n", ok { "--as", alice, "publish", "Log", doc, '{"n":1}' })
-    assert.equal("1\n", ok { "publish", "Log", other, '{"n":1}' })
+    assert.equal("1\n", ok { "publish", "Log", other, '{"n":1}', "--no-owner" })
     code, _, err = run { "--as", alice, "read", "Log", doc }
     assert.equal(1, code)
     assert.truthy(err:find("may not read", 1, true), err)

@@ -1,7 +1,9 @@
 -- first_hour_spec.lua: what a new user meets first, from the user's side --
 -- the command run in the wrong folder, a plugin that calls os.exit, a
--- folder given as a plugin.
+-- folder given as a plugin, a publish to an owner that is not there, a
+-- host with items it cannot have consumed.
 local cmd = require "command"
+local helper = require "helper"
 
 describe("a new user's first hour (" .. cmd.KIND .. ")", function()
   before_each(function() cmd.begin("firsthour") end)
@@ -64,14 +66,84 @@ describe("a new user's first hour (" .. cmd.KIND .. ")", function()
     assert.is_true(cmd.running(host))
   end)
 
+  it("has a host say once why items wait for an owner it cannot activate", function()
+    local nobody, other = cmd.ns .. "/nobody", cmd.ns .. "/other"
+    assert.equal(0, (cmd.run { "put", other, "Other", "{}" }))
+    for _, owner in ipairs { nobody, other } do
+      for i = 1, 2 do
+        assert.equal(0, (cmd.run { "publish", "Probe", owner, '{"i":' .. i .. "}", "--no-owner" }))
+      end
+    end
+    local host = cmd.host("tests/spec/fixtures/processes.lua", { DURABLE_MP_LOG = cmd.tmpname() })
+    local function said(text)
+      local n = 0
+      for line in (cmd.read_file(host.err) or ""):gmatch("[^\n]+") do
+        if line:find(text, 1, true) then n = n + 1 end
+      end
+      return n
+    end
+    local absent = ("Probe@%s: 2 items waiting, but this host cannot have them consumed: "
+      .. "there is no node at %s, its owner"):format(nobody, nobody)
+    local foreign = ("Probe@%s: 2 items waiting, but this host cannot have them consumed: "
+      .. "its owner %s is a Other, and no plugin of this host declares a consumer of Probe"):format(other, other)
+    assert.truthy(cmd.wait_for(function() return said(absent) == 1 and said(foreign) == 1 end, 15),
+      cmd.read_file(host.err))
+    -- another append is no news: said once per stream until the reason changes
+    assert.equal(0, (cmd.run { "publish", "Probe", nobody, '{"i":3}', "--no-owner" }))
+    cmd.sleep("1.5")
+    assert.equal(1, said("Probe@" .. nobody .. ": "))
+    assert.equal(1, said(foreign))
+  end)
+
   it("says a folder given as a plugin is one", function()
     local dir = cmd.tmpname()
     os.remove(dir)
     assert.is_true(os.execute("mkdir " .. cmd.quote(dir)) == true)
     local code, _, err = cmd.run { "run", dir }
     assert.equal(1, code)
-    assert.equal(("durable: run: plugin '%s' is a folder: name the plugin's file in it "
-      .. "(durable run %s/NAME.lua)\n"):format(dir, dir), err)
+    assert.equal(("durable: run: plugin '%s' is not a regular file (a directory): name the "
+      .. "plugin's file in that folder (durable run %s/NAME.lua)\n"):format(dir, dir), err)
     os.execute("rmdir " .. cmd.quote(dir))
+  end)
+
+  describe("a publish from Lua to an owner that is not there", function()
+    helper.each()
+
+    it("warns once when a publish makes a stream whose owner has no node", function()
+      local mesh = helper.open {}
+      local hub = mesh:hub("client/" .. cmd.ns)
+      local owner = cmd.ns .. "/typo"
+      helper.ok(hub:publish_durable({ namespace = "Ledger", key = owner }, { n = 1 }))
+      helper.ok(hub:publish_durable({ namespace = "Ledger", key = owner }, { n = 2 }))
+      helper.run_until(mesh, function() return #helper.log_lines("no host consumes it") >= 1 end)
+      assert.equal(1, #helper.log_lines(("there is no node at %s, its owner"):format(owner)))
+      -- said it means it: nothing said
+      helper.ok(hub:publish_durable({ namespace = "Ledger", key = owner .. "2" }, { n = 1 }, { no_owner = true }))
+      mesh:run_until(function() return false end, 200)
+      assert.equal(0, #helper.log_lines(("there is no node at %s2"):format(owner)))
+    end)
+  end)
+
+  it("refuses durable publish to an owner that is not there, unless --no-owner", function()
+    local owner = cmd.ns .. "/dco"
+    local code, out, err = cmd.run { "publish", "DocumentLog", owner, '{"text":"typo"}' }
+    assert.equal(1, code)
+    assert.equal("", out)
+    assert.equal(("durable: publish: no node at '%s', the owner of DocumentLog@%s: no host would "
+      .. "consume what is published there (a typo in the key or the family?); make the owner "
+      .. "first (durable put %s TYPE '{}'), or give --no-owner to publish anyway\n")
+      :format(owner, owner, owner), err)
+    code = cmd.run { "get", "@" .. owner .. "/_DurableStream/DocumentLog" }
+    assert.equal(1, code, "nothing was made")
+    code, out, err = cmd.run { "publish", "DocumentLog", owner, '{"text":"meant"}', "--no-owner" }
+    assert.equal(0, code, err)
+    assert.equal("1\n", out)
+    code, out, err = cmd.run { "publish", "DocumentLog", owner, "-", stdin = '{"text":"x"}\n' }
+    assert.equal(1, code)
+    assert.matches("no node at '" .. owner .. "'", err, 1, true)
+    assert.equal(0, (cmd.run { "put", owner, "Document", "{}" }))
+    code, out, err = cmd.run { "publish", "DocumentLog", owner, '{"text":"now"}' }
+    assert.equal(0, code, err)
+    assert.equal("2\n", out)
   end)
 end)

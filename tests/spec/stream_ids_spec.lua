@@ -199,6 +199,7 @@ describe("durable publish --id", function()
 
   it("prints the same sequence for the same id and appends once", function()
     local key = cmd.ns .. "/doc"
+    assert.equal(0, (cmd.run { "put", key, "Doc", "{}" }))
     local code, out, err = cmd.run { "publish", "--id", "msg-1", "Ids", key, '{"text":"hi"}' }
     assert.equal(0, code, err)
     assert.equal("1\n", out)
