@@ -98,22 +98,48 @@ static void lease_lost(durable__consumer_t *c) {
   claim(c);
 }
 
-static void backoff(durable__consumer_t *c, int64_t seq, const char *why) {
+/* A handler's message in a retried item's line: what the turn's failure
+ * says after the stream and item the line names already ("... item 7
+ * failed " dropped: "(EFAILED): plugin.lua:12: boom"), cut to WHY_MAX
+ * bytes (failure.c) -- the line stays about 200 characters with a short
+ * message, and never runs on with a traceback; the whole
+ * message is in the failure record, which `durable streams` shows. */
+#define WHY_MAX 160
+
+static const char *handler_said(const char *why, char *buf, size_t size) {
+  const char *own = strstr(why, " failed (");
+  if (strncmp(why, "Durable stream ", 15) != 0 || own == NULL)
+    return why; /* the runtime's own words (an item it could not read) */
+  return durable__failure_cut(own + 8, WHY_MAX, buf, size);
+}
+
+/* A backoff after a failure at item `seq` (0: none), the `attempts`-th in a
+ * row of that item when it is the item's own failure (0: another's). */
+static void backoff(durable__consumer_t *c, int64_t seq, int attempts,
+                    const char *why) {
   durable_stream_options_t o = durable__stream_options(c->mesh);
   uint64_t delay =
       durable__backoff_ms(c->attempt, o.backoff_min_ms, o.backoff_max_ms);
   c->attempt++;
   c->flags &= ~DURABLE__CONSUMER_STORE_BACKOFF;
   durable__stream_name_t n;
-  char at[48] = "";
-  if (seq > 0)
+  char at[64] = "", shorter[WHY_MAX + 8];
+  if (seq > 0 && attempts > 0)
+    snprintf(at, sizeof at, " at item %lld, attempt %d", (long long)seq,
+             attempts);
+  else if (seq > 0)
     snprintf(at, sizeof at, " at item %lld", (long long)seq);
+  const char *hub = durable__consumer_hub_name(c);
+  const char *name = durable__consumer_name(c, &n);
+  /* a handler's message is shortened; another failure's (the store's, a
+   * denial) says all of what went wrong */
+  if (attempts > 0 && why)
+    why = handler_said(why, shorter, sizeof shorter);
   durable_mesh_log(c->mesh, DURABLE_LOG_ERROR,
                    "Durable stream consumer %s stopped on %s%s (%s); the item "
                    "was NOT acknowledged and is retried from the checkpoint "
                    "in %llu ms",
-                   durable__consumer_hub_name(c), durable__consumer_name(c, &n),
-                   at, why, (unsigned long long)delay);
+                   hub, name, at, why, (unsigned long long)delay);
   c->state = DURABLE__CONSUMER_BACKOFF;
   c->gen++;
   durable__consumer_arm(c, c->msg_retry, (uint32_t)delay);
@@ -149,7 +175,7 @@ static void on_dead_lettered(durable__consumer_t *c, int64_t seq,
                              durable__letter_outcome_t outcome,
                              const char *why) {
   if (outcome == DURABLE__LETTER_FAILED) {
-    backoff(c, seq, why);
+    backoff(c, seq, 0, why);
   } else if (outcome == DURABLE__LETTER_MOVED) {
     acked(c, seq);
     start_pulling(c);
@@ -171,7 +197,13 @@ static void after_failure_counted(durable__consumer_t *c, int64_t seq,
     durable__dead_letter(c, seq, why, payload, appended_at, on_dead_lettered);
     return;
   }
-  backoff(c, seq, why);
+  backoff(c, seq, c->failed_times, why);
+  if (c->cfg.max_attempts <= 0) {
+    durable__stream_name_t n;
+    durable__failure_ways_out(c->mesh, durable__consumer_hub_name(c),
+                              durable__consumer_name(c, &n), c->ns, c->key,
+                              c->group, seq, c->failed_times);
+  }
 }
 
 /* A failed item's record on its way to the store (failure.c). */
@@ -212,7 +244,7 @@ static void fail_item(durable__consumer_t *c, int64_t seq, const char *why,
     c->failed_times = 1;
   }
   if (!durable__consumer_consuming(c)) {
-    backoff(c, seq, why);
+    backoff(c, seq, c->failed_times, why);
     return;
   }
   /* record it for `durable streams` and for a later process's count, and
@@ -246,7 +278,7 @@ static void failure(durable__consumer_t *c, int64_t seq, const char *why) {
   durable__consumer_stop_reading(c);
   if (durable__consumer_leaving(c))
     return;
-  backoff(c, seq, why);
+  backoff(c, seq, 0, why);
   c->flags |= DURABLE__CONSUMER_STORE_BACKOFF;
 }
 
@@ -426,7 +458,7 @@ static void turn_done(durable__consumer_t *c, const durable_response_t *res,
         c);                   /* the hub is leaving: the release follows */
   } else if (t->ack_failed) { /* the store's fault, not the item's */
     durable__consumer_stop_reading(c);
-    backoff(c, t->first, res->message);
+    backoff(c, t->first, 0, res->message);
     c->flags |= DURABLE__CONSUMER_STORE_BACKOFF;
   } else if (t->count > 1) {
     batch_failed(c, t, res->message);

@@ -51,13 +51,19 @@ static void on_dead_letter_acked(const durable_response_t *res, void *data) {
     d->base.outbox = NULL;
     durable__stream_count(c->mesh, c->ns, c->key, c->group,
                           DURABLE__COUNT_DEAD_LETTERED, 1);
+    char group[DURABLE_GROUP_MAX + 16] = "";
+    if (c->group)
+      snprintf(group, sizeof group, " --group %s", c->group);
     durable_mesh_log(c->mesh, DURABLE_LOG_WARN,
                      "Durable stream consumer %s: item %lld of %s failed "
                      "%d times (%s); moved to the dead letters %s" DEAD_SUFFIX
-                     "%s%s@%s and acknowledged",
+                     "%s%s@%s and acknowledged; `durable dead %s %s%s` shows "
+                     "it, `durable requeue %s %s %lld%s` appends it again",
                      durable__consumer_hub_name(c), (long long)d->base.seq,
                      durable__consumer_name(c, &n), d->attempts, d->why, c->ns,
-                     c->group ? "." : "", c->group ? c->group : "", c->key);
+                     c->group ? "." : "", c->group ? c->group : "", c->key,
+                     c->ns, c->key, group, c->ns, c->key,
+                     (long long)d->base.seq, group);
   }
   if (current) {
     if (res->status < 0) {

@@ -153,3 +153,36 @@ void durable__failure_clear(durable_store_t *store, const char *stream_path) {
   if (failure_path(stream_path, path, sizeof path) == 0)
     durable_store_delete(store, path, on_cleared, NULL, &err);
 }
+
+/* ---- what the log says of a failing item ---------------------------- */
+
+const char *durable__failure_cut(const char *why, size_t max, char *buf,
+                                 size_t size) {
+  size_t n = strlen(why);
+  if (n <= max || max < 4 || max + 1 > size)
+    return why;
+  n = max - 3;
+  while (n > 0 && ((unsigned char)why[n] & 0xC0) == 0x80)
+    n--; /* not inside a UTF-8 sequence */
+  snprintf(buf, size, "%.*s...", (int)n, why);
+  return buf;
+}
+
+void durable__failure_ways_out(durable_mesh_t *mesh, const char *hub,
+                               const char *name, const char *ns,
+                               const char *key, const char *group, int64_t seq,
+                               int times) {
+  if (times <= 0 || times % DURABLE__WAYS_OUT_EVERY != 0)
+    return;
+  char by_group[DURABLE_GROUP_MAX + 16] = "";
+  if (group)
+    snprintf(by_group, sizeof by_group, " --group %s", group);
+  durable_mesh_log(mesh, DURABLE_LOG_WARN,
+                   "Durable stream consumer %s: item %lld of %s has failed %d "
+                   "times in a row and is retried for ever; the ways out: fix "
+                   "the handler (the next try takes it), `durable seek %s %s "
+                   "--to %lld%s` skips it, or max_attempts moves it to the "
+                   "dead letters (`durable dead`, `durable requeue`)",
+                   hub, (long long)seq, name, times, ns, key, (long long)seq,
+                   by_group);
+}

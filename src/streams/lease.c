@@ -77,7 +77,7 @@ static const char *of_last(const durable__stream_state_t *s, const char *sep,
 void durable__lease_log_granted(durable_mesh_t *mesh,
                                 const durable__stream_state_t *s,
                                 const char *from, const char *from_instance,
-                                uint32_t probe_ms) {
+                                uint32_t probe_ms, int again) {
   durable__stream_name_t name = lease_name(s);
   char last[40];
   if (from && from_instance)
@@ -97,7 +97,7 @@ void durable__lease_log_granted(durable_mesh_t *mesh,
         name.text, s->subscriber, from, probe_ms, (long long)s->checkpoint,
         (long long)s->lease_epoch);
   else
-    durable_mesh_log(mesh, DURABLE_LOG_INFO,
+    durable_mesh_log(mesh, again ? DURABLE_LOG_DEBUG : DURABLE_LOG_INFO,
                      "[DurableStreams] %s: lease granted to %s (epoch %lld, "
                      "checkpoint %lld%s)",
                      name.text, s->subscriber, (long long)s->lease_epoch,

@@ -53,11 +53,13 @@ int durable__lease_unheld(const durable__stream_state_t *s, const char *here,
 
 /* The sentences.  A grant: a takeover from `from` (NULL: a plain grant) of
  * the process `from_instance` that is gone, or that did not answer within
- * `probe_ms`.  A release: the checkpoint the lease was let go at. */
+ * `probe_ms`; `again`: granted to the holder it was held by already (a
+ * claim again after a failure), which is no news (debug).  A release: the
+ * checkpoint the lease was let go at. */
 void durable__lease_log_granted(durable_mesh_t *mesh,
                                 const durable__stream_state_t *s,
                                 const char *from, const char *from_instance,
-                                uint32_t probe_ms);
+                                uint32_t probe_ms, int again);
 void durable__lease_log_released(durable_mesh_t *mesh,
                                  const durable__stream_state_t *s);
 

@@ -302,6 +302,20 @@ int durable__failure_record(durable_store_t *store, const char *stream_path,
                             durable_error_t *err);
 /* Delete the record (none there is fine; nothing waits for it). */
 void durable__failure_clear(durable_store_t *store, const char *stream_path);
+/* A handler's message cut to `max` bytes at a character's boundary
+ * (ending "...") into `buf`, or `why` itself when it fits: a retried
+ * item's log line stays short, the whole message is in its record. */
+const char *durable__failure_cut(const char *why, size_t max, char *buf,
+                                 size_t size);
+/* Without max_attempts a failing item is retried for ever: every
+ * DURABLE__WAYS_OUT_EVERY failures in a row (`times`), one line of the
+ * consumer `hub` of stream `name` says how it ends (fix, seek, the dead
+ * letters). */
+#define DURABLE__WAYS_OUT_EVERY 10
+void durable__failure_ways_out(durable_mesh_t *mesh, const char *hub,
+                               const char *name, const char *ns,
+                               const char *key, const char *group, int64_t seq,
+                               int times);
 
 /* directory.c: the producer's directory of ensured streams. */
 int durable__directory_has(durable_mesh_t *mesh, const char *stream_path);

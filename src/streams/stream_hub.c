@@ -382,7 +382,8 @@ static void granted(durable__shub_t *sh, const durable_result_t *res) {
     return;
   const durable__stream_state_t *s = &sh->state;
   durable__lease_log_granted(sh->mesh, s, sh->holder, sh->holder_instance,
-                             durable__stream_options(sh->mesh).holder_probe_ms);
+                             durable__stream_options(sh->mesh).holder_probe_ms,
+                             (sh->flags & DURABLE__SHUB_REGRANT) != 0);
   sh->flags &= ~DURABLE__SHUB_WOKEN; /* a new lease period */
   if (sh->group)
     durable__shub_group_changed(sh, 0);
@@ -500,9 +501,16 @@ static void run_claim(durable__shub_t *sh) {
   durable__claim_t meets = durable__lease_claim(
       s, durable__shub_head(sh)->req->subscriber, here(sh));
   if (meets == DURABLE__CLAIM_GRANT) {
+    /* its holder claiming again (after a failure's backoff): no news */
+    if (s->subscriber &&
+        strcmp(s->subscriber, durable__shub_head(sh)->req->subscriber) == 0)
+      sh->flags |= DURABLE__SHUB_REGRANT;
+    else
+      sh->flags &= ~DURABLE__SHUB_REGRANT;
     grant(sh);
     return;
   }
+  sh->flags &= ~DURABLE__SHUB_REGRANT;
   int local = meets == DURABLE__CLAIM_PING_HOLDER;
   /* held by another process as this hub last knew it: that process's
    * release never passed through here -- read the lease as stored first */

@@ -92,7 +92,9 @@ enum {
   /* a stream's hub: sh->groups was listed (in this activation), or the
    * listing is out */
   DURABLE__SHUB_GROUPS_LISTED = 1 << 8,
-  DURABLE__SHUB_GROUPS_LISTING = 1 << 9
+  DURABLE__SHUB_GROUPS_LISTING = 1 << 9,
+  /* the claim in flight is its holder's claim again */
+  DURABLE__SHUB_REGRANT = 1 << 10
 };
 
 /* What a stream's hub knows of one of the stream's consumer groups, as last

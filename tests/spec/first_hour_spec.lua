@@ -1,7 +1,8 @@
 -- first_hour_spec.lua: what a new user meets first, from the user's side --
 -- the command run in the wrong folder, a plugin that calls os.exit, a
 -- folder given as a plugin, a publish to an owner that is not there, a
--- host with items it cannot have consumed.
+-- host with items it cannot have consumed, the lines of a failing
+-- handler.
 local cmd = require "command"
 local helper = require "helper"
 
@@ -104,6 +105,59 @@ describe("a new user's first hour (" .. cmd.KIND .. ")", function()
     assert.equal(("durable: run: plugin '%s' is not a regular file (a directory): name the "
       .. "plugin's file in that folder (durable run %s/NAME.lua)\n"):format(dir, dir), err)
     os.execute("rmdir " .. cmd.quote(dir))
+  end)
+
+  describe("a failing handler", function()
+    helper.each()
+
+    it("logs one short line per attempt, no lease line per retry, and says the ways out", function()
+      local mesh = helper.open { streams = { backoff_min_ms = 5, backoff_max_ms = 10 } }
+      local owner = cmd.ns .. "/acct"
+      local hub = mesh:hub("client/" .. cmd.ns)
+      helper.ok(hub:publish_durable({ namespace = "Ledger", key = owner }, { n = 1 }, { no_owner = true }))
+      local tries = 0
+      assert(hub:consume { namespace = "Ledger", key = function() return owner end,
+        handler = function()
+          tries = tries + 1
+          error("overdraft: balance 10 < 30")
+        end })
+      helper.run_until(mesh, function() return tries >= 11 end)
+      local lines = helper.log_lines("was NOT acknowledged")
+      assert.is_true(#lines >= 10)
+      for i = 1, 10 do
+        local line = lines[i]:gsub("^error ", "")
+        assert.matches(("at item 1, attempt %d "):format(i), line, 1, true)
+        assert.matches("overdraft: balance 10 < 30", line, 1, true)
+        assert.matches("retried from the checkpoint in", line, 1, true)
+        -- about 200 characters besides the hub and the stream it names
+        -- (a short message, with its file and line: nothing is cut)
+        local rest = #line - #("client/" .. cmd.ns) - #("Ledger@" .. owner)
+        assert.is_true(rest <= 210, rest .. ": " .. line)
+      end
+      -- the lease was granted once, not again at every retry
+      assert.equal(1, #helper.log_lines("Ledger@" .. owner .. ": lease granted"))
+      -- after 10 in a row, the ways out
+      local ways = helper.log_lines("has failed 10 times in a row")
+      assert.equal(1, #ways)
+      for _, way in ipairs { "durable seek Ledger " .. owner .. " --to 1", "max_attempts",
+                             "durable dead", "durable requeue" } do
+        assert.matches(way, ways[1], 1, true)
+      end
+    end)
+
+    it("names the ways back once the item is moved to the dead letters", function()
+      local mesh = helper.open { streams = { backoff_min_ms = 5, backoff_max_ms = 10 } }
+      local owner = cmd.ns .. "/acct"
+      local hub = mesh:hub("client/" .. cmd.ns)
+      helper.ok(hub:publish_durable({ namespace = "Ledger", key = owner }, { n = 1 }, { no_owner = true }))
+      assert(hub:consume { namespace = "Ledger", key = function() return owner end, max_attempts = 2,
+        handler = function() error("no") end })
+      helper.run_until(mesh, function() return #helper.log_lines("moved to the dead letters") == 1 end)
+      local line = helper.log_lines("moved to the dead letters")[1]
+      assert.matches(("`durable dead Ledger %s` shows it, `durable requeue Ledger %s 1` appends it again")
+        :format(owner, owner), line, 1, true)
+    end)
+
   end)
 
   describe("a publish from Lua to an owner that is not there", function()
