@@ -214,6 +214,80 @@ void durable__route(durable_mesh_t *mesh, durable__env_t *env) {
   mesh->activate(mesh, hub);
 }
 
+/* ---- a principal's messages ------------------------------------------------
+ *
+ * A mesh acting as a principal reaches a node's hub by a request or a post
+ * only where it may read the node, as durable_mesh_activate: asked of the
+ * store first, so that a denied one activates nothing and learns nothing --
+ * not whether a node is there, not its type -- whether or not the hub is
+ * active here.  The runtime's own messages (its read-issuing hub's, typed
+ * bodies, a hub's to itself) were checked where they were made, and pass;
+ * the stream protocol ("durable.") is never a principal's to send. */
+
+typedef struct {
+  durable_mesh_t *mesh;
+  durable__env_t *env;
+} gate_t;
+
+static void refuse_why(durable_mesh_t *mesh, durable__env_t *env, int status,
+                       const char *why) {
+  if (env->kind == ENV_REQUEST) {
+    durable__answer(mesh, env->request_id, status, NULL, NULL, why);
+  } else {
+    durable_mesh_log(mesh, DURABLE_LOG_WARN,
+                     "[Hubs] the post of '%s' from '%s' to '%s' was refused: "
+                     "%s",
+                     env->type, env->sender, env->target, why);
+  }
+  durable__env_free(env);
+}
+
+static void on_gate(const durable_result_t *res, void *data) {
+  gate_t *g = data;
+  durable_mesh_t *mesh = g->mesh;
+  durable__env_t *env = g->env;
+  free(g);
+  if (res->status == 0 && !mesh->closing)
+    durable__route(mesh, env);
+  else if (res->status == 0)
+    refuse_why(mesh, env, DURABLE_ESHUTDOWN, "the mesh is closing");
+  else
+    refuse_why(mesh, env, res->status, res->message);
+}
+
+static void route_from(durable_hub_t *from, durable__env_t *env) {
+  durable_mesh_t *mesh = from->mesh;
+  /* (and a hub's message to itself: a consumer's turn, a timer's) */
+  if (mesh->principal == NULL || from == mesh->reads || env->body != NULL ||
+      strcmp(env->target, from->address) == 0) {
+    durable__route(mesh, env);
+    return;
+  }
+  if (strncmp(env->type, DURABLE__RESERVED_PREFIX,
+              strlen(DURABLE__RESERVED_PREFIX)) == 0) {
+    /* the runtime's protocol: never a principal's, whatever it may read */
+    char why[2 * DURABLE_PATH_MAX + 256];
+    snprintf(why, sizeof why,
+             "principal '%s' may not send '%s' to '%s': the stream protocol "
+             "is the runtime's (publish and consume instead)",
+             mesh->principal, env->type, env->target);
+    refuse_why(mesh, env, DURABLE_EACCES, why);
+    return;
+  }
+  gate_t *g = malloc(sizeof(*g));
+  durable_error_t err = {0};
+  if (g == NULL) {
+    refuse_why(mesh, env, DURABLE_ENOMEM, "out of memory");
+    return;
+  }
+  *g = (gate_t){mesh, env};
+  if (durable__store_access(mesh->store, mesh->principal, env->target,
+                            DURABLE_GRANT_READ, on_gate, g, &err) < 0) {
+    free(g);
+    refuse_why(mesh, env, err.code, err.message);
+  }
+}
+
 static int check_send(durable_hub_t *from, const char *to, const char *type,
                       durable_error_t *err) {
   if (from == NULL || to == NULL || type == NULL || *type == '\0')
@@ -273,7 +347,7 @@ static int request(durable_hub_t *from, const char *to, const char *type,
   uint32_t ms = timeout_ms ? timeout_ms : mesh->request_timeout_ms;
   uv_timer_start(&p->timer, on_request_timeout, ms, ms);
   env->request_id = p->id;
-  durable__route(mesh, env);
+  route_from(from, env);
   return 0;
 }
 
@@ -300,7 +374,7 @@ int durable_hub_post(durable_hub_t *from, const char *to, const char *type,
       durable__env_new(ENV_POST, type, payload, from->address, to);
   if (env == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
-  durable__route(from->mesh, env);
+  route_from(from, env);
   return 0;
 }
 

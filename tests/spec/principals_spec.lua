@@ -183,6 +183,26 @@ describe("a mesh acting as a principal", function()
     assert.equal("AclDoc", assert(alice:hub(shown)).node_type)
   end)
 
+  it("reaches no node's hub it may not read by a request or a post either, node or none", function()
+    local hidden, none = ns .. "/hidden", ns .. "/none"
+    helper.ok(admin:put_node { path = hidden, node_type = "AclDoc", content = {} })
+    local client = assert(alice:hub("client/" .. ns))
+    local before = alice:stats().activations
+    denied(helper.fails(client:request(hidden, "ping"), "EACCES"), "read", hidden)
+    denied(helper.fails(client:request(none, "ping"), "EACCES"), "read", none)
+    assert(client:post(hidden, "hello", {}))
+    helper.run_until(alice, function()
+      return #helper.log_lines(("the post of 'hello' from 'client/%s' to '%s' was refused: principal '%s' "
+        .. "may not read '%s'"):format(ns, hidden, who(), hidden)) == 1
+    end)
+    assert.equal(before, alice:stats().activations, "a hub was activated")
+    assert.is_nil(helper.find(alice, hidden))
+    -- with read, the request reaches the node's hub
+    helper.ok(admin:grant(who(), hidden, "read"))
+    helper.ok(client:request(hidden, "ping"))
+    assert.is_not_nil(helper.find(alice, hidden))
+  end)
+
   it("never counts a read it may not make against an item (max_attempts): nothing is "
     .. "dead-lettered, nothing acknowledged", function()
     local owner, events = ns .. "/counted", ns .. "/events"
