@@ -878,6 +878,9 @@ static void push_counts(lua_State *L, const durable_stream_stats_t *c) {
   COUNT(dead_lettered);
   COUNT(trimmed);
   COUNT(batches);
+  if (c->group) { /* a group's: times a trim here detached it */
+    COUNT(detached);
+  }
 #undef COUNT
 }
 

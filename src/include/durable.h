@@ -1023,6 +1023,7 @@ typedef struct durable_stream_stats_s {
    * trims); a name: those of that consumer group's consumer, counted
    * apart (each group handles every item once) */
   const char *group;
+  uint64_t detached; /* a group's: times a trim here detached it */
 } durable_stream_stats_t;
 
 typedef void (*durable_stream_stats_cb)(const durable_stream_id_t *stream,

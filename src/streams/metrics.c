@@ -142,6 +142,7 @@ static void on_counted(const durable_stream_id_t *id,
   f->counts.dead_lettered += c->dead_lettered;
   f->counts.trimmed += c->trimmed;
   f->counts.batches += c->batches;
+  f->counts.detached += c->detached;
 }
 
 static void add_counted_family(const durable_stream_id_t *id,
@@ -242,6 +243,10 @@ static void put_text(scrape_t *s, FILE *out) {
                     "Batches a batch handler of this process handled and "
                     "acknowledged.",
                     COUNT(batches), V_UINT);
+  put_family_metric(out, s, "durable_stream_detached_total", "counter",
+                    "Consumer groups a trim of this process detached (they "
+                    "stopped holding trims back).",
+                    COUNT(detached), V_UINT);
   durable_mesh_stats_t ms;
   durable_mesh_stats(s->m->mesh, &ms);
   put_one(out, "durable_active_hubs", "gauge", "Hubs active in this mesh.",

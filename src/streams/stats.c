@@ -87,6 +87,9 @@ void durable__stream_count(durable_mesh_t *mesh, const char *ns,
   case DURABLE__COUNT_BATCHES:
     s->batches += n;
     break;
+  case DURABLE__COUNT_DETACHED:
+    s->detached += n;
+    break;
   }
 }
 

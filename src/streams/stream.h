@@ -261,7 +261,8 @@ typedef enum {
   DURABLE__COUNT_FAILED,
   DURABLE__COUNT_DEAD_LETTERED,
   DURABLE__COUNT_TRIMMED,
-  DURABLE__COUNT_BATCHES
+  DURABLE__COUNT_BATCHES,
+  DURABLE__COUNT_DETACHED
 } durable__count_t;
 /* Counts are the stream's own, or with `group` its consumer group's. */
 void durable__stream_count(durable_mesh_t *mesh, const char *ns,

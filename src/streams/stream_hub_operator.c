@@ -325,6 +325,8 @@ static void detaching_said(durable__shub_t *sh) {
                      (long long)g->state.checkpoint);
     g->state.detached_at = durable__now_ms();
     g->version = 0; /* written: the next listing has its version */
+    durable__stream_count(sh->mesh, g->state.ns, g->state.key, g->state.group,
+                          DURABLE__COUNT_DETACHED, 1);
   }
   detaching_clear(sh);
 }

@@ -275,6 +275,7 @@ describe("consumer groups", function()
     sleep(400)
     assert.equal(10, helper.ok(mesh:trim_durable(stream, 10)))
     helper.run_until(mesh, function() return #helper.log_lines("group idle DETACHED") == 1 end)
+    assert.equal(1, mesh:stats().streams["Notes@" .. owner].groups.idle.detached) -- counted
     local idle = group_node("Notes", owner, "idle").content
     assert.is_string(idle.DetachedAt)
     assert.equal(5, idle.Checkpoint) -- it keeps its checkpoint
