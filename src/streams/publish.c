@@ -277,6 +277,8 @@ static void on_owner(const durable_result_t *res, void *data) {
 }
 
 static void look_at_owner(durable_mesh_t *mesh, const publish_t *p) {
+  if (mesh->closing)
+    return; /* its store may be on its way out (the stream is made) */
   owner_look_t *o = malloc(sizeof(*o));
   if (o == NULL)
     return; /* a warning lost, nothing else */

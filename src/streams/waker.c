@@ -66,6 +66,10 @@ static void on_woken(durable__wake_outcome_t outcome, void *data) {
 static void on_owner_read(const durable_result_t *res, void *data) {
   wake_t *w = data;
   char reason[DURABLE_PATH_MAX * 2 + 160];
+  if (w->mesh->closing) { /* the next host to start looks again */
+    wake_free(w);
+    return;
+  }
   if (res->status == 0 &&
       durable__consumed_has(w->mesh, res->node->node_type, w->family)) {
     say_unwoken(w, NULL);
