@@ -30,8 +30,7 @@ static const cli_option_t streams_options[] = {
  * copied (the status lends them for its callback only, and the table is
  * printed after the last). */
 typedef struct stream_row_s {
-  char *stream;                           /* NAMESPACE@KEY */
-  char *group;                            /* a consumer group's, or NULL */
+  char *stream;                           /* NAMESPACE@KEY[#GROUP] */
   char *subscriber;                       /* NULL for none */
   char orphaned_at[DURABLE_ISO_TIME_MAX]; /* "-" for none */
   char *last_error;                       /* NULL for none */
@@ -50,17 +49,20 @@ typedef struct streams_state_s {
 
 static void row_free(stream_row_t *r) {
   free(r->stream);
-  free(r->group);
   free(r->subscriber);
   free(r->last_error);
 }
 
-/* "NAMESPACE@KEY" (malloc'ed), or NULL. */
-static char *stream_name(const durable_stream_status_t *status) {
-  size_t n = strlen(status->stream.ns) + strlen(status->stream.key) + 2;
+/* "NAMESPACE@KEY" (malloc'ed), with `group` "NAMESPACE@KEY#GROUP", or
+ * NULL. */
+static char *stream_name(const durable_stream_status_t *status, int group) {
+  const char *g = group ? status->group : NULL;
+  size_t n = strlen(status->stream.ns) + strlen(status->stream.key) + 3 +
+             (g ? strlen(g) : 0);
   char *name = malloc(n);
   if (name)
-    snprintf(name, n, "%s@%s", status->stream.ns, status->stream.key);
+    snprintf(name, n, "%s@%s%s%s", status->stream.ns, status->stream.key,
+             g ? "#" : "", g ? g : "");
   return name;
 }
 
@@ -181,16 +183,15 @@ static void put_cell(FILE *out, const char *text) {
     fputc(*p == '\n' || *p == '\r' || *p == '\t' ? ' ' : *p, out);
 }
 
-/* A group's row names its group (GROUP, a column only when there is one). */
+/* A consumer group's row names its stream and group, NAMESPACE@KEY#GROUP,
+ * in the STREAM column: the columns are the same with groups or without. */
 static void print_table(const streams_state_t *st) {
   int ws = 6, wl = 4, wc = 10, wg = 3, wsub = 10, wp = 7, we = 5, wo = 6,
-      wa = 8, wd = 4, wgr = 0;
+      wa = 8, wd = 4;
   char age[32];
   for (size_t i = 0; i < st->nrows; i++) {
     const stream_row_t *r = &st->rows[i];
     ws = width(ws, r->stream);
-    if (r->group)
-      wgr = width(wgr > 5 ? wgr : 5, r->group);
     wsub = width(wsub, r->subscriber);
     wp = width(wp, r->process);
     if (digits(r->last) > wl)
@@ -208,27 +209,21 @@ static void print_table(const streams_state_t *st) {
     if (digits(r->dead_letters) > wd)
       wd = digits(r->dead_letters);
   }
-  printf("%-*s  ", ws, "STREAM");
-  if (wgr)
-    printf("%-*s  ", wgr, "GROUP");
-  printf("%*s  %*s  %*s  %*s  %-*s  %-*s  %*s  %*s  %*s  %-24s  %s\n", wl,
-         "LAST", wc, "CHECKPOINT", wg, "LAG", wo, "OLDEST", wsub, "SUBSCRIBER",
-         wp, "PROCESS", we, "EPOCH", wa, "ATTEMPTS", wd, "DEAD", "ORPHANED_AT",
-         "LAST_ERROR");
+  printf("%-*s  %*s  %*s  %*s  %*s  %-*s  %-*s  %*s  %*s  %*s  %-24s  %s\n", ws,
+         "STREAM", wl, "LAST", wc, "CHECKPOINT", wg, "LAG", wo, "OLDEST", wsub,
+         "SUBSCRIBER", wp, "PROCESS", we, "EPOCH", wa, "ATTEMPTS", wd, "DEAD",
+         "ORPHANED_AT", "LAST_ERROR");
   for (size_t i = 0; i < st->nrows; i++) {
     const stream_row_t *r = &st->rows[i];
     format_age(age, st->now, r->oldest_at);
     char attempts[16] = "-";
     if (r->attempts > 0)
       snprintf(attempts, sizeof attempts, "%d", r->attempts);
-    printf("%-*s  ", ws, r->stream);
-    if (wgr)
-      printf("%-*s  ", wgr, r->group ? r->group : "-");
-    printf("%*" PRId64 "  %*" PRId64 "  %*" PRId64
+    printf("%-*s  %*" PRId64 "  %*" PRId64 "  %*" PRId64
            "  %*s  %-*s  %-*s  %*" PRId64 "  %*s  %*" PRId64 "  %-24s  ",
-           wl, r->last, wc, r->checkpoint, wg, r->lag, wo, age, wsub,
-           r->subscriber ? r->subscriber : "-", wp, r->process, we, r->epoch,
-           wa, attempts, wd, r->dead_letters, r->orphaned_at);
+           ws, r->stream, wl, r->last, wc, r->checkpoint, wg, r->lag, wo, age,
+           wsub, r->subscriber ? r->subscriber : "-", wp, r->process, we,
+           r->epoch, wa, attempts, wd, r->dead_letters, r->orphaned_at);
     put_cell(stdout, r->last_error ? r->last_error : "-");
     putchar('\n');
   }
@@ -246,8 +241,7 @@ static int keep_row(streams_state_t *st, const durable_stream_status_t *status,
                       .oldest_at = status->oldest_appended_at,
                       .dead_letters = status->dead_letters,
                       .attempts = status->attempts};
-  if (copy_text(&row.group, status->group) < 0 ||
-      copy_text(&row.subscriber, status->subscriber) < 0 ||
+  if (copy_text(&row.subscriber, status->subscriber) < 0 ||
       copy_text(&row.last_error, status->last_error) < 0) {
     row_free(&row);
     return -1;
@@ -281,7 +275,7 @@ static void on_status(const durable_stream_status_t *status, void *data) {
   streams_state_t *st = cli->state;
   if (st->nomem)
     return;
-  char *stream = stream_name(status);
+  char *stream = stream_name(status, !st->json);
   if (stream == NULL) {
     st->nomem = 1;
     return;
@@ -358,10 +352,10 @@ const cli_command_t cli_streams_command = {
     "item per stream with a lag: never the whole backlog.  A stream's\n"
     "whole state is its node: durable get @KEY/_DurableStream/NAMESPACE.\n"
     "\n"
-    "Each consumer group follows its stream on a line of its own, with a\n"
-    "GROUP column (shown when there is a group): its CHECKPOINT, its LAG\n"
-    "(LAST - its checkpoint, exact), its OLDEST, holder, failures and dead\n"
-    "letters (NAMESPACE.dead.GROUP@KEY).  LAST_ERROR of a group behind a\n"
+    "Each consumer group follows its stream on a line of its own,\n"
+    "STREAM NAMESPACE@KEY#GROUP: its CHECKPOINT, its LAG (LAST - its\n"
+    "checkpoint, exact), its OLDEST, holder, failures and dead letters\n"
+    "(NAMESPACE.dead.GROUP@KEY).  LAST_ERROR of a group behind a\n"
     "trim names the seek that goes on.  A stream consumed only in groups\n"
     "shows no lag of its own.  A group's node is\n"
     "@KEY/_DurableStream/NAMESPACE/_DurableStreamGroup/GROUP.\n"
