@@ -208,26 +208,18 @@ describe("a PostgreSQL failover #postgres", function()
     -- a publish from the command line during the outage: with --id it
     -- waits for the store and is appended once
     local cli = helper.tmpname(".cli")
-    os.execute(("(%s publish --store %s --id cli-1 %s %s '{\"n\":1}' >%s.out 2>%s.err; "
+    os.execute(("(%s publish --no-owner --store %s --id cli-1 %s %s '{\"n\":1}' >%s.out 2>%s.err; "
       .. "echo $? >%s.rc) &"):format(helper.quote(BIN), helper.quote(c.ha), FAMILY,
       helper.quote(w.ns .. "/cli"), cli, cli, cli))
     w.run_until(function() return helper.now(mesh) - stopped >= OUTAGE_MS end, OUTAGE_MS + 5000)
     run(helper.quote(c.standby_ctl) .. " promote")
-    local promoted, since = helper.now(mesh), #helper.logs
-    w.run_until(function()
-      for i = 1, OWNERS do
-        if #helper.log_lines(("lease granted to client/%s/consumer%d "):format(w.ns, i), since) == 0 then
-          return false
-        end
-      end
-      return true
-    end, 20000)
-    local took = helper.now(mesh) - promoted
-    assert.is_true(took < 5000, ("the consumers claimed again %d ms after the promotion"):format(took))
+    -- (each consumer claims its lease again, which it already held: a
+    -- regrant, logged at debug only; the streams moving is what shows it)
+    local promoted = helper.now(mesh)
     w.producing = true
     local base = w.counts()
     w.run_until(function() return w.moved(base, 5) end, 20000)
-    took = helper.now(mesh) - promoted
+    local took = helper.now(mesh) - promoted
     assert.is_true(took < 5000, ("the streams moved again %d ms after the promotion"):format(took))
     assert.equal(1, #helper.log_lines("[Store] the server changed: now on " .. c.dir .. "/s1:"),
       "the change of server is said once: " .. table.concat(helper.logs, "\n"))
