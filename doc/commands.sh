@@ -50,8 +50,15 @@ the installed plugins (document_log, document_parts), found by name by
 the Lua half of the module;
 .I /usr/lib/lua/5.4/durable/core.so
 its C half
+.TP
+.I /usr/share/doc/durable
+the documentation: README.md, the pages under doc/ (doc/README.md lists
+them), lua/README.md, the examples under examples/, and the copyright
 [SEE ALSO]
-doc/README.md in durable's source tree, and
+/usr/share/doc/durable/README.md and /usr/share/doc/durable/doc/ (README.md
+and doc/ in durable's source tree; PREFIX/share/doc/durable after
+.BR "cmake \-\-install" ),
+and
 .BR pkg\-config (1)
 .B \-\-cflags \-\-libs durable
 for libdurable.

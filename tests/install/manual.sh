@@ -5,7 +5,9 @@
 #
 # Every command that `durable --help` lists must have its subsection in the
 # page (.SS "NAME") with its usage line as `durable NAME --help` prints it,
-# and every environment variable of `durable --help` must be in ENVIRONMENT.
+# and every environment variable of `durable --help` must be in ENVIRONMENT;
+# FILES and SEE ALSO must name /usr/share/doc/durable, where the
+# documentation is installed.
 # Commands are read from --help, so a command added later is checked too.
 set -euo pipefail
 durable=$1 page=$2
@@ -34,6 +36,12 @@ done
 env_section=$(sed -n '/^\.SH ENVIRONMENT/,/^\.SH /p' <<<"$text")
 for var in $("$durable" --help | sed -n '/^Environment:$/,/^$/p' | grep -oE '^  DURABLE_[A-Z_]+'); do
   grep -qF "$var" <<<"$env_section" || { echo "FAIL: $var is not in ENVIRONMENT"; fail=1; }
+done
+# the installed documentation: named in FILES and in SEE ALSO
+for section in FILES "SEE ALSO"; do
+  sed -n "/^\.SH \"\{0,1\}$section\"\{0,1\}\$/,/^\.SH /p" <<<"$text" |
+    grep -qF /usr/share/doc/durable ||
+    { echo "FAIL: $section does not name /usr/share/doc/durable"; fail=1; }
 done
 echo "manual page: $n commands checked"
 exit "$fail"

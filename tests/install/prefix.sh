@@ -5,7 +5,7 @@
 #   bash tests/install/prefix.sh BUILD_DIR
 #
 # Checks the layout (library, package files, manual page, completion,
-# plugins), runs the bash completion against the installed command
+# plugins, documentation), runs the bash completion against the installed command
 # (completion.sh), and hosts an installed plugin BY NAME with the installed
 # command (`durable run document_log`), which must find it in
 # PREFIX/share/durable/plugins (the host names the file it hosts).
@@ -27,8 +27,10 @@ libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$build/CMakeCache.txt")
 for f in bin/durable include/durable.h "$libdir/libdurable.so.0" "$libdir/libdurable.a" \
   "$libdir/pkgconfig/durable.pc" "$libdir/cmake/durable/durableConfig.cmake" \
   "$libdir/cmake/durable/durableConfigVersion.cmake" "$libdir/lua/5.4/durable/core.so" \
-  share/lua/5.4/durable/init.lua share/man/man1/durable.1 \
-  share/bash-completion/completions/durable share/durable/plugins/document_log.lua; do
+  share/lua/5.4/durable/init.lua share/man/man1/durable.1.gz \
+  share/bash-completion/completions/durable share/durable/plugins/document_log.lua \
+  share/doc/durable/README.md share/doc/durable/copyright share/doc/durable/doc/operations.md \
+  share/doc/durable/examples/quickstart.sh; do
   [[ -e $prefix/$f ]] || { echo "FAIL: $f is not installed"; fail=1; }
 done
 
