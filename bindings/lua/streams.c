@@ -550,8 +550,8 @@ static int m_group_delete(lua_State *L) {
   return dlua_req_submitted(L, r, rc, &err, NULL);
 }
 
-/* mesh:_trim(namespace, key, through, force, cb): cb(true, items deleted),
- * or cb(false, message, code). */
+/* mesh:_trim(namespace, key, through, force, group|nil, cb): cb(true, items
+ * deleted), or cb(false, message, code); with a group, durable_group_trim. */
 static int m_trim(lua_State *L) {
   durable_stream_id_t id;
   dlua_mesh_t *m = operated(L, &id);
@@ -559,10 +559,14 @@ static int m_trim(lua_State *L) {
     return dlua_fail(L, DURABLE_ESHUTDOWN, "the mesh is closed");
   lua_Integer through = luaL_checkinteger(L, 4);
   int force = lua_toboolean(L, 5);
-  dlua_req_t *r = dlua_req_new(L, m, 6);
+  const char *group =
+      lua_isnil(L, 6) ? NULL : dlua_check_text(L, 6, "consumer group");
+  dlua_req_t *r = dlua_req_new(L, m, 7);
   durable_error_t err = {0};
-  int rc = durable_stream_trim(m->mesh, &id, (int64_t)through, force,
-                               on_sequence, r, &err);
+  int rc = group ? durable_group_trim(m->mesh, &id, group, (int64_t)through,
+                                      force, on_sequence, r, &err)
+                 : durable_stream_trim(m->mesh, &id, (int64_t)through, force,
+                                       on_sequence, r, &err);
   return dlua_req_submitted(L, r, rc, &err, NULL);
 }
 

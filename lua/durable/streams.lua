@@ -345,22 +345,29 @@ function Mesh:delete_durable_group(stream, options)
 end
 
 ---An operator's trim: delete the stream's items 1 .. `through`, which must
----be acknowledged unless `{ force = true }` (then the checkpoint moves to
----`through` first, as by seek_durable).  A reader asking for a trimmed item
----fails ENOTFOUND, saying so.  A cold completion of the number of items
----deleted.
----@param stream { namespace: string, key: string }
+---be acknowledged -- by the stream's own consumer and every attached
+---consumer group -- unless `{ force = true }` (then the checkpoint moves to
+---`through` first, as by seek_durable, and the groups behind are
+---detached).  With `group` in the stream table, that group's checkpoint is
+---first moved forward to `through` when it is behind (as seek_durable of the
+---group; it goes on after `through`), and the trim goes on as without it.
+---A reader asking for a trimmed item fails ENOTFOUND, saying so.  A cold
+---completion of the number of items deleted.
+---@param stream { namespace: string, key: string, group?: string }
 ---@param through integer
 ---@param options? { force?: boolean }
 ---@return durable.Completion
 function Mesh:trim_durable(stream, through, options)
   local ns, key = stream_id("trim_durable", stream, 2)
+  local group = group_of("trim_durable", stream, 2)
   if math.type(through) ~= "integer" or through < 1 then
     error(("trim_durable: through must be an integer >= 1, not %s"):format(tostring(through)), 2)
   end
   local force = force_option("trim_durable", options)
   local mesh = self
-  return cold_call(mesh, function(cb) return prim.mesh.trim(mesh, ns, key, through, force, cb) end)
+  return cold_call(mesh, function(cb)
+    return prim.mesh.trim(mesh, ns, key, through, force, group, cb)
+  end)
 end
 
 ---An operator's delete: the stream's node, all its items and its publish

@@ -5,7 +5,8 @@
  *
  * Each takes NAMESPACE KEY and at most one sequence option (operator_args),
  * opens a mesh, submits the one call of the C API that acts
- * (durable_stream_seek, durable_stream_trim, durable_stream_delete), prints
+ * (durable_stream_seek or durable_group_seek, durable_stream_trim or
+ * durable_group_trim, durable_stream_delete), prints
  * one line saying what it did and closes the mesh.
  */
 #include "cli.h"
@@ -100,6 +101,7 @@ const cli_command_t cli_seek_command = {
 static const cli_option_t trim_options[] = {
     {"--through", 1},
     {"--force", 0},
+    {"--group", 1},
     {NULL, 0},
 };
 
@@ -110,8 +112,11 @@ static void trimmed(int status, int64_t deleted, const char *message,
     cli_failed_with(s->cli, status, message);
     return;
   }
-  printf("%s: trimmed through %" PRId64 " (%" PRId64 " item%s deleted)\n",
-         s->name, s->after, deleted, deleted == 1 ? "" : "s");
+  const char *group = s->cli->values[2];
+  printf("%s: trimmed through %" PRId64 " (%" PRId64 " item%s deleted)%s%s%s\n",
+         s->name, s->after, deleted, deleted == 1 ? "" : "s",
+         group ? "; group " : "", group ? group : "",
+         group ? " at or past it" : "");
   cli_finish(s->cli, CLI_OK);
 }
 
@@ -124,8 +129,12 @@ static int trim_main(cli_t *cli, int argc, char **argv) {
   if (rc != 0)
     return rc;
   memset(&err, 0, sizeof err);
-  rc = durable_stream_trim(cli->mesh, &s.id, s.after, cli->values[1] != NULL,
-                           trimmed, &s, &err);
+  if (cli->values[2]) /* --group */
+    rc = durable_group_trim(cli->mesh, &s.id, cli->values[2], s.after,
+                            cli->values[1] != NULL, trimmed, &s, &err);
+  else
+    rc = durable_stream_trim(cli->mesh, &s.id, s.after, cli->values[1] != NULL,
+                             trimmed, &s, &err);
   if (rc < 0)
     cli_refused(cli, rc, &err);
   return cli_run(cli);
@@ -133,19 +142,25 @@ static int trim_main(cli_t *cli, int argc, char **argv) {
 
 const cli_command_t cli_trim_command = {
     "trim",
-    "NAMESPACE KEY --through N [--force]",
+    "NAMESPACE KEY --through N [--force] [--group GROUP]",
     "delete a durable stream's acknowledged items 1 to N",
     "Deletes the items 1 to N of NAMESPACE@KEY, oldest first, in small\n"
     "transactions that never hold appends up for long, and prints how many\n"
-    "went.  N must be acknowledged (at or below the checkpoint); --force\n"
-    "trims past it, moving the checkpoint to N first, as `durable seek`\n"
-    "does (those items are never handled).  The stream remembers N: a\n"
-    "reader asking for a trimmed item fails, saying so, instead of waiting.\n"
-    "Publish ids stay, so a retried publish is still answered.  A trim cut\n"
-    "off half-way is finished by running it again.\n"
+    "went.  N must be acknowledged by the stream's consumer and by every\n"
+    "consumer group that pins it (a detached group does not); --force trims\n"
+    "past them, moving the stream's checkpoint to N first, as `durable\n"
+    "seek` does (those items are never handled), and detaching the groups\n"
+    "behind.  The stream remembers N: a reader asking for a trimmed item\n"
+    "fails, saying so, instead of waiting.  Publish ids stay, so a retried\n"
+    "publish is still answered.  A trim cut off half-way is finished by\n"
+    "running it again.\n"
     "\n"
-    "  --through N  the last item to delete\n"
-    "  --force      also items that are not acknowledged",
+    "  --through N    the last item to delete\n"
+    "  --force        also items that are not acknowledged\n"
+    "  --group GROUP  pass that consumer group: its checkpoint is first moved\n"
+    "                 forward to N if it is behind, as `durable seek --group`\n"
+    "                 does (it goes on after N), then the trim goes on as\n"
+    "                 without it; the move stays if the trim is refused",
     trim_options,
     trim_main,
     0,

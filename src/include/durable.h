@@ -911,6 +911,19 @@ int durable_stream_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
                         int64_t through, int force, durable_sequence_cb cb,
                         void *data, durable_error_t *err);
 
+/* A trim that passes consumer group `group` knowingly: the group's
+ * checkpoint is first moved forward to `through` when it is behind, as
+ * durable_group_seek does (its holder fenced; it goes on after `through`;
+ * a group at or past it is left as it is), then the stream is trimmed as
+ * durable_stream_trim does -- still held back by every other consumer that
+ * has not acknowledged `through`, unless `force`.  The group's move stays
+ * when the trim is then refused.  A group that does not exist is
+ * DURABLE_ENOTFOUND.  `cb` gets the number of items deleted. */
+int durable_group_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                       const char *group, int64_t through, int force,
+                       durable_sequence_cb cb, void *data,
+                       durable_error_t *err);
+
 /* An operator's delete: the stream node, all its items and its publish ids
  * go.  Refused with DURABLE_ECONFLICT while a consumer holds the stream
  * ("... is held by HUB (process P) ..."), unless `force`, which lets the

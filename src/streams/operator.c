@@ -23,9 +23,13 @@
  *       (which lock the stream node, not its items) never wait long behind
  *       it, and a trim cut off half-way is finished by asking again.  Never
  *       past the checkpoint unless forced (the checkpoint then moves to N as
- *       by a seek).  Publish ids stay (_DurableStreamId), so a retried
- *       publish of a trimmed item is still answered; a custom source's
- *       nodes are not the stream's items and are never touched.
+ *       by a seek).  A group trim first moves that consumer group's
+ *       checkpoint forward to N, as a seek of the group does (the group's
+ *       hub; never back), then trims as above: so a slow group is passed
+ *       knowingly, and goes on after N.  Publish ids stay
+ *       (_DurableStreamId), so a retried publish of a trimmed item is still
+ *       answered; a custom source's nodes are not the stream's items and
+ *       are never touched.
  * delete  has the hub mark the stream DeletingAt, letting the lease go
  *       with a new epoch (refused while it is held, unless forced: the
  *       holder is fenced first), so that nothing is appended or claimed
@@ -53,8 +57,10 @@ typedef struct {
   int remove;       /* delete: ... and then the ids and the node */
   const char *verb; /* for its failure: "Moving the checkpoint of" ... */
   char *ns, *key, *path, *items_ns;
-  char *group;      /* a consumer group's seek or delete: path is the group's */
-  int64_t sequence; /* seek: the checkpoint; trim: the last item to go */
+  char *group;       /* a consumer group's seek, delete or trim: path is the
+                        group's (a trim's, until the group caught up) */
+  char *stream_path; /* a group trim: the stream's, for the trim itself */
+  int64_t sequence;  /* seek: the checkpoint; trim: the last item to go */
   int force;
   int quiet;       /* retention's trim: the hub logs it at debug */
   int64_t deleted; /* trim: items deleted so far */
@@ -69,6 +75,7 @@ static void act_free(act_t *a) {
   free(a->path);
   free(a->items_ns);
   free(a->group);
+  free(a->stream_path);
   free(a);
 }
 
@@ -280,11 +287,20 @@ static void delete_ids(act_t *a) {
 static void on_answered(const durable_response_t *res, void *data) {
   act_t *a = data;
   const durable__stream_ans_t *ans = durable__stream_answer(res);
+  durable_error_t err = {0};
   if (res->status < 0)
     finish(a, res->status, 0, res->message);
   else if (ans == NULL || !ans->ok)
     finish(a, DURABLE_EIO, 0, "the stream hub did not do it");
-  else if (a->trim) {
+  else if (a->stream_path) {           /* a group trim: the group caught up */
+    if (ans->checkpoint < a->sequence) /* moved: a failure is of the past */
+      durable__failure_clear(durable_mesh_store(a->mesh), a->path);
+    free(a->path);
+    a->path = a->stream_path;
+    a->stream_path = NULL;
+    if (ask_hub(a, a->sequence, &err) < 0)
+      finish(a, err.code, 0, err.message);
+  } else if (a->trim) {
     if (!a->remove && ans->sequence < a->sequence)
       a->sequence = ans->sequence; /* as far as the hub trimmed */
     delete_next(a);
@@ -314,16 +330,19 @@ static void on_exists(const durable_result_t *res, void *data) {
  * delete's step (0: mark, 1: remove). */
 static int ask_hub(act_t *a, int64_t sequence, durable_error_t *err) {
   const char *principal = durable_mesh_principal(a->mesh);
+  /* a group trim asks the group's hub first: a seek, forward only */
+  int catch_up = a->stream_path != NULL;
   durable__stream_req_t *req =
       durable__stream_req_new(NULL, principal ? principal : "the platform",
-                              a->force   ? 1
-                              : a->quiet ? 2
-                                         : 0,
+                              a->force || catch_up ? 1
+                              : a->quiet           ? 2
+                                                   : 0,
                               sequence);
   if (req == NULL)
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
   return durable__hub_request_body(
-      durable__mesh_reads_hub(a->mesh), a->path, a->msg, &req->base, 0,
+      durable__mesh_reads_hub(a->mesh), a->path,
+      catch_up ? DURABLE__MSG_SEEK : a->msg, &req->base, 0,
       a->remove && sequence == 1 ? on_removed : on_answered, a, err);
 }
 
@@ -343,6 +362,12 @@ static void on_allowed(const durable_result_t *res, void *data) {
     check_exists(a);
 }
 
+static char *stream_path(const durable_stream_id_t *id) {
+  char path[DURABLE_PATH_MAX + 1];
+  durable_stream_path(id, path, sizeof path);
+  return strdup(path);
+}
+
 static int act(durable_mesh_t *mesh, const durable_stream_id_t *id,
                const char *group, const char *msg, const char *verb,
                int64_t sequence, int force, int quiet, durable_sequence_cb cb,
@@ -359,7 +384,9 @@ static int act(durable_mesh_t *mesh, const durable_stream_id_t *id,
   if (a == NULL || (a->ns = strdup(id->ns)) == NULL ||
       (a->key = strdup(id->key)) == NULL || (a->path = strdup(path)) == NULL ||
       (a->items_ns = strdup(items)) == NULL ||
-      (group && (a->group = strdup(group)) == NULL)) {
+      (group && (a->group = strdup(group)) == NULL) ||
+      (group && strcmp(msg, DURABLE__MSG_TRIM) == 0 &&
+       (a->stream_path = stream_path(id)) == NULL)) {
     if (a)
       act_free(a);
     return durable__error(err, DURABLE_ENOMEM, "out of memory");
@@ -448,6 +475,24 @@ int durable_stream_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
                         (long long)through);
   return rc < 0 ? rc
                 : act(mesh, id, NULL, DURABLE__MSG_TRIM, "Trimming", through,
+                      force, 0, cb, data, err);
+}
+
+int durable_group_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                       const char *group, int64_t through, int force,
+                       durable_sequence_cb cb, void *data,
+                       durable_error_t *err) {
+  if (group == NULL)
+    return durable__error(err, DURABLE_EINVAL, "a group trim needs a group");
+  int rc = check_args(id, cb, err);
+  if (rc == 0)
+    rc = durable_group_check(group, err);
+  if (rc == 0 && through < 1)
+    rc = durable__error(err, DURABLE_EINVAL,
+                        "a trim goes through a sequence >= 1, not %lld",
+                        (long long)through);
+  return rc < 0 ? rc
+                : act(mesh, id, group, DURABLE__MSG_TRIM, "Trimming", through,
                       force, 0, cb, data, err);
 }
 

@@ -10,7 +10,8 @@
  * seek or trim.
  *
  *   seek    the checkpoint set to N (back: replay; forward: skip), the
- *           lease let go under a new epoch.
+ *           lease let go under a new epoch.  A group trim's seek (Epoch 1)
+ *           only ever moves forward: at or past N, nothing is written.
  *   trim    TrimmedThrough raised to N, so that a reader asking for one of
  *           items 1 .. N hears so instead of waiting; the asker deletes
  *           them after.  Never past the checkpoint, unless forced: then the
@@ -141,6 +142,12 @@ void durable__shub_seek(durable__shub_t *sh) {
   if (durable__shub_refuse_deleting(sh, "sought") ||
       durable__shub_read_again_first(sh, to > last))
     return;
+  if (durable__shub_head(sh)->req->epoch == 1 && to <= s->checkpoint) {
+    /* a group trim's: the group acknowledged N already, and stays */
+    answer_was(sh, durable__shub_head(sh), s->checkpoint);
+    durable__shub_next(sh);
+    return;
+  }
   if (to < 0 || to > last || to < tail->trimmed_through) {
     durable_stream_id_t id = durable__shub_id(sh);
     char message[sizeof(durable__stream_name_t) + DURABLE_GROUP_MAX + 240];

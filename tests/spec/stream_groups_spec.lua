@@ -528,5 +528,49 @@ describe("consumer groups", function()
       code = run { "group", "remove", "Edits", owner, "slow" }
       assert.equal(2, code)
     end)
+
+    it("trims past a slow group named with --group, which goes on after it", function()
+      store = helper.store()
+      mesh = helper.open { store = store, plugins = { FIXTURE }, streams = STREAMS }
+      ns = helper.ns()
+      client = mesh:hub("client/" .. ns)
+      local held = package.loaded.groups_held
+      held.on, held.waiting = true, {}
+      local owner = ns .. "/doc"
+      helper.ok(mesh:put_node { path = owner, node_type = "Doc", content = {} })
+      for i = 1, 6 do publish("Edits", owner, i) end
+      helper.run_until(mesh, function()
+        return group_checkpoint("Edits", owner, "audit") == 6
+          and group_checkpoint("Edits", owner, "search") == 6 and #held.waiting == 1
+      end)
+      local code, out, err = run { "trim", "Edits", owner, "--through", "4" }
+      assert.equal(1, code)
+      assert.matches("group slow's checkpoint 0", err, 1, true)
+      -- naming another group passes only that one: slow still holds it back
+      code, out, err = run { "trim", "Edits", owner, "--through", "4", "--group", "audit" }
+      assert.equal(1, code)
+      assert.matches("group slow's checkpoint 0", err, 1, true)
+      assert.equal(6, group_checkpoint("Edits", owner, "audit")) -- never moved back
+      code, out, err = run { "trim", "Edits", owner, "--through", "4", "--group", "nope" }
+      assert.equal(1, code)
+      assert.matches("consumer group does not exist", err, 1, true)
+      -- the slow group caught up to 4 first, then the trim
+      code, out, err = run { "trim", "Edits", owner, "--through", "4", "--group", "slow" }
+      assert.equal(0, code, err)
+      assert.equal("Edits@" .. owner .. ": trimmed through 4 (4 items deleted); group slow at or past it\n", out)
+      assert.equal(4, group_checkpoint("Edits", owner, "slow"))
+      assert.is_true(absent(group_node("Edits", owner, "slow").content.DetachedAt))
+      assert.equal(6, group_checkpoint("Edits", owner, "audit"))
+      assert.equal(4, node(stream_path("Edits", owner)).content.TrimmedThrough)
+      -- it goes on after 4 (item 1, begun when it was fenced, may finish)
+      held.on = false
+      for _, open in ipairs(held.waiting) do open() end
+      helper.run_until(mesh, function() return group_checkpoint("Edits", owner, "slow") == 6 end)
+      assert.same({ 1, 5, 6 }, package.loaded.groups_seen.slow[owner])
+      -- from Lua: a group at or past the trim stays where it is
+      assert.equal(1, helper.ok(mesh:trim_durable({ namespace = "Edits", key = owner, group = "audit" }, 5)))
+      assert.equal(6, group_checkpoint("Edits", owner, "audit"))
+      assert.has_error(function() mesh:trim_durable({ namespace = "Edits", key = owner, group = "a/b" }, 5) end)
+    end)
   end)
 end)
