@@ -60,6 +60,7 @@ typedef struct {
   char *group;       /* a consumer group's seek, delete or trim: path is the
                         group's (a trim's, until the group caught up) */
   char *stream_path; /* a group trim: the stream's, for the trim itself */
+  int64_t group_was; /* ... the group's checkpoint before it (-1: not yet) */
   int64_t sequence;  /* seek: the checkpoint; trim: the last item to go */
   int force;
   int quiet;       /* retention's trim: the hub logs it at debug */
@@ -94,12 +95,20 @@ static void finish(act_t *a, int status, int64_t value, const char *why) {
   if (status < 0) {
     durable_stream_id_t id = {.ns = a->ns, .key = a->key};
     char message[DURABLE_PATH_MAX + 1024], deleted[48] = "";
+    char of[DURABLE_GROUP_MAX + 96] = "";
     if (a->deleted > 0)
       snprintf(deleted, sizeof deleted, " after %lld item(s)",
                (long long)a->deleted);
-    snprintf(message, sizeof message, "%s durable stream %s%s%s failed%s: %s",
-             a->verb, durable__stream_name(&id).text, a->group ? " group " : "",
-             a->group ? a->group : "", deleted,
+    if (a->group && a->group_was < 0)
+      snprintf(of, sizeof of, " group %s", a->group);
+    else if (a->group && a->group_was < a->sequence) /* a group trim's */
+      snprintf(of, sizeof of, " (group %s moved from %lld to %lld first)",
+               a->group, (long long)a->group_was, (long long)a->sequence);
+    else if (a->group)
+      snprintf(of, sizeof of, " (group %s at %lld already)", a->group,
+               (long long)a->group_was);
+    snprintf(message, sizeof message, "%s durable stream %s%s failed%s: %s",
+             a->verb, durable__stream_name(&id).text, of, deleted,
              why ? why : durable_strerror(status));
     a->cb(status, a->trim ? a->deleted : 0, message, a->data);
   } else {
@@ -292,7 +301,8 @@ static void on_answered(const durable_response_t *res, void *data) {
     finish(a, res->status, 0, res->message);
   else if (ans == NULL || !ans->ok)
     finish(a, DURABLE_EIO, 0, "the stream hub did not do it");
-  else if (a->stream_path) {           /* a group trim: the group caught up */
+  else if (a->stream_path) { /* a group trim: the group caught up */
+    a->group_was = ans->checkpoint;
     if (ans->checkpoint < a->sequence) /* moved: a failure is of the past */
       durable__failure_clear(durable_mesh_store(a->mesh), a->path);
     free(a->path);
@@ -393,6 +403,7 @@ static int act(durable_mesh_t *mesh, const durable_stream_id_t *id,
   }
   a->mesh = mesh;
   a->msg = msg;
+  a->group_was = -1;
   /* a group's delete is its node's alone (the stream hub of the group) */
   a->remove = !group && strcmp(msg, DURABLE__MSG_DELETE) == 0;
   a->trim = a->remove || strcmp(msg, DURABLE__MSG_TRIM) == 0;

@@ -16,9 +16,11 @@
  *   durable.ack      {Subscriber, Epoch, Sequence}   -> {Accepted, Reason}
  *                    (typed only: with the item's effects to commit)
  *   durable.release  {Subscriber, Epoch}             -> {Released}
- *   durable.seek     {Subscriber, Sequence}          -> {Moved, Was}
+ *   durable.seek     {Subscriber, Sequence [, Epoch]} -> {Moved, Was}
  *                    (an operator's: the checkpoint set to Sequence, the
- *                    lease let go; Subscriber names who asked)
+ *                    lease let go; Subscriber names who asked; Epoch 1 =
+ *                    a group trim's, forward only: a checkpoint at or
+ *                    past Sequence stays, answered Moved with Was)
  *   durable.trim     {Subscriber, Sequence, Epoch}   -> {Trimmed, Was}
  *                    (an operator's: TrimmedThrough set to Sequence, the
  *                    items deleted after by the asker; Epoch 1 = force,

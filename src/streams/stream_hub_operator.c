@@ -143,7 +143,11 @@ void durable__shub_seek(durable__shub_t *sh) {
       durable__shub_read_again_first(sh, to > last))
     return;
   if (durable__shub_head(sh)->req->epoch == 1 && to <= s->checkpoint) {
-    /* a group trim's: the group acknowledged N already, and stays */
+    /* a group trim's: the group acknowledged N already, and stays -- as
+     * stored, not as last read here (another process may have sought it
+     * back) */
+    if (durable__shub_read_again_first(sh, 1))
+      return;
     answer_was(sh, durable__shub_head(sh), s->checkpoint);
     durable__shub_next(sh);
     return;

@@ -549,6 +549,8 @@ describe("consumer groups", function()
       -- naming another group passes only that one: slow still holds it back
       code, out, err = run { "trim", "Edits", owner, "--through", "4", "--group", "audit" }
       assert.equal(1, code)
+      assert.matches("Trimming durable stream Edits@" .. owner .. " (group audit at 6 already) failed: "
+        .. "cannot trim", err, 1, true)
       assert.matches("group slow's checkpoint 0", err, 1, true)
       assert.equal(6, group_checkpoint("Edits", owner, "audit")) -- never moved back
       code, out, err = run { "trim", "Edits", owner, "--through", "4", "--group", "nope" }
@@ -571,6 +573,32 @@ describe("consumer groups", function()
       assert.equal(1, helper.ok(mesh:trim_durable({ namespace = "Edits", key = owner, group = "audit" }, 5)))
       assert.equal(6, group_checkpoint("Edits", owner, "audit"))
       assert.has_error(function() mesh:trim_durable({ namespace = "Edits", key = owner, group = "a/b" }, 5) end)
+    end)
+
+    it("decides a trim's --group on the group as stored, not as another process last saw it", function()
+      store = helper.store()
+      mesh = helper.open { store = store, plugins = { FIXTURE }, streams = STREAMS }
+      local other = helper.open { store = store, streams = STREAMS }
+      ns = helper.ns()
+      client = mesh:hub("client/" .. ns)
+      local held = package.loaded.groups_held
+      held.on, held.waiting = true, {}
+      local owner = ns .. "/doc"
+      local slow = { namespace = "Edits", key = owner, group = "slow" }
+      helper.ok(mesh:put_node { path = owner, node_type = "Doc", content = {} })
+      for i = 1, 6 do publish("Edits", owner, i) end
+      helper.run_until(mesh, function()
+        return group_checkpoint("Edits", owner, "audit") == 6
+          and group_checkpoint("Edits", owner, "search") == 6 and #held.waiting == 1
+      end)
+      assert.equal(0, helper.ok(other:seek_durable(slow, 5))) -- `other` saw slow at 5 ...
+      local code, _, err = run { "seek", "Edits", owner, "--group", "slow", "--to", "1" }
+      assert.equal(0, code, err) -- ... and slow went back to 1 elsewhere
+      assert.equal(4, helper.ok(other:trim_durable(slow, 4)))
+      assert.equal(4, group_checkpoint("Edits", owner, "slow"))
+      held.on = false
+      for _, open in ipairs(held.waiting) do open() end
+      other:close()
     end)
   end)
 end)
