@@ -94,7 +94,14 @@ grep -qx 'activate-noawait ldconfig' "$work/control/triggers" 2>/dev/null ||
 # ---- lintian -----------------------------------------------------------------
 if command -v lintian >/dev/null; then
   # (as root it says so on stderr; that is not a finding)
+  # (exit 1: it found errors, counted below; more: it did not run through)
   lintian --no-cfg "$deb" >"$work/lintian.txt" 2>"$work/lintian.err"
+  status=$?
+  if ((status > 1)); then
+    echo "FAIL: lintian did not run through (exit $status):"
+    sed 's/^/  | /' "$work/lintian.err"
+    fail=1
+  fi
   errors=$(grep -c '^E: ' "$work/lintian.txt")
   warnings=$(grep -c '^W: ' "$work/lintian.txt")
   if ((errors)); then

@@ -75,36 +75,24 @@ if ((${#missing[@]})); then
   step "apt-get update" "${as_root[@]}" apt-get -q update
   # Debian's luarocks depends on lua5.1 (through lua-any), and lua5.1 takes
   # the lua-interpreter alternative, /usr/bin/lua, in auto mode (priority 110
-  # to lua5.4's 20): `lua` -- and busted, `#!/usr/bin/env lua` -- would be
-  # Lua 5.1 after this install.  Whatever `lua` is before the install it is
-  # after (lua5.4 when there was none): set in manual mode first, so that no
-  # postinst moves it, and set again after.
-  lua_before=$(update-alternatives --query lua-interpreter 2>/dev/null |
-    sed -n 's/^Value: //p' || true)
-  lua_version_before=$(lua -v 2>&1 || true)
-  if [[ -n $lua_before ]]; then
-    step "keep lua as $lua_before" "${as_root[@]}" \
-      update-alternatives --set lua-interpreter "$lua_before"
-  fi
+  # to lua5.4's 20): `lua` -- and a bare `busted`, `#!/usr/bin/env lua` --
+  # would be Lua 5.1 after this install.  A choice made by hand (manual mode,
+  # which no package's install changes) is kept; otherwise /usr/bin/lua is
+  # set to lua5.4 after the install, and checked.
+  lua_alternative() {
+    update-alternatives --query lua-interpreter 2>/dev/null | sed -n "s/^$1: //p" || true
+  }
+  lua_chosen=
+  [[ $(lua_alternative Status) == manual ]] && lua_chosen=$(lua_alternative Value)
   step "apt-get install" "${as_root[@]}" apt-get -q -y --no-install-recommends \
     install "${missing[@]}"
-  lua_want=${lua_before:-/usr/bin/lua5.4}
-  lua_now=$(update-alternatives --query lua-interpreter 2>/dev/null |
-    sed -n 's/^Value: //p' || true)
-  if [[ -n $lua_now && $lua_now != "$lua_want" && -x $lua_want ]]; then
-    step "set lua back to $lua_want" "${as_root[@]}" \
+  lua_want=${lua_chosen:-/usr/bin/lua5.4}
+  if [[ $(lua_alternative Value) != "$lua_want" && -x $lua_want ]]; then
+    step "set lua to $lua_want" "${as_root[@]}" \
       update-alternatives --set lua-interpreter "$lua_want"
   fi
-  # ... and check it: `lua` (busted's interpreter) says what it said before
-  if [[ -n $lua_before ]]; then
-    lua_version_now=$(lua -v 2>&1 || true)
-    if [[ $lua_version_now != "$lua_version_before" ]]; then
-      echo "setup: the install changed lua from '$lua_version_before' to '$lua_version_now'" \
-        "(update-alternatives --config lua-interpreter)" >&2
-      exit 1
-    fi
-  elif [[ $(lua -v 2>&1) != "Lua 5.4"* ]]; then
-    echo "setup: lua is not Lua 5.4 after the install: $(lua -v 2>&1)" \
+  if [[ -z $lua_chosen && $(/usr/bin/lua -v 2>&1) != "Lua 5.4"* ]]; then
+    echo "setup: /usr/bin/lua is not Lua 5.4 after the install: $(/usr/bin/lua -v 2>&1)" \
       "(update-alternatives --set lua-interpreter /usr/bin/lua5.4)" >&2
     exit 1
   fi
