@@ -1056,6 +1056,8 @@ static void consumer_free(void *data) {
   durable__consumer_stop_reading(c);
   durable__consumer_turn_clear(c);
   free(c->turn);
+  free(c->names);
+  free(c->source_ns);
   free(c->ns);
   free(c->group);
   durable__queue_remove(&c->siblings);
@@ -1107,18 +1109,8 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
     durable__error(err, rc, "the consumer of '%s' at hub '%s' has no key",
                    cfg->ns, durable_hub_address(hub));
   } else if ((rc = durable_stream_check(&id, err)) == 0 &&
-             (rc = durable__dead_letters_check(c, err)) == 0) {
-    durable_stream_path(&id, c->path, sizeof c->path);
-    if (c->group && durable_group_path(&id, c->group, c->lease_path,
-                                       sizeof c->lease_path) < 0)
-      rc = durable__error(err, DURABLE_EINVAL,
-                          "consumer group %s of %s@%s makes a path longer "
-                          "than %d bytes",
-                          c->group, c->ns, c->key, DURABLE_PATH_MAX);
-    else if (!c->group)
-      snprintf(c->lease_path, sizeof c->lease_path, "%s", c->path);
-    snprintf(c->lease_ns, sizeof c->lease_ns, "%.*s",
-             (int)(strrchr(c->lease_path, '/') - c->lease_path), c->lease_path);
+             (rc = durable__dead_letters_check(c, err)) == 0 &&
+             (rc = durable__consumer_names(c, err)) == 0) {
     c->lease_id = c->group ? c->group : c->ns;
     if (cfg->source_of) {
       rc = cfg->source_of(hub, &c->source, cfg->data);
@@ -1132,7 +1124,8 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
        * not wherever source_of happened to write it */
       if ((c->flags & DURABLE__CONSUMER_HAS_SOURCE) &&
           c->source.items_ns != NULL) {
-        snprintf(c->source_ns, sizeof c->source_ns, "%s", c->source.items_ns);
+        if ((c->source_ns = strdup(c->source.items_ns)) == NULL)
+          rc = durable__error(err, DURABLE_ENOMEM, "out of memory");
         c->source.items_ns = c->source_ns;
       }
       if (rc > 0)
@@ -1143,14 +1136,6 @@ int durable__consumer_new(durable_hub_t *hub, const durable_consumer_t *cfg,
     consumer_free(c);
     return rc;
   }
-  /* one wake per family (wake_all); the rest are this consumer's own */
-  durable__wake_type(c->msg_wake, c->ns);
-  durable__consumer_msg(c->msg_turn, DURABLE__MSG_TURN, c->ns, c->group);
-  durable__consumer_msg(c->msg_retry, DURABLE__MSG_RETRY, c->ns, c->group);
-  durable__consumer_msg(c->msg_reclaim, DURABLE__MSG_RECLAIM, c->ns, c->group);
-  durable__consumer_msg(c->msg_fence, DURABLE__MSG_FENCE, c->ns, c->group);
-  durable__consumer_msg(c->msg_sweep, DURABLE__MSG_SWEEP, c->ns, c->group);
-  durable__consumer_msg(c->msg_gather, DURABLE__MSG_GATHER, c->ns, c->group);
   if (!(c->flags & DURABLE__CONSUMER_HAS_SOURCE) &&
       (c->sweep = durable__sweep_new(hub, c->msg_sweep, &id,
                                      &cfg->retention)) == NULL) {

@@ -101,17 +101,20 @@ struct durable__consumer_s {
   durable_mesh_t *mesh;
   durable_consumer_t cfg; /* cfg.group is `group` */
   char *ns, *key, *group;
-  char path[DURABLE_PATH_MAX + 1]; /* the stream node's */
+  /* what it is known by, in one block, `names` (consumer_names.c): */
+  char *names;
+  const char *path; /* the stream node's */
   /* the node its lease lives on: the stream node, or its group's
    * ({path}/_DurableStreamGroup/{group}); that node's namespace and id */
-  char lease_path[DURABLE_PATH_MAX + 1];
-  char lease_ns[DURABLE_PATH_MAX + 1];
-  const char *lease_id;
+  const char *lease_path, *lease_ns, *lease_id;
+  /* the message types of its hub that reach it */
+  const char *msg_turn, *msg_wake, *msg_retry, *msg_reclaim, *msg_gather,
+      *msg_fence, *msg_sweep;
   /* the other consumers of its family on its hub, which hear the same wake
    * (the first of them handles the family's wake message for all) */
   struct durable__queue siblings;
   durable_source_t source; /* with DURABLE__CONSUMER_HAS_SOURCE */
-  char source_ns[DURABLE_PATH_MAX + 1];
+  char *source_ns;
   durable__consumer_state_t state;
   unsigned flags; /* DURABLE__CONSUMER_HAS_SOURCE, ... */
   uint64_t gen;
@@ -135,9 +138,6 @@ struct durable__consumer_s {
   /* items handed over one at a time, a batch having failed on them: a
    * batch never reaches into this range (0, 0: none) */
   int64_t alone_from, alone_to;
-  char msg_turn[DURABLE_PATH_MAX], msg_wake[DURABLE_PATH_MAX],
-      msg_retry[DURABLE_PATH_MAX], msg_reclaim[DURABLE_PATH_MAX],
-      msg_gather[DURABLE_PATH_MAX];
   /* durable_consumer_stop: the embedder's callback once the item in flight
    * is done and the lease let go */
   durable_status_cb stop_cb;
@@ -160,13 +160,11 @@ struct durable__consumer_s {
   struct durable__queue link;
   int64_t fenced_seq;  /* CONSUMING_FENCED: the item not handed over */
   uint64_t hold_until; /* uv_hrtime(): no item before (a takeover's hold) */
-  char msg_fence[DURABLE_PATH_MAX];
-  char *held_by; /* the holder last logged as holding the lease */
+  char *held_by;       /* the holder last logged as holding the lease */
   /* the item that failed last, and how many times in a row (max_attempts) */
   int64_t failed_seq;
   int failed_times;
   durable__sweep_t *sweep; /* retention.c: NULL with a source */
-  char msg_sweep[DURABLE_PATH_MAX];
   /* the timer of last resort (arm): embedded, so that waiting needs no
    * memory; open with DURABLE__CONSUMER_SPARE_OPEN */
   uv_timer_t spare;
@@ -273,6 +271,13 @@ durable__consumer_ask(durable__consumer_t *c, const char *type, int64_t epoch,
 static inline void durable__consumer_unlink(durable__consumer_t *c) {
   durable__queue_remove(&c->link);
 }
+
+/* ---- consumer_names.c: what it is known by ----------------------------- */
+
+/* Its path, lease path and namespace and message types (from its ns, key
+ * and group), made into c->names: 0, or DURABLE_EINVAL for a group whose
+ * path is too long, DURABLE_ENOMEM. */
+int durable__consumer_names(durable__consumer_t *c, durable_error_t *err);
 
 /* ---- consumer.c: one consumer ----------------------------------------- */
 
