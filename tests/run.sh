@@ -4,14 +4,18 @@
 #   bash tests/run.sh
 #
 # 1. tests/support/setup.sh: install what is missing, build into build/.
-# 2. A private PostgreSQL (tests/support/pg.sh), stopped on any exit.
-# 3. ctest: the C units, the store contract suite (they read
-#    DURABLE_TEST_PG for the PostgreSQL leg), the fault and house checks,
-#    the examples and the install checks.
-# 4. busted specs under tests/spec/, once with DURABLE_TEST_STORE=sqlite and
-#    once with DURABLE_TEST_STORE=postgres (see .busted), the two at once:
-#    they share nothing (a file per mesh, a database per run), and most of
-#    either's time is waiting.
+# 2. Two private PostgreSQL servers (tests/support/pg.sh), stopped on any
+#    exit: one for the busted specs, which restart theirs and cut its
+#    connections, one for ctest.
+# 3. The busted specs under tests/spec/ with DURABLE_TEST_STORE=postgres
+#    (see .busted), the longest suite, start at once; beside them, ctest:
+#    the C units, the store contract suite (they read DURABLE_TEST_PG for
+#    the PostgreSQL leg), the fault and house checks, the examples and the
+#    install checks.
+# 4. Once ctest is done, the busted specs with DURABLE_TEST_STORE=sqlite,
+#    beside the postgres ones still running.  The suites share nothing (a
+#    file per mesh, a database per run, a server each), and most of their
+#    time is waiting.
 #
 # One line per suite, then one summary line; the exit status is non-zero when
 # anything failed.  Each suite's full output is kept in build/test-logs/ and
@@ -101,47 +105,31 @@ interrupted() {
 
 # shellcheck source=tests/support/pg.sh
 source tests/support/pg.sh
-trap 'durable_pg_stop' EXIT
+pg_dirs=()
+stop_servers() {
+  local dir
+  for dir in "${pg_dirs[@]}"; do DURABLE_TEST_PG_DIR=$dir durable_pg_stop; done
+}
+trap 'stop_servers' EXIT
 trap 'interrupted 130' INT
 trap 'interrupted 143' TERM HUP
 
-pg_up=0
-if durable_pg_start; then
-  pg_up=1
-  echo "postgres: private server $DURABLE_TEST_PG_VERSION on $DURABLE_TEST_PG_DIR"
-else
+# pg_server FOR: a private server of its own, exported (DURABLE_TEST_PG...)
+# for what starts next; 1 when it did not start.
+pg_server() {
+  unset DURABLE_TEST_PG DURABLE_TEST_PG_DIR DURABLE_TEST_PG_CTL DURABLE_TEST_PG_VERSION
+  if durable_pg_start; then
+    pg_dirs+=("$DURABLE_TEST_PG_DIR")
+    echo "postgres: private server $DURABLE_TEST_PG_VERSION on $DURABLE_TEST_PG_DIR ($1)"
+    return 0
+  fi
+  [[ -n ${DURABLE_TEST_PG_DIR:-} ]] && pg_dirs+=("$DURABLE_TEST_PG_DIR")
   failed=$((failed + 1))
-  parts+=("postgres did not start")
-fi
+  parts+=("postgres for $1 did not start")
+  return 1
+}
 
-# ---- ctest ----
-log=$logs/ctest.log
-start=$SECONDS
-# One line as each suite starts, one as it ends (record), so a minutes-long
-# run says what it is doing.
-echo "ctest: running $(ctest --test-dir "$build" -N -LE failover 2>/dev/null |
-  sed -n 's/^Total Tests: //p') tests (C units, store contract, fault and house checks, examples, install) ..."
-# (-LE failover: the pg_auto_failover example takes minutes: `ctest -L
-# failover` runs it)
-run_logged "$log" ctest --test-dir "$build" --output-on-failure --timeout 600 -LE failover
-rc=$?
-counts=$(sed -n 's/.* \([0-9][0-9]*\) tests\{0,1\} failed out of \([0-9][0-9]*\).*/\1 \2/p' "$log" | tail -n 1)
-if [[ -n $counts ]]; then
-  read -r nfail total <<<"$counts"
-  # ctest counts a skipped test as not failed; say it apart.
-  nskip=$(grep -c '(Skipped)' "$log" || true)
-  note=
-  ((nskip)) && note=", $nskip skipped"
-  record ctest "$((rc == 0))" "$((total - nfail - nskip))/$((total - nskip))" "$note" \
-    "$((SECONDS - start))" "$log"
-elif ((rc == 0)) && grep -q 'No tests were found' "$log"; then
-  echo "ctest: no tests registered yet, skipped"
-  parts+=("ctest none")
-else
-  record ctest 0 "0/0" ", did not run" "$((SECONDS - start))" "$log"
-fi
-
-# ---- busted ----
+# ---- busted: how it runs ----
 busted=(lua5.4 /usr/bin/busted)
 busted_env=()
 if grep -qx 'DURABLE_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
@@ -189,6 +177,7 @@ finish_busted() {
     "$note" "$((SECONDS - start))" "$log"
 }
 
+run_specs=0
 if grep -qx 'DURABLE_TSAN:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
   # ThreadSanitizer must be in the executable from its start: the stock
   # lua5.4 is not, so the specs are for the other builds
@@ -198,15 +187,51 @@ elif [[ -z $(find tests/spec -name '*_spec.lua' -print -quit 2>/dev/null) ]]; th
   echo "busted: no specs under tests/spec yet, skipped"
   parts+=("busted none")
 else
+  run_specs=1
+fi
+
+# ---- busted postgres, beside ctest ----
+pg_busted=0
+if ((run_specs)) && pg_server "busted"; then
+  pg_busted=1
+  start_busted postgres
+elif ((run_specs)); then
+  parts+=("busted postgres not run")
+fi
+pg_server ctest
+
+# ---- ctest ----
+log=$logs/ctest.log
+start=$SECONDS
+# One line as each suite starts, one as it ends (record), so a minutes-long
+# run says what it is doing.
+echo "ctest: running $(ctest --test-dir "$build" -N -LE failover 2>/dev/null |
+  sed -n 's/^Total Tests: //p') tests (C units, store contract, fault and house checks, examples, install) ..."
+# (-LE failover: the pg_auto_failover example takes minutes: `ctest -L
+# failover` runs it)
+run_logged "$log" ctest --test-dir "$build" --output-on-failure --timeout 600 -LE failover
+rc=$?
+counts=$(sed -n 's/.* \([0-9][0-9]*\) tests\{0,1\} failed out of \([0-9][0-9]*\).*/\1 \2/p' "$log" | tail -n 1)
+if [[ -n $counts ]]; then
+  read -r nfail total <<<"$counts"
+  # ctest counts a skipped test as not failed; say it apart.
+  nskip=$(grep -c '(Skipped)' "$log" || true)
+  note=
+  ((nskip)) && note=", $nskip skipped"
+  record ctest "$((rc == 0))" "$((total - nfail - nskip))/$((total - nskip))" "$note" \
+    "$((SECONDS - start))" "$log"
+elif ((rc == 0)) && grep -q 'No tests were found' "$log"; then
+  echo "ctest: no tests registered yet, skipped"
+  parts+=("ctest none")
+else
+  record ctest 0 "0/0" ", did not run" "$((SECONDS - start))" "$log"
+fi
+
+# ---- busted sqlite, beside what is left of busted postgres ----
+if ((run_specs)); then
   start_busted sqlite
-  ((pg_up)) && start_busted postgres
   finish_busted sqlite
-  if ((pg_up)); then
-    finish_busted postgres
-  else
-    failed=$((failed + 1))
-    parts+=("busted postgres not run")
-  fi
+  ((pg_busted)) && finish_busted postgres
 fi
 
 finish
