@@ -694,9 +694,16 @@ static int m_find(lua_State *L) {
   return 1;
 }
 
-/* mesh:reads_hub() -> the process-level read-issuing hub. */
+/* mesh:reads_hub() -> the process-level read-issuing hub; never a
+ * principal's: its messages speak for the runtime, past the gate of what
+ * the principal may read (hub/request.c). */
 static int m_reads_hub(lua_State *L) {
   dlua_mesh_t *m = dlua_check_mesh(L, 1);
+  if (m->mesh && durable_mesh_principal(m->mesh))
+    return luaL_error(L,
+                      "mesh:reads_hub(): the runtime's own hub is not for a "
+                      "mesh acting as principal '%s'",
+                      durable_mesh_principal(m->mesh));
   if (!dlua_push_hub(L, m, durable__mesh_reads_hub(m->mesh)))
     lua_pushnil(L);
   return 1;

@@ -746,7 +746,8 @@ int durable_node_type_on_dispose(durable_node_type_t *type,
 int durable_mesh_client(durable_mesh_t *mesh, const char *address,
                         durable_hub_t **out, durable_error_t *err);
 
-/* The active hub at `address`, or NULL (borrowed). */
+/* The active hub at `address`, or NULL (borrowed).  The runtime's own hub,
+ * which issues its reads, is never found on a mesh acting as a principal. */
 durable_hub_t *durable_mesh_find(durable_mesh_t *mesh, const char *address);
 
 typedef void (*durable_status_cb)(int status, const char *message, void *data);

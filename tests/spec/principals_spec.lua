@@ -197,6 +197,9 @@ describe("a mesh acting as a principal", function()
     end)
     assert.equal(before, alice:stats().activations, "a hub was activated")
     assert.is_nil(helper.find(alice, hidden))
+    -- nor through the runtime's own hub, which its messages speak for
+    assert.has_error(function() alice:reads_hub() end,
+      ("mesh:reads_hub(): the runtime's own hub is not for a mesh acting as principal '%s'"):format(who()))
     -- with read, the request reaches the node's hub
     helper.ok(admin:grant(who(), hidden, "read"))
     helper.ok(client:request(hidden, "ping"))

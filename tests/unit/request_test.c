@@ -10,7 +10,8 @@
  * message type with no handler (naming the type); the first message to a node
  * activates its hub, running the NodeType's init steps in order before the
  * message is delivered, and a failing init step fails the requests that waited;
- * a node whose type has no configuration gets a plain hub.
+ * a node whose type has no configuration gets a plain hub; a mesh acting as
+ * a principal never finds the runtime's own hub.
  *
  * Each test opens a mesh on its own loop over "sqlite::memory:" and ends by
  * closing it and asserting the loop closes with nothing left on it.
@@ -464,6 +465,19 @@ static void test_plain_hub(void) {
   fx_close();
 }
 
+/* The runtime's own hub speaks for the runtime, past a principal's read
+ * gate: a mesh acting as a principal never finds it. */
+static void test_reads_hub_hidden_from_principal(void) {
+  fx_open();
+  durable_hub_t *reads = durable__mesh_reads_hub(fx.mesh);
+  CHECK(durable_mesh_find(fx.mesh, durable_hub_address(reads)) == reads);
+  fx_close();
+  fx_open_options((durable_mesh_options_t){.principal = "alice"});
+  reads = durable__mesh_reads_hub(fx.mesh);
+  CHECK(durable_mesh_find(fx.mesh, durable_hub_address(reads)) == NULL);
+  fx_close();
+}
+
 static const check_test_t tests[] = {
     {"reply_with_payload", test_reply_with_payload},
     {"timeout_late_reply_dropped", test_timeout_late_reply_dropped},
@@ -474,6 +488,7 @@ static const check_test_t tests[] = {
     {"activation_on_first_message", test_activation_on_first_message},
     {"failing_init_fails_queued", test_failing_init_fails_queued},
     {"plain_hub", test_plain_hub},
+    {"reads_hub_hidden_from_principal", test_reads_hub_hidden_from_principal},
 };
 
 int main(int argc, char **argv) {

@@ -183,7 +183,9 @@ function core.Mesh:log(level, line) end
 function core.Mesh:store_name() end
 ---@return boolean
 function core.Mesh:is_open() end
----@return durable.Hub the process-level read-issuing hub
+---The process-level read-issuing hub (the runtime's own: an error on a mesh
+---acting as a principal, whose messages from it would pass the read gate).
+---@return durable.Hub
 function core.Mesh:reads_hub() end
 ---Run the loop once, waiting at most timeout_ms (nil: no limit) for an
 ---event.  Raises inside a handler or while the loop runs.
