@@ -317,7 +317,8 @@ end
 ---(given to fn as its last argument), what it recorded is committed with
 ---the finish: for stream items with their acknowledgement, for a message
 ---before the reply (durable/transaction.lua).  A raise is logged, with its traceback, as
----"[Lua] WHAT failed: ...", `what()` naming the handler (made only then).
+---"[Lua] WHAT failed: ...", `what()` naming the handler (made only then; a
+---second value "debug" logs it at debug instead of warn).
 ---@param reply userdata the C reply (hub.c)
 ---@param hub durable.Hub whose mesh logs
 ---@param what fun(): string
@@ -332,7 +333,8 @@ function M.run(reply, hub, what, with_value, tx, fn, ...)
     args[args.n] = tx
   end
   local outcome = completion.spawn(function(_, _, traceback)
-    pcall(mesh.log, mesh, "warn", ("[Lua] %s failed: %s"):format(what(), traceback))
+    local text, level = what()
+    pcall(mesh.log, mesh, level or "warn", ("[Lua] %s failed: %s"):format(text, traceback))
   end, fn, table.unpack(args, 1, args.n))
   if tx then
     outcome = outcome:next(function(value)

@@ -596,24 +596,33 @@ end
 -- fn(hub, item, reply), or with a batch fn(hub, items, reply): the handler,
 -- run by the one finisher of every handler (plugin.run: a coroutine, then
 -- the reply finished with its outcome -- with a batch, for all its items;
--- what it returns is not a payload, so only done or failed counts).
+-- what it returns is not a payload, so only done or failed counts).  A
+-- raise's traceback, many lines long, is logged at warn once per item and
+-- hub; its retries log it at debug, the consumer's one line per attempt
+-- saying the rest.
 local function runner(ns, handler, batch)
+  local warned_hub, warned_first
+  local function what(hub, first, last)
+    return function()
+      local level = (warned_hub == hub.address and warned_first == first) and "debug" or nil
+      warned_hub, warned_first = hub.address, first
+      if first == last then
+        return ("the '%s' handler at hub '%s' on item %d"):format(ns, hub.address, first), level
+      end
+      return ("the '%s' handler at hub '%s' on items %d..%d"):format(ns, hub.address, first, last), level
+    end
+  end
   if batch then
     return function(hub, items, reply)
       local first, last = items[1].sequence, items[#items].sequence
-      plugin.run(reply, hub, function()
-        if first == last then
-          return ("the '%s' handler at hub '%s' on item %d"):format(ns, hub.address, first)
-        end
-        return ("the '%s' handler at hub '%s' on items %d..%d"):format(ns, hub.address, first, last)
-      end, false, transaction.new(hub, true), handler, hub, items)
+      plugin.run(reply, hub, what(hub, first, last), false, transaction.new(hub, true), handler, hub,
+        items)
     end
   end
   return function(hub, item, reply)
     local sequence = item.sequence
-    plugin.run(reply, hub, function()
-      return ("the '%s' handler at hub '%s' on item %d"):format(ns, hub.address, sequence)
-    end, false, transaction.new(hub, true), handler, hub, item)
+    plugin.run(reply, hub, what(hub, sequence, sequence), false, transaction.new(hub, true), handler,
+      hub, item)
   end
 end
 

@@ -136,6 +136,9 @@ describe("a new user's first hour (" .. cmd.KIND .. ")", function()
       end
       -- the lease was granted once, not again at every retry
       assert.equal(1, #helper.log_lines("Ledger@" .. owner .. ": lease granted"))
+      -- and the handler's traceback, many lines long, was logged once
+      assert.equal(1, #helper.log_lines("warn [Lua] the 'Ledger' handler at hub 'client/" .. cmd.ns
+        .. "' on item 1 failed: "))
       -- after 10 in a row, the ways out
       local ways = helper.log_lines("has failed 10 times in a row")
       assert.equal(1, #ways)
