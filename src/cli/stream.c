@@ -90,6 +90,9 @@ static void on_owner(const durable_result_t *res, void *data) {
   free(o);
   if (res->status == DURABLE_EACCES) {
     then(s); /* a principal that may write but not read: the store decides */
+  } else if (res->status == DURABLE_EUNAVAIL ||
+             res->status == DURABLE_ETIMEDOUT) {
+    then(s); /* the store went away: the publish's own retries (--id) wait */
   } else if (res->status < 0) {
     cli_failed(s->cli, res);
   } else if (res->value == 0) {

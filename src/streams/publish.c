@@ -267,7 +267,7 @@ typedef struct {
 
 static void on_owner(const durable_result_t *res, void *data) {
   owner_look_t *o = data;
-  if (res->status == 0 && res->value == 0 && !o->mesh->closing)
+  if (res->status == 0 && res->value == 0) /* (the mesh outlives the answer) */
     durable_mesh_log(o->mesh, DURABLE_LOG_WARN,
                      "[DurableStreams] %s: made, but there is no node at %s, "
                      "its owner: no host consumes it until one is put there "

@@ -85,10 +85,10 @@ static void on_owner_read(const durable_result_t *res, void *data) {
     say_unwoken(w, reason);
   } else if (res->status == 0) {
     snprintf(reason, sizeof reason,
-             "its owner %s is a%s %s, and no plugin of this host declares "
-             "a consumer of %s for that NodeType",
-             w->key, *res->node->node_type ? "" : " node of no NodeType",
-             *res->node->node_type ? res->node->node_type : "", w->family);
+             "its owner %s is a node of %s%s, and no plugin of this host "
+             "declares a consumer of %s for it",
+             w->key, *res->node->node_type ? "NodeType " : "no NodeType",
+             res->node->node_type, w->family);
     say_unwoken(w, reason);
   } else {
     look_lost(w->mesh, res->status, 0); /* unreadable now */

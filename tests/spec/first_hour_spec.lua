@@ -86,7 +86,7 @@ describe("a new user's first hour (" .. cmd.KIND .. ")", function()
     local absent = ("Probe@%s: 2 items waiting, but this host cannot have them consumed: "
       .. "there is no node at %s, its owner"):format(nobody, nobody)
     local foreign = ("Probe@%s: 2 items waiting, but this host cannot have them consumed: "
-      .. "its owner %s is a Other, and no plugin of this host declares a consumer of Probe"):format(other, other)
+      .. "its owner %s is a node of NodeType Other, and no plugin of this host declares a consumer of Probe"):format(other, other)
     assert.truthy(cmd.wait_for(function() return said(absent) == 1 and said(foreign) == 1 end, 15),
       cmd.read_file(host.err))
     -- another append is no news: said once per stream until the reason changes
