@@ -476,27 +476,13 @@ int durable_group_delete(durable_mesh_t *mesh, const durable_stream_id_t *id,
                       force, 0, cb, data, err);
 }
 
-int durable_stream_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
-                        int64_t through, int force, durable_sequence_cb cb,
-                        void *data, durable_error_t *err) {
+/* A trim of the stream, passing consumer group `group` first (NULL:
+ * none), as seek() is for seeks. */
+static int trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                const char *group, int64_t through, int force,
+                durable_sequence_cb cb, void *data, durable_error_t *err) {
   int rc = check_args(id, cb, err);
-  if (rc == 0 && through < 1)
-    rc = durable__error(err, DURABLE_EINVAL,
-                        "a trim goes through a sequence >= 1, not %lld",
-                        (long long)through);
-  return rc < 0 ? rc
-                : act(mesh, id, NULL, DURABLE__MSG_TRIM, "Trimming", through,
-                      force, 0, cb, data, err);
-}
-
-int durable_group_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
-                       const char *group, int64_t through, int force,
-                       durable_sequence_cb cb, void *data,
-                       durable_error_t *err) {
-  if (group == NULL)
-    return durable__error(err, DURABLE_EINVAL, "a group trim needs a group");
-  int rc = check_args(id, cb, err);
-  if (rc == 0)
+  if (rc == 0 && group)
     rc = durable_group_check(group, err);
   if (rc == 0 && through < 1)
     rc = durable__error(err, DURABLE_EINVAL,
@@ -505,6 +491,21 @@ int durable_group_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
   return rc < 0 ? rc
                 : act(mesh, id, group, DURABLE__MSG_TRIM, "Trimming", through,
                       force, 0, cb, data, err);
+}
+
+int durable_stream_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                        int64_t through, int force, durable_sequence_cb cb,
+                        void *data, durable_error_t *err) {
+  return trim(mesh, id, NULL, through, force, cb, data, err);
+}
+
+int durable_group_trim(durable_mesh_t *mesh, const durable_stream_id_t *id,
+                       const char *group, int64_t through, int force,
+                       durable_sequence_cb cb, void *data,
+                       durable_error_t *err) {
+  if (group == NULL)
+    return durable__error(err, DURABLE_EINVAL, "a group trim needs a group");
+  return trim(mesh, id, group, through, force, cb, data, err);
 }
 
 int durable_stream_delete(durable_mesh_t *mesh, const durable_stream_id_t *id,
