@@ -46,7 +46,6 @@ typedef struct {
   durable_hub_t *hub;
   const char *id_field; /* --id-field, or NULL */
   int print;            /* --print */
-  int no_owner;         /* --no-owner */
   /* standard input: a stream (pipe, tty) while `stream`, else a file */
   union {
     uv_stream_t stream;
@@ -204,7 +203,9 @@ static void publish_line(load_t *l, char *text) {
   if (strspn(text, " \t\r\n") == strlen(text))
     return; /* a blank line: nothing */
   char id[DURABLE_PATH_MAX + 1];
-  durable_publish_options_t options = {.no_owner = l->no_owner};
+  /* the owner was checked before the first line (or waived): the library
+   * need not look at it again for the stream this load makes */
+  durable_publish_options_t options = {.no_owner = 1};
   if (l->id_field) {
     if (id_of(l, line, text, id, sizeof id) < 0)
       return;
@@ -428,7 +429,6 @@ int cli_load(cli_t *cli, cli_stream_t *s, const char *id_field, int print,
   l->s = *s;
   l->id_field = id_field;
   l->print = print;
-  l->no_owner = no_owner;
   l->tty = isatty(2);
   int rc = cli_stream_open(&l->s, cli);
   if (rc != 0) {

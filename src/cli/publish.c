@@ -144,8 +144,10 @@ static int publish_main(cli_t *cli, int argc, char **argv) {
   }
   p.started = uv_now(&cli->loop);
   p.delay = RETRY_MIN_MS;
-  p.options.no_owner = cli->values[3] != NULL;
-  cli_stream_owner_check(s, p.options.no_owner, publish_first);
+  /* the owner is checked here, once (or waived with --no-owner): the
+   * library need not look at it again when the publish makes the stream */
+  p.options.no_owner = 1;
+  cli_stream_owner_check(s, cli->values[3] != NULL, publish_first);
   return cli_run(cli);
 }
 
