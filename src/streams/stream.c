@@ -181,6 +181,21 @@ void durable__state_free(durable__stream_state_t *s) {
   memset(s, 0, sizeof *s);
 }
 
+int durable__state_holds(const durable_node_t *current,
+                         int (*holds)(const durable__stream_state_t *stored,
+                                      const void *arg),
+                         const void *arg) {
+  durable__stream_state_t stored;
+  if (current == NULL)
+    return DURABLE_ENOTFOUND;
+  int rc = durable__state_decode(current->content, current->path, &stored);
+  if (rc < 0)
+    return rc;
+  int same = holds(&stored, arg);
+  durable__state_free(&stored);
+  return same ? 0 : DURABLE_ECONFLICT;
+}
+
 int durable__state_copy(const durable__stream_state_t *from,
                         durable__stream_state_t *to) {
   *to = *from;

@@ -116,6 +116,14 @@ int durable__state_copy(const durable__stream_state_t *from,
                         durable__stream_state_t *to);
 void durable__state_free(durable__stream_state_t *s);
 int durable__str_set(char **field, const char *value); /* NULL clears */
+/* A write's check that writes nothing (the body of a durable_mutate_cb, on
+ * the writer thread): the state stored in `current` handed to `holds`.
+ * 0 when it holds, DURABLE_ECONFLICT when not, DURABLE_ENOTFOUND when the
+ * node is gone, or the decode's failure. */
+int durable__state_holds(const durable_node_t *current,
+                         int (*holds)(const durable__stream_state_t *stored,
+                                      const void *arg),
+                         const void *arg);
 
 /* A handler's message (NULL: "") as a JSON string for a stored record: it
  * need not be UTF-8, and one that is not is kept with each byte above 0x7F

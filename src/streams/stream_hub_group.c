@@ -197,22 +197,17 @@ typedef struct {
 /* In the making's transaction (writer thread): the stream is as decided
  * -- not being deleted, trimmed as far, and for "latest" its last item the
  * same -- else DURABLE_ECONFLICT and it is decided again; writes nothing. */
+static int stream_holds(const durable__stream_state_t *cur, const void *arg) {
+  const making_t *m = arg;
+  return cur->deleting_at == 0 && cur->trimmed_through == m->trimmed_through &&
+         (m->last_sequence < 0 || cur->last_sequence == m->last_sequence);
+}
+
 static int stream_as_decided(const durable_node_t *current, char **content,
                              char **node_type, void *arg) {
   (void)content;
   (void)node_type;
-  const making_t *m = arg;
-  durable__stream_state_t cur;
-  if (current == NULL)
-    return DURABLE_ENOTFOUND;
-  int rc = durable__state_decode(current->content, current->path, &cur);
-  if (rc < 0)
-    return rc;
-  int same = cur.deleting_at == 0 &&
-             cur.trimmed_through == m->trimmed_through &&
-             (m->last_sequence < 0 || cur.last_sequence == m->last_sequence);
-  durable__state_free(&cur);
-  return same ? 0 : DURABLE_ECONFLICT;
+  return durable__state_holds(current, stream_holds, arg);
 }
 
 static void on_group_made(const durable_result_t *res, void *data) {
@@ -662,20 +657,15 @@ void durable__shub_group_changed(durable__shub_t *sh, int let_go) {
 /* In the delete's transaction (writer thread): the group's lease is still
  * the one decided on (`arg`: its epoch), so that a claim granted meanwhile
  * is not deleted under its holder; writes nothing itself. */
+static int lease_holds(const durable__stream_state_t *cur, const void *arg) {
+  return cur->lease_epoch == *(const int64_t *)arg;
+}
+
 static int still_as_decided(const durable_node_t *current, char **content,
                             char **node_type, void *arg) {
   (void)content;
   (void)node_type;
-  const int64_t *epoch = arg;
-  durable__stream_state_t cur;
-  if (current == NULL)
-    return DURABLE_ENOTFOUND;
-  int rc = durable__state_decode(current->content, current->path, &cur);
-  if (rc < 0)
-    return rc;
-  int same = cur.lease_epoch == *epoch;
-  durable__state_free(&cur);
-  return same ? 0 : DURABLE_ECONFLICT;
+  return durable__state_holds(current, lease_holds, arg);
 }
 
 static void on_group_deleted(const durable_result_t *res, void *data) {

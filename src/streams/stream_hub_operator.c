@@ -519,20 +519,15 @@ static void delete_marked(durable__shub_t *sh, const durable_result_t *res) {
 /* The last step's check, in the delete's transaction (writer thread):
  * the node is still the one marked DeletingAt at `arg`, not a new stream
  * made after another delete finished; it writes nothing itself. */
+static int marked_holds(const durable__stream_state_t *cur, const void *arg) {
+  return cur->deleting_at != 0 && cur->deleting_at == *(const int64_t *)arg;
+}
+
 static int still_deleting(const durable_node_t *current, char **content,
                           char **node_type, void *arg) {
   (void)content;
   (void)node_type;
-  const int64_t *marked = arg;
-  durable__stream_state_t cur;
-  if (current == NULL)
-    return DURABLE_ENOTFOUND;
-  int rc = durable__state_decode(current->content, current->path, &cur);
-  if (rc < 0)
-    return rc;
-  int same = cur.deleting_at != 0 && cur.deleting_at == *marked;
-  durable__state_free(&cur);
-  return same ? 0 : DURABLE_ECONFLICT;
+  return durable__state_holds(current, marked_holds, arg);
 }
 
 static void on_node_deleted(const durable_result_t *res, void *data) {
