@@ -416,6 +416,25 @@ describe("consumer groups", function()
       for line in out:gmatch("[^\n]+") do t[#t + 1] = durable.decode(line) end
       return t
     end
+    -- Six Edits on a Doc of a store of its own, handled by the groups audit
+    -- and search, while slow holds its first (held.waiting[1] lets it go
+    -- on): the owner, and the fixture's `held`.
+    local function six_edits_slow_held()
+      store = helper.store()
+      mesh = helper.open { store = store, plugins = { FIXTURE }, streams = STREAMS }
+      ns = helper.ns()
+      client = mesh:hub("client/" .. ns)
+      local held = package.loaded.groups_held
+      held.on, held.waiting = true, {}
+      local owner = ns .. "/doc"
+      helper.ok(mesh:put_node { path = owner, node_type = "Doc", content = {} })
+      for i = 1, 6 do publish("Edits", owner, i) end
+      helper.run_until(mesh, function()
+        return group_checkpoint("Edits", owner, "audit") == 6
+          and group_checkpoint("Edits", owner, "search") == 6 and #held.waiting == 1
+      end)
+      return owner, held
+    end
 
     it("serves metrics per group, labelled family and group", function()
       store = helper.store()
@@ -467,19 +486,7 @@ describe("consumer groups", function()
     end)
 
     it("lists each group under its stream, seeks one and deletes one", function()
-      store = helper.store()
-      mesh = helper.open { store = store, plugins = { FIXTURE }, streams = STREAMS }
-      ns = helper.ns()
-      client = mesh:hub("client/" .. ns)
-      local held = package.loaded.groups_held
-      held.on, held.waiting = true, {}
-      local owner = ns .. "/doc"
-      helper.ok(mesh:put_node { path = owner, node_type = "Doc", content = {} })
-      for i = 1, 6 do publish("Edits", owner, i) end
-      helper.run_until(mesh, function()
-        return group_checkpoint("Edits", owner, "audit") == 6
-          and group_checkpoint("Edits", owner, "search") == 6 and #held.waiting == 1
-      end)
+      local owner, held = six_edits_slow_held()
       local code, out, err = run { "streams", "--json" }
       assert.equal(0, code, err)
       local rows = {}
@@ -530,19 +537,7 @@ describe("consumer groups", function()
     end)
 
     it("trims past a slow group named with --group, which goes on after it", function()
-      store = helper.store()
-      mesh = helper.open { store = store, plugins = { FIXTURE }, streams = STREAMS }
-      ns = helper.ns()
-      client = mesh:hub("client/" .. ns)
-      local held = package.loaded.groups_held
-      held.on, held.waiting = true, {}
-      local owner = ns .. "/doc"
-      helper.ok(mesh:put_node { path = owner, node_type = "Doc", content = {} })
-      for i = 1, 6 do publish("Edits", owner, i) end
-      helper.run_until(mesh, function()
-        return group_checkpoint("Edits", owner, "audit") == 6
-          and group_checkpoint("Edits", owner, "search") == 6 and #held.waiting == 1
-      end)
+      local owner, held = six_edits_slow_held()
       local code, out, err = run { "trim", "Edits", owner, "--through", "4" }
       assert.equal(1, code)
       assert.matches("group slow's checkpoint 0", err, 1, true)
@@ -576,21 +571,9 @@ describe("consumer groups", function()
     end)
 
     it("decides a trim's --group on the group as stored, not as another process last saw it", function()
-      store = helper.store()
-      mesh = helper.open { store = store, plugins = { FIXTURE }, streams = STREAMS }
+      local owner, held = six_edits_slow_held()
       local other = helper.open { store = store, streams = STREAMS }
-      ns = helper.ns()
-      client = mesh:hub("client/" .. ns)
-      local held = package.loaded.groups_held
-      held.on, held.waiting = true, {}
-      local owner = ns .. "/doc"
       local slow = { namespace = "Edits", key = owner, group = "slow" }
-      helper.ok(mesh:put_node { path = owner, node_type = "Doc", content = {} })
-      for i = 1, 6 do publish("Edits", owner, i) end
-      helper.run_until(mesh, function()
-        return group_checkpoint("Edits", owner, "audit") == 6
-          and group_checkpoint("Edits", owner, "search") == 6 and #held.waiting == 1
-      end)
       assert.equal(0, helper.ok(other:seek_durable(slow, 5))) -- `other` saw slow at 5 ...
       local code, _, err = run { "seek", "Edits", owner, "--group", "slow", "--to", "1" }
       assert.equal(0, code, err) -- ... and slow went back to 1 elsewhere
