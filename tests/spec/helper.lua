@@ -20,6 +20,11 @@
 -- run on this machine says pending(), never passes silently.
 local M = {}
 
+-- Line by line, so that busted's summary reaches a log even when the process
+-- dies on its way out (a sanitizer's leak check runs before the C library
+-- writes out what it buffered).
+io.stdout:setvbuf("line")
+
 M.KIND = os.getenv("DURABLE_TEST_STORE") or "sqlite"
 M.PG = os.getenv("DURABLE_TEST_PG")
 M.BUILD = os.getenv("DURABLE_BUILD_DIR") or "build"
