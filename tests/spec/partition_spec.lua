@@ -23,7 +23,7 @@
 --   c. A's liveness connection killed on the server again and again
 --      (pg_terminate_backend): nothing lost, nothing acknowledged handed
 --      over again;
---   d. A on a slow link (50 ms round trips: tests/support/delay_proxy.lua,
+--   d. A on a slow link (50 ms round trips: tests/support/pg_link.lua,
 --      since this kernel has no netem qdisc): its streams keep moving,
 --      nothing is lost or handled twice, and neither host reports a
 --      failure or takes a stream over.
@@ -281,9 +281,8 @@ describe("hosts cut off from PostgreSQL #postgres", function()
 
   it("d. keeps a host on a slow link consuming, with no failures and no takeovers", function()
     if WHY_NOT then return pending(WHY_NOT) end
-    local proxy = spawn { "tests/support/delay_proxy.lua", ("10.77.%d.1"):format(NET_A),
-                          tostring(SLOW_PORT), PG_DIR .. "/.s.PGSQL.5432", tostring(SLOW_MS),
-                          program = "lua5.4" }
+    local proxy = spawn { "tests/support/pg_link.lua", ("10.77.%d.1:%d"):format(NET_A, SLOW_PORT),
+                          PG_DIR .. "/.s.PGSQL.5432", "delay=" .. SLOW_MS, program = "lua5.4" }
     assert.truthy(wait_for(function() return (read_file(proxy.out) or ""):find("listening") end, 10),
       "the delaying proxy did not start: " .. (read_file(proxy.err) or ""))
     -- 4 owners, one item each 100 ms: ~37 a second, more than host A can
