@@ -141,7 +141,9 @@ if grep -qx 'DURABLE_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
   # has passed, about once in a few runs.  Without the interceptor those
   # blocks are still scanned: the leak check counts what the dynamic linker
   # allocates among its roots.
-  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:intercept_tls_get_addr=0}
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+  [[ $ASAN_OPTIONS == *intercept_tls_get_addr* ]] ||
+    ASAN_OPTIONS+=:intercept_tls_get_addr=0
   # lua5.4 is not instrumented, and the ASan runtime must be loaded before
   # the sanitized durable.core.  ld.so --preload (not LD_PRELOAD) loads it
   # into lua5.4 alone: a psql or pg_ctl that a spec starts must not inherit

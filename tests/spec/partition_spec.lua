@@ -284,7 +284,7 @@ describe("hosts cut off from PostgreSQL #postgres", function()
     local proxy = spawn { "tests/support/pg_link.lua", ("10.77.%d.1:%d"):format(NET_A, SLOW_PORT),
                           PG_DIR .. "/.s.PGSQL.5432", "delay=" .. SLOW_MS, program = "lua5.4" }
     assert.truthy(wait_for(function() return (read_file(proxy.out) or ""):find("listening") end, 10),
-      "the delaying proxy did not start: " .. (read_file(proxy.err) or ""))
+      "the slow link did not start: " .. (read_file(proxy.err) or ""))
     -- 4 owners, one item each 100 ms: ~37 a second, more than host A can
     -- acknowledge at 2 round trips per group commit (~15 a second); it
     -- must keep moving all the same (a reader spent on re-reading

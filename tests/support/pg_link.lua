@@ -17,7 +17,8 @@
 --                 (its CommandComplete "COMMIT") is dropped, and that
 --                 connection closed both ways: the transaction is saved,
 --                 and its client cannot know it -- a link lost at the worst
---                 moment.
+--                 moment.  (An answer split over two reads is not seen:
+--                 fewer cuts, never a wrong one.)
 --
 -- Prints "listening" once it accepts; runs until killed.  Needs luv
 -- (Debian's lua-luv).
