@@ -668,46 +668,43 @@ static int l_stream_check(lua_State *L) {
   return 1;
 }
 
-/* core.retention_check(text) -> true, or nil, message, "EINVAL" saying what
- * a policy is. */
-static int l_retention_check(lua_State *L) {
+/* core.retention_check(text), core.group_check(name) and
+ * core.start_check(text): true, or nil, message, "EINVAL" naming the rule
+ * the text breaks -- a retention policy, a consumer group's name, a group's
+ * start.  One body for the three, each its C check. */
+static int check_text(lua_State *L, const char *what,
+                      int (*check)(const char *text, durable_error_t *err)) {
   char why[400];
-  if (dlua_has_nul(L, 1, "retention policy", why, sizeof why))
+  if (dlua_has_nul(L, 1, what, why, sizeof why))
     return dlua_fail(L, DURABLE_EINVAL, why);
-  durable_retention_t policy;
   durable_error_t err = {0};
-  int rc = durable_retention_parse(luaL_checkstring(L, 1), &policy, &err);
+  int rc = check(luaL_checkstring(L, 1), &err);
   if (rc < 0)
     return dlua_fail(L, rc, err.message);
   lua_pushboolean(L, 1);
   return 1;
 }
 
-/* core.group_check(name) -> true, or nil, message, "EINVAL" naming the
- * rule; core.start_check(text) the same for a group's start. */
+static int retention_valid(const char *text, durable_error_t *err) {
+  durable_retention_t policy;
+  return durable_retention_parse(text, &policy, err);
+}
+
+static int start_valid(const char *text, durable_error_t *err) {
+  durable_start_t start;
+  return durable_start_parse(text, &start, err);
+}
+
+static int l_retention_check(lua_State *L) {
+  return check_text(L, "retention policy", retention_valid);
+}
+
 static int l_group_check(lua_State *L) {
-  char why[400];
-  if (dlua_has_nul(L, 1, "consumer group", why, sizeof why))
-    return dlua_fail(L, DURABLE_EINVAL, why);
-  durable_error_t err = {0};
-  int rc = durable_group_check(luaL_checkstring(L, 1), &err);
-  if (rc < 0)
-    return dlua_fail(L, rc, err.message);
-  lua_pushboolean(L, 1);
-  return 1;
+  return check_text(L, "consumer group", durable_group_check);
 }
 
 static int l_start_check(lua_State *L) {
-  char why[400];
-  if (dlua_has_nul(L, 1, "start", why, sizeof why))
-    return dlua_fail(L, DURABLE_EINVAL, why);
-  durable_start_t start;
-  durable_error_t err = {0};
-  int rc = durable_start_parse(luaL_checkstring(L, 1), &start, &err);
-  if (rc < 0)
-    return dlua_fail(L, rc, err.message);
-  lua_pushboolean(L, 1);
-  return 1;
+  return check_text(L, "start", start_valid);
 }
 
 /* core.publish_id_check(id [, namespace, key]) -> true, or nil, message,
