@@ -31,6 +31,20 @@ describe("consumer groups", function()
   local function publish(family, key, n)
     return helper.ok(client:publish_durable({ namespace = family, key = key }, { n = n }))
   end
+  -- a Doc owner in this test's namespace, items 1..n published to its Edits
+  local function doc_with(n)
+    local owner = ns .. "/doc"
+    helper.ok(mesh:put_node { path = owner, node_type = "Doc", content = {} })
+    for i = 1, n do publish("Edits", owner, i) end
+    return owner
+  end
+  -- whether each group named acknowledged item n of owner's Edits
+  local function groups_at(owner, n, ...)
+    for _, g in ipairs({ ... }) do
+      if group_checkpoint("Edits", owner, g) ~= n then return false end
+    end
+    return true
+  end
   local function seq(from, to)
     local t = {}
     for i = from, to do t[#t + 1] = i end
@@ -46,19 +60,14 @@ describe("consumer groups", function()
     setup()
     local seen, held = package.loaded.groups_seen, package.loaded.groups_held
     held.on, held.waiting = true, {}
-    local owner = ns .. "/doc"
-    helper.ok(mesh:put_node { path = owner, node_type = "Doc", content = {} })
-    for i = 1, 30 do publish("Edits", owner, i) end
-    helper.run_until(mesh, function()
-      return group_checkpoint("Edits", owner, "audit") == 30
-        and group_checkpoint("Edits", owner, "search") == 30
-    end)
+    local owner = doc_with(30)
+    helper.run_until(mesh, function() return groups_at(owner, 30, "audit", "search") end)
     -- the slow group holds its first item: the others did not wait for it
     assert.same({ 1 }, seen.slow[owner])
     assert.equal(0, group_node("Edits", owner, "slow").content.Checkpoint)
     held.on = false
     for _, open in ipairs(held.waiting) do open() end
-    helper.run_until(mesh, function() return group_checkpoint("Edits", owner, "slow") == 30 end)
+    helper.run_until(mesh, function() return groups_at(owner, 30, "slow") end)
     for _, g in ipairs({ "audit", "search", "slow" }) do
       assert.same(seq(1, 30), seen[g][owner], g)
       local gn = group_node("Edits", owner, g)
@@ -87,10 +96,8 @@ describe("consumer groups", function()
     setup()
     local seen = package.loaded.groups_seen
     package.loaded.groups_held.on = false
-    local owner = ns .. "/doc"
-    helper.ok(mesh:put_node { path = owner, node_type = "Doc", content = {} })
-    for i = 1, 3 do publish("Edits", owner, i) end
-    helper.run_until(mesh, function() return group_checkpoint("Edits", owner, "slow") == 3 end)
+    local owner = doc_with(3)
+    helper.run_until(mesh, function() return groups_at(owner, 3, "slow") end)
     for _ = 1, 2 do -- twice: each orphan period wakes it once
       helper.ok(mesh:recycle(owner)) -- its three leases are released
       helper.run_until(mesh, function()
@@ -101,11 +108,7 @@ describe("consumer groups", function()
       end)
       assert.is_nil(helper.find(mesh, owner))
       local last = publish("Edits", owner, 0) -- nobody activates the owner but the wake
-      helper.run_until(mesh, function()
-        return group_checkpoint("Edits", owner, "audit") == last
-          and group_checkpoint("Edits", owner, "search") == last
-          and group_checkpoint("Edits", owner, "slow") == last
-      end)
+      helper.run_until(mesh, function() return groups_at(owner, last, "audit", "search", "slow") end)
     end
     for _, g in ipairs({ "audit", "search", "slow" }) do assert.same(seq(1, 5), seen[g][owner]) end
   end)
@@ -114,13 +117,8 @@ describe("consumer groups", function()
     setup()
     local seen = package.loaded.groups_seen
     package.loaded.groups_held.on = false
-    local owner = ns .. "/doc"
-    helper.ok(mesh:put_node { path = owner, node_type = "Doc", content = {} })
-    for i = 1, 3 do publish("Edits", owner, i) end
-    helper.run_until(mesh, function()
-      return group_checkpoint("Edits", owner, "audit") == 3 and group_checkpoint("Edits", owner, "search") == 3
-        and group_checkpoint("Edits", owner, "slow") == 3
-    end)
+    local owner = doc_with(3)
+    helper.run_until(mesh, function() return groups_at(owner, 3, "audit", "search", "slow") end)
     local before = {}
     for _, g in ipairs({ "search", "slow" }) do before[g] = group_node("Edits", owner, g).content.LeaseEpoch end
     -- the audit group's lease as a process that died would have left it
@@ -132,9 +130,7 @@ describe("consumer groups", function()
       return n
     end))
     for i = 4, 6 do publish("Edits", owner, i) end
-    helper.run_until(mesh, function()
-      return group_checkpoint("Edits", owner, "audit") == 6 and group_checkpoint("Edits", owner, "slow") == 6
-    end, 10000)
+    helper.run_until(mesh, function() return groups_at(owner, 6, "audit", "slow") end, 10000)
     assert.equal(1, #helper.log_lines("Edits@" .. owner .. " group audit: " .. owner .. " TOOK OVER the lease"))
     for _, g in ipairs({ "search", "slow" }) do
       assert.equal(before[g], group_node("Edits", owner, g).content.LeaseEpoch, g .. " stayed put")
@@ -231,13 +227,8 @@ describe("consumer groups", function()
     setup()
     local held = package.loaded.groups_held
     held.on, held.waiting = true, {}
-    local owner = ns .. "/doc"
-    helper.ok(mesh:put_node { path = owner, node_type = "Doc", content = {} })
-    for i = 1, 10 do publish("Edits", owner, i) end
-    helper.run_until(mesh, function()
-      return group_checkpoint("Edits", owner, "audit") == 10
-        and group_checkpoint("Edits", owner, "search") == 10 and #held.waiting == 1
-    end)
+    local owner = doc_with(10)
+    helper.run_until(mesh, function() return groups_at(owner, 10, "audit", "search") and #held.waiting == 1 end)
     local stream = { namespace = "Edits", key = owner }
     local message = helper.fails(mesh:trim_durable(stream, 5), "EINVAL")
     assert.matches("item 1 is not acknowledged (group slow's checkpoint 0)", message, 1, true)
@@ -245,7 +236,7 @@ describe("consumer groups", function()
     helper.ok(mesh:set_retention("Edits", "0"))
     held.on = false
     held.waiting[1]()
-    helper.run_until(mesh, function() return group_checkpoint("Edits", owner, "slow") == 10 end)
+    helper.run_until(mesh, function() return groups_at(owner, 10, "slow") end)
     -- (the policy is read back within about 5 s)
     helper.run_until(mesh, function()
       return (node(stream_path("Edits", owner)).content.TrimmedThrough or 0) == 10
@@ -426,13 +417,8 @@ describe("consumer groups", function()
       client = mesh:hub("client/" .. ns)
       local held = package.loaded.groups_held
       held.on, held.waiting = true, {}
-      local owner = ns .. "/doc"
-      helper.ok(mesh:put_node { path = owner, node_type = "Doc", content = {} })
-      for i = 1, 6 do publish("Edits", owner, i) end
-      helper.run_until(mesh, function()
-        return group_checkpoint("Edits", owner, "audit") == 6
-          and group_checkpoint("Edits", owner, "search") == 6 and #held.waiting == 1
-      end)
+      local owner = doc_with(6)
+      helper.run_until(mesh, function() return groups_at(owner, 6, "audit", "search") and #held.waiting == 1 end)
       return owner, held
     end
 
@@ -516,7 +502,7 @@ describe("consumer groups", function()
       assert.equal("Edits@" .. owner .. " group slow: checkpoint 4 (was 0)\n", out)
       held.on = false
       for _, open in ipairs(held.waiting) do open() end
-      helper.run_until(mesh, function() return group_checkpoint("Edits", owner, "slow") == 6 end)
+      helper.run_until(mesh, function() return groups_at(owner, 6, "slow") end)
       assert.same({ 1, 5, 6 }, package.loaded.groups_seen.slow[owner])
       assert.equal(6, group_node("Edits", owner, "audit").content.Checkpoint)
       -- a group held by a consumer is deleted only with --force
@@ -562,7 +548,7 @@ describe("consumer groups", function()
       -- it goes on after 4 (item 1, begun when it was fenced, may finish)
       held.on = false
       for _, open in ipairs(held.waiting) do open() end
-      helper.run_until(mesh, function() return group_checkpoint("Edits", owner, "slow") == 6 end)
+      helper.run_until(mesh, function() return groups_at(owner, 6, "slow") end)
       assert.same({ 1, 5, 6 }, package.loaded.groups_seen.slow[owner])
       -- from Lua: a group at or past the trim stays where it is
       assert.equal(1, helper.ok(mesh:trim_durable({ namespace = "Edits", key = owner, group = "audit" }, 5)))
