@@ -518,8 +518,16 @@ function M.spawn(on_raise, fn, ...)
   return c
 end
 
+-- Turns of a loop run by M.run, nested runs included.
+local turns = 0
+
 ---Run the loop of the completion's mesh until `pred()` is true, at most
 ---`timeout_ms` (nil: no limit).  Returns true, or nil and a message.
+---
+---A predicate may run the loop itself (`mesh:get_node(p):wait()` inside
+---it): what it waits for may then have happened during that nested run,
+---with nothing left to wake the loop, so the turn after such a predicate
+---only polls (waits 0 ms) instead of blocking until the next event.
 ---@param mesh durable.Mesh
 ---@param pred fun(): boolean
 ---@param timeout_ms? number
@@ -527,7 +535,9 @@ end
 ---@return string? message
 function M.run(mesh, pred, timeout_ms)
   local deadline = timeout_ms and prim.mesh.now(mesh) + math.ceil(timeout_ms)
-  while not pred() do
+  while true do
+    local before = turns
+    if pred() then break end
     local wait_ms
     if deadline then
       wait_ms = deadline - prim.mesh.now(mesh)
@@ -535,6 +545,8 @@ function M.run(mesh, pred, timeout_ms)
         return nil, ("timed out after %d ms"):format(math.ceil(timeout_ms))
       end
     end
+    if turns ~= before then wait_ms = 0 end -- the predicate ran the loop
+    turns = turns + 1
     local alive = prim.mesh.step(mesh, wait_ms)
     if not alive and deadline == nil and not pred() then
       return nil, "nothing is left to run on the loop and the condition is still false"

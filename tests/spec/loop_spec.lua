@@ -219,3 +219,44 @@ describe("a mesh driven by another loop", function()
     for _, a in ipairs(answers) do assert.same({ inside = false, found = true }, a) end
   end)
 end)
+
+describe("mesh:run_until", function()
+  helper.each()
+
+  -- the waits, in ms (-1: no limit), that mesh:run_until and :wait() give
+  -- each turn of the loop while `fn` runs
+  local function waits_of(fn)
+    local step, waits = core.primitives.mesh.step, {}
+    core.primitives.mesh.step = function(m, ms)
+      waits[#waits + 1] = ms or -1
+      return step(m, ms)
+    end
+    local ok, err = pcall(fn)
+    core.primitives.mesh.step = step
+    assert(ok, err)
+    return waits
+  end
+
+  it("polls after a predicate that ran the loop itself, rather than wait for an event it took", function()
+    local mesh = helper.open {}
+    local path = helper.ns() .. "/n"
+    local calls = 0
+    local waits = waits_of(function()
+      assert.is_true(mesh:run_until(function()
+        calls = calls + 1
+        -- a read waited for inside: its turns may take what the loop was
+        -- to be woken by
+        if calls == 1 then assert.is_nil(helper.ok(mesh:get_node(path))) end
+        return calls == 2
+      end, 60000))
+    end)
+    assert.equal(2, calls)
+    assert.is_true(#waits >= 2, "the read ran no turn")
+    assert.equal(0, waits[#waits]) -- the turn after the predicate: a poll
+    -- a predicate that runs nothing still lets each turn wait, up to the limit
+    waits = waits_of(function()
+      assert.is_nil(mesh:run_until(function() return false end, 300))
+    end)
+    assert.is_true(waits[1] > 0, "the first turn waited " .. waits[1] .. " ms")
+  end)
+end)
